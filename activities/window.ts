@@ -1,0 +1,86 @@
+// The window activity: the job's handler, the window's done marker and the watermark advance,
+// committed in one transaction. Two attempts racing produce one effect; the loser reports
+// `already-done` and changes nothing.
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { advanceWatermark, beginAttempt, claimDone, failAttempt, recordRun, setCounts, type WindowRef } from '../db/ledger.js';
+import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
+import type { WindowInput, WindowResult } from '../workflows/types.js';
+import type { ActivityDeps } from './deps.js';
+import { FAILURE, badInput } from './errors.js';
+import { jobOrFail } from './plan.js';
+
+function attemptInfo(): { attempt: number; workflowId: string | null } {
+  try {
+    const info = Context.current().info;
+    return { attempt: info.attempt, workflowId: info.workflowExecution?.workflowId ?? null };
+  } catch {
+    return { attempt: 1, workflowId: null };
+  }
+}
+
+export function windowActivities(deps: ActivityDeps) {
+  const { db, logger } = deps;
+
+  /** Checks the window against the job's grid and the clock before anything is written. */
+  function resolveWindow(input: WindowInput): WindowRef {
+    const job = jobOrFail(deps, input.job);
+    const start = new Date(input.start);
+    const end = new Date(input.end);
+    if (Number.isNaN(start.getTime()) || Number.isNaN(end.getTime())) {
+      throw badInput(FAILURE.badWindow, `window start "${input.start}" / end "${input.end}" must be ISO-8601 instants`);
+    }
+    const expected = windowAt(job.grid, job.timezone, start);
+    if (expected.start.getTime() !== start.getTime() || expected.end.getTime() !== end.getTime()) {
+      throw badInput(FAILURE.badWindow, `[${input.start}, ${input.end}) is not a window of job "${job.name}" (grid "${job.grid.label}" in ${job.timezone}); the window containing ${input.start} is [${isoUtc(expected.start)}, ${isoUtc(expected.end)})`);
+    }
+    if (!isClosed(expected, deps.now(), job.latenessMs)) {
+      throw badInput(FAILURE.windowNotClosed, `window ${windowKey(job.name, start)} is not closed yet: it may be processed from ${isoUtc(new Date(end.getTime() + job.latenessMs))}`);
+    }
+    const generation = input.generation ?? 0;
+    return { job: job.name, start, end, generation, key: windowKey(job.name, start, generation) };
+  }
+
+  return {
+    async processWindow(input: WindowInput): Promise<WindowResult> {
+      const w = resolveWindow(input);
+      const job = deps.catalog.get(w.job);
+      const { attempt, workflowId } = attemptInfo();
+      const startedAt = deps.now();
+      const run = { kind: 'window' as const, job: w.job, windowStart: w.start, generation: w.generation, workflowId, attempt, startedAt };
+
+      const skipDone = async (): Promise<WindowResult> => {
+        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
+        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
+        return { key: w.key, outcome: 'already-done', counts: null, watermark: null };
+      };
+
+      if (!(await beginAttempt(db, w, { trigger: input.trigger, workflowId, at: startedAt }))) return await skipDone();
+
+      try {
+        const committed = await db.transaction().execute(async (trx) => {
+          if (!(await claimDone(trx, w, startedAt))) return null;
+          const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt });
+          if (counts.applied + counts.quarantined !== counts.input) {
+            throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
+          }
+          await setCounts(trx, w, { ...counts, durationMs: deps.now().getTime() - startedAt.getTime() });
+          const watermark = await advanceWatermark(trx, job.name);
+          return { counts, watermark };
+        });
+        if (!committed) return await skipDone();
+        const { counts, watermark } = committed;
+        logger.info(`PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`);
+        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'processed', details: { ...counts } });
+        return { key: w.key, outcome: 'processed', counts: { ...counts }, watermark: watermark ? isoUtc(watermark) : null };
+      } catch (err) {
+        const reason = err instanceof Error ? err.message : String(err);
+        const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
+        logger.error(`FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`);
+        await failAttempt(db, w, deps.now(), reason).catch(() => undefined);
+        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(() => undefined);
+        throw err;
+      }
+    },
+  };
+}

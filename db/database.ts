@@ -1,0 +1,96 @@
+// Connecting to PostgreSQL: the kysely instance, creating the database when it is missing,
+// and turning an unreachable server into an error that says how to fix it.
+import { Kysely, PostgresDialect } from 'kysely';
+import { Migrator } from 'kysely/migration';
+import pg from 'pg';
+import { migrations } from './migrations/index.js';
+import type { Database } from './schema.js';
+
+/** PostgreSQL error codes the code reacts to, by name. */
+export const PG_ERROR = Object.freeze({
+  invalidCatalogName: '3D000',
+  duplicateDatabase: '42P04',
+  uniqueViolation: '23505',
+  serializationFailure: '40001',
+  deadlockDetected: '40P01',
+});
+
+export class DatabaseError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DatabaseError';
+    this.code = code;
+  }
+}
+
+const DATE_OID = 1082;
+const INT8_OID = 20;
+const customTypes = {
+  // Dates stay 'YYYY-MM-DD' text (no local-midnight Date); counts from count(*) become numbers.
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === DATE_OID) return (value: string) => value;
+    if (oid === INT8_OID) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+};
+
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}
+
+export function createDb(url: string, opts: { max?: number } = {}): Kysely<Database> {
+  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: customTypes });
+  // An idle client that loses its connection must not crash the process.
+  pool.on('error', () => undefined);
+  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+}
+
+function unreachable(url: string, err: unknown): DatabaseError {
+  return new DatabaseError('DB_UNREACHABLE',
+    `PostgreSQL at ${redactUrl(url)} cannot be reached (${(err as Error).message}). ` +
+    'Start it (on Debian: pg_ctlcluster 15 main start) or set DATABASE_URL to a running server.', { cause: err });
+}
+
+/** Connects once; creates the database when the server says it does not exist. */
+export async function ensureDatabase(url: string): Promise<void> {
+  const probe = new pg.Client({ connectionString: url });
+  try {
+    await probe.connect();
+    await probe.end();
+    return;
+  } catch (err) {
+    await probe.end().catch(() => undefined);
+    if ((err as { code?: string }).code !== PG_ERROR.invalidCatalogName) throw unreachable(url, err);
+  }
+  const target = new URL(url);
+  const name = decodeURIComponent(target.pathname.slice(1));
+  const admin = new URL(url);
+  admin.pathname = '/postgres';
+  const client = new pg.Client({ connectionString: admin.toString() });
+  try {
+    await client.connect();
+    await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
+  } catch (err) {
+    if ((err as { code?: string }).code !== PG_ERROR.duplicateDatabase) throw unreachable(url, err);
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
+/** Applies every pending migration; throws with the failing migration's name. */
+export async function migrate(db: Kysely<Database>): Promise<string[]> {
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...migrations }) } });
+  const { error, results } = await migrator.migrateToLatest();
+  const failed = results?.find((r) => r.status === 'Error');
+  if (error || failed) {
+    throw new DatabaseError('MIGRATION_FAILED', `migration ${failed?.migrationName ?? '(unknown)'} failed: ${(error as Error)?.message ?? 'see cause'}`, { cause: error });
+  }
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}

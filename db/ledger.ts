@@ -1,0 +1,126 @@
+// Ledger repository: every read and write of watermarks, window markers, run history and
+// quarantine. Each function takes `db` or an open transaction first so they compose.
+import { sql, type Kysely, type Transaction } from 'kysely';
+import type { Database, RunKind } from './schema.js';
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+export interface WindowRef {
+  readonly job: string;
+  readonly start: Date;
+  readonly end: Date;
+  readonly generation: number;
+  readonly key: string;
+}
+
+/** The job's watermark, set to `initial` on first sight (never moved back). */
+export async function watermarkOf(db: Db, job: string, initial: Date): Promise<Date> {
+  await db.insertInto('job_watermarks').values({ job, watermark: initial, updated_at: new Date() })
+    .onConflict((oc) => oc.column('job').doNothing()).execute();
+  const row = await db.selectFrom('job_watermarks').select('watermark').where('job', '=', job).executeTakeFirstOrThrow();
+  return row.watermark;
+}
+
+export async function readWatermark(db: Db, job: string): Promise<Date | undefined> {
+  const row = await db.selectFrom('job_watermarks').select('watermark').where('job', '=', job).executeTakeFirst();
+  return row?.watermark;
+}
+
+/** Starts of the job's done windows (generation 0) in [from, to). */
+export async function doneStarts(db: Db, job: string, from: Date, to: Date): Promise<Set<number>> {
+  const rows = await db.selectFrom('job_windows').select('window_start')
+    .where('job', '=', job).where('generation', '=', 0).where('status', '=', 'done')
+    .where('window_start', '>=', from).where('window_start', '<', to).execute();
+  return new Set(rows.map((r) => r.window_start.getTime()));
+}
+
+/**
+ * Marks an attempt as running unless the window is done. Returns false when it is done
+ * already (the caller reports `already-done` and changes nothing).
+ */
+export async function beginAttempt(db: Db, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<boolean> {
+  const row = await db.insertInto('job_windows')
+    .values({
+      job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
+      status: 'running', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
+    })
+    .onConflict((oc) => oc.columns(['job', 'window_start', 'generation']).doUpdateSet({
+      status: 'running', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId,
+      started_at: a.at, reason: null,
+    }).where('job_windows.status', '<>', 'done'))
+    .returning('status').executeTakeFirst();
+  return row !== undefined;
+}
+
+/**
+ * Claims the window's done marker inside the effect's transaction. A concurrent attempt
+ * blocks on the row until this transaction ends and then sees `done`: exactly one wins.
+ */
+export async function claimDone(trx: Transaction<Database>, w: WindowRef, at: Date): Promise<boolean> {
+  const row = await trx.updateTable('job_windows')
+    .set({ status: 'done', finished_at: at, reason: null })
+    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation)
+    .where('status', '<>', 'done')
+    .returning('started_at').executeTakeFirst();
+  return row !== undefined;
+}
+
+export async function setCounts(trx: Transaction<Database>, w: WindowRef, c: { input: number; applied: number; quarantined: number; durationMs: number }): Promise<void> {
+  await trx.updateTable('job_windows')
+    .set({ records_in: c.input, records_applied: c.applied, records_quarantined: c.quarantined, duration_ms: c.durationMs })
+    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation).execute();
+}
+
+/**
+ * Moves the watermark over the contiguous done windows that start at it. The row lock
+ * serialises the window commits of one job, so two windows finishing together cannot
+ * leave the watermark short; it never moves back and never passes a window not done.
+ */
+export async function advanceWatermark(trx: Transaction<Database>, job: string): Promise<Date | undefined> {
+  const locked = await trx.selectFrom('job_watermarks').select('watermark').where('job', '=', job).forUpdate().executeTakeFirst();
+  if (!locked) return undefined;
+  const result = await sql<{ watermark: Date }>`
+    with recursive chain(window_end) as (
+      select window_end from job_windows
+       where job = ${job} and generation = 0 and status = 'done' and window_start = ${locked.watermark}
+      union all
+      select w.window_end from job_windows w join chain on w.window_start = chain.window_end
+       where w.job = ${job} and w.generation = 0 and w.status = 'done'
+    )
+    update job_watermarks set watermark = c.new_watermark, updated_at = now()
+      from (select max(window_end) as new_watermark from chain) c
+     where job = ${job} and c.new_watermark > job_watermarks.watermark
+    returning job_watermarks.watermark`.execute(trx);
+  return result.rows[0]?.watermark ?? locked.watermark;
+}
+
+/** Records a failed attempt on the window row, unless another attempt finished it. */
+export async function failAttempt(db: Db, w: WindowRef, at: Date, reason: string): Promise<void> {
+  await db.updateTable('job_windows')
+    .set({ status: 'failed', finished_at: at, reason })
+    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation)
+    .where('status', '<>', 'done').execute();
+}
+
+export interface RunRecord {
+  kind: RunKind;
+  job: string;
+  windowStart?: Date | null;
+  generation?: number | null;
+  workflowId?: string | null;
+  attempt?: number | null;
+  startedAt: Date;
+  finishedAt: Date;
+  outcome: string;
+  reason?: string | null;
+  details?: Record<string, unknown>;
+}
+
+export async function recordRun(db: Db, r: RunRecord): Promise<void> {
+  await db.insertInto('job_runs').values({
+    kind: r.kind, job: r.job, window_start: r.windowStart ?? null, generation: r.generation ?? null,
+    workflow_id: r.workflowId ?? null, attempt: r.attempt ?? null, started_at: r.startedAt, finished_at: r.finishedAt,
+    duration_ms: Math.max(0, r.finishedAt.getTime() - r.startedAt.getTime()), outcome: r.outcome, reason: r.reason ?? null,
+    details: JSON.stringify(r.details ?? {}),
+  }).execute();
+}

@@ -1,0 +1,9 @@
+// Append-only list of migrations, in order. Never edit one that has shipped; add a new file.
+import type { Migration } from 'kysely/migration';
+import * as ledger from './20261129T1000_ledger.js';
+import * as salesDemo from './20261129T1001_sales_demo.js';
+
+export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+  '20261129T1000_ledger': ledger,
+  '20261129T1001_sales_demo': salesDemo,
+});

@@ -1,0 +1,91 @@
+// Table types of the ledger and of the demo jobs' tables, as kysely sees them.
+import type { ColumnType, Generated } from 'kysely';
+
+type Timestamp = ColumnType<Date, Date | string, Date | string>;
+type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
+
+export const WINDOW_STATUS = Object.freeze({ running: 'running', done: 'done', failed: 'failed' } as const);
+export type WindowStatus = (typeof WINDOW_STATUS)[keyof typeof WINDOW_STATUS];
+
+export const RUN_KIND = Object.freeze({ tick: 'tick', window: 'window', backfill: 'backfill', rerun: 'rerun' } as const);
+export type RunKind = (typeof RUN_KIND)[keyof typeof RUN_KIND];
+
+/** Per job: the end of the contiguous run of done windows. Only moves forward. */
+export interface JobWatermarkTable {
+  job: string;
+  watermark: Timestamp;
+  updated_at: Timestamp;
+}
+
+/** Per window and generation: where it stands. The `done` row is the window's idempotency marker. */
+export interface JobWindowTable {
+  job: string;
+  window_start: Timestamp;
+  generation: ColumnType<number, number | undefined, number>;
+  window_end: Timestamp;
+  window_key: string;
+  status: WindowStatus;
+  attempts: ColumnType<number, number | undefined, number>;
+  trigger: string;
+  workflow_id: string | null;
+  started_at: Timestamp;
+  finished_at: Timestamp | null;
+  duration_ms: number | null;
+  reason: string | null;
+  records_in: number | null;
+  records_applied: number | null;
+  records_quarantined: number | null;
+}
+
+/** Every tick, window attempt, backfill and rerun, kept after Temporal's retention drops it. */
+export interface JobRunTable {
+  id: Generated<string>;
+  kind: RunKind;
+  job: string;
+  window_start: Timestamp | null;
+  generation: number | null;
+  workflow_id: string | null;
+  attempt: number | null;
+  started_at: Timestamp;
+  finished_at: Timestamp;
+  duration_ms: number;
+  outcome: string;
+  reason: string | null;
+  details: ColumnType<unknown, string | undefined, string>;
+}
+
+/** Records a handler set aside, with the reason; applied + quarantined = input. */
+export interface QuarantineTable {
+  id: Generated<string>;
+  job: string;
+  window_start: Timestamp;
+  generation: number;
+  record_key: string;
+  reason: string;
+  payload: ColumnType<unknown, string | undefined, string>;
+  created_at: CreatedAt;
+}
+
+/** Demo source: orders as they land. `amount` may be missing or negative in bad records. */
+export interface OrderTable {
+  order_key: string;
+  placed_at: Timestamp;
+  amount: ColumnType<string | null, string | number | null, string | number | null>;
+}
+
+/** Demo target: per job and local day, the orders and their total. */
+export interface DailySalesTable {
+  job: string;
+  day: ColumnType<string, string, string>;
+  order_count: ColumnType<number, number, number>;
+  total: ColumnType<string, string | number, string | number>;
+}
+
+export interface Database {
+  job_watermarks: JobWatermarkTable;
+  job_windows: JobWindowTable;
+  job_runs: JobRunTable;
+  quarantine: QuarantineTable;
+  orders: OrderTable;
+  daily_sales: DailySalesTable;
+}

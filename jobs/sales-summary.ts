@@ -1,0 +1,74 @@
+// Job kind "sales summary": sums each closed window's orders into a per-day summary table,
+// in one set-based statement per window, with bad orders set aside in quarantine.
+import { sql } from 'kysely';
+import type { JobSeeder, JobSpec, WindowContext, WindowCounts } from '../schedules/job.js';
+
+export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 'grid'> {
+  grid?: string;
+  /** Orders per hour the demo seeder writes for the past day; 0 writes none. */
+  seedOrdersPerHour?: number;
+}
+
+/**
+ * One statement: read the window's orders once, quarantine the bad ones, add the good ones
+ * to their local day's row, and report the three counts. The caller's transaction holds it
+ * together with the window's done marker and the watermark.
+ */
+export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts> {
+  const { trx, window, job, generation } = ctx;
+  const result = await sql<{ input: number; applied: number; quarantined: number }>`
+    with input as (
+      select order_key, placed_at, amount from orders
+       where placed_at >= ${window.start} and placed_at < ${window.end}
+    ), bad as (
+      insert into quarantine (job, window_start, generation, record_key, reason, payload)
+      select ${job.name}, ${window.start}, ${generation}, order_key,
+             case when amount is null then 'amount is missing' else 'amount is negative' end,
+             jsonb_build_object('order_key', order_key, 'placed_at', placed_at, 'amount', amount)
+        from input where amount is null or amount < 0
+      returning 1
+    ), applied as (
+      insert into daily_sales (job, day, order_count, total)
+      select ${job.name}, (placed_at at time zone ${job.timezone})::date, count(*), sum(amount)
+        from input where amount >= 0 group by 2
+      on conflict (job, day) do update
+        set order_count = daily_sales.order_count + excluded.order_count,
+            total = daily_sales.total + excluded.total
+      returning 1
+    )
+    select (select count(*) from input)::int as input,
+           (select count(*) from input where amount >= 0)::int as applied,
+           (select count(*) from bad)::int as quarantined,
+           (select count(*) from applied)::int as days`.execute(trx);
+  const row = result.rows[0]!;
+  return { input: row.input, applied: row.applied, quarantined: row.quarantined };
+}
+
+/** Demo data: a steady stream of orders over the past day, about one in fifty of them bad. */
+export function seedOrders(perHour: number): JobSeeder {
+  return async (db, { now }) => {
+    if (perHour <= 0) return;
+    const hourMs = 3_600_000;
+    const from = Math.floor(now.getTime() / hourMs) * hourMs - 24 * hourMs;
+    const count = 24 * perHour;
+    await sql`
+      insert into orders (order_key, placed_at, amount)
+      select 'demo-' || to_char(ts, 'YYYYMMDD"T"HH24MISS') || '-' || n,
+             ts,
+             case when n % 50 = 0 then null else round((10 + (n * 7919 % 9000) / 100.0)::numeric, 2) end
+        from (select n, to_timestamp(${from / 1000} + n * ${3600 / perHour}) as ts
+                from generate_series(0, ${count - 1}) as n) s
+      on conflict (order_key) do nothing`.execute(db);
+  };
+}
+
+export function salesSummary(opts: SalesSummaryOptions): JobSpec {
+  const { seedOrdersPerHour = 0, grid = '1h', ...rest } = opts;
+  return {
+    description: 'Sums closed windows of orders into daily_sales, bad orders to quarantine',
+    ...rest,
+    grid,
+    handler: summariseWindow,
+    seed: seedOrders(seedOrdersPerHour),
+  };
+}

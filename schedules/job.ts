@@ -1,0 +1,247 @@
+// The job contract: what a catalog entry declares, and its validation into a frozen Job.
+// A bad definition is refused here, before anything runs, with the job and field named.
+import { Cron } from 'croner';
+import { IANAZone } from 'luxon';
+import { z } from 'zod';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+import { parseDuration } from './duration.js';
+import { isAligned, parseGrid, type Grid, type Window } from './windows.js';
+
+/** A record a handler could not apply, kept aside with its reason. */
+export interface QuarantinedRecord {
+  readonly key: string;
+  readonly reason: string;
+  readonly payload?: unknown;
+}
+
+/** What a handler receives: the open ledger transaction and the window it must process. */
+export interface WindowContext {
+  readonly trx: Transaction<Database>;
+  readonly job: Job;
+  readonly window: Window;
+  readonly key: string;
+  readonly generation: number;
+  readonly attempt: number;
+}
+
+/** What a handler reports; applied + quarantined must equal input. */
+export interface WindowCounts {
+  readonly input: number;
+  readonly applied: number;
+  readonly quarantined: number;
+}
+
+/** Processes one window inside the ledger transaction. It must not commit or open another connection. */
+export type WindowHandler = (ctx: WindowContext) => Promise<WindowCounts>;
+
+/** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
+export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
+
+export interface RetrySpec {
+  readonly maximumAttempts: number;
+  readonly initialInterval: string;
+  readonly maximumInterval: string;
+  readonly backoffCoefficient: number;
+}
+
+/** A job as a catalog entry declares it. Durations are short strings ("5m"). */
+export interface JobSpec {
+  name: string;
+  description?: string;
+  /** "5m", "1h", "1d" (UTC epoch-aligned) or "day", "week", "month" (local midnight in `timezone`). */
+  grid: string;
+  /** IANA time zone of calendar grids and of the default tick; default "UTC". */
+  timezone?: string;
+  /** How long after a window closes it is processed, so late records still land in it; default "0m". */
+  lateness?: string;
+  /** Windows started per tick at most; the rest wait for the next tick. Default 24. */
+  maxCatchUp?: number;
+  /** First window's start (ISO-8601). Default: the latest closed window when the job is first seen. */
+  start?: string;
+  /** When the tick fires: 5-field cron in `timezone` (default UTC); default derived from the grid. */
+  tick?: { cron: string; timezone?: string };
+  retry?: Partial<RetrySpec>;
+  /** Start-to-close limit of one attempt at a window; default "10m". */
+  attemptTimeout?: string;
+  alerts?: { email?: string[]; slack?: string[]; telegram?: string[] };
+  handler: WindowHandler;
+  seed?: JobSeeder;
+}
+
+/** A validated job, frozen. */
+export interface Job {
+  readonly name: string;
+  readonly description: string;
+  readonly grid: Grid;
+  readonly timezone: string;
+  readonly latenessMs: number;
+  readonly maxCatchUp: number;
+  readonly start: Date | undefined;
+  readonly tick: { readonly cron: string; readonly timezone: string; readonly derived: boolean };
+  readonly retry: RetrySpec;
+  readonly attemptTimeoutMs: number;
+  readonly alerts: { readonly email: readonly string[]; readonly slack: readonly string[]; readonly telegram: readonly string[] };
+  readonly handler: WindowHandler;
+  readonly seed: JobSeeder | undefined;
+}
+
+export class JobDefinitionError extends Error {
+  readonly code = 'JOB_DEFINITION';
+  constructor(readonly job: string, readonly field: string, detail: string) {
+    super(`job "${job}": ${field}: ${detail}`);
+    this.name = 'JobDefinitionError';
+  }
+}
+
+const DEFAULT_RETRY: RetrySpec = Object.freeze({ maximumAttempts: 5, initialInterval: '1s', maximumInterval: '1m', backoffCoefficient: 2 });
+
+const durationText = z.string().refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
+
+const specSchema = z.object({
+  name: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/, 'use 1-63 lowercase letters, digits and dashes, starting with a letter'),
+  description: z.string().optional(),
+  grid: z.string(),
+  timezone: z.string().default('UTC'),
+  lateness: durationText.default('0m'),
+  maxCatchUp: z.number().int('must be a whole number').min(1, 'must be at least 1').default(24),
+  start: z.iso.datetime({ offset: true, message: 'not an ISO-8601 instant such as 2026-01-01T00:00:00Z' }).optional(),
+  tick: z.object({ cron: z.string(), timezone: z.string().optional() }).strict().optional(),
+  retry: z.object({
+    maximumAttempts: z.number().int().min(1, 'must be at least 1').optional(),
+    initialInterval: durationText.optional(),
+    maximumInterval: durationText.optional(),
+    backoffCoefficient: z.number().min(1, 'must be at least 1').optional(),
+  }).strict().optional(),
+  attemptTimeout: durationText.default('10m'),
+  alerts: z.object({
+    email: z.array(z.email()).default([]),
+    slack: z.array(z.string().min(1)).default([]),
+    telegram: z.array(z.string().min(1)).default([]),
+  }).strict().default({ email: [], slack: [], telegram: [] }),
+  handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
+  seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
+}).strict();
+
+function checkZone(name: string, field: string, zone: string): void {
+  if (!IANAZone.isValidZone(zone)) throw new JobDefinitionError(name, field, `unknown time zone "${zone}": use an IANA name such as "Europe/Berlin" or "UTC"`);
+}
+
+/** Checks a 5-field cron and returns it; both day fields restricted at once is refused (engines disagree on OR/AND). */
+export function checkCron(name: string, cron: string, zone: string): string {
+  const fields = cron.trim().split(/\s+/);
+  if (fields.length !== 5) {
+    throw new JobDefinitionError(name, 'tick.cron', `"${cron}" must have 5 fields: minute hour day-of-month month day-of-week`);
+  }
+  if (fields[2] !== '*' && fields[4] !== '*') {
+    throw new JobDefinitionError(name, 'tick.cron', `"${cron}" restricts both day-of-month and day-of-week; restrict one and leave the other "*"`);
+  }
+  try {
+    new Cron(cron, { timezone: zone, mode: '5-part', paused: true });
+  } catch (err) {
+    throw new JobDefinitionError(name, 'tick.cron', `"${cron}" is not valid cron: ${(err as Error).message}`);
+  }
+  return fields.join(' ');
+}
+
+/**
+ * The tick a grid implies when the job sets none, in UTC: a fixed grid that divides the hour or
+ * the day fires at each boundary plus the lateness; anything else fires hourly (a tick with no
+ * closed window does nothing, and UTC never skips or repeats an hour at a DST change).
+ */
+export function defaultTickCron(grid: Grid, latenessMs: number): string {
+  const lateMinutes = Math.ceil(latenessMs / 60_000);
+  const minute = lateMinutes % 60;
+  if (grid.kind === 'fixed') {
+    const gridMinutes = grid.ms / 60_000;
+    if (gridMinutes < 60 && 60 % gridMinutes === 0) {
+      if (lateMinutes % gridMinutes === 0) return gridMinutes === 1 ? '* * * * *' : `*/${gridMinutes} * * * *`;
+      const minutes = Array.from({ length: 60 / gridMinutes }, (_, i) => (i * gridMinutes + lateMinutes) % 60).sort((a, b) => a - b);
+      return `${minutes.join(',')} * * * *`;
+    }
+    const gridHours = gridMinutes / 60;
+    if (Number.isInteger(gridHours) && gridHours < 24 && 24 % gridHours === 0) {
+      const offsetHours = Math.floor(lateMinutes / 60);
+      const hours = Array.from({ length: 24 / gridHours }, (_, i) => (i * gridHours + offsetHours) % 24).sort((a, b) => a - b);
+      return `${minute} ${hours.join(',')} * * *`;
+    }
+  }
+  return `${minute} * * * *`;
+}
+
+/** Validates one job definition; throws JobDefinitionError naming the job and the field. */
+export function defineJob(spec: JobSpec): Job {
+  const name = typeof spec?.name === 'string' ? spec.name : '(unnamed)';
+  const parsed = specSchema.safeParse(spec);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new JobDefinitionError(name, issue.path.join('.') || '(job)', issue.message);
+  }
+  const s = parsed.data;
+  const grid = parseGrid(s.grid);
+  if ('error' in grid) throw new JobDefinitionError(name, 'grid', grid.error);
+  checkZone(name, 'timezone', s.timezone);
+  const latenessMs = parseDuration(s.lateness)!;
+  const tickZone = s.tick?.timezone ?? (s.tick ? s.timezone : 'UTC');
+  checkZone(name, 'tick.timezone', tickZone);
+  const tick = s.tick
+    ? { cron: checkCron(name, s.tick.cron, tickZone), timezone: tickZone, derived: false }
+    : { cron: defaultTickCron(grid, latenessMs), timezone: 'UTC', derived: true };
+  const retry = { ...DEFAULT_RETRY, ...s.retry };
+  if (parseDuration(retry.maximumInterval)! < parseDuration(retry.initialInterval)!) {
+    throw new JobDefinitionError(name, 'retry.maximumInterval', 'must not be shorter than retry.initialInterval');
+  }
+  const start = s.start === undefined ? undefined : new Date(s.start);
+  if (start && !isAligned(grid, s.timezone, start)) {
+    throw new JobDefinitionError(name, 'start', `${start.toISOString()} is not a window boundary of grid "${grid.label}" in ${s.timezone}`);
+  }
+  return Object.freeze({
+    name: s.name,
+    description: s.description ?? '',
+    grid,
+    timezone: s.timezone,
+    latenessMs,
+    maxCatchUp: s.maxCatchUp,
+    start,
+    tick: Object.freeze(tick),
+    retry: Object.freeze(retry),
+    attemptTimeoutMs: parseDuration(s.attemptTimeout)!,
+    alerts: Object.freeze({ email: s.alerts.email, slack: s.alerts.slack, telegram: s.alerts.telegram }),
+    handler: s.handler,
+    seed: s.seed,
+  });
+}
+
+/** The catalog: every job, validated, names unique. Built once per entry point. */
+export interface Catalog {
+  readonly jobs: readonly Job[];
+  get(name: string): Job;
+  has(name: string): boolean;
+}
+
+export class UnknownJobError extends Error {
+  readonly code = 'UNKNOWN_JOB';
+  constructor(readonly job: string, known: readonly string[]) {
+    super(`unknown job "${job}"; the catalog has: ${known.join(', ') || '(none)'}`);
+    this.name = 'UnknownJobError';
+  }
+}
+
+export function defineCatalog(specs: readonly (JobSpec | Job)[]): Catalog {
+  const jobs = specs.map((s) => (Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec)));
+  const byName = new Map<string, Job>();
+  for (const job of jobs) {
+    if (byName.has(job.name)) throw new JobDefinitionError(job.name, 'name', 'duplicate job name: each job is declared once');
+    byName.set(job.name, job);
+  }
+  const names = [...byName.keys()];
+  return Object.freeze({
+    jobs: Object.freeze(jobs),
+    has: (name: string) => byName.has(name),
+    get(name: string): Job {
+      const job = byName.get(name);
+      if (!job) throw new UnknownJobError(name, names);
+      return job;
+    },
+  });
+}

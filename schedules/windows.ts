@@ -1,0 +1,101 @@
+// Window math, pure: grids, closed windows after a watermark, window keys. No I/O, no clock.
+//
+// Fixed grids ("15m", "1h", "1d") align to the UTC epoch. Calendar grids ("day", "week",
+// "month") align to local midnight in the job's time zone and are kept as UTC instants, so a
+// DST day is 23 or 25 hours long and consecutive windows never overlap or leave a gap.
+import { DateTime } from 'luxon';
+import { formatDuration, parseDuration } from './duration.js';
+
+export type CalendarUnit = 'day' | 'week' | 'month';
+export type Grid =
+  | { readonly kind: 'fixed'; readonly ms: number; readonly label: string }
+  | { readonly kind: 'calendar'; readonly unit: CalendarUnit; readonly label: string };
+
+/** A half-open window [start, end) of one job. */
+export interface Window {
+  readonly start: Date;
+  readonly end: Date;
+}
+
+const CALENDAR_UNITS: readonly CalendarUnit[] = ['day', 'week', 'month'];
+
+/** Parses "5m", "1h", "1d" (fixed, UTC) or "day", "week", "month" (calendar, local time). */
+export function parseGrid(text: string): Grid | { error: string } {
+  if ((CALENDAR_UNITS as readonly string[]).includes(text)) {
+    return { kind: 'calendar', unit: text as CalendarUnit, label: text };
+  }
+  const ms = parseDuration(text);
+  if (ms === undefined) {
+    return { error: `"${text}" is not a grid: use a duration such as "15m", "1h", "1d", or one of day, week, month` };
+  }
+  if (ms < 60_000) return { error: `"${text}" is too small: a grid must be a positive whole number of minutes (at least "1m")` };
+  if (ms % 60_000 !== 0) return { error: `"${text}" is not a whole number of minutes` };
+  return { kind: 'fixed', ms, label: formatDuration(ms) };
+}
+
+/** The start of the window that contains instant t. */
+export function windowStartAt(grid: Grid, zone: string, t: Date): Date {
+  if (grid.kind === 'fixed') return new Date(Math.floor(t.getTime() / grid.ms) * grid.ms);
+  return DateTime.fromMillis(t.getTime(), { zone }).startOf(grid.unit).toJSDate();
+}
+
+/** The end of the window that starts at `start` (which must be aligned to the grid). */
+export function windowEndAfter(grid: Grid, zone: string, start: Date): Date {
+  if (grid.kind === 'fixed') return new Date(start.getTime() + grid.ms);
+  const local = DateTime.fromMillis(start.getTime(), { zone });
+  return local.plus({ [`${grid.unit}s`]: 1 }).startOf(grid.unit).toJSDate();
+}
+
+export function isAligned(grid: Grid, zone: string, t: Date): boolean {
+  return windowStartAt(grid, zone, t).getTime() === t.getTime();
+}
+
+export function windowAt(grid: Grid, zone: string, t: Date): Window {
+  const start = windowStartAt(grid, zone, t);
+  return { start, end: windowEndAfter(grid, zone, start) };
+}
+
+/** Consecutive windows from `from` (aligned down) while `keep(window)` holds, at most `limit`. */
+export function* windowsFrom(grid: Grid, zone: string, from: Date, keep: (w: Window) => boolean, limit = Infinity): Generator<Window> {
+  let start = windowStartAt(grid, zone, from);
+  for (let n = 0; n < limit; n++) {
+    const end = windowEndAfter(grid, zone, start);
+    const window = { start, end };
+    if (!keep(window)) return;
+    yield window;
+    start = end;
+  }
+}
+
+/** True when a window may be processed: it has closed and its lateness has passed. */
+export function isClosed(window: Window, now: Date, latenessMs: number): boolean {
+  return window.end.getTime() + latenessMs <= now.getTime();
+}
+
+/** Closed windows from the watermark forward, oldest first, at most `limit`. */
+export function closedWindows(args: { grid: Grid; zone: string; watermark: Date; now: Date; latenessMs: number; limit: number }): Window[] {
+  const { grid, zone, watermark, now, latenessMs, limit } = args;
+  return [...windowsFrom(grid, zone, watermark, (w) => isClosed(w, now, latenessMs), limit)];
+}
+
+/** Windows whose start lies in [from, to), oldest first. */
+export function windowsInRange(grid: Grid, zone: string, from: Date, to: Date, limit = Infinity): Window[] {
+  const first = windowStartAt(grid, zone, from);
+  const start = first < from ? windowEndAfter(grid, zone, first) : first;
+  return [...windowsFrom(grid, zone, start, (w) => w.start < to, limit)];
+}
+
+/** ISO-8601 UTC with seconds, no milliseconds when they are zero: 2026-03-29T10:00:00Z. */
+export function isoUtc(t: Date): string {
+  return t.toISOString().replace('.000Z', 'Z');
+}
+
+/**
+ * The window key `<job>/<start ISO UTC>`: the workflow id of the window's run and the
+ * idempotency key of its effects. Generation 0 is the first run; an approved rerun is
+ * generation n and gets the suffix `#<n>`.
+ */
+export function windowKey(job: string, start: Date, generation = 0): string {
+  const base = `${job}/${isoUtc(start)}`;
+  return generation === 0 ? base : `${base}#${generation}`;
+}

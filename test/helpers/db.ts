@@ -1,0 +1,35 @@
+// One fresh, migrated database per test file, dropped at the end.
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import pg from 'pg';
+import { createDb, ensureDatabase, migrate } from '../../db/database.js';
+import type { Database } from '../../db/schema.js';
+
+const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+export interface TestDb {
+  db: Kysely<Database>;
+  url: string;
+  drop(): Promise<void>;
+}
+
+export async function createTestDb(): Promise<TestDb> {
+  const name = `tidemark_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const u = new URL(serverUrl);
+  u.pathname = `/${name}`;
+  const url = u.toString();
+  await ensureDatabase(url);
+  const db = createDb(url, { max: 20 });
+  await migrate(db);
+  return {
+    db,
+    url,
+    async drop() {
+      await db.destroy();
+      const admin = new pg.Client({ connectionString: serverUrl });
+      await admin.connect();
+      await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(name)} WITH (FORCE)`);
+      await admin.end();
+    },
+  };
+}

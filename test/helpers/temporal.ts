@@ -1,0 +1,41 @@
+// A real Temporal dev server (the CLI's start-dev) per test file, and workers on it.
+import { randomBytes } from 'node:crypto';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { ActivityDeps } from '../../activities/index.js';
+import { findTemporalCli } from '../../scripts/temporal-cli.js';
+import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
+
+// Quiet SDK logs in tests: only warnings and errors.
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
+export const sharedBundle = (): Promise<WorkflowBundleWithSourceMap> => (bundle ??= bundleWorkflows());
+
+export async function startTemporal(): Promise<TestWorkflowEnvironment> {
+  return await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: findTemporalCli() },
+      log: { format: 'pretty', level: 'error' },
+    },
+  });
+}
+
+export const uniqueQueue = (name: string): string => `${name}-${randomBytes(4).toString('hex')}`;
+
+export async function startWorker(env: TestWorkflowEnvironment, taskQueue: string, deps: ActivityDeps): Promise<{ worker: Worker; running: Promise<void> }> {
+  const worker = await createWorker({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, deps, bundle: await sharedBundle(), shutdownGraceTime: '1s' });
+  const running = worker.run();
+  return { worker, running };
+}
+
+/** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20_000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}

@@ -1,0 +1,35 @@
+// Builds a worker for the tidemark task queue from its dependencies. Any number of these,
+// on any number of hosts, may poll one task queue: they all register the same code.
+import { fileURLToPath } from 'node:url';
+import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { createActivities, type ActivityDeps } from '../activities/index.js';
+
+export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+
+/** Bundles the workflow code once; reuse the bundle for every worker of a process or test file. */
+export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+  return bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} } });
+}
+
+export interface WorkerOptions {
+  connection: NativeConnection;
+  namespace: string;
+  taskQueue: string;
+  deps: ActivityDeps;
+  bundle?: WorkflowBundleWithSourceMap;
+  maxConcurrentActivities?: number;
+  /** How long in-flight activities may finish after a shutdown request. */
+  shutdownGraceTime?: string;
+}
+
+export async function createWorker(opts: WorkerOptions): Promise<Worker> {
+  return await Worker.create({
+    connection: opts.connection,
+    namespace: opts.namespace,
+    taskQueue: opts.taskQueue,
+    ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
+    activities: createActivities(opts.deps),
+    maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
+    shutdownGraceTime: opts.shutdownGraceTime ?? '10s',
+  });
+}

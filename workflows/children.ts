@@ -1,0 +1,25 @@
+// Starting window children: one id per window, abandoned when the parent closes, and a
+// window that is already running elsewhere reported as such instead of failing.
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ParentClosePolicy, startChild, WorkflowIdReusePolicy, type ChildWorkflowHandle } from '@temporalio/workflow';
+import type { ActivityPolicy, Trigger, WindowSpec } from './types.js';
+import { window } from './window.js';
+
+/** `handle` is null when the window was already running elsewhere. */
+export interface ChildStart { key: string; handle: ChildWorkflowHandle<typeof window> | null }
+
+export async function startWindow(w: WindowSpec, trigger: Trigger, policy: ActivityPolicy): Promise<ChildStart> {
+  try {
+    const handle = await startChild(window, {
+      workflowId: w.key,
+      args: [{ ...w, trigger, policy }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      // A completed window may be presented again: the ledger answers `already-done`.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
+    });
+    return { key: w.key, handle };
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return { key: w.key, handle: null };
+    throw err;
+  }
+}

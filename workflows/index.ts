@@ -1,0 +1,4 @@
+// The worker's workflowsPath: every workflow type, by name.
+export { tick } from './tick.js';
+export { window } from './window.js';
+export { backfill, progressQuery } from './backfill.js';

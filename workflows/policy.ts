@@ -1,0 +1,21 @@
+// Activity options shared by the workflows. Every activity call has a bounded retry policy.
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import type { ActivityPolicy } from './types.js';
+
+/** Failure types that mean bad input: retrying cannot help. */
+export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];
+
+/** Short bookkeeping activities (planning, records). */
+export const bookkeeping = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { maximumAttempts: 10, initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: NON_RETRYABLE },
+});
+
+/** The window activity, with the job's own retry policy and attempt timeout. */
+export function windowActivity(policy: ActivityPolicy) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: policy.startToCloseTimeoutMs,
+    retry: { ...policy.retry, nonRetryableErrorTypes: NON_RETRYABLE },
+  });
+}

@@ -1,0 +1,104 @@
+// Workflow contracts: one input and one result type per workflow, plain JSON (no Date, no secrets).
+// A workflow's function name is its persisted type: renaming one is a migration.
+
+/** How a window's activity retries and how long one attempt may take, from the job's definition. */
+export interface ActivityPolicy {
+  readonly retry: { maximumAttempts: number; initialInterval: string; maximumInterval: string; backoffCoefficient: number };
+  readonly startToCloseTimeoutMs: number;
+}
+
+/** One window of one job, times as ISO-8601 UTC. */
+export interface WindowSpec {
+  readonly job: string;
+  readonly start: string;
+  readonly end: string;
+  readonly generation: number;
+  /** `<job>/<start>` (plus `#<generation>` for reruns): the workflow id and the effects' key. */
+  readonly key: string;
+}
+
+export const TRIGGER = Object.freeze({ schedule: 'schedule', backfill: 'backfill', manual: 'manual', rerun: 'rerun' } as const);
+export type Trigger = (typeof TRIGGER)[keyof typeof TRIGGER];
+
+export interface TickInput {
+  readonly job: string;
+  /** The tick's "now" (ISO); default: the schedule's nominal time, else the workflow's start time. */
+  readonly now?: string;
+}
+
+export interface TickPlan {
+  readonly job: string;
+  readonly now: string;
+  readonly watermark: string;
+  /** Closed windows not yet done, oldest first, at most the job's catch-up cap. */
+  readonly windows: readonly WindowSpec[];
+  /** Closed windows past the watermark that were already done (for example by a backfill). */
+  readonly alreadyDone: number;
+  readonly policy: ActivityPolicy;
+}
+
+export interface TickResult {
+  readonly job: string;
+  readonly now: string;
+  readonly watermark: string;
+  readonly started: readonly string[];
+  readonly running: readonly string[];
+  readonly alreadyDone: number;
+}
+
+export interface WindowInput extends WindowSpec {
+  readonly trigger: Trigger;
+  readonly policy: ActivityPolicy;
+}
+
+export interface WindowCountsDto {
+  readonly input: number;
+  readonly applied: number;
+  readonly quarantined: number;
+}
+
+export interface WindowResult {
+  readonly key: string;
+  readonly outcome: 'processed' | 'already-done';
+  readonly counts: WindowCountsDto | null;
+  readonly watermark: string | null;
+}
+
+export interface BackfillTotals {
+  processed: number;
+  alreadyDone: number;
+  running: number;
+  failed: string[];
+}
+
+export interface BackfillInput {
+  readonly job: string;
+  /** Windows whose start lies in [from, to) are processed (ISO instants). */
+  readonly from: string;
+  readonly to: string;
+  /** Windows run at once; default 8. */
+  readonly concurrency?: number;
+  /** Set by the workflow itself when it continues as new. */
+  readonly cursor?: string;
+  readonly totals?: BackfillTotals;
+  readonly startedAt?: string;
+}
+
+export interface BackfillPage {
+  readonly windows: readonly WindowSpec[];
+  readonly alreadyDone: number;
+  /** Where the next page starts, when there is one. */
+  readonly next: string | null;
+  readonly policy: ActivityPolicy;
+}
+
+export interface BackfillResult extends BackfillTotals {
+  readonly job: string;
+  readonly from: string;
+  readonly to: string;
+}
+
+export interface BackfillProgress extends BackfillTotals {
+  readonly cursor: string;
+  readonly inFlight: number;
+}
