@@ -160,6 +160,7 @@ export function defaultTickCron(grid: Grid, latenessMs: number): string {
       return `${minutes.join(',')} * * * *`;
     }
     const gridHours = gridMinutes / 60;
+    if (gridHours === 1) return `${minute} * * * *`;
     if (Number.isInteger(gridHours) && gridHours < 24 && 24 % gridHours === 0) {
       const offsetHours = Math.floor(lateMinutes / 60);
       const hours = Array.from({ length: 24 / gridHours }, (_, i) => (i * gridHours + offsetHours) % 24).sort((a, b) => a - b);

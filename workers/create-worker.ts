@@ -1,7 +1,7 @@
 // Builds a worker for the tidemark task queue from its dependencies. Any number of these,
 // on any number of hosts, may poll one task queue: they all register the same code.
 import { fileURLToPath } from 'node:url';
-import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundle, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -16,7 +16,7 @@ export interface WorkerOptions {
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
-  bundle?: WorkflowBundleWithSourceMap;
+  bundle?: WorkflowBundle;
   maxConcurrentActivities?: number;
   /** How long in-flight activities may finish after a shutdown request. */
   shutdownGraceTime?: string;
