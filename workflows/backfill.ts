@@ -18,7 +18,7 @@ export async function backfill(input: BackfillInput): Promise<BackfillResult> {
   let inFlight = 0;
   setHandler(progressQuery, () => ({ ...totals, failed: [...totals.failed], cursor, inFlight }));
 
-  const page = await bookkeeping.planBackfill({ job: input.job, from: cursor, to: input.to, limit: BACKFILL_PAGE });
+  const page = await bookkeeping.planBackfill({ job: input.job, from: cursor, to: input.to, limit: input.pageSize ?? BACKFILL_PAGE });
   totals.alreadyDone += page.alreadyDone;
   const queue: WindowSpec[] = [...page.windows];
 

@@ -78,6 +78,8 @@ export interface BackfillInput {
   readonly to: string;
   /** Windows run at once; default 8. */
   readonly concurrency?: number;
+  /** Windows planned per run before the workflow continues as new; default 500. */
+  readonly pageSize?: number;
   /** Set by the workflow itself when it continues as new. */
   readonly cursor?: string;
   readonly totals?: BackfillTotals;

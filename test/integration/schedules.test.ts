@@ -1,0 +1,99 @@
+// Schedule sync against the real server: create, change, pause kept, orphan deleted; and a
+// schedule-fired tick that uses the schedule's nominal time.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { memoryLogger } from '../../activities/logger.js';
+import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import { previewJob } from '../../schedules/preview.js';
+import { describePlan, scheduleIdOf, syncSchedules } from '../../schedules/sync.js';
+import type { TickResult } from '../../workflows/types.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { salesJob } from '../helpers/jobs.js';
+import { eventually, startTemporal, startWorker, uniqueQueue } from '../helpers/temporal.js';
+
+let env: TestWorkflowEnvironment;
+let t: TestDb;
+before(async () => {
+  [env, t] = await Promise.all([startTemporal(), createTestDb()]);
+});
+after(async () => {
+  await t?.drop();
+  await env?.teardown();
+});
+
+async function listed(ids: string[]): Promise<true | undefined> {
+  const seen = new Set<string>();
+  for await (const s of env.client.schedule.list()) seen.add(s.scheduleId);
+  return ids.every((id) => seen.has(id)) ? true : undefined;
+}
+
+test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
+  const taskQueue = 'sync-q';
+  const a: JobSpec = salesJob('sync-a', { grid: '1h', lateness: '5m' });
+  const b: JobSpec = salesJob('sync-b', { grid: 'day', timezone: 'Europe/Berlin', tick: { cron: '15 0 * * *' } });
+  const client = env.client;
+
+  const first = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
+  assert.deepEqual([first.create.sort(), first.update, first.delete], [[scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], []]);
+  const described = await client.schedule.getHandle(scheduleIdOf('sync-b')).describe();
+  assert.equal(described.spec.timezone, 'Europe/Berlin');
+  assert.equal(described.policies.overlap, 'SKIP');
+  assert.equal(described.policies.catchupWindow, 86_400_000);
+  assert.equal(described.action.type, 'startWorkflow');
+  // The server's own next fire times agree with the offline preview.
+  const preview = previewJob(defineCatalog([b]).get('sync-b'), new Date(), 3).tick.next;
+  assert.deepEqual(described.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString().replace('.000Z', 'Z')), preview);
+
+  const again = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
+  assert.deepEqual(again.unchanged.sort(), [scheduleIdOf('sync-a'), scheduleIdOf('sync-b')]);
+  assert.deepEqual([again.create, again.update], [[], []]);
+
+  // An operator pauses sync-a; the catalog changes its lateness; sync updates and keeps the pause.
+  await client.schedule.getHandle(scheduleIdOf('sync-a')).pause('maintenance');
+  const changed = { ...a, lateness: '20m' };
+  const dry = await syncSchedules(client, defineCatalog([changed, b]), { taskQueue, apply: false });
+  assert.deepEqual(dry.update, [scheduleIdOf('sync-a')]);
+  assert.match(describePlan(dry), /~ update tidemark:sync-a \(stays paused\)/);
+  const before = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
+  assert.deepEqual(before.spec.calendars?.[0]?.minute, [{ start: 5, end: 5, step: 1 }], 'dry run changed nothing');
+  await syncSchedules(client, defineCatalog([changed, b]), { taskQueue, apply: true });
+  const after = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
+  assert.equal(after.state.paused, true);
+  assert.equal(after.state.note, 'maintenance');
+  assert.deepEqual(after.spec.calendars?.[0]?.minute, [{ start: 20, end: 20, step: 1 }]);
+
+  // sync-b leaves the catalog: its schedule is deleted; a schedule that is not ours stays.
+  await client.schedule.create({ scheduleId: 'someone-else', spec: { intervals: [{ every: '1h' }] }, action: { type: 'startWorkflow', workflowType: 'x', taskQueue } });
+  await eventually(() => listed([scheduleIdOf('sync-a'), scheduleIdOf('sync-b'), 'someone-else']), 20_000, 'schedules to be listed');
+  const removed = await syncSchedules(client, defineCatalog([changed]), { taskQueue, apply: true });
+  assert.deepEqual(removed.delete, [scheduleIdOf('sync-b')]);
+  await assert.rejects(client.schedule.getHandle(scheduleIdOf('sync-b')).describe());
+  await client.schedule.getHandle('someone-else').describe();
+});
+
+test('a schedule-fired tick uses the nominal time and processes the closed windows', async () => {
+  const job = 'fired';
+  const taskQueue = uniqueQueue(job);
+  const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3 * 3_600_000);
+  const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: start.toISOString() })]);
+  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
+  try {
+    await syncSchedules(env.client, catalog, { taskQueue, apply: true });
+    const handle = env.client.schedule.getHandle(scheduleIdOf(job));
+    await handle.trigger();
+    const described = await eventually(async () => {
+      const d = await handle.describe();
+      return d.info.recentActions.length > 0 ? d : undefined;
+    }, 20_000, 'the schedule to fire');
+    const action = described.info.recentActions[0]!.action;
+    assert.match(action.workflow.workflowId, /^fired\/tick-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    const result = await env.client.workflow.getHandle(action.workflow.workflowId, action.workflow.firstExecutionRunId).result() as TickResult;
+    assert.ok([3, 4].includes(result.started.length), `${result.started.length} windows (4 only if an hour turned during the test)`);
+    assert.equal(result.watermark, start.toISOString().replace('.000Z', 'Z'));
+    for (const key of result.started) await env.client.workflow.getHandle(key).result();
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+});
