@@ -5,9 +5,11 @@ import { consoleLogger } from '../activities/logger.js';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
-import { createWorker } from './create-worker.js';
+import { installRuntime } from './runtime.js';
+import { bundleWorkflows, createWorker } from './create-worker.js';
 
 async function main(): Promise<void> {
+  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   const config = loadConfig();
   const catalog = buildCatalog();
   await ensureDatabase(config.DATABASE_URL);
@@ -20,7 +22,7 @@ async function main(): Promise<void> {
     const logger = consoleLogger();
     const worker = await createWorker({
       connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE,
-      deps: { db, catalog, logger, now: () => new Date() },
+      deps: { db, catalog, logger, now: () => new Date() }, bundle: await bundleWorkflows(),
     });
     logger.info(`worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`);
     await worker.run();

@@ -2,7 +2,8 @@
 // ticks, oldest first, none lost; an open or not-yet-late window is never processed.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { ActivityFailure, ApplicationFailure, RetryState, WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
+import { RetryState } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';

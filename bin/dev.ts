@@ -1,0 +1,106 @@
+// npm start: the whole system on one machine. Temporal dev server (or TEMPORAL_ADDRESS),
+// PostgreSQL migrated, schedules synced from the catalog, demo data seeded, a worker, and a
+// trickle of new orders; each job fired once right away. Ctrl-C stops everything cleanly.
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import { sql } from 'kysely';
+import { consoleLogger } from '../activities/logger.js';
+import { loadConfig } from '../config/env.js';
+import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { buildCatalog } from '../jobs/catalog.js';
+import { formatPreview, previewJob } from '../schedules/preview.js';
+import { describePlan, scheduleIdOf, syncSchedules } from '../schedules/sync.js';
+import { isoUtc } from '../schedules/windows.js';
+import { installRuntime } from '../workers/runtime.js';
+import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
+import { startTemporalServer } from './temporal-server.js';
+
+const log = (line: string) => console.log(`[tidemark] ${line}`);
+
+async function main(): Promise<void> {
+  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
+  const config = loadConfig();
+  const catalog = buildCatalog();
+  const cleanups: (() => Promise<unknown>)[] = [];
+  const stop = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch((err: unknown) => console.error(err));
+  };
+  let stopping = false;
+  const onSignal = () => {
+    if (stopping) return;
+    stopping = true;
+    log('stopping: worker, order trickle, database, Temporal server ...');
+    void stop().then(() => { log('stopped.'); process.exit(0); });
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  try {
+    await ensureDatabase(config.DATABASE_URL);
+    const db = createDb(config.DATABASE_URL);
+    cleanups.push(() => db.destroy());
+    const applied = await migrate(db);
+    log(`PostgreSQL ${redactUrl(config.DATABASE_URL)}: ${applied.length ? `applied ${applied.join(', ')}` : 'schema up to date'}`);
+
+    const server = await startTemporalServer(config, log);
+    cleanups.push(() => server.stop());
+    const connection = await Connection.connect({ address: server.address });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+
+    const now = new Date();
+    for (const job of catalog.jobs) await job.seed?.(db, { now });
+    const trickle = setInterval(() => {
+      const amount = Math.round((5 + Math.random() * 95) * 100) / 100;
+      void sql`insert into orders (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`.execute(db).catch(() => undefined);
+    }, 3_000);
+    cleanups.push(async () => clearInterval(trickle));
+    log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
+
+    const plan = await syncSchedules(client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: true });
+    log(`schedules synced:\n${describePlan(plan)}`);
+
+    const workerConnection = await NativeConnection.connect({ address: server.address });
+    const worker = await createWorker({
+      connection: workerConnection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE,
+      deps: { db, catalog, logger: consoleLogger(), now: () => new Date() }, bundle: await bundleWorkflows(),
+    });
+    const running = worker.run();
+    cleanups.push(async () => { worker.shutdown(); await running; await workerConnection.close(); });
+
+    for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
+    const hourly = catalog.jobs.find((j) => j.grid.kind === 'fixed' && j.grid.ms === 3_600_000);
+    if (hourly) {
+      const to = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
+      const from = new Date(to.getTime() - 24 * 3_600_000);
+      await client.workflow.start('backfill', {
+        taskQueue: config.TIDEMARK_TASK_QUEUE, workflowId: `${hourly.name}/backfill-${isoUtc(from)}`,
+        args: [{ job: hourly.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      });
+      log(`backfill of ${hourly.name} over the past 24 hours started`);
+    }
+
+    console.log([
+      '',
+      '  tidemark is running',
+      `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
+      `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
+      `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
+      '  Jobs:',
+      ...catalog.jobs.map((j) => formatPreview(previewJob(j, new Date(), 2)).split('\n').map((l) => `    ${l}`).join('\n')),
+      '',
+      '  Log lines: PROCESSED / SKIPPED reason=running / SKIPPED reason=already-done.  Ctrl-C stops everything.',
+      '',
+    ].join('\n'));
+    await running;
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
