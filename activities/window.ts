@@ -3,7 +3,7 @@
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { advanceWatermark, beginAttempt, claimDone, failAttempt, recordRun, setCounts, type WindowRef } from '../db/ledger.js';
+import { advanceWatermark, claimWindow, failAttempt, recordRun, setCounts, type WindowRef } from '../db/ledger.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
@@ -55,29 +55,30 @@ export function windowActivities(deps: ActivityDeps) {
         return { key: w.key, outcome: 'already-done', counts: null, watermark: null };
       };
 
-      if (!(await beginAttempt(db, w, { trigger: input.trigger, workflowId, at: startedAt }))) return await skipDone();
-
+      const attemptMeta = { trigger: input.trigger, workflowId, at: startedAt };
       try {
         const committed = await db.transaction().execute(async (trx) => {
-          if (!(await claimDone(trx, w, startedAt))) return null;
+          if (!(await claimWindow(trx, w, attemptMeta))) return null;
           const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt });
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
           }
-          await setCounts(trx, w, { ...counts, durationMs: deps.now().getTime() - startedAt.getTime() });
+          const finishedAt = deps.now();
+          await setCounts(trx, w, { ...counts, finishedAt, durationMs: finishedAt.getTime() - startedAt.getTime() });
           const watermark = await advanceWatermark(trx, job.name);
+          // The run record commits with the effect: one commit per window.
+          await recordRun(trx, { ...run, finishedAt, outcome: 'processed', details: { ...counts } });
           return { counts, watermark };
         });
         if (!committed) return await skipDone();
         const { counts, watermark } = committed;
         logger.info(`PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`);
-        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'processed', details: { ...counts } });
         return { key: w.key, outcome: 'processed', counts: { ...counts }, watermark: watermark ? isoUtc(watermark) : null };
       } catch (err) {
         const reason = err instanceof Error ? err.message : String(err);
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(`FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`);
-        await failAttempt(db, w, deps.now(), reason).catch(() => undefined);
+        await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(() => undefined);
         throw err;
       }

@@ -35,39 +35,26 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
 }
 
 /**
- * Marks an attempt as running unless the window is done. Returns false when it is done
- * already (the caller reports `already-done` and changes nothing).
+ * Claims the window's done marker inside the effect's transaction: one upsert that only
+ * succeeds while the window is not done. A concurrent attempt blocks on the key until this
+ * transaction ends, then finds it done: exactly one attempt wins, the others change nothing.
  */
-export async function beginAttempt(db: Db, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<boolean> {
-  const row = await db.insertInto('job_windows')
+export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<boolean> {
+  const row = await trx.insertInto('job_windows')
     .values({
       job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
-      status: 'running', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
+      status: 'done', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
     })
     .onConflict((oc) => oc.columns(['job', 'window_start', 'generation']).doUpdateSet({
-      status: 'running', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId,
-      started_at: a.at, reason: null,
+      status: 'done', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at, reason: null,
     }).where('job_windows.status', '<>', 'done'))
-    .returning('status').executeTakeFirst();
+    .returning('attempts').executeTakeFirst();
   return row !== undefined;
 }
 
-/**
- * Claims the window's done marker inside the effect's transaction. A concurrent attempt
- * blocks on the row until this transaction ends and then sees `done`: exactly one wins.
- */
-export async function claimDone(trx: Transaction<Database>, w: WindowRef, at: Date): Promise<boolean> {
-  const row = await trx.updateTable('job_windows')
-    .set({ status: 'done', finished_at: at, reason: null })
-    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation)
-    .where('status', '<>', 'done')
-    .returning('started_at').executeTakeFirst();
-  return row !== undefined;
-}
-
-export async function setCounts(trx: Transaction<Database>, w: WindowRef, c: { input: number; applied: number; quarantined: number; durationMs: number }): Promise<void> {
+export async function setCounts(trx: Transaction<Database>, w: WindowRef, c: { input: number; applied: number; quarantined: number; finishedAt: Date; durationMs: number }): Promise<void> {
   await trx.updateTable('job_windows')
-    .set({ records_in: c.input, records_applied: c.applied, records_quarantined: c.quarantined, duration_ms: c.durationMs })
+    .set({ records_in: c.input, records_applied: c.applied, records_quarantined: c.quarantined, finished_at: c.finishedAt, duration_ms: c.durationMs })
     .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation).execute();
 }
 
@@ -94,12 +81,18 @@ export async function advanceWatermark(trx: Transaction<Database>, job: string):
   return result.rows[0]?.watermark ?? locked.watermark;
 }
 
-/** Records a failed attempt on the window row, unless another attempt finished it. */
-export async function failAttempt(db: Db, w: WindowRef, at: Date, reason: string): Promise<void> {
-  await db.updateTable('job_windows')
-    .set({ status: 'failed', finished_at: at, reason })
-    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation)
-    .where('status', '<>', 'done').execute();
+/** Records a failed attempt (after its transaction rolled back), unless another attempt finished the window. */
+export async function failAttempt(db: Db, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date; reason: string }): Promise<void> {
+  await db.insertInto('job_windows')
+    .values({
+      job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
+      status: 'failed', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at, finished_at: new Date(), reason: a.reason,
+    })
+    .onConflict((oc) => oc.columns(['job', 'window_start', 'generation']).doUpdateSet({
+      status: 'failed', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
+      finished_at: new Date(), reason: a.reason,
+    }).where('job_windows.status', '<>', 'done'))
+    .execute();
 }
 
 export interface RunRecord {

@@ -4,7 +4,7 @@ import type { ColumnType, Generated } from 'kysely';
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
 
-export const WINDOW_STATUS = Object.freeze({ running: 'running', done: 'done', failed: 'failed' } as const);
+export const WINDOW_STATUS = Object.freeze({ done: 'done', failed: 'failed' } as const);
 export type WindowStatus = (typeof WINDOW_STATUS)[keyof typeof WINDOW_STATUS];
 
 export const RUN_KIND = Object.freeze({ tick: 'tick', window: 'window', backfill: 'backfill', rerun: 'rerun' } as const);

@@ -10,36 +10,39 @@ export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 
 }
 
 /**
- * One statement: read the window's orders once, quarantine the bad ones, add the good ones
- * to their local day's row, and report the three counts. The caller's transaction holds it
+ * One statement: aggregate the window's orders per local day in one pass, add the good ones
+ * to their day's row, quarantine the bad ones, and report the three counts. The caller's transaction holds it
  * together with the window's done marker and the watermark.
  */
 export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts> {
   const { trx, window, job, generation } = ctx;
   const result = await sql<{ input: number; applied: number; quarantined: number }>`
-    with input as (
-      select order_key, placed_at, amount from orders
-       where placed_at >= ${window.start} and placed_at < ${window.end}
-    ), bad as (
-      insert into quarantine (job, window_start, generation, record_key, reason, payload)
-      select ${job.name}, ${window.start}, ${generation}, order_key,
-             case when amount is null then 'amount is missing' else 'amount is negative' end,
-             jsonb_build_object('order_key', order_key, 'placed_at', placed_at, 'amount', amount)
-        from input where amount is null or amount < 0
-      returning 1
+    with agg as (
+      select (placed_at at time zone ${job.timezone})::date as day, count(*)::int as n,
+             count(*) filter (where amount >= 0)::int as good, coalesce(sum(amount) filter (where amount >= 0), 0) as total
+        from orders where placed_at >= ${window.start} and placed_at < ${window.end}
+       group by 1
     ), applied as (
       insert into daily_sales (job, day, order_count, total)
-      select ${job.name}, (placed_at at time zone ${job.timezone})::date, count(*), sum(amount)
-        from input where amount >= 0 group by 2
+      select ${job.name}, day, good, total from agg where good > 0
       on conflict (job, day) do update
         set order_count = daily_sales.order_count + excluded.order_count,
             total = daily_sales.total + excluded.total
       returning 1
+    ), bad as (
+      -- Read the window again only when the aggregate saw bad orders.
+      insert into quarantine (job, window_start, generation, record_key, reason, payload)
+      select ${job.name}, ${window.start}, ${generation}, order_key,
+             case when amount is null then 'amount is missing' else 'amount is negative' end,
+             jsonb_build_object('order_key', order_key, 'placed_at', placed_at, 'amount', amount)
+        from orders
+       where placed_at >= ${window.start} and placed_at < ${window.end} and (amount is null or amount < 0)
+         and (select sum(n - good) from agg) > 0
+      returning 1
     )
-    select (select count(*) from input)::int as input,
-           (select count(*) from input where amount >= 0)::int as applied,
-           (select count(*) from bad)::int as quarantined,
-           (select count(*) from applied)::int as days`.execute(trx);
+    select coalesce(sum(n), 0)::int as input, coalesce(sum(good), 0)::int as applied,
+           (select count(*) from bad)::int as quarantined
+      from agg`.execute(trx);
   const row = result.rows[0]!;
   return { input: row.input, applied: row.applied, quarantined: row.quarantined };
 }

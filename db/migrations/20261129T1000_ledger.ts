@@ -14,7 +14,7 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('generation', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('window_end', 'timestamptz', (c) => c.notNull())
     .addColumn('window_key', 'text', (c) => c.notNull())
-    .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('running', 'done', 'failed')`))
+    .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('done', 'failed')`))
     .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('trigger', 'text', (c) => c.notNull())
     .addColumn('workflow_id', 'text')
