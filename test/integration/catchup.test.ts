@@ -11,6 +11,7 @@ import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { startTemporal, startWorker, uniqueQueue } from '../helpers/temporal.js';
 
@@ -112,4 +113,39 @@ test('a window off the grid is refused with the window it should have been', asy
     acts.planTick({ job: 'nope', now: '2026-05-03T10:00:00Z' }),
     (err: unknown) => err instanceof ApplicationFailure && err.type === 'UnknownJob' && /off-grid/.test(err.message),
   );
+});
+
+test('a failing window holds the watermark; windows after it still run; once fixed it catches up', async () => {
+  const job = 'hold';
+  let broken = true;
+  const catalog = defineCatalog([salesJob(job, {
+    grid: '1h', lateness: '0m', start: '2026-05-04T10:00:00Z',
+    retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+    handler: async (ctx) => {
+      if (broken && ctx.window.start.toISOString() === '2026-05-04T11:00:00.000Z') throw new Error('source system down');
+      return await summariseWindow(ctx);
+    },
+  })]);
+  const taskQueue = uniqueQueue(job);
+  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
+  try {
+    const tick = async (n: number) => {
+      const r = await env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-05-04T13:00:00Z' }] }) as TickResult;
+      return await Promise.allSettled(r.started.map((k) => env.client.workflow.getHandle(k).result()));
+    };
+    const first = await tick(1);
+    assert.deepEqual(first.map((s) => s.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-05-04T11:00:00.000Z', 'the watermark stops before the failed window');
+    const failed = await t.db.selectFrom('job_windows').select(['status', 'attempts', 'reason']).where('job', '=', job)
+      .where('window_start', '=', new Date('2026-05-04T11:00:00Z')).executeTakeFirstOrThrow();
+    assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
+
+    broken = false;
+    const second = await tick(2);
+    assert.deepEqual(second.map((s) => s.status), ['fulfilled'], 'only the failed window is started again');
+    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-05-04T13:00:00.000Z', 'the watermark jumps over the contiguous done windows');
+  } finally {
+    worker.shutdown();
+    await running;
+  }
 });

@@ -1,0 +1,55 @@
+// The README's first line, end to end: npm start's program brings up a Temporal dev server
+// with its Web UI, migrates a fresh database, syncs schedules, seeds, runs the demo jobs, and
+// stops everything on Ctrl-C (SIGINT).
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtemp } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { eventually } from '../helpers/temporal.js';
+
+let t: TestDb;
+before(async () => { t = await createTestDb(); });
+after(async () => { await t?.drop(); });
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
+  const [port, uiPort] = [await freePort(), await freePort()];
+  const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-dev-'));
+  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../bin/dev.ts', import.meta.url))], {
+    env: { ...process.env, DATABASE_URL: t.url, TEMPORAL_PORT: String(port), TEMPORAL_UI_PORT: String(uiPort), TIDEMARK_STATE_DIR: stateDir, TEMPORAL_ADDRESS: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  try {
+    await eventually(async () => (out.includes('tidemark is running') ? true : undefined), 90_000, `npm start to come up:\n${out}`);
+    assert.match(out, new RegExp(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`));
+    assert.match(out, /\+ create tidemark:sales-hourly/);
+    await eventually(async () => (/PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out) ? true : undefined), 60_000, `a processed window:\n${out}`);
+    await eventually(async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined), 60_000, `the demo backfill:\n${out}`);
+    const days = await t.db.selectFrom('daily_sales').select(['day', 'order_count']).where('job', '=', 'sales-hourly').execute();
+    assert.ok(days.reduce((s, d) => s + d.order_count, 0) > 900, JSON.stringify(days));
+    const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
+    assert.equal(ui.status, 200);
+    assert.match(await ui.text(), /<html/i);
+  } finally {
+    child.kill('SIGINT');
+  }
+  assert.equal(await exited, 0, out);
+  assert.match(out, /stopped\./);
+  await assert.rejects(fetch(`http://127.0.0.1:${uiPort}/`), 'the Web UI is gone with the server');
+});
