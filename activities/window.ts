@@ -3,7 +3,7 @@
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { advanceWatermark, claimWindow, failAttempt, recordRun, setCounts, type WindowRef } from '../db/ledger.js';
+import { claimWindow, failAttempt, finishWindow, recordRun, type WindowRef } from '../db/ledger.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
@@ -63,11 +63,8 @@ export function windowActivities(deps: ActivityDeps) {
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
           }
-          const finishedAt = deps.now();
-          await setCounts(trx, w, { ...counts, finishedAt, durationMs: finishedAt.getTime() - startedAt.getTime() });
-          const watermark = await advanceWatermark(trx, job.name);
-          // The run record commits with the effect: one commit per window.
-          await recordRun(trx, { ...run, finishedAt, outcome: 'processed', details: { ...counts } });
+          // Counts, run record and watermark commit with the effect: one commit per window.
+          const watermark = await finishWindow(trx, w, { counts, startedAt, finishedAt: deps.now(), workflowId, attempt });
           return { counts, watermark };
         });
         if (!committed) return await skipDone();

@@ -52,33 +52,49 @@ export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: {
   return row !== undefined;
 }
 
-export async function setCounts(trx: Transaction<Database>, w: WindowRef, c: { input: number; applied: number; quarantined: number; finishedAt: Date; durationMs: number }): Promise<void> {
-  await trx.updateTable('job_windows')
-    .set({ records_in: c.input, records_applied: c.applied, records_quarantined: c.quarantined, finished_at: c.finishedAt, duration_ms: c.durationMs })
-    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation).execute();
+export interface WindowFinish {
+  readonly counts: { readonly input: number; readonly applied: number; readonly quarantined: number };
+  readonly startedAt: Date;
+  readonly finishedAt: Date;
+  readonly workflowId: string | null;
+  readonly attempt: number;
 }
 
 /**
- * Moves the watermark over the contiguous done windows that start at it. The row lock
- * serialises the window commits of one job, so two windows finishing together cannot
- * leave the watermark short; it never moves back and never passes a window not done.
+ * Ends a claimed window inside its transaction, in two statements: lock the job's watermark
+ * row (this serialises the commits of one job's windows, so two windows finishing together
+ * cannot leave the watermark short), then one statement that stores the counts, records the
+ * run and moves the watermark over the contiguous done windows starting at it. The watermark
+ * never moves back and never passes a window that is not done. Returns the watermark.
  */
-export async function advanceWatermark(trx: Transaction<Database>, job: string): Promise<Date | undefined> {
-  const locked = await trx.selectFrom('job_watermarks').select('watermark').where('job', '=', job).forUpdate().executeTakeFirst();
-  if (!locked) return undefined;
+export async function finishWindow(trx: Transaction<Database>, w: WindowRef, f: WindowFinish): Promise<Date | undefined> {
+  const locked = await trx.selectFrom('job_watermarks').select('watermark').where('job', '=', w.job).forUpdate().executeTakeFirst();
+  const durationMs = f.finishedAt.getTime() - f.startedAt.getTime();
+  const { input, applied, quarantined } = f.counts;
   const result = await sql<{ watermark: Date }>`
-    with recursive chain(window_end) as (
-      select window_end from job_windows
-       where job = ${job} and generation = 0 and status = 'done' and window_start = ${locked.watermark}
+    with recursive counts as (
+      update job_windows
+         set records_in = ${input}, records_applied = ${applied}, records_quarantined = ${quarantined},
+             finished_at = ${f.finishedAt}, duration_ms = ${durationMs}
+       where job = ${w.job} and window_start = ${w.start} and generation = ${w.generation}
+    ), run as (
+      insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
+      values ('window', ${w.job}, ${w.start}, ${w.generation}, ${f.workflowId}, ${f.attempt}, ${f.startedAt}, ${f.finishedAt}, ${durationMs},
+              'processed', ${JSON.stringify({ input, applied, quarantined })}::jsonb)
+    ), chain(window_end) as (
+      -- From the watermark, hop from each done window to the next by its key (an index lookup each).
+      select ${locked?.watermark ?? null}::timestamptz
       union all
-      select w.window_end from job_windows w join chain on w.window_start = chain.window_end
-       where w.job = ${job} and w.generation = 0 and w.status = 'done'
+      select next.window_end from chain cross join lateral (
+        select jw.window_end from job_windows jw
+         where jw.job = ${w.job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
+      ) next
     )
     update job_watermarks set watermark = c.new_watermark, updated_at = now()
       from (select max(window_end) as new_watermark from chain) c
-     where job = ${job} and c.new_watermark > job_watermarks.watermark
+     where job = ${w.job} and c.new_watermark > job_watermarks.watermark
     returning job_watermarks.watermark`.execute(trx);
-  return result.rows[0]?.watermark ?? locked.watermark;
+  return result.rows[0]?.watermark ?? locked?.watermark;
 }
 
 /** Records a failed attempt (after its transaction rolled back), unless another attempt finished the window. */
