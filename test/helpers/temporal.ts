@@ -1,10 +1,12 @@
 // A real Temporal dev server (the CLI's start-dev) per test file, and workers on it.
 import { randomBytes } from 'node:crypto';
+import { after, before } from 'node:test';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities/index.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
+import { createTestDb, type TestDb } from './db.js';
 
 // Quiet SDK logs in tests: only warnings and errors.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -37,5 +39,32 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * A test file's real stack: its own Temporal dev server and its own migrated database,
+ * started before its tests and torn down after them.
+ */
+export function realStack(): { readonly env: TestWorkflowEnvironment; readonly t: TestDb } {
+  const stack = {} as { env: TestWorkflowEnvironment; t: TestDb };
+  before(async () => {
+    [stack.env, stack.t] = await Promise.all([startTemporal(), createTestDb()]);
+  });
+  after(async () => {
+    await stack.t?.drop();
+    await stack.env?.teardown();
+  });
+  return stack;
+}
+
+/** Runs `fn` with a worker polling `taskQueue`, and shuts it down afterwards. */
+export async function withWorker<T>(env: TestWorkflowEnvironment, taskQueue: string, deps: ActivityDeps, fn: () => Promise<T>): Promise<T> {
+  const { worker, running } = await startWorker(env, taskQueue, deps);
+  try {
+    return await fn();
+  } finally {
+    worker.shutdown();
+    await running;
   }
 }

@@ -1,110 +1,88 @@
 // Catch-up cap and lateness on the real server: 30 missed windows with cap 10 take three
 // ticks, oldest first, none lost; an open or not-yet-late window is never processed.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { RetryState } from '@temporalio/common';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { startTemporal, startWorker, uniqueQueue } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let t: TestDb;
-before(async () => {
-  [env, t] = await Promise.all([startTemporal(), createTestDb()]);
-});
-after(async () => {
-  await t?.drop();
-  await env?.teardown();
-});
+const stack = realStack();
 
 test('30 missed windows with cap 10: three ticks, oldest first, none lost', async () => {
   const job = 'catchup';
   const catalog = defineCatalog([salesJob(job, { grid: '15m', lateness: '2m', maxCatchUp: 10, start: '2026-05-01T00:00:00Z' })]);
   const taskQueue = uniqueQueue(job);
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
-  const orders = await insertOrders(t.db, ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31));
-  const now = '2026-05-01T07:32:00Z';
-  try {
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
+    // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
+    const orders = await insertOrders(stack.t.db, ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31));
+    const now = '2026-05-01T07:32:00Z';
     const seen: string[] = [];
     for (let i = 1; i <= 3; i++) {
-      const r = await env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${i}`, args: [{ job, now }] }) as TickResult;
+      const r = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${i}`, args: [{ job, now }] }) as TickResult;
       assert.equal(r.started.length, 10, `tick ${i} started ${r.started.length}`);
-      const results = await Promise.all(r.started.map((k) => env.client.workflow.getHandle(k).result() as Promise<WindowResult>));
+      const results = await Promise.all(r.started.map((k) => stack.env.client.workflow.getHandle(k).result() as Promise<WindowResult>));
       assert.ok(results.every((x) => x.outcome === 'processed'));
       seen.push(...r.started);
     }
     const expected = Array.from({ length: 30 }, (_, i) => `${job}/${new Date(Date.parse('2026-05-01T00:00:00Z') + i * 900_000).toISOString().replace('.000Z', 'Z')}`);
     assert.deepEqual(seen, expected, 'oldest first, each window once');
-    const fourth = await env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-4`, args: [{ job, now }] }) as TickResult;
+    const fourth = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-4`, args: [{ job, now }] }) as TickResult;
     assert.deepEqual(fourth.started, []);
-    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
     const ref = reference(orders, '2026-05-01T00:00:00Z', '2026-05-01T07:30:00Z');
-    assert.deepEqual(await summaryOf(t.db, job), { count: ref.count, totalCents: ref.totalCents });
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+  });
 });
 
 test('lateness: a window is not started before end + lateness, and a tick at that instant starts it', async () => {
   const job = 'late';
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '10m', start: '2026-05-02T10:00:00Z' })]);
   const taskQueue = uniqueQueue(job);
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  try {
-    const tick = (now: string, n: number) => env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now }] }) as Promise<TickResult>;
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
+    const tick = (now: string, n: number) => stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now }] }) as Promise<TickResult>;
     assert.deepEqual((await tick('2026-05-02T10:59:59Z', 1)).started, [], 'open window');
     assert.deepEqual((await tick('2026-05-02T11:09:59Z', 2)).started, [], 'closed but not late enough');
     const r = await tick('2026-05-02T11:10:00Z', 3);
     assert.deepEqual(r.started, [`${job}/2026-05-02T10:00:00Z`]);
-    await env.client.workflow.getHandle(r.started[0]!).result();
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+    await stack.env.client.workflow.getHandle(r.started[0]!).result();
+  });
 });
 
 test('a window that is open by the wall clock is refused, not retried, and writes nothing', async () => {
   const job = 'open-now';
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '5m' })]);
   const now = new Date('2026-05-03T10:30:00Z');
-  const acts = createActivities({ db: t.db, catalog, logger: memoryLogger(), now: () => now });
+  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => now });
   const input = { job, start: '2026-05-03T10:00:00Z', end: '2026-05-03T11:00:00Z', generation: 0, key: `${job}/2026-05-03T10:00:00Z`, trigger: 'manual' as const,
     policy: { retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 10_000 } };
   await assert.rejects(acts.processWindow(input), (err: unknown) => err instanceof ApplicationFailure && err.nonRetryable && err.type === 'WindowNotClosed' && /11:05:00Z/.test(err.message));
-  const rows = await t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute();
+  const rows = await stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute();
   assert.equal(rows.length, 0);
 
   // Through Temporal with the real clock: a window in the future fails at once, one attempt.
   const taskQueue = uniqueQueue(job);
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  try {
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
     const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
     const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
     await assert.rejects(
-      env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ ...input, start: start.toISOString(), end: new Date(start.getTime() + 3_600_000).toISOString(), key }] }),
+      stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ ...input, start: start.toISOString(), end: new Date(start.getTime() + 3_600_000).toISOString(), key }] }),
       (err: unknown) => err instanceof WorkflowFailedError && err.cause instanceof ActivityFailure && err.cause.retryState === RetryState.NON_RETRYABLE_FAILURE && err.cause.cause instanceof ApplicationFailure && err.cause.cause.type === 'WindowNotClosed',
     );
-    const summary = await summaryOf(t.db, job);
+    const summary = await summaryOf(stack.t.db, job);
     assert.deepEqual(summary, { count: 0, totalCents: 0 });
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+  });
 });
 
 test('a window off the grid is refused with the window it should have been', async () => {
   const job = 'off-grid';
-  const acts = createActivities({ db: t.db, catalog: defineCatalog([salesJob(job)]), logger: memoryLogger(), now: () => new Date() });
+  const acts = createActivities({ db: stack.t.db, catalog: defineCatalog([salesJob(job)]), logger: memoryLogger(), now: () => new Date() });
   await assert.rejects(
     acts.processWindow({ job, start: '2026-05-03T10:30:00Z', end: '2026-05-03T11:30:00Z', generation: 0, key: 'x', trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 1000 } }),
     (err: unknown) => err instanceof ApplicationFailure && err.type === 'BadWindow' && /\[2026-05-03T10:00:00Z, 2026-05-03T11:00:00Z\)/.test(err.message),
@@ -127,25 +105,21 @@ test('a failing window holds the watermark; windows after it still run; once fix
     },
   })]);
   const taskQueue = uniqueQueue(job);
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  try {
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
     const tick = async (n: number) => {
-      const r = await env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-05-04T13:00:00Z' }] }) as TickResult;
-      return await Promise.allSettled(r.started.map((k) => env.client.workflow.getHandle(k).result()));
+      const r = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-05-04T13:00:00Z' }] }) as TickResult;
+      return await Promise.allSettled(r.started.map((k) => stack.env.client.workflow.getHandle(k).result()));
     };
     const first = await tick(1);
     assert.deepEqual(first.map((s) => s.status), ['fulfilled', 'rejected', 'fulfilled']);
-    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-05-04T11:00:00.000Z', 'the watermark stops before the failed window');
-    const failed = await t.db.selectFrom('job_windows').select(['status', 'attempts', 'reason']).where('job', '=', job)
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-04T11:00:00.000Z', 'the watermark stops before the failed window');
+    const failed = await stack.t.db.selectFrom('job_windows').select(['status', 'attempts', 'reason']).where('job', '=', job)
       .where('window_start', '=', new Date('2026-05-04T11:00:00Z')).executeTakeFirstOrThrow();
     assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
 
     broken = false;
     const second = await tick(2);
     assert.deepEqual(second.map((s) => s.status), ['fulfilled'], 'only the failed window is started again');
-    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-05-04T13:00:00.000Z', 'the watermark jumps over the contiguous done windows');
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-04T13:00:00.000Z', 'the watermark jumps over the contiguous done windows');
+  });
 });

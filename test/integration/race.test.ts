@@ -2,46 +2,36 @@
 // worker processes; attempts racing inside PostgreSQL; a retried attempt whose first attempt
 // is still alive. Each case: exactly one effect and one done marker.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { BackfillResult, TickResult, WindowInput, WindowResult } from '../../workflows/types.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { startTemporal, uniqueQueue } from '../helpers/temporal.js';
+import { realStack, uniqueQueue } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let t: TestDb;
-before(async () => {
-  [env, t] = await Promise.all([startTemporal(), createTestDb()]);
-});
-after(async () => {
-  await t?.drop();
-  await env?.teardown();
-});
+const stack = realStack();
 
 const policy = { retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '1s', backoffCoefficient: 2 }, startToCloseTimeoutMs: 30_000 };
 
 async function doneMarkers(job: string): Promise<number> {
-  const rows = await t.db.selectFrom('job_windows').select('status').where('job', '=', job).where('status', '=', 'done').execute();
+  const rows = await stack.t.db.selectFrom('job_windows').select('status').where('job', '=', job).where('status', '=', 'done').execute();
   return rows.length;
 }
 
 test('eight attempts racing in PostgreSQL: one processes, seven report already-done', async () => {
   const job = 'race-db';
-  const orders = await insertOrders(t.db, ordersBetween(job, '2026-04-01T10:00:00Z', '2026-04-01T11:00:00Z', 50, 10));
+  const orders = await insertOrders(stack.t.db, ordersBetween(job, '2026-04-01T10:00:00Z', '2026-04-01T11:00:00Z', 50, 10));
   const logger = memoryLogger();
-  const acts = createActivities({ db: t.db, catalog: defineCatalog([salesJob(job)]), logger, now: () => new Date() });
+  const acts = createActivities({ db: stack.t.db, catalog: defineCatalog([salesJob(job)]), logger, now: () => new Date() });
   const input: WindowInput = { job, start: '2026-04-01T10:00:00Z', end: '2026-04-01T11:00:00Z', generation: 0, key: `${job}/2026-04-01T10:00:00Z`, trigger: 'manual', policy };
   const results = await Promise.all(Array.from({ length: 8 }, () => acts.processWindow(input)));
   assert.equal(results.filter((r) => r.outcome === 'processed').length, 1);
   assert.equal(results.filter((r) => r.outcome === 'already-done').length, 7);
   const ref = reference(orders, '2026-04-01T10:00:00Z', '2026-04-01T11:00:00Z');
-  assert.deepEqual(await summaryOf(t.db, job), { count: ref.count, totalCents: ref.totalCents });
+  assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
   assert.equal(await doneMarkers(job), 1);
   assert.equal(logger.lines.filter((l) => l.startsWith('PROCESSED')).length, 1);
 });
@@ -49,14 +39,14 @@ test('eight attempts racing in PostgreSQL: one processes, seven report already-d
 test('tick, backfill and manual trigger at once on three worker processes: one effect', async () => {
   const job = 'race-all';
   const taskQueue = uniqueQueue(job);
-  const orders = await insertOrders(t.db, ordersBetween(job, '2026-04-02T10:00:00Z', '2026-04-02T13:00:00Z', 90, 9));
+  const orders = await insertOrders(stack.t.db, ordersBetween(job, '2026-04-02T10:00:00Z', '2026-04-02T13:00:00Z', 90, 9));
   const workerEnv = {
-    DATABASE_URL: t.url, TEMPORAL_ADDRESS: env.address, TIDEMARK_TASK_QUEUE: taskQueue,
+    DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue,
     TEST_JOB: JSON.stringify({ name: job, grid: '1h', start: '2026-04-02T10:00:00Z', holdMs: 400 }),
   };
   const workers: WorkerProcess[] = await Promise.all(['w1', 'w2', 'w3'].map((n) => spawnWorker(n, workerEnv)));
   try {
-    const client = env.client;
+    const client = stack.env.client;
     const key = `${job}/2026-04-02T11:00:00Z`;
     const manual = client.workflow.start('window', {
       taskQueue, workflowId: key,
@@ -75,7 +65,7 @@ test('tick, backfill and manual trigger at once on three worker processes: one e
     await client.workflow.getHandle(key).result().catch(() => undefined);
 
     const ref = reference(orders, '2026-04-02T10:00:00Z', '2026-04-02T13:00:00Z');
-    assert.deepEqual(await summaryOf(t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
     assert.equal(await doneMarkers(job), 3);
     const logs = workers.map((w) => w.output()).join('\n');
     for (const hour of ['10', '11', '12']) {
@@ -93,17 +83,17 @@ test('tick, backfill and manual trigger at once on three worker processes: one e
 test('a retried attempt while the first one is still alive: one effect', async () => {
   const job = 'race-retry';
   const taskQueue = uniqueQueue(job);
-  const orders = await insertOrders(t.db, ordersBetween(job, '2026-04-03T10:00:00Z', '2026-04-03T11:00:00Z', 40));
+  const orders = await insertOrders(stack.t.db, ordersBetween(job, '2026-04-03T10:00:00Z', '2026-04-03T11:00:00Z', 40));
   // Attempts time out after 1 s but hold their transaction for 2.5 s: attempt 2 starts on
   // another worker while attempt 1 is alive and about to commit.
   const workerEnv = {
-    DATABASE_URL: t.url, TEMPORAL_ADDRESS: env.address, TIDEMARK_TASK_QUEUE: taskQueue,
+    DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue,
     TEST_JOB: JSON.stringify({ name: job, grid: '1h', start: '2026-04-03T10:00:00Z', holdMs: 2_500, attemptTimeout: '1s' }),
   };
   const workers = await Promise.all(['r1', 'r2'].map((n) => spawnWorker(n, workerEnv)));
   try {
     const key = `${job}/2026-04-03T10:00:00Z`;
-    const result = await env.client.workflow.execute('window', {
+    const result = await stack.env.client.workflow.execute('window', {
       taskQueue, workflowId: key,
       args: [{ job, start: '2026-04-03T10:00:00Z', end: '2026-04-03T11:00:00Z', generation: 0, key, trigger: 'manual',
         policy: { retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 1_000 } }],
@@ -111,7 +101,7 @@ test('a retried attempt while the first one is still alive: one effect', async (
     // The first attempt's commit is the effect; the retry finds it done.
     assert.equal(result.outcome, 'already-done');
     const ref = reference(orders, '2026-04-03T10:00:00Z', '2026-04-03T11:00:00Z');
-    assert.deepEqual(await summaryOf(t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
     assert.equal(await doneMarkers(job), 1);
     const logs = workers.map((w) => w.output()).join('\n');
     assert.equal(logs.split('\n').filter((l) => l.includes(`PROCESSED job=${job}`)).length, 1, logs);

@@ -1,30 +1,20 @@
 // Schedule sync against the real server: create, change, pause kept, orphan deleted; and a
 // schedule-fired tick that uses the schedule's nominal time.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
 import { describePlan, scheduleIdOf, syncSchedules } from '../../schedules/sync.js';
 import type { TickResult } from '../../workflows/types.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
-import { eventually, startTemporal, startWorker, uniqueQueue } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let t: TestDb;
-before(async () => {
-  [env, t] = await Promise.all([startTemporal(), createTestDb()]);
-});
-after(async () => {
-  await t?.drop();
-  await env?.teardown();
-});
+const stack = realStack();
 
 async function listed(ids: string[]): Promise<true | undefined> {
   const seen = new Set<string>();
-  for await (const s of env.client.schedule.list()) seen.add(s.scheduleId);
+  for await (const s of stack.env.client.schedule.list()) seen.add(s.scheduleId);
   return ids.every((id) => seen.has(id)) ? true : undefined;
 }
 
@@ -32,7 +22,7 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   const taskQueue = 'sync-q';
   const a: JobSpec = salesJob('sync-a', { grid: '1h', lateness: '5m' });
   const b: JobSpec = salesJob('sync-b', { grid: 'day', timezone: 'Europe/Berlin', tick: { cron: '15 0 * * *' } });
-  const client = env.client;
+  const client = stack.env.client;
 
   const first = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
   assert.deepEqual([first.create.sort(), first.update, first.delete], [[scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], []]);
@@ -77,10 +67,9 @@ test('a schedule-fired tick uses the nominal time and processes the closed windo
   const taskQueue = uniqueQueue(job);
   const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3 * 3_600_000);
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: start.toISOString() })]);
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  try {
-    await syncSchedules(env.client, catalog, { taskQueue, apply: true });
-    const handle = env.client.schedule.getHandle(scheduleIdOf(job));
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
+    await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
+    const handle = stack.env.client.schedule.getHandle(scheduleIdOf(job));
     await handle.trigger();
     const described = await eventually(async () => {
       const d = await handle.describe();
@@ -88,12 +77,9 @@ test('a schedule-fired tick uses the nominal time and processes the closed windo
     }, 20_000, 'the schedule to fire');
     const action = described.info.recentActions[0]!.action;
     assert.match(action.workflow.workflowId, /^fired\/tick-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    const result = await env.client.workflow.getHandle(action.workflow.workflowId, action.workflow.firstExecutionRunId).result() as TickResult;
+    const result = await stack.env.client.workflow.getHandle(action.workflow.workflowId, action.workflow.firstExecutionRunId).result() as TickResult;
     assert.ok([3, 4].includes(result.started.length), `${result.started.length} windows (4 only if an hour turned during the test)`);
     assert.equal(result.watermark, start.toISOString().replace('.000Z', 'Z'));
-    for (const key of result.started) await env.client.workflow.getHandle(key).result();
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+    for (const key of result.started) await stack.env.client.workflow.getHandle(key).result();
+  });
 });

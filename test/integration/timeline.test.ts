@@ -2,25 +2,15 @@
 // catch-up after a missed tick, a tick while the previous one's windows run, a repeat with
 // nothing new, and a window presented again by hand.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
-import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
 import { gatedHandler, insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { eventually, startTemporal, startWorker, uniqueQueue } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
-let env: TestWorkflowEnvironment;
-let t: TestDb;
-before(async () => {
-  [env, t] = await Promise.all([startTemporal(), createTestDb()]);
-});
-after(async () => {
-  await t?.drop();
-  await env?.teardown();
-});
+const stack = realStack();
 
 test('timeline: catch-up, running, nothing new, already done', async () => {
   const job = 'timeline';
@@ -28,21 +18,20 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
   const catalog = defineCatalog([salesJob(job, { start: '2026-03-02T09:00:00Z', handler: gate.handler })]);
   const logger = memoryLogger();
   const taskQueue = uniqueQueue('timeline');
-  const { worker, running } = await startWorker(env, taskQueue, { db: t.db, catalog, logger, now: () => new Date() });
-  const client = env.client;
-  const orders = await insertOrders(t.db, [
-    ...ordersBetween('a', '2026-03-02T09:00:00Z', '2026-03-02T12:00:00Z', 180, 25),
-    ...ordersBetween('open', '2026-03-02T12:00:00Z', '2026-03-02T12:07:00Z', 7),
-  ]);
-  const tick = (now: string) => client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${now}`, args: [{ job, now }] }) as Promise<TickResult>;
-  const windowResult = (key: string) => client.workflow.getHandle(key).result() as Promise<WindowResult>;
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger, now: () => new Date() }, async () => {
+    const client = stack.env.client;
+    const orders = await insertOrders(stack.t.db, [
+      ...ordersBetween('a', '2026-03-02T09:00:00Z', '2026-03-02T12:00:00Z', 180, 25),
+      ...ordersBetween('open', '2026-03-02T12:00:00Z', '2026-03-02T12:07:00Z', 7),
+    ]);
+    const tick = (now: string) => client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${now}`, args: [{ job, now }] }) as Promise<TickResult>;
+    const windowResult = (key: string) => client.workflow.getHandle(key).result() as Promise<WindowResult>;
 
-  try {
     // 10:05, run #1: the 09:00 window.
     const r1 = await tick('2026-03-02T10:05:00Z');
     assert.deepEqual(r1.started, ['timeline/2026-03-02T09:00:00Z']);
     assert.equal((await windowResult(r1.started[0]!)).outcome, 'processed');
-    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-03-02T10:00:00.000Z');
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-03-02T10:00:00.000Z');
 
     // 11:05: missed (no tick). 12:05, run #2: both closed windows, oldest first; held open.
     const w10 = 'timeline/2026-03-02T10:00:00Z';
@@ -65,7 +54,7 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
     gate.release(w11);
     assert.equal((await windowResult(w10)).outcome, 'processed');
     assert.equal((await windowResult(w11)).outcome, 'processed');
-    assert.equal((await readWatermark(t.db, job))?.toISOString(), '2026-03-02T12:00:00.000Z');
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-03-02T12:00:00.000Z');
 
     // After #2: nothing closed is left; the open 12:00 window is not touched.
     const r4 = await tick('2026-03-02T12:07:00Z');
@@ -81,17 +70,14 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
 
     // Totals equal an independent reference over [09:00, 12:00); the open window is not in them.
     const ref = reference(orders, '2026-03-02T09:00:00Z', '2026-03-02T12:00:00Z');
-    assert.deepEqual(await summaryOf(t.db, job), { count: ref.count, totalCents: ref.totalCents });
-    const quarantined = await t.db.selectFrom('quarantine').select(({ fn }) => fn.countAll<number>().as('n')).where('job', '=', job).executeTakeFirstOrThrow();
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    const quarantined = await stack.t.db.selectFrom('quarantine').select(({ fn }) => fn.countAll<number>().as('n')).where('job', '=', job).executeTakeFirstOrThrow();
     assert.equal(quarantined.n, ref.bad);
     assert.ok(ref.bad > 0 && ref.count > 0);
-    const windows = await t.db.selectFrom('job_windows').selectAll().where('job', '=', job).orderBy('window_start').execute();
+    const windows = await stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).orderBy('window_start').execute();
     assert.deepEqual(windows.map((w) => [w.window_key, w.status, w.records_in, (w.records_applied ?? 0) + (w.records_quarantined ?? 0)]),
       windows.map((w) => [w.window_key, 'done', w.records_in, w.records_in]));
     assert.equal(windows.length, 3);
     assert.equal(logger.lines.filter((l) => l.startsWith('PROCESSED')).length, 3);
-  } finally {
-    worker.shutdown();
-    await running;
-  }
+  });
 });
