@@ -1,9 +1,11 @@
 // What every activity is built from. Entry points build these; tests hand in their own.
+import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import type { ActivityPolicy } from '../workflows/types.js';
 import type { Logger } from './logger.js';
+import type { Channels } from './notify/provider.js';
 
 export interface ActivityDeps {
   readonly db: Kysely<Database>;
@@ -11,8 +13,20 @@ export interface ActivityDeps {
   readonly logger: Logger;
   /** The wall clock; tests may pin it. */
   readonly now: () => Date;
+  /** External channels; a missing one is "not configured". */
+  readonly channels?: Channels;
+  /** Removes secret values from text before it is logged, stored or alerted. */
+  readonly redact?: (text: string) => string;
+  /** Alert targets for jobs that name none. */
+  readonly alertDefaults?: { email: readonly string[]; slack: readonly string[]; telegram: readonly string[] };
+  /** Where links to runs point. */
+  readonly webUi?: { url: string; namespace: string };
+  /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */
+  readonly temporal?: { client: Client; taskQueue: string };
+  /** Test seams: called between an effect and its done marker. */
+  readonly hooks?: { afterEffect?: (key: string) => Promise<void> | void };
 }
 
 export function policyOf(job: Job): ActivityPolicy {
-  return { retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs };
+  return { retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs, effectTimeoutMs: job.effectTimeoutMs };
 }

@@ -1,10 +1,13 @@
 // createActivities: every activity of the worker, built from injected dependencies.
 import type { ActivityDeps } from './deps.js';
+import { alertActivities } from './alerts.js';
+import { effectActivities } from './effects.js';
 import { planActivities } from './plan.js';
+import { watchActivities } from './watch.js';
 import { windowActivities } from './window.js';
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...planActivities(deps), ...windowActivities(deps) };
+  return { ...planActivities(deps), ...windowActivities(deps), ...effectActivities(deps), ...alertActivities(deps), ...watchActivities(deps) };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -3,6 +3,7 @@ import { doneStarts, recordRun, watermarkOf } from '../db/ledger.js';
 import { UnknownJobError, type Job } from '../schedules/job.js';
 import { isAligned, isClosed, isoUtc, windowAt, windowKey, windowsFrom, windowsInRange, type Window } from '../schedules/windows.js';
 import type { BackfillPage, BackfillResult, TickPlan, TickResult, WindowSpec } from '../workflows/types.js';
+import { alerting } from './alerts.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { FAILURE, badInput } from './errors.js';
 
@@ -34,6 +35,7 @@ function initialWatermark(job: Job, now: Date): Date {
 
 export function planActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
+  const alerts = alerting(deps);
   return {
     /** Closed windows from the watermark on that are not done yet, oldest first, at most the cap. */
     async planTick(input: { job: string; now: string }): Promise<TickPlan> {
@@ -51,7 +53,8 @@ export function planActivities(deps: ActivityDeps) {
         else windows.push(spec(job, w));
         if (windows.length >= job.maxCatchUp) break;
       }
-      return { job: job.name, now: isoUtc(now), watermark: isoUtc(watermark), windows, alreadyDone, policy: policyOf(job) };
+      const recovered = await alerts.resolve(db, { job: job.name, subject: 'tick', note: 'a tick planned its windows again' });
+      return { job: job.name, now: isoUtc(now), watermark: isoUtc(watermark), windows, alreadyDone, policy: policyOf(job), recovery: recovered?.deliveries ?? [] };
     },
 
     /** Logs and records what a tick did. */

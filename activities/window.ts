@@ -3,7 +3,9 @@
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
+import { openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { claimWindow, failAttempt, finishWindow, recordRun, type WindowRef } from '../db/ledger.js';
+import { alerting } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
@@ -21,6 +23,7 @@ function attemptInfo(): { attempt: number; workflowId: string | null } {
 
 export function windowActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
+  const alerts = alerting(deps);
 
   /** Checks the window against the job's grid and the clock before anything is written. */
   function resolveWindow(input: WindowInput): WindowRef {
@@ -52,27 +55,39 @@ export function windowActivities(deps: ActivityDeps) {
       const skipDone = async (): Promise<WindowResult> => {
         logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
-        return { key: w.key, outcome: 'already-done', counts: null, watermark: null };
+        // The run that processed it may have died before its effects were done: drive them.
+        return { key: w.key, outcome: 'already-done', counts: null, watermark: null, effects: await openEffectsOfWindow(db, w.key) };
       };
 
       const attemptMeta = { trigger: input.trigger, workflowId, at: startedAt };
       try {
         const committed = await db.transaction().execute(async (trx) => {
-          if (!(await claimWindow(trx, w, attemptMeta))) return null;
+          const attempts = await claimWindow(trx, w, attemptMeta);
+          if (attempts === undefined) return null;
           const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt });
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
           }
+          // External effects are recorded with the window (an outbox) and performed after the commit.
+          await recordEffects(trx, (counts.effects ?? []).map((e) => ({
+            key: `${w.key}:${e.name}`, job: w.job, windowKey: w.key, name: e.name, channel: e.channel,
+            policy: e.policy ?? 'ask', request: e.request, providerKey: `${w.key}:${e.name}`,
+          })));
           // Counts, run record and watermark commit with the effect: one commit per window.
           const watermark = await finishWindow(trx, w, { counts, startedAt, finishedAt: deps.now(), workflowId, attempt });
-          return { counts, watermark };
+          // Earlier attempts failed: if that opened an incident, it closes with this commit.
+          const recovery = attempts > 1 ? await alerts.resolve(trx, { job: w.job, subject: w.key, note: `window processed on attempt ${attempts}` }) : null;
+          return { counts, watermark, recovery, effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`) };
         });
         if (!committed) return await skipDone();
-        const { counts, watermark } = committed;
+        const { counts, watermark, recovery, effects } = committed;
         logger.info(`PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`);
-        return { key: w.key, outcome: 'processed', counts: { ...counts }, watermark: watermark ? isoUtc(watermark) : null };
+        return {
+          key: w.key, outcome: 'processed', counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
+          watermark: watermark ? isoUtc(watermark) : null, effects, recovery: recovery?.deliveries ?? [],
+        };
       } catch (err) {
-        const reason = err instanceof Error ? err.message : String(err);
+        const reason = (deps.redact ?? ((t: string) => t))(err instanceof Error ? err.message : String(err));
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(`FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`);
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);

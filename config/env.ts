@@ -12,7 +12,40 @@ const schema = z.object({
   TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TIDEMARK_STATE_DIR: z.string().min(1).default('.tidemark'),
   TEMPORAL_CLI: z.string().min(1).optional(),
+  /** Base of links to runs in alerts. */
+  TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
+  SMTP_HOST: z.string().min(1).optional(),
+  SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
+  SMTP_SECURE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  SMTP_TLS_REJECT_UNAUTHORIZED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  SMTP_USER: z.string().min(1).optional(),
+  SMTP_PASSWORD: z.string().min(1).optional(),
+  SMTP_FROM: z.string().min(3).default('tidemark <tidemark@localhost>'),
+  SLACK_BOT_TOKEN: z.string().min(1).optional(),
+  SLACK_API_URL: z.url().default('https://slack.com/api'),
+  TELEGRAM_BOT_TOKEN: z.string().min(1).optional(),
+  TELEGRAM_API_URL: z.url().default('https://api.telegram.org'),
+  /** Alert channels for jobs that name none: comma-separated addresses, Slack channels, Telegram chat ids. */
+  TIDEMARK_ALERT_EMAIL: z.string().optional().transform(list),
+  TIDEMARK_ALERT_SLACK: z.string().optional().transform(list),
+  TIDEMARK_ALERT_TELEGRAM: z.string().optional().transform(list),
 });
+
+function list(text: string | undefined): string[] {
+  return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+}
+
+/** The values that must never reach a log line, an alert or a workflow payload. */
+export function secretsOf(config: Config): string[] {
+  const fromUrl = (() => {
+    try {
+      return decodeURIComponent(new URL(config.DATABASE_URL).password);
+    } catch {
+      return '';
+    }
+  })();
+  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
+}
 
 export type Config = Readonly<z.infer<typeof schema>>;
 

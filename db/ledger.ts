@@ -38,8 +38,9 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
  * Claims the window's done marker inside the effect's transaction: one upsert that only
  * succeeds while the window is not done. A concurrent attempt blocks on the key until this
  * transaction ends, then finds it done: exactly one attempt wins, the others change nothing.
+ * Returns the window's attempt count (more than 1: earlier attempts failed), or undefined.
  */
-export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<boolean> {
+export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<number | undefined> {
   const row = await trx.insertInto('job_windows')
     .values({
       job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
@@ -49,7 +50,7 @@ export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: {
       status: 'done', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at, reason: null,
     }).where('job_windows.status', '<>', 'done'))
     .returning('attempts').executeTakeFirst();
-  return row !== undefined;
+  return row?.attempts;
 }
 
 export interface WindowFinish {

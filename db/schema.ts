@@ -81,6 +81,65 @@ export interface DailySalesTable {
   total: ColumnType<string, string | number, string | number>;
 }
 
+export const EFFECT_STATUS = Object.freeze({
+  pending: 'pending', begun: 'begun', done: 'done', unknown: 'unknown', failed: 'failed', skipped: 'skipped',
+} as const);
+export type EffectStatus = (typeof EFFECT_STATUS)[keyof typeof EFFECT_STATUS];
+
+/** What to do when an effect's outcome is unknown (a begin without a done, or a lost reply). */
+export const EFFECT_POLICY = Object.freeze({ ask: 'ask', resend: 'resend', skip: 'skip' } as const);
+export type EffectPolicy = (typeof EFFECT_POLICY)[keyof typeof EFFECT_POLICY];
+
+/** One external effect: its request (replayable, never a secret), markers and fencing number. */
+export interface EffectTable {
+  effect_key: string;
+  job: string;
+  window_key: string | null;
+  name: string;
+  channel: string;
+  policy: EffectPolicy;
+  status: EffectStatus;
+  fence: ColumnType<number, number | undefined, number>;
+  attempts: ColumnType<number, number | undefined, number>;
+  request: ColumnType<unknown, string, string>;
+  provider_key: string;
+  provider_id: string | null;
+  lease_until: Timestamp | null;
+  last_error: string | null;
+  created_at: CreatedAt;
+  begun_at: Timestamp | null;
+  done_at: Timestamp | null;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  decision: 'resend' | 'skip' | null;
+  decided_by: string | null;
+  decided_at: Timestamp | null;
+}
+
+export interface EffectAttemptTable {
+  id: Generated<string>;
+  effect_key: string;
+  fence: number;
+  started_at: Timestamp;
+  finished_at: Timestamp;
+  duration_ms: number;
+  outcome: string;
+  provider_id: string | null;
+  error: string | null;
+}
+
+/** A failure that is alerted once when it opens and noticed once when it clears. */
+export interface IncidentTable {
+  id: Generated<string>;
+  job: string;
+  subject: string;
+  kind: string;
+  opened_at: CreatedAt;
+  closed_at: Timestamp | null;
+  occurrences: ColumnType<number, number | undefined, number>;
+  last_error: string;
+  details: ColumnType<unknown, string | undefined, string>;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -88,4 +147,7 @@ export interface Database {
   quarantine: QuarantineTable;
   orders: OrderTable;
   daily_sales: DailySalesTable;
+  effects: EffectTable;
+  effect_attempts: EffectAttemptTable;
+  incidents: IncidentTable;
 }

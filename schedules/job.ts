@@ -4,7 +4,8 @@ import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
 import { z } from 'zod';
 import type { Kysely, Transaction } from 'kysely';
-import type { Database } from '../db/schema.js';
+import type { EmailRequest, SlackRequest, TelegramRequest } from '../activities/notify/provider.js';
+import type { Database, EffectPolicy } from '../db/schema.js';
 import { parseDuration } from './duration.js';
 import { isAligned, parseGrid, type Grid, type Window } from './windows.js';
 
@@ -25,11 +26,22 @@ export interface WindowContext {
   readonly attempt: number;
 }
 
+/**
+ * An external effect of a window (a report e-mail, a chat message), recorded in the window's
+ * transaction and performed after it commits through the effect guard, keyed
+ * `<window key>:<name>`. `policy` says what to do when its outcome is unknown.
+ */
+export type WindowEffect =
+  | { readonly name: string; readonly channel: 'email'; readonly request: EmailRequest; readonly policy?: EffectPolicy }
+  | { readonly name: string; readonly channel: 'slack'; readonly request: SlackRequest; readonly policy?: EffectPolicy }
+  | { readonly name: string; readonly channel: 'telegram'; readonly request: TelegramRequest; readonly policy?: EffectPolicy };
+
 /** What a handler reports; applied + quarantined must equal input. */
 export interface WindowCounts {
   readonly input: number;
   readonly applied: number;
   readonly quarantined: number;
+  readonly effects?: readonly WindowEffect[];
 }
 
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */
@@ -65,6 +77,10 @@ export interface JobSpec {
   /** Start-to-close limit of one attempt at a window; default "10m". */
   attemptTimeout?: string;
   alerts?: { email?: string[]; slack?: string[]; telegram?: string[] };
+  /** The watch alerts when the watermark is more than this many windows behind; default 3. */
+  lagThreshold?: number;
+  /** Start-to-close limit of one attempt at an external effect (also its begin marker's lease); default "1m". */
+  effectTimeout?: string;
   handler: WindowHandler;
   seed?: JobSeeder;
 }
@@ -82,6 +98,8 @@ export interface Job {
   readonly retry: RetrySpec;
   readonly attemptTimeoutMs: number;
   readonly alerts: { readonly email: readonly string[]; readonly slack: readonly string[]; readonly telegram: readonly string[] };
+  readonly lagThreshold: number;
+  readonly effectTimeoutMs: number;
   readonly handler: WindowHandler;
   readonly seed: JobSeeder | undefined;
 }
@@ -119,6 +137,8 @@ const specSchema = z.object({
     slack: z.array(z.string().min(1)).default([]),
     telegram: z.array(z.string().min(1)).default([]),
   }).strict().default({ email: [], slack: [], telegram: [] }),
+  lagThreshold: z.number().int('must be a whole number').min(1, 'must be at least 1').default(3),
+  effectTimeout: durationText.default('1m'),
   handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
   seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
 }).strict();
@@ -208,6 +228,8 @@ export function defineJob(spec: JobSpec): Job {
     retry: Object.freeze(retry),
     attemptTimeoutMs: parseDuration(s.attemptTimeout)!,
     alerts: Object.freeze({ email: s.alerts.email, slack: s.alerts.slack, telegram: s.alerts.telegram }),
+    lagThreshold: s.lagThreshold,
+    effectTimeoutMs: parseDuration(s.effectTimeout)!,
     handler: s.handler,
     seed: s.seed,
   });

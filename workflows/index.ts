@@ -2,3 +2,4 @@
 export { tick } from './tick.js';
 export { window } from './window.js';
 export { backfill, progressQuery } from './backfill.js';
+export { watch } from './watch.js';

@@ -2,6 +2,7 @@
 // oldest first, at most the job's catch-up cap; the rest wait for the next tick.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { workflowInfo } from '@temporalio/workflow';
+import { deliver, describeFailure, raise } from './alerts.js';
 import { startWindow } from './children.js';
 import { bookkeeping } from './policy.js';
 import type { TickInput, TickResult } from './types.js';
@@ -16,8 +17,19 @@ function tickNow(input: TickInput): string {
 }
 
 export async function tick(input: TickInput): Promise<TickResult> {
+  try {
+    return await runTick(input);
+  } catch (err) {
+    const { workflowId, runId } = workflowInfo();
+    await raise({ job: input.job, subject: 'tick', kind: 'tick-failed', error: describeFailure(err), workflowId, runId });
+    throw err;
+  }
+}
+
+async function runTick(input: TickInput): Promise<TickResult> {
   const startedAt = new Date().toISOString();
   const plan = await bookkeeping.planTick({ job: input.job, now: tickNow(input) });
+  await deliver(plan.recovery);
   const starts = await Promise.all(plan.windows.map((w) => startWindow(w, 'schedule', plan.policy)));
   const result: TickResult = {
     job: plan.job,

@@ -5,6 +5,8 @@
 export interface ActivityPolicy {
   readonly retry: { maximumAttempts: number; initialInterval: string; maximumInterval: string; backoffCoefficient: number };
   readonly startToCloseTimeoutMs: number;
+  /** Start-to-close limit of one attempt at one of the window's external effects. */
+  readonly effectTimeoutMs?: number;
 }
 
 /** One window of one job, times as ISO-8601 UTC. */
@@ -35,6 +37,8 @@ export interface TickPlan {
   /** Closed windows past the watermark that were already done (for example by a backfill). */
   readonly alreadyDone: number;
   readonly policy: ActivityPolicy;
+  /** Recovery notices to deliver: an earlier tick of this job had failed. */
+  readonly recovery?: readonly string[];
 }
 
 export interface TickResult {
@@ -62,6 +66,22 @@ export interface WindowResult {
   readonly outcome: 'processed' | 'already-done';
   readonly counts: WindowCountsDto | null;
   readonly watermark: string | null;
+  /** Keys of the window's external effects not yet done: the workflow drives them next. */
+  readonly effects?: readonly string[];
+  /** Recovery notices to deliver: the window had failed before and is done now. */
+  readonly recovery?: readonly string[];
+}
+
+/** How each of a window's external effects ended in this run. */
+export interface EffectOutcomeDto {
+  readonly key: string;
+  readonly outcome: 'done' | 'already-done' | 'unknown' | 'skipped' | 'failed';
+  readonly error: string | null;
+}
+
+/** What the window workflow returns: the window's result and its effects' outcomes. */
+export interface WindowRunResult extends WindowResult {
+  readonly effectOutcomes: readonly EffectOutcomeDto[];
 }
 
 export interface BackfillTotals {

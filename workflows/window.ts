@@ -1,10 +1,52 @@
 // window: one window of one job. Its workflow id is the window key, so the engine refuses a
-// second copy while it runs; the ledger refuses one after it is done.
-import { workflowInfo } from '@temporalio/workflow';
-import { windowActivity } from './policy.js';
-import type { WindowInput, WindowResult } from './types.js';
+// second copy while it runs; the ledger refuses one after it is done. After the commit it
+// drives the window's external effects, and a failure of either alerts.
+import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import { deliver, describeFailure, raise } from './alerts.js';
+import { NON_RETRYABLE, windowActivity } from './policy.js';
+import type { ActivityPolicy, EffectOutcomeDto, WindowInput, WindowResult, WindowRunResult } from './types.js';
 
-export async function window(input: WindowInput): Promise<WindowResult> {
+function effectActivity(policy: ActivityPolicy) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: policy.effectTimeoutMs ?? 60_000,
+    retry: { ...policy.retry, nonRetryableErrorTypes: [...NON_RETRYABLE, 'EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'] },
+  });
+}
+
+export async function window(input: WindowInput): Promise<WindowRunResult> {
   const { processWindow } = windowActivity(input.policy);
-  return await processWindow({ ...input, key: input.key || workflowInfo().workflowId });
+  const { workflowId, runId } = workflowInfo();
+  const key = input.key || workflowId;
+  let result: WindowResult;
+  try {
+    result = await processWindow({ ...input, key });
+  } catch (err) {
+    await raise({ job: input.job, subject: key, kind: 'window-failed', error: describeFailure(err), workflowId, runId });
+    throw err;
+  }
+  await deliver(result.recovery);
+
+  // Effects in the order the handler declared them; one that fails or whose outcome is
+  // unknown alerts, and the run ends failed so that it shows in the Web UI.
+  const { performEffect } = effectActivity(input.policy);
+  const effectOutcomes: EffectOutcomeDto[] = [];
+  for (const effectKey of result.effects ?? []) {
+    try {
+      const r = await performEffect({ key: effectKey });
+      effectOutcomes.push({ key: effectKey, outcome: r.outcome, error: r.error });
+      if (r.outcome === 'unknown') {
+        await raise({ job: input.job, subject: effectKey, kind: 'effect-unknown', error: `${r.error ?? 'outcome unknown'}; resend or skip it: tidemark effects decide ${effectKey} --resend|--skip`, workflowId, runId });
+      }
+    } catch (err) {
+      const error = describeFailure(err);
+      effectOutcomes.push({ key: effectKey, outcome: 'failed', error });
+      await raise({ job: input.job, subject: effectKey, kind: 'effect-failed', error, workflowId, runId });
+    }
+  }
+  const open = effectOutcomes.filter((o) => o.outcome === 'unknown' || o.outcome === 'failed');
+  if (open.length > 0) {
+    throw ApplicationFailure.nonRetryable(`window ${key} committed, but ${open.length} effect(s) are not done: ${open.map((o) => `${o.key} ${o.outcome}`).join(', ')}`, 'EffectsIncomplete');
+  }
+  return { ...result, effectOutcomes };
 }

@@ -1,0 +1,71 @@
+// E-mail over SMTP through nodemailer: TLS options, auth from the environment, HTML and text,
+// attachments, and a deterministic Message-ID from the effect key. SMTP cannot say whether a
+// message whose reply was lost was stored, so such a send is `unknown`, never retried blindly.
+import { createHash } from 'node:crypto';
+import nodemailer from 'nodemailer';
+import { EffectError, type EmailRequest, type Provider } from './provider.js';
+
+export interface SmtpSettings {
+  host: string;
+  port: number;
+  secure: boolean;
+  rejectUnauthorized: boolean;
+  user?: string | undefined;
+  password?: string | undefined;
+  from: string;
+  /** How long to wait for a reply; default 30 s. */
+  socketTimeoutMs?: number;
+}
+
+/** The Message-ID of an effect: the same on every attempt, so a duplicate is recognisable downstream. */
+export function messageIdFor(providerKey: string): string {
+  return `<${createHash('sha256').update(providerKey).digest('hex').slice(0, 40)}@tidemark>`;
+}
+
+interface SmtpFailure { code?: string; responseCode?: number; command?: string; message?: string }
+
+/** Tells a definite failure (the server said no, or nothing was sent) from an unknown outcome. */
+export function classifySmtpError(err: unknown): EffectError {
+  const e = (err ?? {}) as SmtpFailure;
+  const reply = typeof e.responseCode === 'number' ? e.responseCode : undefined;
+  const text = `smtp${e.command ? ` ${e.command}` : ''}: ${reply ? `${reply} ` : ''}${(e.message ?? String(err)).replace(/\s+/g, ' ').slice(0, 300)}`;
+  if (reply !== undefined && reply >= 500) return new EffectError('rejected', text);
+  if (reply !== undefined && reply >= 400) return new EffectError('not-sent', text);
+  if (e.code === 'EENVELOPE') return new EffectError('rejected', text);
+  // Connecting failed, or the conversation broke before the message went out.
+  if (e.command === 'CONN' || /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(e.message ?? '')) return new EffectError('not-sent', text);
+  return new EffectError('unknown', `${text} (the message may have been stored)`);
+}
+
+export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
+  const transport = nodemailer.createTransport({
+    host: settings.host,
+    port: settings.port,
+    secure: settings.secure,
+    tls: { rejectUnauthorized: settings.rejectUnauthorized },
+    ...(settings.user ? { auth: { user: settings.user, pass: settings.password ?? '' } } : {}),
+    connectionTimeout: 10_000,
+    greetingTimeout: 10_000,
+    socketTimeout: settings.socketTimeoutMs ?? 30_000,
+  });
+  return {
+    channel: 'email',
+    idempotent: false,
+    async perform(request, providerKey) {
+      try {
+        const info = await transport.sendMail({
+          from: settings.from,
+          to: request.to,
+          subject: request.subject,
+          text: request.text,
+          ...(request.html ? { html: request.html } : {}),
+          attachments: (request.attachments ?? []).map((a) => ({ filename: a.filename, content: Buffer.from(a.contentBase64, 'base64'), contentType: a.contentType })),
+          messageId: messageIdFor(providerKey),
+        });
+        return { providerId: info.messageId ?? null };
+      } catch (err) {
+        throw classifySmtpError(err);
+      }
+    },
+  };
+}

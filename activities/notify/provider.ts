@@ -1,0 +1,41 @@
+// What an external channel looks like to the effect guard, and how its failures are told apart.
+
+/**
+ * How a failed effect attempt ended, as far as the caller can know:
+ * - `not-sent`: the provider certainly did not act (refused connection, 4xx deferral, 429); retry is safe;
+ * - `rejected`: the provider refused for good (5xx SMTP reply, invalid channel); retry cannot help;
+ * - `unknown`: the request may have been acted on (a reply lost after sending).
+ */
+export type FailureKind = 'not-sent' | 'rejected' | 'unknown';
+
+export class EffectError extends Error {
+  constructor(readonly kind: FailureKind, message: string, readonly retryAfterMs?: number, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EffectError';
+  }
+}
+
+export interface Provider<Req = unknown> {
+  readonly channel: string;
+  /** True when the provider drops a repeated request with the same key, so a resend after an unknown outcome is safe. */
+  readonly idempotent: boolean;
+  /** Acts once; throws EffectError saying what is known when it fails. */
+  perform(request: Req, providerKey: string): Promise<{ providerId: string | null }>;
+}
+
+export interface EmailRequest {
+  to: string[];
+  subject: string;
+  text: string;
+  html?: string;
+  attachments?: { filename: string; contentBase64: string; contentType: string }[];
+}
+export interface SlackRequest { channel: string; text: string }
+export interface TelegramRequest { chatId: string; text: string }
+
+/** The channels a worker can use; a channel missing here is not configured. */
+export interface Channels {
+  email?: Provider<EmailRequest>;
+  slack?: Provider<SlackRequest>;
+  telegram?: Provider<TelegramRequest>;
+}

@@ -1,0 +1,25 @@
+// Slack messages through the Web API (chat.postMessage). The base URL is configurable so tests
+// run it against a real HTTP server on loopback. Slack has no idempotency key for messages.
+import { EffectError, type Provider, type SlackRequest } from './provider.js';
+import { honourRateLimit, postJson } from './http.js';
+
+export function slackProvider(opts: { token: string; apiUrl: string; timeoutMs?: number; maxRateLimitWaitMs?: number }): Provider<SlackRequest> {
+  const url = `${opts.apiUrl.replace(/\/$/, '')}/chat.postMessage`;
+  return {
+    channel: 'slack',
+    idempotent: false,
+    async perform(request) {
+      const what = `slack chat.postMessage to ${request.channel}`;
+      return await honourRateLimit<{ providerId: string | null }>(async () => {
+        const reply = await postJson(url, { channel: request.channel, text: request.text, unfurl_links: false },
+          { what, headers: { authorization: `Bearer ${opts.token}` }, timeoutMs: opts.timeoutMs ?? 15_000 });
+        if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
+        if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);
+        if (reply.body.ok === true) return { providerId: typeof reply.body.ts === 'string' ? reply.body.ts : null };
+        const error = typeof reply.body.error === 'string' ? reply.body.error : `HTTP ${reply.status}`;
+        if (error === 'ratelimited') return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
+        throw new EffectError('rejected', `${what}: ${error}`);
+      }, { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what });
+    },
+  };
+}

@@ -1,0 +1,31 @@
+// Alerting from workflow code: open an incident through an activity, then deliver its
+// notices on every channel at once; one channel failing does not stop the others.
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure } from '@temporalio/common';
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
+import type { RaiseInput } from '../activities/alerts.js';
+import { bookkeeping } from './policy.js';
+
+/** Deliveries retry a few times; a channel still down after that is recorded as failed. */
+const delivery = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 5, initialInterval: '500ms', maximumInterval: '5s', nonRetryableErrorTypes: ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'] },
+});
+
+export async function deliver(keys: readonly string[] | undefined): Promise<void> {
+  if (!keys || keys.length === 0) return;
+  await Promise.allSettled(keys.map((key) => delivery.performEffect({ key })));
+}
+
+export async function raise(input: RaiseInput): Promise<void> {
+  const { deliveries } = await bookkeeping.raiseIncident(input);
+  await deliver(deliveries);
+}
+
+/** The innermost message of a failure: what the activity said, not "Activity task failed". */
+export function describeFailure(err: unknown): string {
+  let e: unknown = err;
+  while ((e instanceof ActivityFailure || e instanceof ChildWorkflowFailure) && e.cause) e = e.cause;
+  if (e instanceof ApplicationFailure && e.type) return `${e.message} (${e.type})`;
+  return e instanceof Error ? e.message : String(e);
+}
