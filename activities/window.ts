@@ -87,7 +87,13 @@ export function windowActivities(deps: ActivityDeps) {
           watermark: watermark ? isoUtc(watermark) : null, effects, recovery: recovery?.deliveries ?? [],
         };
       } catch (err) {
-        const reason = (deps.redact ?? ((t: string) => t))(err instanceof Error ? err.message : String(err));
+        const redact = deps.redact ?? ((t: string) => t);
+        // A secret in an error must not reach the logs, the ledger, or Temporal's history.
+        for (let e: unknown = err; e instanceof Error; e = e.cause) {
+          e.message = redact(e.message);
+          if (e.stack) e.stack = redact(e.stack);
+        }
+        const reason = err instanceof Error ? err.message : redact(String(err));
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(`FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`);
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);

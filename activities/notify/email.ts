@@ -32,8 +32,9 @@ export function classifySmtpError(err: unknown): EffectError {
   if (reply !== undefined && reply >= 500) return new EffectError('rejected', text);
   if (reply !== undefined && reply >= 400) return new EffectError('not-sent', text);
   if (e.code === 'EENVELOPE') return new EffectError('rejected', text);
-  // Connecting failed, or the conversation broke before the message went out.
-  if (e.command === 'CONN' || /ECONNREFUSED|ENOTFOUND|EHOSTUNREACH/.test(e.message ?? '')) return new EffectError('not-sent', text);
+  // Only a connection that never opened is certainly not sent: nodemailer reports a connection
+  // lost after DATA as command "CONN" too, so a broken conversation is an unknown outcome.
+  if (/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/.test(e.message ?? '')) return new EffectError('not-sent', text);
   return new EffectError('unknown', `${text} (the message may have been stored)`);
 }
 

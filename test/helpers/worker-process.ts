@@ -5,27 +5,43 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { NativeConnection } from '@temporalio/worker';
 import { consoleLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
+import { emailProvider } from '../../activities/notify/email.js';
+import { telegramProvider } from '../../activities/notify/telegram.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { createWorker } from '../../workers/create-worker.js';
 
-const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as { name: string; grid: string; start: string; holdMs: number; attemptTimeout?: string };
+const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
+  name: string; grid: string; start: string; holdMs: number; attemptTimeout?: string;
+  /** Send a report e-mail per window through this SMTP port; alerts go to Telegram at this URL. */
+  smtpPort?: number; telegramUrl?: string; effectTimeout?: string;
+  /** Die (SIGKILL) right after the effect, before its done marker. */
+  killAfterEffect?: boolean;
+};
 const db = createDb(process.env.DATABASE_URL!);
 const catalog = defineCatalog([{
   name: spec.name, grid: spec.grid, start: spec.start, lateness: '0m', attemptTimeout: spec.attemptTimeout ?? '30s',
   retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
+  effectTimeout: spec.effectTimeout ?? '1m',
+  alerts: spec.telegramUrl ? { telegram: ['ops-chat'] } : {},
   // Holds the transaction open after the marker is claimed, so racing attempts meet there.
   handler: async (ctx) => {
     const counts = await summariseWindow(ctx);
     await sleep(spec.holdMs);
-    return counts;
+    if (!spec.smtpPort) return counts;
+    return { ...counts, effects: [{ name: 'report', channel: 'email' as const, request: { to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}` } }] };
   },
 }]);
+const channels = {
+  ...(spec.smtpPort ? { email: emailProvider({ host: '127.0.0.1', port: spec.smtpPort, secure: false, rejectUnauthorized: false, from: 'tidemark@test', socketTimeoutMs: 5_000 }) } : {}),
+  ...(spec.telegramUrl ? { telegram: telegramProvider({ token: 'test-token', apiUrl: spec.telegramUrl }) } : {}),
+};
+const hooks = spec.killAfterEffect ? { afterEffect: () => { process.kill(process.pid, 'SIGKILL'); } } : {};
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const worker = await createWorker({
   connection, namespace: 'default', taskQueue: process.env.TIDEMARK_TASK_QUEUE!,
   ...(process.env.WORKFLOW_BUNDLE ? { bundle: { code: await readFile(process.env.WORKFLOW_BUNDLE, 'utf8') } } : {}),
-  deps: { db, catalog, logger: consoleLogger(`[${process.env.WORKER_NAME}] `), now: () => new Date() },
+  deps: { db, catalog, logger: consoleLogger(`[${process.env.WORKER_NAME}] `), now: () => new Date(), channels, hooks },
   shutdownGraceTime: '1s',
 });
 process.on('SIGTERM', () => worker.shutdown());

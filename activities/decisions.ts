@@ -1,0 +1,36 @@
+// An operator's decision on an effect whose outcome is unknown: resend it (performed at once,
+// through the same guard) or skip it. Either closes the effect's incident with one notice.
+// Used by the CLI now and by the Slack approval flow later.
+import { decideEffect, getEffect } from '../db/effects.js';
+import { alerting } from './alerts.js';
+import type { ActivityDeps } from './deps.js';
+import { effectActivities, type EffectResult } from './effects.js';
+
+export class DecisionError extends Error {
+  readonly code = 'DECISION';
+}
+
+/** Performs alert deliveries in this process (outside a workflow); a failed one is logged and recorded. */
+export async function deliverNow(deps: ActivityDeps, keys: readonly string[]): Promise<void> {
+  const { performEffect } = effectActivities(deps);
+  for (const key of keys) {
+    await performEffect({ key }).catch((err: unknown) => deps.logger.error(`ALERT delivery ${key} failed: ${(err as Error).message}`));
+  }
+}
+
+export async function decideUnknownEffect(deps: ActivityDeps, key: string, decision: 'resend' | 'skip', by: string): Promise<EffectResult> {
+  const row = await getEffect(deps.db, key);
+  if (!row) throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status unknown`);
+  if (!(await decideEffect(deps.db, key, decision, by, deps.now()))) {
+    throw new DecisionError(`effect "${key}" is ${row.status}, not unknown: there is nothing to decide`);
+  }
+  deps.logger.info(`EFFECT decision key=${key} decision=${decision} by=${by}`);
+  const result: EffectResult = decision === 'skip'
+    ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
+    : await effectActivities(deps).performEffect({ key });
+  if (result.outcome === 'done' || result.outcome === 'skipped') {
+    const closed = await alerting(deps).resolve(deps.db, { job: row.job, subject: key, note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}` });
+    await deliverNow(deps, closed?.deliveries ?? []);
+  }
+  return result;
+}

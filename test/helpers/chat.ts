@@ -1,0 +1,68 @@
+// A real HTTP server on loopback speaking the two chat APIs tidemark uses: Slack's Web API
+// (POST /api/chat.postMessage, Bearer token) and Telegram's Bot API (POST /bot<token>/sendMessage).
+// Each can be told to fail (HTTP 500), rate-limit (429 with a retry delay) or answer normally.
+import { createServer, type IncomingMessage } from 'node:http';
+
+export type ChatAnswer = 'ok' | 'error-500' | 'rate-limit';
+
+export interface ChatMessage { api: 'slack' | 'telegram'; target: string; text: string; at: number; auth: string | undefined; path: string }
+
+export interface TestChat {
+  url: string;
+  slackUrl: string;
+  telegramUrl: string;
+  messages: ChatMessage[];
+  requests: { api: 'slack' | 'telegram'; at: number; answer: ChatAnswer }[];
+  plan: { slack: ChatAnswer[]; telegram: ChatAnswer[] };
+  /** Answer given when a plan is empty. */
+  fallback: { slack: ChatAnswer; telegram: ChatAnswer };
+  retryAfterSeconds: number;
+  close(): Promise<void>;
+}
+
+async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
+}
+
+export async function startChat(): Promise<TestChat> {
+  const state = {
+    messages: [] as ChatMessage[], requests: [] as TestChat['requests'],
+    plan: { slack: [] as ChatAnswer[], telegram: [] as ChatAnswer[] },
+    fallback: { slack: 'ok' as ChatAnswer, telegram: 'ok' as ChatAnswer }, retryAfterSeconds: 1,
+  };
+  let ts = 1_000;
+  const server = createServer((req, res) => {
+    void (async () => {
+      const json = await body(req);
+      const send = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+        res.writeHead(status, { 'content-type': 'application/json', ...headers });
+        res.end(JSON.stringify(payload));
+      };
+      const api = req.url === '/api/chat.postMessage' ? 'slack' : /^\/bot[^/]+\/sendMessage$/.test(req.url ?? '') ? 'telegram' : null;
+      if (!api) return send(404, { ok: false, error: 'unknown_method' });
+      const answer = state.plan[api].shift() ?? state.fallback[api];
+      state.requests.push({ api, at: Date.now(), answer });
+      if (answer === 'error-500') return send(500, { ok: false, error: 'internal_error' });
+      if (answer === 'rate-limit') {
+        return api === 'slack'
+          ? send(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(state.retryAfterSeconds) })
+          : send(429, { ok: false, error_code: 429, description: 'Too Many Requests', parameters: { retry_after: state.retryAfterSeconds } });
+      }
+      const target = String(api === 'slack' ? json.channel : json.chat_id);
+      state.messages.push({ api, target, text: String(json.text), at: Date.now(), auth: req.headers.authorization, path: req.url ?? '' });
+      ts++;
+      return api === 'slack'
+        ? send(200, { ok: true, channel: target, ts: `${ts}.000100` })
+        : send(200, { ok: true, result: { message_id: ts, chat: { id: target }, text: json.text } });
+    })();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  const url = `http://127.0.0.1:${port}`;
+  return Object.assign(state, {
+    url, slackUrl: `${url}/api`, telegramUrl: url,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  });
+}

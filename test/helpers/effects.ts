@@ -1,0 +1,40 @@
+// Deps with real channels pointed at loopback servers, and readers of what happened.
+import type { Kysely } from 'kysely';
+import type { ActivityDeps } from '../../activities/deps.js';
+import { memoryLogger } from '../../activities/logger.js';
+import { emailProvider } from '../../activities/notify/email.js';
+import { redactor } from '../../activities/notify/channels.js';
+import { slackProvider } from '../../activities/notify/slack.js';
+import { telegramProvider } from '../../activities/notify/telegram.js';
+import type { Database } from '../../db/schema.js';
+import type { Catalog } from '../../schedules/job.js';
+import type { TestChat } from './chat.js';
+import type { TestSmtp } from './smtp.js';
+
+export interface ChannelSecrets { smtpUser?: string; smtpPassword?: string; slackToken: string; telegramToken: string }
+
+export function depsWithChannels(db: Kysely<Database>, catalog: Catalog, smtp: TestSmtp, chat: TestChat, opts: { secrets?: ChannelSecrets; slackUrl?: string } = {}): ActivityDeps & { logger: ReturnType<typeof memoryLogger> } {
+  const secrets = opts.secrets ?? { slackToken: 'xoxb-test', telegramToken: '123:test' };
+  return {
+    db, catalog, logger: memoryLogger(), now: () => new Date(),
+    channels: {
+      email: emailProvider({ host: '127.0.0.1', port: smtp.port, secure: false, rejectUnauthorized: false, user: secrets.smtpUser, password: secrets.smtpPassword, from: 'tidemark <tidemark@test>', socketTimeoutMs: 5_000 }),
+      slack: slackProvider({ token: secrets.slackToken, apiUrl: opts.slackUrl ?? chat.slackUrl }),
+      telegram: telegramProvider({ token: secrets.telegramToken, apiUrl: chat.telegramUrl }),
+    },
+    redact: redactor([secrets.smtpPassword, secrets.slackToken, secrets.telegramToken].filter((s): s is string => !!s)),
+    webUi: { url: 'http://127.0.0.1:8233', namespace: 'default' },
+  };
+}
+
+export async function effectRow(db: Kysely<Database>, key: string) {
+  return await db.selectFrom('effects').selectAll().where('effect_key', '=', key).executeTakeFirstOrThrow();
+}
+
+export async function attemptOutcomes(db: Kysely<Database>, key: string): Promise<string[]> {
+  const rows = await db.selectFrom('effect_attempts').select('outcome').where('effect_key', '=', key).orderBy('id').execute();
+  return rows.map((r) => r.outcome);
+}
+
+/** The text of every chat message to one API. */
+export const chatTexts = (chat: TestChat, api: 'slack' | 'telegram'): string[] => chat.messages.filter((m) => m.api === api).map((m) => m.text);

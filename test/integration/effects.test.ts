@@ -1,0 +1,155 @@
+// External effects through the guard, against a real SMTP server and real HTTP servers on
+// loopback: lost replies, deferrals, rejections, a worker killed between begin and done.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { WorkflowFailedError } from '@temporalio/client';
+import { decideUnknownEffect } from '../../activities/decisions.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
+import type { WindowRunResult } from '../../workflows/types.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { attemptOutcomes, chatTexts, depsWithChannels, effectRow } from '../helpers/effects.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { spawnWorker } from '../helpers/processes.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+let smtp: TestSmtp;
+let chat: TestChat;
+before(async () => {
+  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
+});
+after(async () => {
+  await smtp?.close();
+  await chat?.close();
+});
+
+/** The sales summary plus one report e-mail per window. */
+const withReport: WindowHandler = async (ctx) => {
+  const counts = await summariseWindow(ctx);
+  return { ...counts, effects: [{ name: 'report', channel: 'email', request: { to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}` } }] };
+};
+
+function reportJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
+  return salesJob(name, {
+    start: '2026-08-01T00:00:00Z', handler: withReport, alerts: { telegram: ['ops-chat'] },
+    retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms' }, ...extra,
+  });
+}
+
+async function runWindow(taskQueue: string, job: string, start: string, end: string): Promise<WindowRunResult> {
+  const key = `${job}/${start.replace('.000Z', 'Z')}`;
+  return await stack.env.client.workflow.execute('window', {
+    taskQueue, workflowId: key,
+    args: [{ job, start, end, generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000, effectTimeoutMs: 10_000 } }],
+  }) as WindowRunResult;
+}
+
+const incomplete = (err: unknown) => err instanceof WorkflowFailedError && /effect\(s\) are not done/.test(String(err.cause?.message));
+
+test('SMTP stores the message and drops the connection before answering: unknown, no resend, one alert, resent only when approved', async () => {
+  const job = 'mail-drop';
+  const catalog = defineCatalog([reportJob(job)]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-08-01T00:00:00Z:report`;
+  const [smtpBefore, alertsBefore] = [smtp.messages.length, chatTexts(chat, 'telegram').length];
+  await insertOrders(stack.t.db, ordersBetween(job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z', 10));
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    smtp.plan.push('store-then-drop');
+    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+    assert.equal(smtp.messages.length - smtpBefore, 1, 'the server stored the message');
+    assert.equal((await effectRow(stack.t.db, key)).status, 'unknown');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.length, 1);
+    assert.match(alerts[0]!, /effect outcome unknown/);
+    assert.match(alerts[0]!, new RegExp(`tidemark effects decide ${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+
+    // The window presented again: already done; its effect is still unknown and is not resent.
+    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+    assert.equal(smtp.messages.length - smtpBefore, 1, 'no automatic resend');
+    assert.equal(chatTexts(chat, 'telegram').length - alertsBefore, 1, 'no second alert for the same incident');
+  });
+
+  // An operator approves the resend: it is sent once more, and the incident clears.
+  const result = await decideUnknownEffect(deps, key, 'resend', 'alice');
+  assert.equal(result.outcome, 'done');
+  assert.equal(smtp.messages.length - smtpBefore, 2);
+  const row = await effectRow(stack.t.db, key);
+  assert.deepEqual([row.status, row.decision, row.decided_by, row.attempts], ['done', 'resend', 'alice', 2]);
+  assert.equal(smtp.messages.at(-1)!.messageId, smtp.messages.at(-2)!.messageId, 'the same Message-ID on both sends');
+  const after = chatTexts(chat, 'telegram').slice(alertsBefore);
+  assert.equal(after.length, 2);
+  assert.match(after[1]!, /recovered/);
+  await assert.rejects(decideUnknownEffect(deps, key, 'resend', 'bob'), /is done, not unknown/);
+});
+
+test('a transient SMTP 4xx then success: one message, two attempts recorded', async () => {
+  const job = 'mail-defer';
+  const catalog = defineCatalog([reportJob(job)]);
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-08-01T00:00:00Z:report`;
+  const before = smtp.messages.length;
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    smtp.plan.push('defer');
+    const r = await runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
+    assert.deepEqual(r.effectOutcomes.map((o) => o.outcome), ['done']);
+  });
+  assert.equal(smtp.messages.length - before, 1);
+  assert.equal(smtp.messages.at(-1)!.subject, `report ${job}/2026-08-01T00:00:00Z`);
+  assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed', 'done']);
+  const row = await effectRow(stack.t.db, key);
+  assert.equal(row.status, 'done');
+  assert.match(row.provider_id ?? '', /^<[0-9a-f]{40}@tidemark>$/);
+});
+
+test('a permanent SMTP 5xx: one attempt, one alert, the effect failed', async () => {
+  const job = 'mail-reject';
+  const catalog = defineCatalog([reportJob(job)]);
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-08-01T00:00:00Z:report`;
+  const [offered, alertsBefore] = [smtp.offered, chatTexts(chat, 'telegram').length];
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    smtp.plan.push('reject');
+    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+  });
+  assert.equal(smtp.offered - offered, 1, 'one attempt');
+  assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed']);
+  const row = await effectRow(stack.t.db, key);
+  assert.equal(row.status, 'failed');
+  assert.match(row.last_error ?? '', /550/);
+  const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+  assert.equal(alerts.length, 1);
+  assert.match(alerts[0]!, /effect failed/);
+});
+
+test('the worker killed between begin and done: on restart the policy applies, nothing is sent twice', async () => {
+  const job = 'mail-kill';
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-08-01T00:00:00Z:report`;
+  const [before, alertsBefore] = [smtp.messages.length, chatTexts(chat, 'telegram').length];
+  const workerEnv = (kill: boolean) => ({
+    DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue,
+    TEST_JOB: JSON.stringify({ name: job, grid: '1h', start: '2026-08-01T00:00:00Z', holdMs: 0, smtpPort: smtp.port, telegramUrl: chat.telegramUrl, effectTimeout: '2s', killAfterEffect: kill }),
+  });
+  const doomed = await spawnWorker('doomed', workerEnv(true));
+  const run = runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
+  await new Promise<void>((resolve) => doomed.child.once('exit', () => resolve()));
+  assert.equal(doomed.child.signalCode, 'SIGKILL');
+  assert.equal(smtp.messages.length - before, 1, 'the message went out before the kill');
+  assert.equal((await effectRow(stack.t.db, key)).status, 'begun', 'begin without done');
+  const survivor = await spawnWorker('survivor', workerEnv(false));
+  try {
+    await assert.rejects(run, incomplete);
+  } finally {
+    await survivor.stop();
+  }
+  assert.equal(smtp.messages.length - before, 1, 'not sent twice');
+  const row = await effectRow(stack.t.db, key);
+  assert.equal(row.status, 'unknown');
+  assert.match(row.last_error ?? '', /never marked done/);
+  const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+  assert.equal(alerts.length, 1);
+  assert.match(alerts[0]!, /effect outcome unknown/);
+});
