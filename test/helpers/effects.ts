@@ -14,7 +14,7 @@ import type { TestSmtp } from './smtp.js';
 export interface ChannelSecrets { smtpUser?: string; smtpPassword?: string; slackToken: string; telegramToken: string }
 
 export function depsWithChannels(db: Kysely<Database>, catalog: Catalog, smtp: TestSmtp, chat: TestChat, opts: { secrets?: ChannelSecrets; slackUrl?: string } = {}): ActivityDeps & { logger: ReturnType<typeof memoryLogger> } {
-  const secrets = opts.secrets ?? { slackToken: 'xoxb-test', telegramToken: '123:test' };
+  const secrets = opts.secrets ?? { smtpUser: 'tidemark', smtpPassword: 'test-password', slackToken: 'xoxb-test', telegramToken: '123:test' };
   return {
     db, catalog, logger: memoryLogger(), now: () => new Date(),
     channels: {

@@ -1,0 +1,199 @@
+// No silent failure: alerts over e-mail, Slack and Telegram (real SMTP and HTTP servers on
+// loopback), one alert per failure and one recovery notice, a channel down, rate limits,
+// the lag watch, and secrets that never leak.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { after, before, test } from 'node:test';
+import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import type { TickResult } from '../../workflows/types.js';
+import type { WatchResult } from '../../activities/watch.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { chatTexts, depsWithChannels } from '../helpers/effects.js';
+import { salesJob } from '../helpers/jobs.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+let smtp: TestSmtp;
+let chat: TestChat;
+before(async () => {
+  [smtp, chat] = await Promise.all([startSmtp({ requireAuth: true }), startChat()]);
+});
+after(async () => {
+  await smtp?.close();
+  await chat?.close();
+});
+
+const everywhere = { email: ['ops@example.test'], slack: ['#ops'], telegram: ['ops-chat'] };
+
+function failingJob(name: string, fail: () => boolean, extra: Partial<JobSpec> = {}): JobSpec {
+  return salesJob(name, {
+    start: '2026-09-01T00:00:00Z', alerts: everywhere, retry: { maximumAttempts: 1 },
+    handler: async (ctx) => {
+      if (fail()) throw new Error('the source database refused the query');
+      return await summariseWindow(ctx);
+    },
+    ...extra,
+  });
+}
+
+async function runTick(client: Client, taskQueue: string, job: string, now: string, n: number): Promise<PromiseSettledResult<unknown>[]> {
+  const r = await client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now }] }) as TickResult;
+  return await Promise.allSettled(r.started.map((k) => client.workflow.getHandle(k).result()));
+}
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+function counts() {
+  return { mail: smtp.messages.length, slack: chatTexts(chat, 'slack').length, telegram: chatTexts(chat, 'telegram').length };
+}
+
+test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, the Slack failure recorded', async () => {
+  for (const [job, slackUrl] of [['down-500', undefined], ['down-refused', `http://127.0.0.1:${await closedPort()}/api`]] as const) {
+    const catalog = defineCatalog([failingJob(job, () => true)]);
+    const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, slackUrl ? { slackUrl } : {});
+    const taskQueue = uniqueQueue(job);
+    const before = counts();
+    chat.fallback.slack = 'error-500';
+    try {
+      await withWorker(stack.env, taskQueue, deps, async () => {
+        const [window] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+        assert.equal(window?.status, 'rejected');
+      });
+    } finally {
+      chat.fallback.slack = 'ok';
+    }
+    const now = counts();
+    assert.deepEqual([now.mail - before.mail, now.slack - before.slack, now.telegram - before.telegram], [1, 0, 1], job);
+    assert.match(smtp.messages.at(-1)!.subject ?? '', new RegExp(`\\[tidemark\\] ${job}: window failed`));
+    assert.match(smtp.messages.at(-1)!.text ?? '', /error: the source database refused the query/);
+    assert.match(smtp.messages.at(-1)!.text ?? '', /run: http:\/\/127\.0\.0\.1:8233\/namespaces\/default\/workflows\/down-/);
+    const slackEffect = await stack.t.db.selectFrom('effects').selectAll().where('job', '=', job).where('channel', '=', 'slack').executeTakeFirstOrThrow();
+    assert.equal(slackEffect.status, 'failed');
+    assert.match(slackEffect.last_error ?? '', slackUrl ? /connection failed \(ECONNREFUSED\)/ : /HTTP 500/);
+    assert.equal(slackEffect.attempts, 5, 'retried, then recorded');
+    assert.ok(deps.logger.lines.some((l) => l.startsWith(`EFFECT not sent key=${slackEffect.effect_key}`)));
+  }
+});
+
+test('a Slack 429 with retry_after is honoured: one message, sent after the delay', async () => {
+  const job = 'rate-limited';
+  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { slack: ['#ops'] } })]);
+  const taskQueue = uniqueQueue(job);
+  const before = chat.requests.length;
+  chat.plan.slack.push('rate-limit');
+  chat.retryAfterSeconds = 1;
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+  });
+  const requests = chat.requests.slice(before).filter((r) => r.api === 'slack');
+  assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
+  assert.ok(requests[1]!.at - requests[0]!.at >= 1_000, `resent after ${requests[1]!.at - requests[0]!.at} ms`);
+  assert.equal(chat.messages.filter((m) => m.api === 'slack' && m.text.includes(job)).length, 1);
+});
+
+test('a window failing 3 times then succeeding: 1 failure alert, 1 recovery notice', async () => {
+  const job = 'flaky';
+  let failuresLeft = 3;
+  const catalog = defineCatalog([failingJob(job, () => failuresLeft-- > 0, { alerts: { telegram: ['ops-chat'] } })]);
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    for (let n = 1; n <= 3; n++) {
+      const [r] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', n);
+      assert.equal(r?.status, 'rejected', `run ${n} fails`);
+    }
+    const [r4] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 4);
+    assert.equal(r4?.status, 'fulfilled');
+  });
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 2, texts.join('\n---\n'));
+  assert.match(texts[0]!, /flaky: window failed/);
+  assert.match(texts[1]!, /flaky: recovered/);
+  assert.match(texts[1]!, /\(3 failures\)/);
+});
+
+test('the watch: 5 windows behind with threshold 3 alerts once, and clears once caught up', async () => {
+  const job = 'lagging';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-09-02T00:00:00Z', lateness: '0m', lagThreshold: 3, alerts: { telegram: ['ops-chat'] } })]);
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    const watch = (n: number) => stack.env.client.workflow.execute('watch', { taskQueue, workflowId: `watch-${n}`, args: [{ now: '2026-09-02T05:00:00Z' }] }) as Promise<WatchResult>;
+    const first = await watch(1);
+    assert.deepEqual(first.reports.map((r) => [r.job, r.behind]), [[job, 5]]);
+    await watch(2);
+    assert.equal(chatTexts(chat, 'telegram').length - before, 1, 'one lag alert for two watches');
+    assert.match(chatTexts(chat, 'telegram').at(-1)!, /lagging: falling behind/);
+    assert.match(chatTexts(chat, 'telegram').at(-1)!, /5 windows behind \(threshold 3\)/);
+    await runTick(stack.env.client, taskQueue, job, '2026-09-02T05:00:00Z', 1);
+    const caughtUp = await watch(3);
+    assert.deepEqual(caughtUp.reports.map((r) => r.behind), [0]);
+    await watch(4);
+  });
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 2);
+  assert.match(texts[1]!, /lagging: recovered/);
+});
+
+/** Every string in a workflow history, payloads decoded. */
+function historyText(events: unknown[]): string {
+  const parts: string[] = [];
+  const walk = (v: unknown): void => {
+    if (v instanceof Uint8Array) parts.push(Buffer.from(v).toString('utf8'));
+    else if (typeof v === 'string') parts.push(v);
+    else if (Array.isArray(v)) v.forEach(walk);
+    else if (v && typeof v === 'object') Object.values(v).forEach(walk);
+  };
+  walk(events);
+  return parts.join('\n');
+}
+
+test('a canary secret appears in no log line, alert, workflow payload or ledger row', async () => {
+  const job = 'canary';
+  const secrets = { smtpUser: 'tidemark', smtpPassword: 'canary-smtp-7f3a91', slackToken: 'xoxb-canary-5e21c8', telegramToken: '999:canary-tg-b4d2' };
+  // The failure itself carries a secret, as a careless driver error might.
+  const catalog = defineCatalog([salesJob(job, {
+    start: '2026-09-03T00:00:00Z', alerts: everywhere, retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+    handler: async () => { throw new Error(`login failed for tidemark with password ${secrets.smtpPassword} (token ${secrets.slackToken})`); },
+  })]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, { secrets });
+  const taskQueue = uniqueQueue(job);
+  const [mailBefore, chatBefore] = [smtp.messages.length, chat.messages.length];
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await assert.rejects(runTick(stack.env.client, taskQueue, job, '2026-09-03T01:10:00Z', 1).then((r) => { if (r[0]?.status === 'rejected') throw r[0].reason; }),
+      (err: unknown) => err instanceof WorkflowFailedError);
+  });
+  // The secrets were in use: the servers saw them.
+  assert.ok(smtp.auths.some((a) => a.password === secrets.smtpPassword));
+  assert.ok(chat.messages.some((m) => m.auth === `Bearer ${secrets.slackToken}`));
+  assert.ok(chat.messages.some((m) => m.path.includes(secrets.telegramToken)));
+
+  const alerts = [...smtp.messages.slice(mailBefore).map((m) => `${m.subject}\n${m.text}`), ...chat.messages.slice(chatBefore).map((m) => m.text)];
+  assert.equal(alerts.length, 3);
+  assert.ok(alerts.every((a) => a.includes('login failed for tidemark with password ***')), alerts.join('\n---\n'));
+  const histories: string[] = [];
+  for await (const wf of stack.env.client.workflow.list({ query: `WorkflowId STARTS_WITH "${job}/"` })) {
+    histories.push(historyText((await stack.env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? []));
+  }
+  assert.ok(histories.length >= 2, 'the tick and the window were read');
+  assert.ok(histories.join('\n').includes('password ***'), 'the redacted failure is in the history');
+  const rows = JSON.stringify(await Promise.all([
+    stack.t.db.selectFrom('effects').selectAll().where('job', '=', job).execute(),
+    stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute(),
+    stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute(),
+    stack.t.db.selectFrom('job_runs').selectAll().where('job', '=', job).execute(),
+  ]));
+  const everything = [...deps.logger.lines, ...alerts, ...histories, rows].join('\n');
+  for (const secret of [secrets.smtpPassword, secrets.slackToken, secrets.telegramToken]) {
+    assert.ok(!everything.includes(secret), `${secret} leaked`);
+  }
+});
