@@ -2,20 +2,12 @@
 // through the same guard) or skip it. Either closes the effect's incident with one notice.
 // Used by the CLI now and by the Slack approval flow later.
 import { decideEffect, getEffect } from '../db/effects.js';
-import { alerting } from './alerts.js';
 import type { ActivityDeps } from './deps.js';
+import { resolveNow } from './direct-alerts.js';
 import { effectActivities, type EffectResult } from './effects.js';
 
 export class DecisionError extends Error {
   readonly code = 'DECISION';
-}
-
-/** Performs alert deliveries in this process (outside a workflow); a failed one is logged and recorded. */
-export async function deliverNow(deps: ActivityDeps, keys: readonly string[]): Promise<void> {
-  const { performEffect } = effectActivities(deps);
-  for (const key of keys) {
-    await performEffect({ key }).catch((err: unknown) => deps.logger.error(`ALERT delivery ${key} failed: ${(err as Error).message}`));
-  }
 }
 
 export async function decideUnknownEffect(deps: ActivityDeps, key: string, decision: 'resend' | 'skip', by: string): Promise<EffectResult> {
@@ -29,8 +21,7 @@ export async function decideUnknownEffect(deps: ActivityDeps, key: string, decis
     ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
     : await effectActivities(deps).performEffect({ key });
   if (result.outcome === 'done' || result.outcome === 'skipped') {
-    const closed = await alerting(deps).resolve(deps.db, { job: row.job, subject: key, note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}` });
-    await deliverNow(deps, closed?.deliveries ?? []);
+    await resolveNow(deps, { job: row.job, subject: key, note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}` });
   }
   return result;
 }

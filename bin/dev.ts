@@ -1,25 +1,28 @@
 // npm start: the whole system on one machine. Temporal dev server (or TEMPORAL_ADDRESS),
 // PostgreSQL migrated, schedules synced from the catalog, demo data seeded, a worker, and a
 // trickle of new orders; each job fired once right away. Ctrl-C stops everything cleanly.
+import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { sql } from 'kysely';
-import { consoleLogger } from '../activities/logger.js';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
-import { describePlan, scheduleIdOf, syncSchedules } from '../schedules/sync.js';
+import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
+import { buildDeps } from '../workers/deps.js';
 import { installRuntime } from '../workers/runtime.js';
+import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
+import { startMailCapture } from './mail-capture.js';
 import { startTemporalServer } from './temporal-server.js';
 
 const log = (line: string) => console.log(`[tidemark] ${line}`);
 
 async function main(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
-  const config = loadConfig();
+  let config = loadConfig();
   const catalog = buildCatalog();
   const cleanups: (() => Promise<unknown>)[] = [];
   const stop = async () => {
@@ -42,6 +45,14 @@ async function main(): Promise<void> {
     const applied = await migrate(db);
     log(`PostgreSQL ${redactUrl(config.DATABASE_URL)}: ${applied.length ? `applied ${applied.join(', ')}` : 'schema up to date'}`);
 
+    if (!config.SMTP_HOST) {
+      // No mail server configured: capture mail locally so alerts and reports can be read.
+      const capture = await startMailCapture(join(resolve(config.TIDEMARK_STATE_DIR), 'mail'));
+      cleanups.push(() => capture.close());
+      config = loadConfig({ ...process.env, SMTP_HOST: '127.0.0.1', SMTP_PORT: String(capture.port), TIDEMARK_ALERT_EMAIL: process.env.TIDEMARK_ALERT_EMAIL || 'ops@localhost' });
+      log(`mail capture on 127.0.0.1:${capture.port}: alerts and reports land in ${capture.dir}/*.eml`);
+    }
+
     const server = await startTemporalServer(config, log);
     cleanups.push(() => server.stop());
     const connection = await Connection.connect({ address: server.address });
@@ -57,13 +68,14 @@ async function main(): Promise<void> {
     cleanups.push(async () => clearInterval(trickle));
     log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
 
-    const plan = await syncSchedules(client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: true });
+    const deps = buildDeps(config, { db, catalog, client });
+    const plan = await syncSchedulesWithAlerts(deps, client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: true });
     log(`schedules synced:\n${describePlan(plan)}`);
 
     const workerConnection = await NativeConnection.connect({ address: server.address });
     const worker = await createWorker({
       connection: workerConnection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE,
-      deps: { db, catalog, logger: consoleLogger(), now: () => new Date() }, bundle: await bundleWorkflows(),
+      deps, bundle: await bundleWorkflows(),
     });
     const running = worker.run();
     cleanups.push(async () => { worker.shutdown(); await running; await workerConnection.close(); });

@@ -1,11 +1,18 @@
 // The tidemark CLI: preview a job, sync schedules, start a backfill, fire a tick now.
 // Usage: npm run tidemark -- <command> [args]   (see `help`)
 import { parseArgs } from 'node:util';
+import type { Kysely } from 'kysely';
+import { decideUnknownEffect } from '../activities/decisions.js';
+import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import { listEffects, openIncidents } from '../db/effects.js';
+import { EFFECT_STATUS, type Database, type EffectStatus } from '../db/schema.js';
+import { buildDeps } from '../workers/deps.js';
+import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
-import { describePlan, scheduleIdOf, syncSchedules } from '../schedules/sync.js';
+import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
 import type { BackfillProgress, BackfillResult } from '../workflows/types.js';
 import { UnknownJobError } from '../schedules/job.js';
@@ -18,6 +25,12 @@ const HELP = `tidemark <command>
   trigger <job>                            fire the job's tick now
   backfill <job> --from <date> --to <date> [--concurrency N] [--wait]
                                            process every closed window whose start is in [from, to)
+  effects list [--window KEY] [--job J] [--status S]
+                                           external effects and their state (S: pending, begun, done,
+                                           unknown, failed, skipped; repeatable as a comma list)
+  effects decide <effect key> --resend|--skip [--by NAME]
+                                           resolve an effect whose outcome is unknown
+  incidents [--job J]                      open incidents (failures alerted and not yet cleared)
 Dates: ISO-8601 instants, or plain dates (2026-03-01) read in the job's time zone.
 Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE, TIDEMARK_TASK_QUEUE.`;
 
@@ -35,6 +48,13 @@ async function connect(): Promise<{ client: Client; config: ReturnType<typeof lo
   return { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config, close: () => connection.close() };
 }
 
+async function openDb(config: ReturnType<typeof loadConfig>): Promise<Kysely<Database>> {
+  await ensureDatabase(config.DATABASE_URL);
+  const db = createDb(config.DATABASE_URL, { max: 2 });
+  await migrate(db);
+  return db;
+}
+
 export async function run(argv: string[], out: (line: string) => void = console.log): Promise<void> {
   const { positionals, values } = parseArgs({
     args: argv, allowPositionals: true, strict: true,
@@ -42,6 +62,8 @@ export async function run(argv: string[], out: (line: string) => void = console.
       count: { type: 'string' }, now: { type: 'string' }, 'dry-run': { type: 'boolean' },
       from: { type: 'string' }, to: { type: 'string' }, concurrency: { type: 'string' }, wait: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
+      window: { type: 'string' }, job: { type: 'string' }, status: { type: 'string' },
+      resend: { type: 'boolean' }, skip: { type: 'boolean' }, by: { type: 'string' },
     },
   });
   const [command, arg] = positionals;
@@ -73,11 +95,52 @@ export async function run(argv: string[], out: (line: string) => void = console.
     case 'schedules': {
       if (arg !== 'sync') throw new UsageError('schedules: the only subcommand is "sync"');
       const { client, config, close } = await connect();
+      const db = await openDb(config);
       try {
-        const plan = await syncSchedules(client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] });
+        const plan = await syncSchedulesWithAlerts(buildDeps(config, { db, catalog, client }), client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] });
         out(`${values['dry-run'] ? 'would apply (dry run)' : 'applied'}:\n${describePlan(plan)}`);
+        if (plan.failed.length > 0) throw new Error(`${plan.failed.length} schedule(s) could not be synced (alerted)`);
       } finally {
+        await db.destroy();
         await close();
+      }
+      return;
+    }
+    case 'effects': {
+      const config = loadConfig();
+      const db = await openDb(config);
+      try {
+        if (arg === 'list') {
+          const statuses = values.status?.split(',').map((x) => x.trim()) ?? [];
+          const bad = statuses.filter((x) => !(x in EFFECT_STATUS));
+          if (bad.length) throw new UsageError(`--status: "${bad.join(',')}" is not one of ${Object.keys(EFFECT_STATUS).join(', ')}`);
+          const rows = await listEffects(db, { windowKey: values.window, job: values.job, status: statuses as EffectStatus[] });
+          for (const r of rows) out(`${r.status.padEnd(8)} ${r.effect_key}  ${r.channel} attempts=${r.attempts}${r.provider_id ? ` id=${r.provider_id}` : ''}${r.last_error ? `  ${r.last_error}` : ''}`);
+          if (rows.length === 0) out('(no effects)');
+          return;
+        }
+        if (arg === 'decide') {
+          const key = positionals[2];
+          if (!key) throw new UsageError('effects decide: name the effect key (see: effects list --status unknown)');
+          if (!!values.resend === !!values.skip) throw new UsageError('effects decide: give exactly one of --resend or --skip');
+          const result = await decideUnknownEffect(buildDeps(config, { db, catalog }), key, values.resend ? 'resend' : 'skip', values.by ?? process.env.USER ?? 'cli');
+          out(`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`);
+          return;
+        }
+        throw new UsageError('effects: use "effects list" or "effects decide"');
+      } finally {
+        await db.destroy();
+      }
+    }
+    case 'incidents': {
+      const config = loadConfig();
+      const db = await openDb(config);
+      try {
+        const rows = await openIncidents(db, values.job);
+        for (const i of rows) out(`#${i.id} ${i.job} ${i.subject} ${i.kind} since ${i.opened_at.toISOString()} x${i.occurrences}: ${i.last_error}`);
+        if (rows.length === 0) out('(no open incidents)');
+      } finally {
+        await db.destroy();
       }
       return;
     }

@@ -7,15 +7,32 @@ import type { Catalog, Job } from './job.js';
 
 export const SCHEDULE_PREFIX = 'tidemark:';
 export const scheduleIdOf = (job: string): string => `${SCHEDULE_PREFIX}${job}`;
+/** Incidents that belong to no job (the watch, listing schedules) use this name; no job can have it. */
+export const SYSTEM_JOB = '_system';
+/** The watch's schedule; job names start with a letter, so it cannot collide with one. */
+export const WATCH_SCHEDULE_ID = `${SCHEDULE_PREFIX}_watch`;
 const SPEC_MEMO = 'tidemarkSpec';
 
 export interface SyncPlan {
+  /** Schedules that could not be created, updated or deleted, with why. */
+  failed: { id: string; job: string; error: string }[];
   create: string[];
   update: string[];
   unchanged: string[];
   delete: string[];
   /** Schedules that are paused now and stay paused. */
   paused: string[];
+}
+
+/** The watch's schedule: every few minutes, in UTC, on the same task queue. */
+export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions {
+  const hash = createHash('sha256').update(JSON.stringify({ cron, taskQueue, v: 1 })).digest('hex').slice(0, 16);
+  return {
+    scheduleId: WATCH_SCHEDULE_ID,
+    spec: { cronExpressions: [cron], timezone: 'UTC' },
+    action: { type: 'startWorkflow', workflowType: 'watch', taskQueue, workflowId: 'tidemark/watch', args: [{}], memo: { [SPEC_MEMO]: hash }, staticSummary: 'watch: alert when a job falls behind' },
+    policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes', pauseOnFailure: false },
+  };
 }
 
 /** The Schedule one job should have. The tick's own schedule is in UTC unless the job says otherwise. */
@@ -55,32 +72,23 @@ async function listOurs(client: Client): Promise<string[]> {
 }
 
 /** Compares the catalog with the server; with `apply`, makes the server match. */
-export async function syncSchedules(client: Client, catalog: Catalog, opts: { taskQueue: string; apply: boolean }): Promise<SyncPlan> {
-  const plan: SyncPlan = { create: [], update: [], unchanged: [], delete: [], paused: [] };
+export async function syncSchedules(client: Client, catalog: Catalog, opts: { taskQueue: string; apply: boolean; watchCron?: string }): Promise<SyncPlan> {
+  const plan: SyncPlan = { failed: [], create: [], update: [], unchanged: [], delete: [], paused: [] };
   const wanted = new Map(catalog.jobs.map((j) => [scheduleIdOf(j.name), desiredSchedule(j, opts.taskQueue)]));
-  const existing = new Set(await listOurs(client));
+  wanted.set(WATCH_SCHEDULE_ID, watchSchedule(opts.taskQueue, opts.watchCron ?? '*/5 * * * *'));
+  let existing = new Set<string>();
+  try {
+    existing = new Set(await listOurs(client));
+  } catch (err) {
+    // Without the list no orphan can be found; creating and updating are still tried below.
+    plan.failed.push({ id: `${SCHEDULE_PREFIX}*`, job: SYSTEM_JOB, error: `listing schedules: ${(err as Error).message}` });
+  }
 
   for (const [id, desired] of wanted) {
-    const handle = client.schedule.getHandle(id);
-    let current;
     try {
-      current = await handle.describe();
+      await syncOne(client, plan, id, desired, opts.apply);
     } catch (err) {
-      if (!(err instanceof ScheduleNotFoundError)) throw err;
-    }
-    if (!current) {
-      plan.create.push(id);
-      if (opts.apply) await client.schedule.create(desired);
-      continue;
-    }
-    if (current.state.paused) plan.paused.push(id);
-    if (memoHash(current.action) === memoHash(desired.action)) {
-      plan.unchanged.push(id);
-      continue;
-    }
-    plan.update.push(id);
-    if (opts.apply) {
-      await handle.update((prev) => ({ spec: desired.spec, action: desired.action, policies: desired.policies, state: prev.state }));
+      plan.failed.push({ id, job: id === WATCH_SCHEDULE_ID ? SYSTEM_JOB : id.slice(SCHEDULE_PREFIX.length), error: (err as Error).message });
     }
   }
   for (const id of existing) {
@@ -88,16 +96,41 @@ export async function syncSchedules(client: Client, catalog: Catalog, opts: { ta
     plan.delete.push(id);
     if (opts.apply) {
       await client.schedule.getHandle(id).delete().catch((err: unknown) => {
-        if (!(err instanceof ScheduleNotFoundError)) throw err;
+        if (!(err instanceof ScheduleNotFoundError)) plan.failed.push({ id, job: id.slice(SCHEDULE_PREFIX.length), error: (err as Error).message });
       });
     }
   }
   return plan;
 }
 
+async function syncOne(client: Client, plan: SyncPlan, id: string, desired: ScheduleOptions, apply: boolean): Promise<void> {
+  const handle = client.schedule.getHandle(id);
+  let current;
+  try {
+    current = await handle.describe();
+  } catch (err) {
+    if (!(err instanceof ScheduleNotFoundError)) throw err;
+  }
+  if (!current) {
+    plan.create.push(id);
+    if (apply) await client.schedule.create(desired);
+    return;
+  }
+  if (current.state.paused) plan.paused.push(id);
+  if (memoHash(current.action) === memoHash(desired.action)) {
+    plan.unchanged.push(id);
+    return;
+  }
+  plan.update.push(id);
+  if (apply) {
+    await handle.update((prev) => ({ spec: desired.spec, action: desired.action, policies: desired.policies, state: prev.state }));
+  }
+}
+
 /** One line per change, for people. */
 export function describePlan(plan: SyncPlan): string {
   const lines = [
+    ...plan.failed.map((f) => `! failed ${f.id}: ${f.error}`),
     ...plan.create.map((id) => `+ create ${id}`),
     ...plan.update.map((id) => `~ update ${id}${plan.paused.includes(id) ? ' (stays paused)' : ''}`),
     ...plan.delete.map((id) => `- delete ${id} (its job is no longer in the catalog)`),

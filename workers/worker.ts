@@ -1,10 +1,11 @@
 // Worker entry point: load config, connect to PostgreSQL and Temporal, run until SIGINT/SIGTERM.
 // Start as many as you like, on as many hosts as you like, with the same settings.
 import { NativeConnection } from '@temporalio/worker';
-import { consoleLogger } from '../activities/logger.js';
+import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
+import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
 import { bundleWorkflows, createWorker } from './create-worker.js';
 
@@ -16,18 +17,21 @@ async function main(): Promise<void> {
   const db = createDb(config.DATABASE_URL);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
   let connection: NativeConnection | undefined;
+  let clientConnection: Connection | undefined;
   try {
     await migrate(db);
     connection = await NativeConnection.connect({ address });
-    const logger = consoleLogger();
+    clientConnection = await Connection.connect({ address });
+    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    const deps = buildDeps(config, { db, catalog, client });
     const worker = await createWorker({
-      connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE,
-      deps: { db, catalog, logger, now: () => new Date() }, bundle: await bundleWorkflows(),
+      connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE, deps, bundle: await bundleWorkflows(),
     });
-    logger.info(`worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`);
+    deps.logger.info(`worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`);
     await worker.run();
   } finally {
     await connection?.close();
+    await clientConnection?.close();
     await db.destroy();
   }
 }

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
-import { WorkflowFailedError, type Client } from '@temporalio/client';
+import { Client, WorkflowFailedError } from '@temporalio/client';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import type { TickResult } from '../../workflows/types.js';
@@ -14,6 +14,7 @@ import { chatTexts, depsWithChannels } from '../helpers/effects.js';
 import { salesJob } from '../helpers/jobs.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 
 const stack = realStack();
 let smtp: TestSmtp;
@@ -196,4 +197,25 @@ test('a canary secret appears in no log line, alert, workflow payload or ledger 
   for (const secret of [secrets.smtpPassword, secrets.slackToken, secrets.telegramToken]) {
     assert.ok(!everything.includes(secret), `${secret} leaked`);
   }
+});
+
+test('a schedule that cannot be synced alerts once; a later good sync clears it', async () => {
+  const job = 'sync-broken';
+  const catalog = defineCatalog([salesJob(job, { alerts: { telegram: ['ops-chat'] } })]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  const before = chatTexts(chat, 'telegram').length;
+  // A real server answering "namespace not found" for every call.
+  const broken = new Client({ connection: stack.env.client.connection, namespace: 'no-such-namespace' });
+  for (let i = 0; i < 2; i++) {
+    const plan = await syncSchedulesWithAlerts(deps, broken, catalog, { taskQueue: 'q', apply: true });
+    assert.ok(plan.failed.some((f) => f.job === job && /namespace/i.test(f.error)), JSON.stringify(plan.failed));
+  }
+  let texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 1, 'two failed syncs, one alert');
+  assert.match(texts[0]!, /sync-broken: schedule sync failed/);
+  const plan = await syncSchedulesWithAlerts(deps, stack.env.client, catalog, { taskQueue: 'q', apply: true });
+  assert.deepEqual(plan.failed, []);
+  texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 2);
+  assert.match(texts[1]!, /sync-broken: recovered \(schedules\)/);
 });

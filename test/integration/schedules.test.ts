@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
-import { describePlan, scheduleIdOf, syncSchedules } from '../../schedules/sync.js';
+import { describePlan, scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
 import type { TickResult } from '../../workflows/types.js';
 import { salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
@@ -25,7 +25,7 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   const client = stack.env.client;
 
   const first = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
-  assert.deepEqual([first.create.sort(), first.update, first.delete], [[scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], []]);
+  assert.deepEqual([first.create.sort(), first.update, first.delete, first.failed], [[WATCH_SCHEDULE_ID, scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], [], []]);
   const described = await client.schedule.getHandle(scheduleIdOf('sync-b')).describe();
   assert.equal(described.spec.timezone, 'Europe/Berlin');
   assert.equal(described.policies.overlap, 'SKIP');
@@ -36,7 +36,7 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   assert.deepEqual(described.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString().replace('.000Z', 'Z')), preview);
 
   const again = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
-  assert.deepEqual(again.unchanged.sort(), [scheduleIdOf('sync-a'), scheduleIdOf('sync-b')]);
+  assert.deepEqual(again.unchanged.sort(), [WATCH_SCHEDULE_ID, scheduleIdOf('sync-a'), scheduleIdOf('sync-b')]);
   assert.deepEqual([again.create, again.update], [[], []]);
 
   // An operator pauses sync-a; the catalog changes its lateness; sync updates and keeps the pause.

@@ -1,0 +1,29 @@
+// Builds the activities' dependencies from the parsed configuration, for every entry point.
+import type { Client } from '@temporalio/client';
+import type { Kysely } from 'kysely';
+import type { ActivityDeps } from '../activities/deps.js';
+import { consoleLogger, type Logger } from '../activities/logger.js';
+import { channelsFromConfig, redactorFromConfig } from '../activities/notify/channels.js';
+import type { Config } from '../config/env.js';
+import type { Database } from '../db/schema.js';
+import type { Catalog } from '../schedules/job.js';
+
+/** A logger that never prints a secret, whatever the message carries. */
+export function redactingLogger(inner: Logger, redact: (s: string) => string): Logger {
+  return { info: (m) => inner.info(redact(m)), warn: (m) => inner.warn(redact(m)), error: (m) => inner.error(redact(m)) };
+}
+
+export function buildDeps(config: Config, parts: { db: Kysely<Database>; catalog: Catalog; client?: Client; logger?: Logger }): ActivityDeps {
+  const redact = redactorFromConfig(config);
+  return {
+    db: parts.db,
+    catalog: parts.catalog,
+    logger: redactingLogger(parts.logger ?? consoleLogger(), redact),
+    now: () => new Date(),
+    channels: channelsFromConfig(config),
+    redact,
+    alertDefaults: { email: config.TIDEMARK_ALERT_EMAIL, slack: config.TIDEMARK_ALERT_SLACK, telegram: config.TIDEMARK_ALERT_TELEGRAM },
+    webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
+    ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
+  };
+}
