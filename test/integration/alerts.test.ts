@@ -101,6 +101,43 @@ test('a Slack 429 with retry_after is honoured: one message, sent after the dela
   assert.equal(chat.messages.filter((m) => m.api === 'slack' && m.text.includes(job)).length, 1);
 });
 
+test('a Telegram 429 with parameters.retry_after is honoured too', async () => {
+  const job = 'tg-rate-limited';
+  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { telegram: ['ops-chat'] } })]);
+  const taskQueue = uniqueQueue(job);
+  const before = chat.requests.length;
+  chat.plan.telegram.push('rate-limit');
+  chat.retryAfterSeconds = 1;
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+  });
+  const requests = chat.requests.slice(before).filter((r) => r.api === 'telegram');
+  assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
+  assert.ok(requests[1]!.at - requests[0]!.at >= 1_000);
+  assert.equal(chat.messages.filter((m) => m.api === 'telegram' && m.text.includes(job)).length, 1);
+});
+
+test('a tick that fails alerts once; the next good tick sends one recovery notice', async () => {
+  const job = 'tick-broken';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-09-04T00:00:00Z', alerts: { telegram: ['ops-chat'] } })]);
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  // A watermark off the job's grid (as after a grid change): the tick refuses to plan.
+  await stack.t.db.insertInto('job_watermarks').values({ job, watermark: '2026-09-04T00:30:00Z', updated_at: new Date() }).execute();
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    for (const n of [1, 2]) {
+      await assert.rejects(stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-09-04T03:00:00Z' }] }), WorkflowFailedError);
+    }
+    await stack.t.db.updateTable('job_watermarks').set({ watermark: '2026-09-04T00:00:00Z' }).where('job', '=', job).execute();
+    await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-3`, args: [{ job, now: '2026-09-04T03:00:00Z' }] });
+  });
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 2, texts.join('\n---\n'));
+  assert.match(texts[0]!, /tick-broken: tick failed \(tick\)/);
+  assert.match(texts[0]!, /not on the "1h" grid/);
+  assert.match(texts[1]!, /tick-broken: recovered \(tick\)/);
+});
+
 test('a window failing 3 times then succeeding: 1 failure alert, 1 recovery notice', async () => {
   const job = 'flaky';
   let failuresLeft = 3;
@@ -127,10 +164,13 @@ test('the watch: 5 windows behind with threshold 3 alerts once, and clears once 
   const catalog = defineCatalog([salesJob(job, { start: '2026-09-02T00:00:00Z', lateness: '0m', lagThreshold: 3, alerts: { telegram: ['ops-chat'] } })]);
   const taskQueue = uniqueQueue(job);
   const before = chatTexts(chat, 'telegram').length;
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), temporal: { client: stack.env.client, taskQueue } };
+  await withWorker(stack.env, taskQueue, deps, async () => {
     const watch = (n: number) => stack.env.client.workflow.execute('watch', { taskQueue, workflowId: `watch-${n}`, args: [{ now: '2026-09-02T05:00:00Z' }] }) as Promise<WatchResult>;
     const first = await watch(1);
     assert.deepEqual(first.reports.map((r) => [r.job, r.behind]), [[job, 5]]);
+    // The job has no schedule here: the watch says so in the alert.
+    assert.match(first.reports[0]!.diagnosis.join('; '), /schedule tidemark:lagging cannot be read/);
     await watch(2);
     assert.equal(chatTexts(chat, 'telegram').length - before, 1, 'one lag alert for two watches');
     assert.match(chatTexts(chat, 'telegram').at(-1)!, /lagging: falling behind/);

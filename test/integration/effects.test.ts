@@ -28,7 +28,16 @@ after(async () => {
 /** The sales summary plus one report e-mail per window. */
 const withReport: WindowHandler = async (ctx) => {
   const counts = await summariseWindow(ctx);
-  return { ...counts, effects: [{ name: 'report', channel: 'email', request: { to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}` } }] };
+  return {
+    ...counts,
+    effects: [{
+      name: 'report', channel: 'email',
+      request: {
+        to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}`, html: `<p>orders: <b>${counts.applied}</b></p>`,
+        attachments: [{ filename: 'orders.csv', contentType: 'text/csv', contentBase64: Buffer.from(`window,orders\n${ctx.key},${counts.applied}\n`).toString('base64') }],
+      },
+    }],
+  };
 };
 
 function reportJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
@@ -97,7 +106,12 @@ test('a transient SMTP 4xx then success: one message, two attempts recorded', as
     assert.deepEqual(r.effectOutcomes.map((o) => o.outcome), ['done']);
   });
   assert.equal(smtp.messages.length - before, 1);
-  assert.equal(smtp.messages.at(-1)!.subject, `report ${job}/2026-08-01T00:00:00Z`);
+  const mail = smtp.messages.at(-1)!;
+  assert.equal(mail.subject, `report ${job}/2026-08-01T00:00:00Z`);
+  const n = /^orders: (\d+)$/.exec(mail.text?.trim() ?? '')?.[1];
+  assert.ok(n !== undefined, mail.text);
+  assert.equal(mail.html, `<p>orders: <b>${n}</b></p>`);
+  assert.deepEqual(mail.attachments.map((a) => [a.filename, a.contentType, a.content.toString('utf8')]), [['orders.csv', 'text/csv', `window,orders\n${job}/2026-08-01T00:00:00Z,${n}\n`]]);
   assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed', 'done']);
   const row = await effectRow(stack.t.db, key);
   assert.equal(row.status, 'done');
