@@ -2,7 +2,6 @@
 // loopback), one alert per failure and one recovery notice, a channel down, rate limits,
 // the lag watch, and secrets that never leak.
 import assert from 'node:assert/strict';
-import { createServer } from 'node:net';
 import { after, before, test } from 'node:test';
 import { Client, WorkflowFailedError } from '@temporalio/client';
 import { summariseWindow } from '../../jobs/sales-summary.js';
@@ -12,6 +11,7 @@ import type { WatchResult } from '../../activities/watch.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { chatTexts, depsWithChannels } from '../helpers/effects.js';
 import { salesJob } from '../helpers/jobs.js';
+import { freePort } from '../helpers/net.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
@@ -45,20 +45,12 @@ async function runTick(client: Client, taskQueue: string, job: string, now: stri
   return await Promise.allSettled(r.started.map((k) => client.workflow.getHandle(k).result()));
 }
 
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
-
 function counts() {
   return { mail: smtp.messages.length, slack: chatTexts(chat, 'slack').length, telegram: chatTexts(chat, 'telegram').length };
 }
 
 test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, the Slack failure recorded', async () => {
-  for (const [job, slackUrl] of [['down-500', undefined], ['down-refused', `http://127.0.0.1:${await closedPort()}/api`]] as const) {
+  for (const [job, slackUrl] of [['down-500', undefined], ['down-refused', `http://127.0.0.1:${await freePort()}/api`]] as const) {
     const catalog = defineCatalog([failingJob(job, () => true)]);
     const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, slackUrl ? { slackUrl } : {});
     const taskQueue = uniqueQueue(job);
@@ -85,37 +77,23 @@ test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, th
   }
 });
 
-test('a Slack 429 with retry_after is honoured: one message, sent after the delay', async () => {
-  const job = 'rate-limited';
-  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { slack: ['#ops'] } })]);
-  const taskQueue = uniqueQueue(job);
-  const before = chat.requests.length;
-  chat.plan.slack.push('rate-limit');
-  chat.retryAfterSeconds = 1;
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
-    await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+for (const api of ['slack', 'telegram'] as const) {
+  test(`a ${api} 429 with its retry delay is honoured: one message, sent after the delay`, async () => {
+    const job = `rate-limited-${api}`;
+    const catalog = defineCatalog([failingJob(job, () => true, { alerts: { [api]: [api === 'slack' ? '#ops' : 'ops-chat'] } })]);
+    const taskQueue = uniqueQueue(job);
+    const before = chat.requests.length;
+    chat.plan[api].push('rate-limit');
+    chat.retryAfterSeconds = 1;
+    await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+      await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+    });
+    const requests = chat.requests.slice(before).filter((r) => r.api === api);
+    assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
+    assert.ok(requests[1]!.at - requests[0]!.at >= 1_000, `resent after ${requests[1]!.at - requests[0]!.at} ms`);
+    assert.equal(chat.messages.filter((m) => m.api === api && m.text.includes(job)).length, 1);
   });
-  const requests = chat.requests.slice(before).filter((r) => r.api === 'slack');
-  assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
-  assert.ok(requests[1]!.at - requests[0]!.at >= 1_000, `resent after ${requests[1]!.at - requests[0]!.at} ms`);
-  assert.equal(chat.messages.filter((m) => m.api === 'slack' && m.text.includes(job)).length, 1);
-});
-
-test('a Telegram 429 with parameters.retry_after is honoured too', async () => {
-  const job = 'tg-rate-limited';
-  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { telegram: ['ops-chat'] } })]);
-  const taskQueue = uniqueQueue(job);
-  const before = chat.requests.length;
-  chat.plan.telegram.push('rate-limit');
-  chat.retryAfterSeconds = 1;
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
-    await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
-  });
-  const requests = chat.requests.slice(before).filter((r) => r.api === 'telegram');
-  assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
-  assert.ok(requests[1]!.at - requests[0]!.at >= 1_000);
-  assert.equal(chat.messages.filter((m) => m.api === 'telegram' && m.text.includes(job)).length, 1);
-});
+}
 
 test('a tick that fails alerts once; the next good tick sends one recovery notice', async () => {
   const job = 'tick-broken';

@@ -4,25 +4,17 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { freePort } from '../helpers/net.js';
 import { eventually } from '../helpers/temporal.js';
 
 let t: TestDb;
 before(async () => { t = await createTestDb(); });
 after(async () => { await t?.drop(); });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
