@@ -52,8 +52,14 @@ export function effectActivities(deps: ActivityDeps) {
 
   /** A begin marker with no done: the attempt that wrote it died or timed out mid-effect. */
   async function resolveOrphan(row: EffectRow, provider: Provider): Promise<EffectResult | 'act'> {
-    if (provider.idempotent || row.policy === 'resend') return 'act';
     const startedAt = deps.now();
+    const seen = provider.check ? await provider.check(row.request as never, row.provider_key) : 'cannot-tell';
+    if (seen === 'done') {
+      await settle(row, row.fence, startedAt, { status: 'done', error: null });
+      logger.info(`EFFECT done key=${row.effect_key}: the provider confirms the earlier attempt took effect`);
+      return result(row, 'done');
+    }
+    if (seen === 'absent' || provider.idempotent || row.policy === 'resend') return 'act';
     const error = `begun at ${row.begun_at?.toISOString()} by attempt ${row.fence} and never marked done: outcome unknown`;
     if (row.policy === 'skip') {
       await settle(row, row.fence, startedAt, { status: 'skipped', error });

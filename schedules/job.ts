@@ -4,6 +4,7 @@ import { Cron } from 'croner';
 import { IANAZone } from 'luxon';
 import { z } from 'zod';
 import type { Kysely, Transaction } from 'kysely';
+import type { HttpRequest } from '../activities/notify/http-api.js';
 import type { EmailRequest, SlackRequest, TelegramRequest } from '../activities/notify/provider.js';
 import type { Database, EffectPolicy } from '../db/schema.js';
 import { parseDuration } from './duration.js';
@@ -34,7 +35,8 @@ export interface WindowContext {
 export type WindowEffect =
   | { readonly name: string; readonly channel: 'email'; readonly request: EmailRequest; readonly policy?: EffectPolicy }
   | { readonly name: string; readonly channel: 'slack'; readonly request: SlackRequest; readonly policy?: EffectPolicy }
-  | { readonly name: string; readonly channel: 'telegram'; readonly request: TelegramRequest; readonly policy?: EffectPolicy };
+  | { readonly name: string; readonly channel: 'telegram'; readonly request: TelegramRequest; readonly policy?: EffectPolicy }
+  | { readonly name: string; readonly channel: 'http'; readonly request: HttpRequest; readonly policy?: EffectPolicy };
 
 /** What a handler reports; applied + quarantined must equal input. */
 export interface WindowCounts {

@@ -1,12 +1,14 @@
 // Builds the configured channels and the secret redactor from the parsed configuration.
 import { secretsOf, type Config } from '../../config/env.js';
 import { emailProvider } from './email.js';
+import { httpApiProvider } from './http-api.js';
 import type { Channels } from './provider.js';
 import { slackProvider } from './slack.js';
 import { telegramProvider } from './telegram.js';
 
 export function channelsFromConfig(config: Config): Channels {
   return {
+    http: httpApiProvider(),
     ...(config.SMTP_HOST ? {
       email: emailProvider({
         host: config.SMTP_HOST, port: config.SMTP_PORT, secure: config.SMTP_SECURE, rejectUnauthorized: config.SMTP_TLS_REJECT_UNAUTHORIZED,

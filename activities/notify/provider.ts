@@ -1,4 +1,5 @@
 // What an external channel looks like to the effect guard, and how its failures are told apart.
+import type { HttpRequest } from './http-api.js';
 
 /**
  * How a failed effect attempt ended, as far as the caller can know:
@@ -21,6 +22,8 @@ export interface Provider<Req = unknown> {
   readonly idempotent: boolean;
   /** Acts once; throws EffectError saying what is known when it fails. */
   perform(request: Req, providerKey: string): Promise<{ providerId: string | null }>;
+  /** Asks the provider whether an earlier attempt took effect, where it can say. */
+  check?(request: Req, providerKey: string): Promise<'done' | 'absent' | 'cannot-tell'>;
 }
 
 export interface EmailRequest {
@@ -38,4 +41,5 @@ export interface Channels {
   email?: Provider<EmailRequest>;
   slack?: Provider<SlackRequest>;
   telegram?: Provider<TelegramRequest>;
+  http?: Provider<HttpRequest>;
 }

@@ -142,13 +142,15 @@ test('the watch: 5 windows behind with threshold 3 alerts once, and clears once 
   const catalog = defineCatalog([salesJob(job, { start: '2026-09-02T00:00:00Z', lateness: '0m', lagThreshold: 3, alerts: { telegram: ['ops-chat'] } })]);
   const taskQueue = uniqueQueue(job);
   const before = chatTexts(chat, 'telegram').length;
-  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), temporal: { client: stack.env.client, taskQueue } };
+  // The watch inspects a task queue that no worker polls, as if the job's workers were all gone.
+  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), temporal: { client: stack.env.client, taskQueue: 'nobody-polls-this' } };
   await withWorker(stack.env, taskQueue, deps, async () => {
     const watch = (n: number) => stack.env.client.workflow.execute('watch', { taskQueue, workflowId: `watch-${n}`, args: [{ now: '2026-09-02T05:00:00Z' }] }) as Promise<WatchResult>;
     const first = await watch(1);
     assert.deepEqual(first.reports.map((r) => [r.job, r.behind]), [[job, 5]]);
     // The job has no schedule here: the watch says so in the alert.
     assert.match(first.reports[0]!.diagnosis.join('; '), /schedule tidemark:lagging cannot be read/);
+    assert.match(first.reports[0]!.diagnosis.join('; '), /no worker polls task queue "nobody-polls-this"/);
     await watch(2);
     assert.equal(chatTexts(chat, 'telegram').length - before, 1, 'one lag alert for two watches');
     assert.match(chatTexts(chat, 'telegram').at(-1)!, /lagging: falling behind/);

@@ -2,7 +2,11 @@
 // loopback: lost replies, deferrals, rejections, a worker killed between begin and done.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { WorkflowFailedError } from '@temporalio/client';
+import { createServer as createHttpServer } from 'node:http';
+import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
+import { effectActivities } from '../../activities/effects.js';
+import { httpApiProvider } from '../../activities/notify/http-api.js';
+import { recordEffects } from '../../db/effects.js';
 import { decideUnknownEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
@@ -166,4 +170,100 @@ test('the worker killed between begin and done: on restart the policy applies, n
   const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
   assert.equal(alerts.length, 1);
   assert.match(alerts[0]!, /effect outcome unknown/);
+});
+
+test('attempts racing for one effect: the fencing number lets exactly one act', async () => {
+  const job = 'mail-race';
+  const catalog = defineCatalog([reportJob(job)]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  const key = `${job}/2026-08-01T00:00:00Z:report`;
+  await recordEffects(stack.t.db, [{ key, job, windowKey: `${job}/2026-08-01T00:00:00Z`, name: 'report', channel: 'email', policy: 'ask', request: { to: ['ops@example.test'], subject: 'race', text: 'once' }, providerKey: key }]);
+  const before = smtp.messages.length;
+  const { performEffect } = effectActivities(deps);
+  const results = await Promise.allSettled(Array.from({ length: 6 }, () => performEffect({ key })));
+  const done = results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'done');
+  const held = results.filter((r) => r.status === 'rejected' && r.reason instanceof ApplicationFailure && r.reason.type === 'EffectInProgress');
+  assert.equal(done.length, 1);
+  assert.equal(held.length + done.length + results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'already-done').length, 6);
+  assert.equal(smtp.messages.length - before, 1);
+  assert.equal((await effectRow(stack.t.db, key)).attempts, 1);
+});
+
+/** An HTTP API on loopback that honours Idempotency-Key and can apply a request and then not answer in time. */
+async function startIdempotentApi() {
+  const applied = new Map<string, unknown>();
+  const seen: string[] = [];
+  let hangNext = false;
+  const server = createHttpServer((req, res) => {
+    void (async () => {
+      const key = String(req.headers['idempotency-key'] ?? '');
+      if (req.method === 'GET') {
+        res.writeHead(applied.has(decodeURIComponent(req.url!.slice('/status/'.length))) ? 200 : 404).end();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      for await (const c of req) chunks.push(c as Buffer);
+      seen.push(key);
+      if (!applied.has(key)) applied.set(key, JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      const reply = () => res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}` }).end('{"ok":true}');
+      if (hangNext) {
+        hangNext = false;
+        setTimeout(reply, 3_000);
+      } else reply();
+    })();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return {
+    url, applied, seen, hangNext: () => { hangNext = true; },
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+test('an HTTP API that applies a request and then times out: resent with the same Idempotency-Key, applied once', async () => {
+  const api = await startIdempotentApi();
+  const job = 'http-timeout';
+  const catalog = defineCatalog([salesJob(job, {
+    start: '2026-08-01T00:00:00Z', alerts: { telegram: ['ops-chat'] },
+    handler: async (ctx) => ({ ...(await summariseWindow(ctx)), effects: [{ name: 'push', channel: 'http', request: { method: 'POST', url: `${api.url}/prices`, body: { window: ctx.key, price: 10 } } }] }),
+  })]);
+  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), channels: { ...depsWithChannels(stack.t.db, catalog, smtp, chat).channels, http: httpApiProvider({ timeoutMs: 1_000 }) } };
+  const taskQueue = uniqueQueue(job);
+  try {
+    api.hangNext();
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const r = await runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
+      assert.deepEqual(r.effectOutcomes.map((o) => o.outcome), ['done']);
+    });
+    const key = `${job}/2026-08-01T00:00:00Z:push`;
+    assert.deepEqual(api.seen, [key, key], 'the same key twice');
+    assert.equal(api.applied.size, 1, 'applied once');
+    assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed', 'done']);
+  } finally {
+    await api.close();
+  }
+});
+
+test('a begin without a done, where the API can say what happened: the guard asks before acting', async () => {
+  const api = await startIdempotentApi();
+  const job = 'http-check';
+  const catalog = defineCatalog([salesJob(job)]);
+  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), channels: { http: httpApiProvider({ timeoutMs: 1_000 }) } };
+  try {
+    const [applied, absent] = [`${job}/a:push`, `${job}/b:push`];
+    api.applied.set(applied, { earlier: true });
+    for (const key of [applied, absent]) {
+      await recordEffects(stack.t.db, [{ key, job, windowKey: null, name: 'push', channel: 'http', policy: 'ask', providerKey: key,
+        request: { method: 'POST', url: `${api.url}/prices`, body: { k: key }, statusUrl: `${api.url}/status/${encodeURIComponent(key)}` } }]);
+      // The attempt that began it died long ago.
+      await stack.t.db.updateTable('effects').set({ status: 'begun', fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), lease_until: new Date(Date.now() - 540_000) }).where('effect_key', '=', key).execute();
+    }
+    const { performEffect } = effectActivities(deps);
+    assert.equal((await performEffect({ key: applied })).outcome, 'done');
+    assert.deepEqual(api.seen, [], 'confirmed by the API, not sent again');
+    assert.equal((await performEffect({ key: absent })).outcome, 'done');
+    assert.deepEqual(api.seen, [absent], 'the API had not seen it: sent once');
+  } finally {
+    await api.close();
+  }
 });

@@ -1,0 +1,64 @@
+// Generic HTTP API calls as effects, with the provider's own idempotency: every request carries
+// `Idempotency-Key: <effect key>`, so a resend after a lost reply is answered, not applied again.
+// Where the API can say what happened (`statusUrl`), the guard asks it before acting again.
+import { EffectError, type Provider } from './provider.js';
+
+export interface HttpRequest {
+  method: 'POST' | 'PUT' | 'PATCH';
+  url: string;
+  body: unknown;
+  /** GET here answers 200 when the request was applied, 404 when it was not. */
+  statusUrl?: string;
+}
+
+const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+function code(err: unknown): string | undefined {
+  for (let e: unknown = err; e; e = (e as { cause?: unknown }).cause) {
+    const c = (e as { code?: unknown }).code;
+    if (typeof c === 'string') return c;
+  }
+  return undefined;
+}
+
+export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<string, string> } = {}): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
+  return {
+    channel: 'http',
+    idempotent: true,
+    async perform(request, providerKey) {
+      const what = `${request.method} ${new URL(request.url).origin}${new URL(request.url).pathname}`;
+      let response: Response;
+      try {
+        response = await fetch(request.url, {
+          method: request.method,
+          headers: { 'content-type': 'application/json', 'idempotency-key': providerKey, ...opts.headers },
+          body: JSON.stringify(request.body),
+          signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000),
+        });
+      } catch (err) {
+        const c = code(err);
+        if (c && NOT_SENT.has(c)) throw new EffectError('not-sent', `${what}: connection failed (${c})`);
+        throw new EffectError('unknown', `${what}: no reply (${c ?? (err as Error).name})`);
+      }
+      const text = await response.text().catch(() => '');
+      if (response.status === 429) {
+        const after = Number(response.headers.get('retry-after'));
+        throw new EffectError('not-sent', `${what}: rate limited`, Number.isFinite(after) ? after * 1000 : undefined);
+      }
+      if (response.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${response.status}`);
+      if (response.status >= 400) throw new EffectError('rejected', `${what}: HTTP ${response.status} ${text.slice(0, 200)}`);
+      return { providerId: response.headers.get('x-request-id') ?? `${response.status}` };
+    },
+    async check(request) {
+      if (!request.statusUrl) return 'cannot-tell';
+      try {
+        const r = await fetch(request.statusUrl, { signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000) });
+        if (r.status === 200) return 'done';
+        if (r.status === 404) return 'absent';
+      } catch {
+        // fall through: the API cannot say now
+      }
+      return 'cannot-tell';
+    },
+  };
+}
