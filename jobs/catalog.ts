@@ -1,6 +1,8 @@
 // The one job catalog. Worker, schedule sync, CLI and dashboard all read this list; adding a
 // job is one line here (and its kind's file, when it is a new kind).
 import { defineCatalog, type Catalog } from '../schedules/job.js';
+import { report } from './report/index.js';
+import { salesReportColumns, salesReportQuery } from './sales-report.js';
 import { salesSummary } from './sales-summary.js';
 
 export function buildCatalog(): Catalog {
@@ -20,6 +22,19 @@ export function buildCatalog(): Catalog {
       grid: '1m',
       lateness: '10s',
       maxCatchUp: 10,
+    }),
+    report({
+      name: 'sales-daily-report',
+      description: 'Yesterday\'s sales by hour, e-mailed as a table, chart and CSV',
+      title: 'Daily sales',
+      recipients: ['finance@localhost'],
+      grid: 'day',
+      timezone: 'Europe/Berlin',
+      lateness: '30m',
+      maxCatchUp: 7,
+      columns: salesReportColumns,
+      valueColumn: 'revenue',
+      query: salesReportQuery,
     }),
   ]);
 }

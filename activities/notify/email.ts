@@ -60,7 +60,7 @@ export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
           subject: request.subject,
           text: request.text,
           ...(request.html ? { html: request.html } : {}),
-          attachments: (request.attachments ?? []).map((a) => ({ filename: a.filename, content: Buffer.from(a.contentBase64, 'base64'), contentType: a.contentType })),
+          attachments: (request.attachments ?? []).map((a) => ({ filename: a.filename, content: Buffer.from(a.contentBase64, 'base64'), contentType: a.contentType, ...(a.cid ? { cid: a.cid } : {}) })),
           messageId: messageIdFor(providerKey),
         });
         return { providerId: info.messageId ?? null };

@@ -31,7 +31,8 @@ export interface EmailRequest {
   subject: string;
   text: string;
   html?: string;
-  attachments?: { filename: string; contentBase64: string; contentType: string }[];
+  /** `cid` makes an attachment an inline image, shown by `<img src="cid:...">` in the HTML. */
+  attachments?: { filename: string; contentBase64: string; contentType: string; cid?: string }[];
 }
 export interface SlackRequest { channel: string; text: string }
 export interface TelegramRequest { chatId: string; text: string }

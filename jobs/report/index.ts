@@ -1,0 +1,54 @@
+// Job kind "report": a query over each window, sent as an HTML e-mail (table, totals,
+// comparison with the previous period, chart) with a CSV attachment, once per window. A rerun
+// approved later (a new generation) sends a corrected report, marked as such.
+import type { Transaction } from 'kysely';
+import { DateTime } from 'luxon';
+import type { Database } from '../../db/schema.js';
+import type { Job, JobSpec, WindowHandler } from '../../schedules/job.js';
+import { isoUtc, windowAt, type Window } from '../../schedules/windows.js';
+import { renderReport, type ReportColumn, type ReportRow } from './render.js';
+
+export interface ReportOptions extends Omit<JobSpec, 'handler' | 'seed'> {
+  title: string;
+  recipients: string[];
+  columns: ReportColumn[];
+  /** The numeric column that is compared with the previous period and charted. */
+  valueColumn: string;
+  /** The report's rows for one window, read inside the ledger transaction. */
+  query: (trx: Transaction<Database>, window: Window, job: Job) => Promise<ReportRow[]>;
+}
+
+/** How a window is named in a subject: a local date, an ISO week, a month, or the UTC range. */
+export function periodLabel(job: Job, w: Window): string {
+  const local = DateTime.fromJSDate(w.start, { zone: job.timezone });
+  if (job.grid.kind === 'calendar') {
+    if (job.grid.unit === 'day') return local.toISODate()!;
+    if (job.grid.unit === 'week') return local.toFormat("kkkk-'W'WW");
+    return local.toFormat('yyyy-MM');
+  }
+  return `${isoUtc(w.start)} - ${isoUtc(w.end)}`;
+}
+
+export function report(opts: ReportOptions): JobSpec {
+  const { title, recipients, columns, valueColumn, query, ...spec } = opts;
+  const handler: WindowHandler = async (ctx) => {
+    const { trx, job, window } = ctx;
+    const previous = windowAt(job.grid, job.timezone, new Date(window.start.getTime() - 1));
+    const [rows, previousRows] = [await query(trx, window, job), await query(trx, previous, job)];
+    const r = renderReport({ title, period: periodLabel(job, window), corrected: ctx.generation > 0, columns, valueColumn, rows, previousRows });
+    return {
+      input: rows.length, applied: rows.length, quarantined: 0,
+      effects: [{
+        name: 'report', channel: 'email', policy: 'ask',
+        request: {
+          to: recipients, subject: r.subject, text: r.text, html: r.html,
+          attachments: [
+            { filename: 'chart.png', contentType: 'image/png', contentBase64: r.chartPng.toString('base64'), cid: 'chart' },
+            { filename: `${job.name}-${periodLabel(job, window).replace(/[^0-9A-Za-z-]+/g, '_')}.csv`, contentType: 'text/csv', contentBase64: Buffer.from(r.csv).toString('base64') },
+          ],
+        },
+      }],
+    };
+  };
+  return { description: `${title}, e-mailed to ${recipients.join(', ')}`, ...spec, handler };
+}
