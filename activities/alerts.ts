@@ -15,6 +15,7 @@ export const INCIDENT_KIND = Object.freeze({
   effectUnknown: 'effect-unknown',
   effectFailed: 'effect-failed',
   lag: 'lag',
+  finding: 'finding',
 } as const);
 export type IncidentKind = (typeof INCIDENT_KIND)[keyof typeof INCIDENT_KIND];
 
@@ -37,7 +38,7 @@ export interface AlertDeliveries {
 
 const TITLES: Record<IncidentKind, string> = {
   'window-failed': 'window failed', 'tick-failed': 'tick failed', 'schedule-sync-failed': 'schedule sync failed',
-  'effect-unknown': 'effect outcome unknown', 'effect-failed': 'effect failed', lag: 'falling behind',
+  'effect-unknown': 'effect outcome unknown', 'effect-failed': 'effect failed', lag: 'falling behind', finding: 'needs attention',
 };
 
 export function alerting(deps: ActivityDeps) {

@@ -47,6 +47,7 @@ export function windowActivities(deps: ActivityDeps) {
   return {
     async processWindow(input: WindowInput): Promise<WindowResult> {
       const w = resolveWindow(input);
+      const redact = deps.redact ?? ((t: string) => t);
       const job = deps.catalog.get(w.job);
       const { attempt, workflowId } = attemptInfo();
       const startedAt = deps.now();
@@ -77,17 +78,17 @@ export function windowActivities(deps: ActivityDeps) {
           const watermark = await finishWindow(trx, w, { counts, startedAt, finishedAt: deps.now(), workflowId, attempt });
           // Earlier attempts failed: if that opened an incident, it closes with this commit.
           const recovery = attempts > 1 ? await alerts.resolve(trx, { job: w.job, subject: w.key, note: `window processed on attempt ${attempts}` }) : null;
-          return { counts, watermark, recovery, effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`) };
+          return { counts, watermark, recovery, effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`), findings: counts.findings ?? [] };
         });
         if (!committed) return await skipDone();
-        const { counts, watermark, recovery, effects } = committed;
+        const { counts, watermark, recovery, effects, findings } = committed;
         logger.info(`PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`);
         return {
           key: w.key, outcome: 'processed', counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
           watermark: watermark ? isoUtc(watermark) : null, effects, recovery: recovery?.deliveries ?? [],
+          findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };
       } catch (err) {
-        const redact = deps.redact ?? ((t: string) => t);
         // A secret in an error must not reach the logs, the ledger, or Temporal's history.
         for (let e: unknown = err; e instanceof Error; e = e.cause) {
           e.message = redact(e.message);

@@ -44,6 +44,8 @@ export interface WindowCounts {
   readonly applied: number;
   readonly quarantined: number;
   readonly effects?: readonly WindowEffect[];
+  /** Findings a person must hear about although the window committed (a reconciliation mismatch). */
+  readonly findings?: readonly { readonly subject: string; readonly message: string }[];
 }
 
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */

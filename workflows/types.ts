@@ -70,6 +70,8 @@ export interface WindowResult {
   readonly effects?: readonly string[];
   /** Recovery notices to deliver: the window had failed before and is done now. */
   readonly recovery?: readonly string[];
+  /** Findings of the handler that alert although the window committed. */
+  readonly findings?: readonly { readonly subject: string; readonly message: string }[];
 }
 
 /** How each of a window's external effects ended in this run. */

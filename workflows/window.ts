@@ -26,6 +26,9 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
     throw err;
   }
   await deliver(result.recovery);
+  for (const f of result.findings ?? []) {
+    await raise({ job: input.job, subject: f.subject, kind: 'finding', error: f.message, workflowId, runId });
+  }
 
   // Effects in the order the handler declared them; one that fails or whose outcome is
   // unknown alerts, and the run ends failed so that it shows in the Web UI.
