@@ -54,7 +54,7 @@ export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: {
 }
 
 export interface WindowFinish {
-  readonly counts: { readonly input: number; readonly applied: number; readonly quarantined: number };
+  readonly counts: { readonly input: number; readonly applied: number; readonly quarantined: number; readonly details?: Readonly<Record<string, unknown>> };
   readonly startedAt: Date;
   readonly finishedAt: Date;
   readonly workflowId: string | null;
@@ -81,7 +81,7 @@ export async function finishWindow(trx: Transaction<Database>, w: WindowRef, f: 
     ), run as (
       insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
       values ('window', ${w.job}, ${w.start}, ${w.generation}, ${f.workflowId}, ${f.attempt}, ${f.startedAt}, ${f.finishedAt}, ${durationMs},
-              'processed', ${JSON.stringify({ input, applied, quarantined })}::jsonb)
+              'processed', ${JSON.stringify({ input, applied, quarantined, ...f.counts.details })}::jsonb)
     ), chain(window_end) as (
       -- From the watermark, hop from each done window to the next by its key (an index lookup each).
       select ${locked?.watermark ?? null}::timestamptz

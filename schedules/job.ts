@@ -44,6 +44,8 @@ export interface WindowCounts {
   readonly applied: number;
   readonly quarantined: number;
   readonly effects?: readonly WindowEffect[];
+  /** What the run did, in words and numbers, kept with the window's run record. */
+  readonly details?: Readonly<Record<string, unknown>>;
   /** Findings a person must hear about although the window committed (a reconciliation mismatch). */
   readonly findings?: readonly { readonly subject: string; readonly message: string }[];
 }
