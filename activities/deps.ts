@@ -28,5 +28,9 @@ export interface ActivityDeps {
 }
 
 export function policyOf(job: Job): ActivityPolicy {
-  return { retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs, effectTimeoutMs: job.effectTimeoutMs };
+  return {
+    retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs, effectTimeoutMs: job.effectTimeoutMs,
+    ...(job.heartbeatTimeoutMs ? { heartbeatTimeoutMs: job.heartbeatTimeoutMs } : {}),
+    ...(job.allowedHours ? { allowedHours: { ...job.allowedHours, timezone: job.timezone } } : {}),
+  };
 }

@@ -1,5 +1,6 @@
 // Planning activities: which windows a tick or a backfill should start, and their records.
 import { doneStarts, recordRun, watermarkOf } from '../db/ledger.js';
+import { msUntilAllowed } from '../schedules/hours.js';
 import { UnknownJobError, type Job } from '../schedules/job.js';
 import { isAligned, isClosed, isoUtc, windowAt, windowKey, windowsFrom, windowsInRange, type Window } from '../schedules/windows.js';
 import type { BackfillPage, BackfillResult, TickPlan, TickResult, WindowSpec } from '../workflows/types.js';
@@ -55,6 +56,11 @@ export function planActivities(deps: ActivityDeps) {
       }
       const recovered = await alerts.resolve(db, { job: job.name, subject: 'tick', note: 'a tick planned its windows again' });
       return { job: job.name, now: isoUtc(now), watermark: isoUtc(watermark), windows, alreadyDone, policy: policyOf(job), recovery: recovered?.deliveries ?? [] };
+    },
+
+    /** How long a window must wait for its job's allowed hours (0: it may run now). */
+    async msUntilAllowed(input: { now: string; hours: { from: string; to: string; timezone: string } }): Promise<number> {
+      return msUntilAllowed(new Date(input.now), input.hours, input.hours.timezone);
     },
 
     /** Logs and records what a tick did. */

@@ -4,13 +4,23 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { openEffectsOfWindow, recordEffects } from '../db/effects.js';
-import { claimWindow, failAttempt, finishWindow, recordRun, type WindowRef } from '../db/ledger.js';
+import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
 import { alerting } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
 import { FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
+
+/** Activity heartbeats when running under Temporal; a no-op when called directly. */
+function heartbeater(): (details?: unknown) => void {
+  try {
+    const ctx = Context.current();
+    return (details) => ctx.heartbeat(details);
+  } catch {
+    return () => undefined;
+  }
+}
 
 function attemptInfo(): { attempt: number; workflowId: string | null } {
   try {
@@ -62,6 +72,10 @@ export function windowActivities(deps: ActivityDeps) {
 
       const attemptMeta = { trigger: input.trigger, workflowId, at: startedAt };
       try {
+        if (job.prepare) {
+          if (await isDone(db, w)) return await skipDone();
+          await job.prepare({ db, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, heartbeat: heartbeater(), log: (line) => logger.info(line) });
+        }
         const committed = await db.transaction().execute(async (trx) => {
           const attempts = await claimWindow(trx, w, attemptMeta);
           if (attempts === undefined) return null;

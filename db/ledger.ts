@@ -34,6 +34,12 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
   return new Set(rows.map((r) => r.window_start.getTime()));
 }
 
+export async function isDone(db: Db, w: WindowRef): Promise<boolean> {
+  const row = await db.selectFrom('job_windows').select('status')
+    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation).executeTakeFirst();
+  return row?.status === 'done';
+}
+
 /**
  * Claims the window's done marker inside the effect's transaction: one upsert that only
  * succeeds while the window is not done. A concurrent attempt blocks on the key until this

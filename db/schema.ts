@@ -140,6 +140,11 @@ export interface IncidentTable {
   details: ColumnType<unknown, string | undefined, string>;
 }
 
+export interface RawEventTable { id: Generated<string>; occurred_at: Timestamp; kind: string; value: ColumnType<string, string | number, string | number> }
+export interface DailyEventStatsTable { job: string; day: string; kind: string; events: number; total: ColumnType<string, string | number, string | number> }
+export interface BatchCheckpointTable { window_key: string; chunk: number; rows: number; committed_at: CreatedAt }
+export interface BatchPartialTable { window_key: string; chunk: number; day: string; kind: string; events: number; total: ColumnType<string, string | number, string | number> }
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -150,4 +155,8 @@ export interface Database {
   effects: EffectTable;
   effect_attempts: EffectAttemptTable;
   incidents: IncidentTable;
+  raw_events: RawEventTable;
+  daily_event_stats: DailyEventStatsTable;
+  batch_checkpoints: BatchCheckpointTable;
+  batch_partials: BatchPartialTable;
 }

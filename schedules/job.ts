@@ -53,6 +53,22 @@ export interface WindowCounts {
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */
 export type WindowHandler = (ctx: WindowContext) => Promise<WindowCounts>;
 
+/**
+ * Long work before a window's transaction (a nightly batch in chunks): it commits its own
+ * checkpoints, so an attempt that dies resumes where the last one stopped, and calls
+ * `heartbeat` after each chunk so a dead worker is noticed quickly. The handler then folds its
+ * results in with the window's done marker.
+ */
+export type WindowPreparer = (ctx: {
+  readonly db: Kysely<Database>;
+  readonly job: Job;
+  readonly window: Window;
+  readonly key: string;
+  readonly generation: number;
+  readonly heartbeat: (details?: unknown) => void;
+  readonly log: (line: string) => void;
+}) => Promise<void>;
+
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
 
@@ -88,6 +104,11 @@ export interface JobSpec {
   /** Start-to-close limit of one attempt at an external effect (also its begin marker's lease); default "1m". */
   effectTimeout?: string;
   handler: WindowHandler;
+  prepare?: WindowPreparer;
+  /** An attempt that stops heartbeating for this long is retried elsewhere (jobs with `prepare`). */
+  heartbeatTimeout?: string;
+  /** Local time range in which windows may run, e.g. { from: '01:00', to: '05:00' } in `timezone`. */
+  allowedHours?: { from: string; to: string };
   seed?: JobSeeder;
 }
 
@@ -107,6 +128,9 @@ export interface Job {
   readonly lagThreshold: number;
   readonly effectTimeoutMs: number;
   readonly handler: WindowHandler;
+  readonly prepare: WindowPreparer | undefined;
+  readonly heartbeatTimeoutMs: number | undefined;
+  readonly allowedHours: { readonly from: string; readonly to: string } | undefined;
   readonly seed: JobSeeder | undefined;
 }
 
@@ -121,6 +145,8 @@ export class JobDefinitionError extends Error {
 const DEFAULT_RETRY: RetrySpec = Object.freeze({ maximumAttempts: 5, initialInterval: '1s', maximumInterval: '1m', backoffCoefficient: 2 });
 
 const durationText = z.string().refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
+
+const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/, 'a local time such as "01:30" or "01:30:00"');
 
 const specSchema = z.object({
   name: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/, 'use 1-63 lowercase letters, digits and dashes, starting with a letter'),
@@ -147,6 +173,9 @@ const specSchema = z.object({
   effectTimeout: durationText.default('1m'),
   handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
   seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
+  prepare: z.custom<WindowPreparer>((v) => typeof v === 'function', 'must be a function').optional(),
+  heartbeatTimeout: durationText.optional(),
+  allowedHours: z.object({ from: clockTime, to: clockTime }).strict().optional(),
 }).strict();
 
 function checkZone(name: string, field: string, zone: string): void {
@@ -237,6 +266,9 @@ export function defineJob(spec: JobSpec): Job {
     lagThreshold: s.lagThreshold,
     effectTimeoutMs: parseDuration(s.effectTimeout)!,
     handler: s.handler,
+    prepare: s.prepare,
+    heartbeatTimeoutMs: s.heartbeatTimeout === undefined ? undefined : parseDuration(s.heartbeatTimeout)!,
+    allowedHours: s.allowedHours,
     seed: s.seed,
   });
 }

@@ -16,6 +16,7 @@ export const bookkeeping = proxyActivities<Activities>({
 export function windowActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.startToCloseTimeoutMs,
+    ...(policy.heartbeatTimeoutMs ? { heartbeatTimeout: policy.heartbeatTimeoutMs } : {}),
     retry: { ...policy.retry, nonRetryableErrorTypes: NON_RETRYABLE },
   });
 }

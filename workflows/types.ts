@@ -7,6 +7,10 @@ export interface ActivityPolicy {
   readonly startToCloseTimeoutMs: number;
   /** Start-to-close limit of one attempt at one of the window's external effects. */
   readonly effectTimeoutMs?: number;
+  /** Set for jobs that heartbeat (long, chunked work). */
+  readonly heartbeatTimeoutMs?: number;
+  /** The local time range in which the window may run; the workflow waits for it. */
+  readonly allowedHours?: { readonly from: string; readonly to: string; readonly timezone: string };
 }
 
 /** One window of one job, times as ISO-8601 UTC. */

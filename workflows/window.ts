@@ -1,10 +1,10 @@
 // window: one window of one job. Its workflow id is the window key, so the engine refuses a
 // second copy while it runs; the ledger refuses one after it is done. After the commit it
 // drives the window's external effects, and a failure of either alerts.
-import { ApplicationFailure, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
-import { NON_RETRYABLE, windowActivity } from './policy.js';
+import { bookkeeping, NON_RETRYABLE, windowActivity } from './policy.js';
 import type { ActivityPolicy, EffectOutcomeDto, WindowInput, WindowResult, WindowRunResult } from './types.js';
 
 function effectActivity(policy: ActivityPolicy) {
@@ -18,6 +18,13 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   const { processWindow } = windowActivity(input.policy);
   const { workflowId, runId } = workflowInfo();
   const key = input.key || workflowId;
+  // Heavy jobs run only in their allowed hours: the run waits for them, durably.
+  if (input.policy.allowedHours) {
+    for (let wait = await bookkeeping.msUntilAllowed({ now: new Date().toISOString(), hours: input.policy.allowedHours }); wait > 0;
+      wait = await bookkeeping.msUntilAllowed({ now: new Date().toISOString(), hours: input.policy.allowedHours })) {
+      await sleep(wait);
+    }
+  }
   let result: WindowResult;
   try {
     result = await processWindow({ ...input, key });

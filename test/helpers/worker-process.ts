@@ -7,6 +7,7 @@ import { consoleLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
 import { emailProvider } from '../../activities/notify/email.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
+import { eventRollup } from '../../jobs/event-rollup.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { createWorker } from '../../workers/create-worker.js';
@@ -17,9 +18,16 @@ const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
   smtpPort?: number; telegramUrl?: string; effectTimeout?: string;
   /** Die (SIGKILL) right after the effect, before its done marker. */
   killAfterEffect?: boolean;
+  /** A nightly rollup instead of the sales summary: chunk size, and the chunk after which to die. */
+  rollup?: { chunkSize: number; killAfterChunk?: number; heartbeatTimeout: string };
 };
 const db = createDb(process.env.DATABASE_URL!);
-const catalog = defineCatalog([{
+const rollupJob = spec.rollup && eventRollup({
+  name: spec.name, grid: spec.grid, start: spec.start, chunkSize: spec.rollup.chunkSize, heartbeatTimeout: spec.rollup.heartbeatTimeout,
+  retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
+  afterChunk: (chunk) => { if (chunk === spec.rollup?.killAfterChunk) process.kill(process.pid, 'SIGKILL'); },
+});
+const catalog = defineCatalog(rollupJob ? [rollupJob] : [{
   name: spec.name, grid: spec.grid, start: spec.start, lateness: '0m', attemptTimeout: spec.attemptTimeout ?? '30s',
   retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
   effectTimeout: spec.effectTimeout ?? '1m',
