@@ -31,6 +31,7 @@ export function policyOf(job: Job): ActivityPolicy {
   return {
     retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs, effectTimeoutMs: job.effectTimeoutMs,
     ...(job.heartbeatTimeoutMs ? { heartbeatTimeoutMs: job.heartbeatTimeoutMs } : {}),
+    ...(job.settle ? { settles: true } : {}),
     ...(job.allowedHours ? { allowedHours: { ...job.allowedHours, timezone: job.timezone } } : {}),
   };
 }

@@ -43,7 +43,7 @@ export function effectActivities(deps: ActivityDeps) {
     ({ key: row.effect_key, outcome, providerId: row.provider_id, error });
 
   /** Settles an attempt's marker and keeps the attempt's record; false if a newer attempt took over. */
-  async function settle(row: EffectRow, fence: number, startedAt: Date, to: { status: 'done' | 'failed' | 'unknown' | 'skipped'; providerId?: string | null; error?: string | null }): Promise<boolean> {
+  async function settle(row: EffectRow, fence: number, startedAt: Date, to: { status: 'done' | 'failed' | 'unknown' | 'skipped'; providerId?: string | null; result?: unknown; error?: string | null }): Promise<boolean> {
     const at = deps.now();
     const kept = await settleEffect(db, row.effect_key, fence, { ...to, at });
     await recordEffectAttempt(db, { key: row.effect_key, fence, startedAt, finishedAt: at, outcome: kept ? to.status : `${to.status} (superseded)`, providerId: to.providerId ?? null, error: to.error ?? null });
@@ -112,7 +112,7 @@ export function effectActivities(deps: ActivityDeps) {
         throw ApplicationFailure.create({ message: `effect ${row.effect_key} was claimed by another attempt`, type: EFFECT_FAILURE.inProgress, nextRetryDelay: 1_000 });
       }
       const startedAt = deps.now();
-      let sent: { providerId: string | null };
+      let sent: { providerId: string | null; result?: unknown };
       try {
         sent = await provider.perform(row.request as never, row.provider_key);
       } catch (err) {
@@ -138,7 +138,7 @@ export function effectActivities(deps: ActivityDeps) {
         return { key: row.effect_key, outcome: status, providerId: null, error };
       }
       await deps.hooks?.afterEffect?.(row.effect_key);
-      const kept = await settle(row, fence, startedAt, { status: 'done', providerId: sent.providerId, error: null });
+      const kept = await settle(row, fence, startedAt, { status: 'done', providerId: sent.providerId, result: sent.result, error: null });
       if (!kept) logger.warn(`EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`);
       logger.info(`EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`);
       return { key: row.effect_key, outcome: 'done', providerId: sent.providerId, error: null };

@@ -3,7 +3,7 @@
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { openEffectsOfWindow, recordEffects } from '../db/effects.js';
+import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
 import { alerting } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
@@ -55,6 +55,14 @@ export function windowActivities(deps: ActivityDeps) {
   }
 
   return {
+    /** Lets the job read what its effects' providers answered and record it. */
+    async settleWindow(input: WindowInput): Promise<void> {
+      const w = resolveWindow(input);
+      const job = deps.catalog.get(w.job);
+      if (!job.settle) return;
+      await job.settle({ db, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, effects: await listEffects(db, { windowKey: w.key }) });
+    },
+
     async processWindow(input: WindowInput): Promise<WindowResult> {
       const w = resolveWindow(input);
       const redact = deps.redact ?? ((t: string) => t);

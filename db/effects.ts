@@ -61,12 +61,13 @@ export async function claimEffect(db: Db, key: string, seenFence: number, leaseM
 }
 
 /** Moves an effect to a new state, only while `fence` is still the current one. */
-export async function settleEffect(db: Db, key: string, fence: number, to: { status: EffectStatus; providerId?: string | null; error?: string | null; at: Date }): Promise<boolean> {
+export async function settleEffect(db: Db, key: string, fence: number, to: { status: EffectStatus; providerId?: string | null; result?: unknown; error?: string | null; at: Date }): Promise<boolean> {
   const row = await db.updateTable('effects')
     .set({
       status: to.status, updated_at: to.at, lease_until: null,
       ...(to.status === 'done' ? { done_at: to.at } : {}),
       ...(to.providerId !== undefined ? { provider_id: to.providerId } : {}),
+      ...(to.result !== undefined ? { result: JSON.stringify(to.result) } : {}),
       ...(to.error !== undefined ? { last_error: to.error } : {}),
     })
     .where('effect_key', '=', key).where('fence', '=', fence)

@@ -113,6 +113,8 @@ export interface EffectTable {
   decision: 'resend' | 'skip' | null;
   decided_by: string | null;
   decided_at: Timestamp | null;
+  /** What the provider answered, where it says more than an id (per-item results of a batch). */
+  result: ColumnType<unknown, string | null | undefined, string | null>;
 }
 
 export interface EffectAttemptTable {
@@ -145,6 +147,12 @@ export interface DailyEventStatsTable { job: string; day: string; kind: string; 
 export interface BatchCheckpointTable { window_key: string; chunk: number; rows: number; committed_at: CreatedAt }
 export interface BatchPartialTable { window_key: string; chunk: number; day: string; kind: string; events: number; total: ColumnType<string, string | number, string | number> }
 
+export interface PriceUpdateTable { id: Generated<string>; sku: string; price: ColumnType<string, string | number, string | number>; stock: number; effective_at: Timestamp }
+export interface MarketplaceItemTable {
+  marketplace: string; sku: string; version: Timestamp; price: ColumnType<string, string | number, string | number>; stock: number;
+  window_key: string; status: 'pending' | 'applied' | 'rejected'; reason: string | null; updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -159,4 +167,6 @@ export interface Database {
   daily_event_stats: DailyEventStatsTable;
   batch_checkpoints: BatchCheckpointTable;
   batch_partials: BatchPartialTable;
+  price_updates: PriceUpdateTable;
+  marketplace_items: MarketplaceItemTable;
 }

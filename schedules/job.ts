@@ -6,6 +6,7 @@ import { z } from 'zod';
 import type { Kysely, Transaction } from 'kysely';
 import type { HttpRequest } from '../activities/notify/http-api.js';
 import type { EmailRequest, SlackRequest, TelegramRequest } from '../activities/notify/provider.js';
+import type { EffectRow } from '../db/effects.js';
 import type { Database, EffectPolicy } from '../db/schema.js';
 import { parseDuration } from './duration.js';
 import { isAligned, parseGrid, type Grid, type Window } from './windows.js';
@@ -69,6 +70,19 @@ export type WindowPreparer = (ctx: {
   readonly log: (line: string) => void;
 }) => Promise<void>;
 
+/**
+ * After a window's effects ran: read what the providers answered (per-item results of a batch)
+ * and record it, for example setting rejected items aside with their reason.
+ */
+export type WindowSettler = (ctx: {
+  readonly db: Kysely<Database>;
+  readonly job: Job;
+  readonly window: Window;
+  readonly key: string;
+  readonly generation: number;
+  readonly effects: readonly EffectRow[];
+}) => Promise<void>;
+
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
 
@@ -105,6 +119,7 @@ export interface JobSpec {
   effectTimeout?: string;
   handler: WindowHandler;
   prepare?: WindowPreparer;
+  settle?: WindowSettler;
   /** An attempt that stops heartbeating for this long is retried elsewhere (jobs with `prepare`). */
   heartbeatTimeout?: string;
   /** Local time range in which windows may run, e.g. { from: '01:00', to: '05:00' } in `timezone`. */
@@ -129,6 +144,7 @@ export interface Job {
   readonly effectTimeoutMs: number;
   readonly handler: WindowHandler;
   readonly prepare: WindowPreparer | undefined;
+  readonly settle: WindowSettler | undefined;
   readonly heartbeatTimeoutMs: number | undefined;
   readonly allowedHours: { readonly from: string; readonly to: string } | undefined;
   readonly seed: JobSeeder | undefined;
@@ -174,6 +190,7 @@ const specSchema = z.object({
   handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
   seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
   prepare: z.custom<WindowPreparer>((v) => typeof v === 'function', 'must be a function').optional(),
+  settle: z.custom<WindowSettler>((v) => typeof v === 'function', 'must be a function').optional(),
   heartbeatTimeout: durationText.optional(),
   allowedHours: z.object({ from: clockTime, to: clockTime }).strict().optional(),
 }).strict();
@@ -267,6 +284,7 @@ export function defineJob(spec: JobSpec): Job {
     effectTimeoutMs: parseDuration(s.effectTimeout)!,
     handler: s.handler,
     prepare: s.prepare,
+    settle: s.settle,
     heartbeatTimeoutMs: s.heartbeatTimeout === undefined ? undefined : parseDuration(s.heartbeatTimeout)!,
     allowedHours: s.allowedHours,
     seed: s.seed,

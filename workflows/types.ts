@@ -9,6 +9,8 @@ export interface ActivityPolicy {
   readonly effectTimeoutMs?: number;
   /** Set for jobs that heartbeat (long, chunked work). */
   readonly heartbeatTimeoutMs?: number;
+  /** The job reads its effects' answers after they ran (settleWindow). */
+  readonly settles?: boolean;
   /** The local time range in which the window may run; the workflow waits for it. */
   readonly allowedHours?: { readonly from: string; readonly to: string; readonly timezone: string };
 }

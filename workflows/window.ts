@@ -54,6 +54,7 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
       await raise({ job: input.job, subject: effectKey, kind: 'effect-failed', error, workflowId, runId });
     }
   }
+  if (input.policy.settles) await bookkeeping.settleWindow({ ...input, key });
   const open = effectOutcomes.filter((o) => o.outcome === 'unknown' || o.outcome === 'failed');
   if (open.length > 0) {
     throw ApplicationFailure.nonRetryable(`window ${key} committed, but ${open.length} effect(s) are not done: ${open.map((o) => `${o.key} ${o.outcome}`).join(', ')}`, 'EffectsIncomplete');

@@ -47,7 +47,13 @@ export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<str
       }
       if (response.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${response.status}`);
       if (response.status >= 400) throw new EffectError('rejected', `${what}: HTTP ${response.status} ${text.slice(0, 200)}`);
-      return { providerId: response.headers.get('x-request-id') ?? `${response.status}` };
+      let result: unknown;
+      try {
+        result = text ? JSON.parse(text) : undefined;
+      } catch {
+        result = undefined;
+      }
+      return { providerId: response.headers.get('x-request-id') ?? `${response.status}`, result };
     },
     async check(request) {
       if (!request.statusUrl) return 'cannot-tell';

@@ -21,7 +21,7 @@ export interface Provider<Req = unknown> {
   /** True when the provider drops a repeated request with the same key, so a resend after an unknown outcome is safe. */
   readonly idempotent: boolean;
   /** Acts once; throws EffectError saying what is known when it fails. */
-  perform(request: Req, providerKey: string): Promise<{ providerId: string | null }>;
+  perform(request: Req, providerKey: string): Promise<{ providerId: string | null; result?: unknown }>;
   /** Asks the provider whether an earlier attempt took effect, where it can say. */
   check?(request: Req, providerKey: string): Promise<'done' | 'absent' | 'cannot-tell'>;
 }
