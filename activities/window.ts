@@ -87,7 +87,7 @@ export function windowActivities(deps: ActivityDeps) {
         const committed = await db.transaction().execute(async (trx) => {
           const attempts = await claimWindow(trx, w, attemptMeta);
           if (attempts === undefined) return null;
-          const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt });
+          const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt, log: (line) => logger.info(line) });
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
           }

@@ -153,6 +153,11 @@ export interface MarketplaceItemTable {
   window_key: string; status: 'pending' | 'applied' | 'rejected'; reason: string | null; updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
+export interface BackupTable {
+  job: string; window_key: string; window_start: Timestamp; destination: string; object_key: string; bytes: number; sha256: string;
+  encrypted: boolean; table_counts: ColumnType<unknown, string, string>; restore_checked: boolean; created_at: CreatedAt; deleted_at: Timestamp | null;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -169,4 +174,5 @@ export interface Database {
   batch_partials: BatchPartialTable;
   price_updates: PriceUpdateTable;
   marketplace_items: MarketplaceItemTable;
+  backups: BackupTable;
 }

@@ -26,6 +26,8 @@ export interface WindowContext {
   readonly key: string;
   readonly generation: number;
   readonly attempt: number;
+  /** A log line through the worker's logger (secrets redacted). */
+  readonly log: (line: string) => void;
 }
 
 /**

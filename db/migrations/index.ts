@@ -5,6 +5,7 @@ import * as salesDemo from './20261129T1001_sales_demo.js';
 import * as effects from './20261129T1100_effects.js';
 import * as rollupDemo from './20261129T1200_rollup_demo.js';
 import * as marketplace from './20261129T1300_marketplace.js';
+import * as backups from './20261129T1400_backups.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -12,4 +13,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1100_effects': effects,
   '20261129T1200_rollup_demo': rollupDemo,
   '20261129T1300_marketplace': marketplace,
+  '20261129T1400_backups': backups,
 });

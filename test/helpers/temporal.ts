@@ -46,10 +46,12 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20
  * A test file's real stack: its own Temporal dev server and its own migrated database,
  * started before its tests and torn down after them.
  */
-export function realStack(): { readonly env: TestWorkflowEnvironment; readonly t: TestDb } {
+export function realStack(setup?: (stack: { env: TestWorkflowEnvironment; t: TestDb }) => Promise<void>): { readonly env: TestWorkflowEnvironment; readonly t: TestDb } {
   const stack = {} as { env: TestWorkflowEnvironment; t: TestDb };
   before(async () => {
     [stack.env, stack.t] = await Promise.all([startTemporal(), createTestDb()]);
+    // The file's own set-up that needs the stack runs in the same hook, so it always sees it ready.
+    await setup?.(stack);
   });
   after(async () => {
     await stack.t?.drop();

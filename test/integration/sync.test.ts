@@ -15,17 +15,18 @@ import { chatTexts, depsWithChannels } from '../helpers/effects.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
-const stack = realStack();
+const stack = realStack(async ({ t }) => {
+  for (const schema of ['crm', 'billing']) {
+    await sql`create schema ${sql.id(schema)}`.execute(t.db);
+    await sql`create table ${sql.id(schema, 'customers')} (id text primary key, name text not null, email text, updated_at timestamptz not null)`.execute(t.db);
+  }
+});
 let source: TestDb;
 let smtp: TestSmtp;
 let chat: TestChat;
 before(async () => {
   [source, smtp, chat] = await Promise.all([createTestDb(), startSmtp({ requireAuth: true }), startChat()]);
   await sql`create table customers (id text primary key, name text not null, email text, updated_at timestamptz not null default now(), deleted_at timestamptz)`.execute(source.db);
-  for (const schema of ['crm', 'billing']) {
-    await sql`create schema ${sql.id(schema)}`.execute(stack.t.db);
-    await sql`create table ${sql.id(schema, 'customers')} (id text primary key, name text not null, email text, updated_at timestamptz not null)`.execute(stack.t.db);
-  }
 });
 after(async () => {
   await closeSyncSources();

@@ -1,0 +1,113 @@
+// Where backups go: a local (or mounted on-premises) directory, or S3-compatible storage
+// (AWS S3, Backblaze B2's S3 API, ...). A backup is written to a staging name, verified, and
+// only then published under its final name; staging is removed whatever happens.
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { CopyObjectCommand, DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+
+export interface Destination {
+  readonly describe: string;
+  /** Streams to a staging object; rejects (and leaves nothing) if the stream fails. */
+  putStaging(key: string, body: Readable): Promise<void>;
+  readStaging(key: string): Promise<Readable>;
+  /** Makes the staging object visible under its final key. */
+  publish(key: string): Promise<void>;
+  discardStaging(key: string): Promise<void>;
+  read(key: string): Promise<Readable>;
+  list(prefix: string): Promise<string[]>;
+  remove(key: string): Promise<void>;
+}
+
+const STAGING = '.staging/';
+
+export function localDestination(root: string): Destination {
+  const path = (key: string) => join(root, key);
+  return {
+    describe: `directory ${root}`,
+    async putStaging(key, body) {
+      const file = path(STAGING + key);
+      await mkdir(dirname(file), { recursive: true });
+      try {
+        await pipeline(body, createWriteStream(file));
+        const fh = await open(file, 'r+');
+        await fh.sync();
+        await fh.close();
+      } catch (err) {
+        await rm(file, { force: true });
+        throw err;
+      }
+    },
+    readStaging: async (key) => createReadStream(path(STAGING + key)),
+    async publish(key) {
+      await mkdir(dirname(path(key)), { recursive: true });
+      await rename(path(STAGING + key), path(key));
+    },
+    discardStaging: (key) => rm(path(STAGING + key), { force: true }),
+    read: async (key) => createReadStream(path(key)),
+    async list(prefix) {
+      const dir = path(prefix);
+      const names = await readdir(dir).catch(() => [] as string[]);
+      const files: string[] = [];
+      for (const n of names) if ((await stat(join(dir, n))).isFile()) files.push(`${prefix}${n}`);
+      return files.sort();
+    },
+    remove: (key) => rm(path(key), { force: true }),
+  };
+}
+
+export interface S3Settings {
+  bucket: string;
+  region?: string;
+  endpoint?: string;
+  accessKeyId: string;
+  secretAccessKey: string;
+  forcePathStyle?: boolean;
+  /** Multipart part size; default 8 MiB. */
+  partSize?: number;
+}
+
+export function s3Destination(s: S3Settings): Destination {
+  const client = new S3Client({
+    region: s.region ?? 'us-east-1',
+    ...(s.endpoint ? { endpoint: s.endpoint } : {}),
+    forcePathStyle: s.forcePathStyle ?? !!s.endpoint,
+    credentials: { accessKeyId: s.accessKeyId, secretAccessKey: s.secretAccessKey },
+    // Checksums only where the API requires them: the SDK's default streaming checksum framing
+    // is stored verbatim by some S3-compatible servers, and B2 rejects some of its headers.
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+    maxAttempts: 3,
+  });
+  const get = async (key: string) => (await client.send(new GetObjectCommand({ Bucket: s.bucket, Key: key }))).Body as Readable;
+  const del = async (key: string) => { await client.send(new DeleteObjectCommand({ Bucket: s.bucket, Key: key })); };
+  return {
+    describe: `s3://${s.bucket}${s.endpoint ? ` at ${new URL(s.endpoint).host}` : ''}`,
+    async putStaging(key, body) {
+      // Multipart for large dumps; an upload that fails is aborted, so no object appears.
+      const upload = new Upload({ client, params: { Bucket: s.bucket, Key: STAGING + key, Body: body }, partSize: s.partSize ?? 8 * 1024 * 1024, leavePartsOnError: false });
+      await upload.done();
+    },
+    readStaging: (key) => get(STAGING + key),
+    async publish(key) {
+      await client.send(new CopyObjectCommand({ Bucket: s.bucket, Key: key, CopySource: `${s.bucket}/${encodeURIComponent(STAGING + key).replace(/%2F/g, '/')}` }));
+      await del(STAGING + key);
+    },
+    discardStaging: (key) => del(STAGING + key).catch(() => undefined),
+    read: get,
+    async list(prefix) {
+      const keys: string[] = [];
+      let token: string | undefined;
+      do {
+        const r = await client.send(new ListObjectsV2Command({ Bucket: s.bucket, Prefix: prefix, ContinuationToken: token }));
+        keys.push(...(r.Contents ?? []).map((c) => c.Key!).filter((k) => !k.startsWith(STAGING)));
+        token = r.NextContinuationToken;
+      } while (token);
+      return keys.sort();
+    },
+    remove: del,
+  };
+}

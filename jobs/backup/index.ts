@@ -1,0 +1,162 @@
+// Job kind "database backup": pg_dump (custom format, compressed) of a database, SHA-256 while
+// streaming, optional encryption at rest, written to a staging name, read back and compared,
+// listed with pg_restore, optionally restored into a scratch database with row counts compared,
+// and only then published. Retention keeps N daily, weekly and monthly backups. A failed or
+// killed pg_dump, a cut-off upload or a checksum mismatch publishes nothing, and the failed
+// window alerts.
+import { Writable, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { DateTime } from 'luxon';
+import pg from 'pg';
+import type { Transaction } from 'kysely';
+import { ensureDatabase } from '../../db/database.js';
+import type { Database } from '../../db/schema.js';
+import type { JobSpec, WindowHandler } from '../../schedules/job.js';
+import { isoUtc } from '../../schedules/windows.js';
+import type { Destination } from './destination.js';
+import { pgRestore, startDump, type Dump } from './pg.js';
+import { decryptor, Digest, encryptor } from './streams.js';
+
+export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
+  /** postgres:// URL of the database to back up. */
+  database: string;
+  destination: Destination;
+  /** Object names start with this; default "<job name>/". */
+  prefix?: string;
+  /** 32-byte key (AES-256-GCM) for encryption at rest. */
+  encryptionKey?: Buffer;
+  retention: { daily: number; weekly: number; monthly: number };
+  /** Tables whose row counts are recorded (from the dump's own snapshot) and compared after a full restore. */
+  tables: string[];
+  /** Restore every `every`-th window into this scratch database (dropped afterwards). */
+  restoreCheck?: { every: number; scratchDatabaseUrl: string };
+  /** Test seam: sees the pg_dump process once it started. */
+  onDump?: (dump: Dump) => void;
+}
+
+async function sha256Of(stream: Readable): Promise<{ hex: string; bytes: number }> {
+  const d = new Digest();
+  await pipeline(stream, d, new Writable({ write: (_chunk, _enc, cb) => cb() }));
+  return { hex: d.hex(), bytes: d.bytes };
+}
+
+async function countRows(client: pg.Client, tables: string[]): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const t of tables) {
+    const r = await client.query<{ n: string }>(`select count(*) as n from ${t.split('.').map((p) => pg.escapeIdentifier(p)).join('.')}`);
+    out[t] = Number(r.rows[0]!.n);
+  }
+  return out;
+}
+
+/** Which backups retention keeps: the newest N, the newest of the last N ISO weeks, and of the last N months. */
+export function keepSet(starts: { key: string; start: Date }[], r: BackupOptions['retention'], zone: string): Set<string> {
+  const sorted = [...starts].sort((a, b) => b.start.getTime() - a.start.getTime());
+  const keep = new Set(sorted.slice(0, r.daily).map((b) => b.key));
+  for (const [unit, n] of [['week', r.weekly], ['month', r.monthly]] as const) {
+    const seen = new Set<string>();
+    for (const b of sorted) {
+      const bucket = DateTime.fromJSDate(b.start, { zone }).startOf(unit).toISODate()!;
+      if (seen.has(bucket)) continue;
+      if (seen.size >= n) break;
+      seen.add(bucket);
+      keep.add(b.key);
+    }
+  }
+  return keep;
+}
+
+export function databaseBackup(opts: BackupOptions): JobSpec {
+  const { database, destination, encryptionKey, retention, tables, restoreCheck, onDump, ...spec } = opts;
+  const prefix = opts.prefix ?? `${opts.name}/`;
+  const plain = (s: Readable) => (encryptionKey ? s.pipe(decryptor(encryptionKey)) : s);
+
+  const handler: WindowHandler = async ({ trx, job, window, key, log }) => {
+    const objectKey = `${prefix}${isoUtc(window.start).replace(/[-:]/g, '')}.dump${encryptionKey ? '.enc' : ''}`;
+    // One snapshot for the counts and the dump, so they describe the same data.
+    const snap = new pg.Client({ connectionString: database });
+    await snap.connect();
+    let counts: Record<string, number>;
+    let digest: Digest;
+    try {
+      await snap.query('begin isolation level repeatable read read only');
+      const snapshot = (await snap.query<{ s: string }>('select pg_export_snapshot() as s')).rows[0]!.s;
+      counts = await countRows(snap, tables);
+      const dump = startDump(database, { snapshot });
+      onDump?.(dump);
+      digest = new Digest();
+      const body = encryptionKey ? dump.stream.pipe(encryptor(encryptionKey)) : dump.stream;
+      dump.stream.once('error', (err) => body.destroy(err));
+      try {
+        await Promise.all([destination.putStaging(objectKey, body.pipe(digest)), dump.done]);
+      } catch (err) {
+        await destination.discardStaging(objectKey);
+        throw err;
+      }
+    } finally {
+      await snap.end().catch(() => undefined);
+    }
+    const written = { hex: digest.hex(), bytes: digest.bytes };
+    try {
+      const stored = await sha256Of(await destination.readStaging(objectKey));
+      if (stored.hex !== written.hex || stored.bytes !== written.bytes) {
+        throw new Error(`checksum mismatch for ${objectKey}: wrote ${written.bytes} bytes sha256 ${written.hex}, read back ${stored.bytes} bytes sha256 ${stored.hex}`);
+      }
+      const listing = await pgRestore(plain(await destination.readStaging(objectKey)), ['--list']);
+      if (!/TABLE DATA/.test(listing)) throw new Error(`pg_restore --list of ${objectKey} shows no table data`);
+      const index = Math.round((window.start.getTime() - (job.start ?? window.start).getTime()) / 86_400_000);
+      const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
+      if (checkRestore) await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl);
+      await destination.publish(objectKey);
+      log(`BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`);
+      await trx.insertInto('backups').values({
+        job: job.name, window_key: key, window_start: window.start, destination: destination.describe, object_key: objectKey, bytes: written.bytes,
+        sha256: written.hex, encrypted: !!encryptionKey, table_counts: JSON.stringify(counts), restore_checked: checkRestore,
+      }).onConflict((oc) => oc.columns(['job', 'window_key']).doUpdateSet({ bytes: written.bytes, sha256: written.hex, object_key: objectKey, deleted_at: null })).execute();
+    } catch (err) {
+      await destination.discardStaging(objectKey);
+      throw err;
+    }
+    const removed = await applyRetention(trx, job.name, job.timezone);
+    return { input: 1, applied: 1, quarantined: 0, details: { objectKey, bytes: written.bytes, sha256: written.hex, counts, removed } };
+  };
+
+  async function restoreAndCompare(objectKey: string, expected: Record<string, number>, scratchUrl: string): Promise<void> {
+    const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
+    const admin = new URL(scratchUrl);
+    admin.pathname = '/postgres';
+    const drop = async () => {
+      const c = new pg.Client({ connectionString: admin.toString() });
+      await c.connect();
+      await c.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
+      await c.end();
+    };
+    await drop();
+    await ensureDatabase(scratchUrl);
+    try {
+      await pgRestore(plain(await destination.readStaging(objectKey)), ['--no-owner', '--exit-on-error'], scratchUrl);
+      const c = new pg.Client({ connectionString: scratchUrl });
+      await c.connect();
+      const got = await countRows(c, Object.keys(expected)).finally(() => c.end());
+      const wrong = Object.keys(expected).filter((t) => got[t] !== expected[t]);
+      if (wrong.length) throw new Error(`restore check of ${objectKey}: row counts differ for ${wrong.map((t) => `${t} (${got[t]} restored, ${expected[t]} dumped)`).join(', ')}`);
+    } finally {
+      await drop();
+    }
+  }
+
+  async function applyRetention(trx: Transaction<Database>, jobName: string, zone: string): Promise<string[]> {
+    const live = await trx.selectFrom('backups').select(['window_key', 'window_start', 'object_key']).where('job', '=', jobName).where('deleted_at', 'is', null).execute();
+    const keep = keepSet(live.map((b) => ({ key: b.window_key, start: b.window_start })), retention, zone);
+    const removed: string[] = [];
+    for (const b of live) {
+      if (keep.has(b.window_key)) continue;
+      await destination.remove(b.object_key);
+      await trx.updateTable('backups').set({ deleted_at: new Date() }).where('job', '=', jobName).where('window_key', '=', b.window_key).execute();
+      removed.push(b.object_key);
+    }
+    return removed;
+  }
+
+  return { description: `Backups of ${new URL(database).pathname.slice(1)} to ${destination.describe}`, ...spec, handler };
+}

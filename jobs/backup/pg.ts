@@ -1,0 +1,56 @@
+// pg_dump and pg_restore as child processes. The password goes through the environment, never
+// the command line; a dump's output ends only after pg_dump exited 0, so a failed or killed dump
+// can never look like a short, complete one.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { PassThrough, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
+function connection(url: string): { args: string[]; env: NodeJS.ProcessEnv } {
+  const u = new URL(url);
+  const password = decodeURIComponent(u.password);
+  u.password = '';
+  return { args: [`--dbname=${u.toString()}`], env: { ...process.env, ...(password ? { PGPASSWORD: password } : {}) } };
+}
+
+export interface Dump { stream: Readable; child: ChildProcess; done: Promise<void> }
+
+export function startDump(url: string, opts: { snapshot?: string } = {}): Dump {
+  const c = connection(url);
+  const child = spawn('pg_dump', ['--format=custom', '--compress=6', '--no-password', ...(opts.snapshot ? [`--snapshot=${opts.snapshot}`] : []), ...c.args], { env: c.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const out = new PassThrough();
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
+  child.stdout!.pipe(out, { end: false });
+  const done = new Promise<void>((resolve, reject) => {
+    child.once('error', (err) => { out.destroy(err); reject(err); });
+    child.once('close', (code, signal) => {
+      if (code === 0) {
+        out.end();
+        resolve();
+      } else {
+        const err = new Error(`pg_dump ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${stderr.trim() || 'no output'}`);
+        out.destroy(err);
+        reject(err);
+      }
+    });
+  });
+  done.catch(() => undefined);
+  return { stream: out, child, done };
+}
+
+/** Runs pg_restore with the backup on stdin; resolves with its stdout. */
+export async function pgRestore(input: Readable, args: string[], url?: string): Promise<string> {
+  const c = url ? connection(url) : { args: [], env: process.env };
+  const child = spawn('pg_restore', [...args, ...c.args], { env: c.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
+  const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+  // pg_restore --list stops reading after the table of contents: a closed stdin is no error then.
+  const fed = await pipeline(input, child.stdin!).then(() => null, (err: unknown) => err as NodeJS.ErrnoException);
+  const code = await exited;
+  if (fed && !(fed.code === 'EPIPE' && code === 0)) throw fed;
+  if (code !== 0) throw new Error(`pg_restore ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);
+  return stdout;
+}
