@@ -23,7 +23,7 @@ const log = (line: string) => console.log(`[tidemark] ${line}`);
 async function main(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   let config = loadConfig();
-  const catalog = buildCatalog();
+  const catalog = buildCatalog(config);
   const cleanups: (() => Promise<unknown>)[] = [];
   const stop = async () => {
     for (const fn of cleanups.reverse()) await fn().catch((err: unknown) => console.error(err));

@@ -12,7 +12,7 @@ import { bundleWorkflows, createWorker } from './create-worker.js';
 async function main(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   const config = loadConfig();
-  const catalog = buildCatalog();
+  const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;

@@ -8,13 +8,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
+import pg from 'pg';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/net.js';
 import { eventually } from '../helpers/temporal.js';
 
 let t: TestDb;
 before(async () => { t = await createTestDb(); });
-after(async () => { await t?.drop(); });
+after(async () => {
+  // npm start's demo CRM database sits next to the one it was given.
+  const crm = new URL(t.url);
+  const admin = new pg.Client({ connectionString: (() => { const u = new URL(t.url); u.pathname = '/postgres'; return u.toString(); })() });
+  await admin.connect();
+  await admin.query(`drop database if exists ${pg.escapeIdentifier(`${crm.pathname.slice(1)}_demo_crm`)} with (force)`);
+  await admin.end();
+  await t?.drop();
+});
 
 test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
@@ -33,6 +42,11 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     assert.match(out, /\+ create tidemark:sales-hourly/);
     await eventually(async () => (/PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out) ? true : undefined), 60_000, `a processed window:\n${out}`);
     await eventually(async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined), 60_000, `the demo backfill:\n${out}`);
+    // Every demo job kind ran its first window.
+    for (const job of ['sales-daily-report', 'customer-sync', 'db-backup', 'housekeeping']) {
+      await eventually(async () => (new RegExp(`PROCESSED job=${job} `).test(out) ? true : undefined), 60_000, `${job} to process a window:\n${out}`);
+    }
+    assert.match(out, /BACKUP job=db-backup .* restore-checked/);
     const days = await t.db.selectFrom('daily_sales').select(['day', 'order_count']).where('job', '=', 'sales-hourly').execute();
     assert.ok(days.reduce((s, d) => s + d.order_count, 0) > 900, JSON.stringify(days));
     const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
