@@ -16,6 +16,7 @@ import { installRuntime } from '../workers/runtime.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
 import { startMailCapture } from './mail-capture.js';
+import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
 
 const log = (line: string) => console.log(`[tidemark] ${line}`);
@@ -51,6 +52,18 @@ async function main(): Promise<void> {
       cleanups.push(() => capture.close());
       config = loadConfig({ ...process.env, SMTP_HOST: '127.0.0.1', SMTP_PORT: String(capture.port), TIDEMARK_ALERT_EMAIL: process.env.TIDEMARK_ALERT_EMAIL || 'ops@localhost' });
       log(`mail capture on 127.0.0.1:${capture.port}: alerts and reports land in ${capture.dir}/*.eml`);
+    }
+
+    const shop = new URL(config.TIDEMARK_DEMO_MARKETPLACE_URL);
+    if (['127.0.0.1', 'localhost'].includes(shop.hostname)) {
+      const simulator = await startMarket(Number(shop.port)).catch((err: unknown) => {
+        log(`the demo marketplace could not listen on ${shop.host} (${(err as Error).message}); marketplace-prices will fail and alert`);
+        return undefined;
+      });
+      if (simulator) {
+        cleanups.push(() => simulator.close());
+        log(`demo marketplace simulator on ${shop.origin}: its book is at ${shop.href.replace(/\/$/, '')}/v1/items`);
+      }
     }
 
     const server = await startTemporalServer(config, log);

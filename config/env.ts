@@ -12,6 +12,8 @@ const schema = z.object({
   TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TIDEMARK_STATE_DIR: z.string().min(1).default('.tidemark'),
   TEMPORAL_CLI: z.string().min(1).optional(),
+  /** Where the demo marketplace job pushes; npm start runs a simulator there. */
+  TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   SMTP_HOST: z.string().min(1).optional(),

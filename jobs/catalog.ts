@@ -7,9 +7,10 @@ import { defineCatalog, type Catalog } from '../schedules/job.js';
 import { localDestination } from './backup/destination.js';
 import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';
-import { seedCrm, seedEvents, seedFiles } from './demo.js';
+import { seedCrm, seedEvents, seedFiles, seedPrices } from './demo.js';
 import { eventRollup } from './event-rollup.js';
 import { maintenance } from './maintenance/index.js';
+import { marketplacePush } from './marketplace.js';
 import { report } from './report/index.js';
 import { salesReportColumns, salesReportQuery } from './sales-report.js';
 import { salesSummary } from './sales-summary.js';
@@ -61,6 +62,15 @@ export function buildCatalog(config: Config = loadConfig()): Catalog {
         retention: { daily: 7, weekly: 4, monthly: 6 }, tables: ['orders', 'daily_sales', 'job_windows'],
         restoreCheck: { every: 7, scratchDatabaseUrl: sibling(config.DATABASE_URL, '_restore_check') },
       }),
+    },
+    {
+      ...marketplacePush({
+        name: 'marketplace-prices',
+        description: 'Prices and stock to the demo shop (a simulator npm start runs)',
+        grid: '15m', lateness: '1m', maxCatchUp: 96,
+        marketplaces: [{ name: 'demo-shop', url: config.TIDEMARK_DEMO_MARKETPLACE_URL, batchSize: 20 }],
+      }),
+      seed: seedPrices,
     },
     {
       ...eventRollup({

@@ -45,3 +45,11 @@ export function seedCrm(sourceUrl: string): JobSeeder {
     await sql`create table if not exists crm_copy.customers (id text primary key, name text not null, email text, updated_at timestamptz not null)`.execute(db);
   };
 }
+
+/** Price and stock changes of 30 products over the past hours, for the marketplace push. */
+export const seedPrices: JobSeeder = async (db, { now }) => {
+  await sql`insert into price_updates (sku, price, stock, effective_at)
+    select 'sku-' || lpad((n % 30)::text, 3, '0'), round((5 + (n * 37 % 500) / 10.0)::numeric, 2), n * 7 % 120,
+           ${now}::timestamptz - (n * interval '4 minutes')
+      from generate_series(1, 120) n`.execute(db);
+};

@@ -43,7 +43,7 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     await eventually(async () => (/PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out) ? true : undefined), 60_000, `a processed window:\n${out}`);
     await eventually(async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined), 60_000, `the demo backfill:\n${out}`);
     // Every demo job kind ran its first window.
-    for (const job of ['sales-daily-report', 'customer-sync', 'db-backup', 'housekeeping']) {
+    for (const job of ['sales-daily-report', 'customer-sync', 'db-backup', 'housekeeping', 'marketplace-prices']) {
       await eventually(async () => (new RegExp(`PROCESSED job=${job} `).test(out) ? true : undefined), 60_000, `${job} to process a window:\n${out}`);
     }
     assert.match(out, /BACKUP job=db-backup .* restore-checked/);

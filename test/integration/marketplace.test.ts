@@ -8,7 +8,7 @@ import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { marketplacePush } from '../../jobs/marketplace.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
-import { startMarket, type TestMarket } from '../helpers/marketplace.js';
+import { startMarket, type TestMarket } from '../../bin/marketplace-simulator.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -26,7 +26,8 @@ test('prices and stock to two marketplaces: once per item, rejections set aside,
   rows.push({ sku: 'sku-01', price: 1, stock: 1, effective_at: '2026-07-01T09:30:00Z' }, { sku: 'sku-20', price: 20, stock: 20, effective_at: '2026-07-01T09:40:00Z' });
   await stack.t.db.insertInto('price_updates').values(rows).execute();
   market.reject.set('alpha:sku-07', 'unknown product');
-  market.plan.set('alpha', ['apply-then-timeout']);
+  // alpha: batch 1 applied but its reply lost; batch 2 fails once with a 500 before it is applied.
+  market.plan.set('alpha', ['apply-then-timeout', 'ok', 'fail']);
   market.plan.set('beta', ['rate-limit']);
 
   const catalog = defineCatalog([marketplacePush({
@@ -56,6 +57,8 @@ test('prices and stock to two marketplaces: once per item, rejections set aside,
   assert.ok([...market.applied.values()].every((n) => n === 1));
   const alphaFirst = market.requests.filter((q) => q.market === 'alpha' && q.batchKey === `${job}/2026-07-01T10:00:00Z:push:alpha:1`);
   assert.deepEqual(alphaFirst.map((q) => q.answer), ['apply-then-timeout', 'ok']);
+  const alphaSecond = market.requests.filter((q) => q.market === 'alpha' && q.batchKey === `${job}/2026-07-01T10:00:00Z:push:alpha:2`);
+  assert.deepEqual(alphaSecond.map((q) => q.answer), ['fail', 'ok']);
   const betaFirst = market.requests.filter((q) => q.market === 'beta' && q.batchKey === `${job}/2026-07-01T10:00:00Z:push:beta:1`);
   assert.deepEqual(betaFirst.map((q) => q.answer), ['rate-limit', 'ok']);
   assert.ok(betaFirst[1]!.at - betaFirst[0]!.at >= 1_000, 'Retry-After honoured');

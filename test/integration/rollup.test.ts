@@ -64,7 +64,9 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
   const catalog = defineCatalog([eventRollup({ name: clean, grid: 'day', start: window.start, chunkSize: 1_000 })]);
   const q2 = uniqueQueue('rollup-clean');
   await withWorker(stack.env, q2, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    await stack.env.client.workflow.execute('window', { taskQueue: q2, workflowId: `${clean}/w`, args: [{ job: clean, ...window, generation: 0, key: `${clean}/2026-06-10T00:00:00Z`, trigger: 'manual', policy: policy() }] });
+    const once = () => stack.env.client.workflow.execute('window', { taskQueue: q2, workflowId: `${clean}/w`, args: [{ job: clean, ...window, generation: 0, key: `${clean}/2026-06-10T00:00:00Z`, trigger: 'manual', policy: policy() }] }) as Promise<WindowRunResult>;
+    assert.equal((await once()).outcome, 'processed');
+    assert.equal((await once()).outcome, 'already-done', 'a second run changes nothing');
   });
   assert.deepEqual(await stats(clean), await stats(job));
   assert.equal((await stack.t.db.selectFrom('batch_partials').selectAll().execute()).length, 0, 'no partial results left behind');

@@ -1,6 +1,8 @@
-// A marketplace API on loopback that keeps state: prices and stock per SKU with a version,
-// per-item idempotency keys, and answers that can be told to fail, to time out after applying,
-// or to rate-limit; some SKUs can be rejected.
+// A marketplace API simulator for the demo and the tests: it keeps prices and stock per SKU
+// with a version, honours per-item idempotency keys, never takes an older version over a newer
+// one, and can be told to fail, to time out after applying, to rate-limit, or to reject SKUs.
+// POST /<marketplace>/v1/items:batchUpdate  {items: [{sku, price, stock, version, idempotencyKey}]}
+// GET  /<marketplace>/v1/items              the current book, for people.
 import { createServer } from 'node:http';
 
 export type MarketAnswer = 'ok' | 'fail' | 'apply-then-timeout' | 'rate-limit';
@@ -18,7 +20,7 @@ export interface TestMarket {
   close(): Promise<void>;
 }
 
-export async function startMarket(): Promise<TestMarket> {
+export async function startMarket(port = 0): Promise<TestMarket> {
   const state: TestMarket['state'] = new Map();
   const applied = new Map<string, number>();
   const results = new Map<string, unknown>();
@@ -27,6 +29,10 @@ export async function startMarket(): Promise<TestMarket> {
   const reject = new Map<string, string>();
   const server = createServer((req, res) => {
     void (async () => {
+      const book = /^\/([^/]+)\/v1\/items$/.exec(req.url ?? '');
+      if (book && req.method === 'GET') {
+        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(Object.fromEntries(state.get(book[1]!) ?? new Map()), null, 2));
+      }
       const match = /^\/([^/]+)\/v1\/items:batchUpdate$/.exec(req.url ?? '');
       if (!match || req.method !== 'POST') return void res.writeHead(404).end();
       const market = match[1]!;
@@ -37,17 +43,17 @@ export async function startMarket(): Promise<TestMarket> {
       requests.push({ market, answer, batchKey: String(req.headers['idempotency-key']), skus: items.map((i) => i.sku), at: Date.now() });
       if (answer === 'fail') return void res.writeHead(500).end('{"error":"internal"}');
       if (answer === 'rate-limit') return void res.writeHead(429, { 'retry-after': '1' }).end('{"error":"slow down"}');
-      const book = state.get(market) ?? new Map();
-      state.set(market, book);
+      const held = state.get(market) ?? new Map();
+      state.set(market, held);
       const out = items.map((i) => {
         const seen = results.get(`${market}|${i.idempotencyKey}`);
         if (seen) return seen;
         let r: { sku: string; status: string; reason?: string };
-        const cur = book.get(i.sku);
+        const cur = held.get(i.sku);
         if (reject.has(`${market}:${i.sku}`)) r = { sku: i.sku, status: 'rejected', reason: reject.get(`${market}:${i.sku}`)! };
         else if (cur && cur.version >= i.version) r = { sku: i.sku, status: 'stale' };
         else {
-          book.set(i.sku, { price: i.price, stock: i.stock, version: i.version });
+          held.set(i.sku, { price: i.price, stock: i.stock, version: i.version });
           applied.set(`${market}|${i.idempotencyKey}`, (applied.get(`${market}|${i.idempotencyKey}`) ?? 0) + 1);
           r = { sku: i.sku, status: 'applied' };
         }
@@ -59,7 +65,10 @@ export async function startMarket(): Promise<TestMarket> {
       else reply();
     })();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, '127.0.0.1', () => resolve());
+  });
   const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {
     url: (name) => `${base}/${name}`, state, applied, requests, plan, reject,
