@@ -56,18 +56,22 @@ export interface WindowCounts {
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */
 export type WindowHandler = (ctx: WindowContext) => Promise<WindowCounts>;
 
+/** A window's identity and a database handle (no transaction) for the steps around its commit. */
+export interface WindowScope {
+  readonly db: Kysely<Database>;
+  readonly job: Job;
+  readonly window: Window;
+  readonly key: string;
+  readonly generation: number;
+}
+
 /**
  * Long work before a window's transaction (a nightly batch in chunks): it commits its own
  * checkpoints, so an attempt that dies resumes where the last one stopped, and calls
  * `heartbeat` after each chunk so a dead worker is noticed quickly. The handler then folds its
  * results in with the window's done marker.
  */
-export type WindowPreparer = (ctx: {
-  readonly db: Kysely<Database>;
-  readonly job: Job;
-  readonly window: Window;
-  readonly key: string;
-  readonly generation: number;
+export type WindowPreparer = (ctx: WindowScope & {
   readonly heartbeat: (details?: unknown) => void;
   readonly log: (line: string) => void;
 }) => Promise<void>;
@@ -76,14 +80,7 @@ export type WindowPreparer = (ctx: {
  * After a window's effects ran: read what the providers answered (per-item results of a batch)
  * and record it, for example setting rejected items aside with their reason.
  */
-export type WindowSettler = (ctx: {
-  readonly db: Kysely<Database>;
-  readonly job: Job;
-  readonly window: Window;
-  readonly key: string;
-  readonly generation: number;
-  readonly effects: readonly EffectRow[];
-}) => Promise<void>;
+export type WindowSettler = (ctx: WindowScope & { readonly effects: readonly EffectRow[] }) => Promise<void>;
 
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;

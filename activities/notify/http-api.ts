@@ -1,6 +1,7 @@
 // Generic HTTP API calls as effects, with the provider's own idempotency: every request carries
 // `Idempotency-Key: <effect key>`, so a resend after a lost reply is answered, not applied again.
 // Where the API can say what happened (`statusUrl`), the guard asks it before acting again.
+import { fetchFailure, retryAfter } from './http.js';
 import { EffectError, type Provider } from './provider.js';
 
 export interface HttpRequest {
@@ -9,16 +10,6 @@ export interface HttpRequest {
   body: unknown;
   /** GET here answers 200 when the request was applied, 404 when it was not. */
   statusUrl?: string;
-}
-
-const NOT_SENT = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
-
-function code(err: unknown): string | undefined {
-  for (let e: unknown = err; e; e = (e as { cause?: unknown }).cause) {
-    const c = (e as { code?: unknown }).code;
-    if (typeof c === 'string') return c;
-  }
-  return undefined;
 }
 
 export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<string, string> } = {}): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
@@ -36,15 +27,10 @@ export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<str
           signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000),
         });
       } catch (err) {
-        const c = code(err);
-        if (c && NOT_SENT.has(c)) throw new EffectError('not-sent', `${what}: connection failed (${c})`);
-        throw new EffectError('unknown', `${what}: no reply (${c ?? (err as Error).name})`);
+        throw fetchFailure(err, what);
       }
       const text = await response.text().catch(() => '');
-      if (response.status === 429) {
-        const after = Number(response.headers.get('retry-after'));
-        throw new EffectError('not-sent', `${what}: rate limited`, Number.isFinite(after) ? after * 1000 : undefined);
-      }
+      if (response.status === 429) throw new EffectError('not-sent', `${what}: rate limited`, retryAfter(response.headers.get('retry-after') ?? undefined));
       if (response.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${response.status}`);
       if (response.status >= 400) throw new EffectError('rejected', `${what}: HTTP ${response.status} ${text.slice(0, 200)}`);
       let result: unknown;

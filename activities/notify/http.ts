@@ -18,6 +18,13 @@ function causeCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/** A fetch that threw: a connection that never opened was not sent; anything later is unknown. */
+export function fetchFailure(err: unknown, what: string): EffectError {
+  const code = causeCode(err);
+  if (code && NOT_SENT_CODES.has(code)) return new EffectError('not-sent', `${what}: connection failed (${code})`);
+  return new EffectError('unknown', `${what}: no reply (${code ?? (err as Error).name}); the request may have been received`);
+}
+
 /** Seconds in a Retry-After header (or a body field) as milliseconds. */
 export function retryAfter(seconds: unknown): number | undefined {
   const n = typeof seconds === 'string' ? Number(seconds) : seconds;
@@ -35,9 +42,7 @@ export async function postJson(url: string, body: unknown, opts: { what: string;
       signal: AbortSignal.timeout(opts.timeoutMs),
     });
   } catch (err) {
-    const code = causeCode(err);
-    if (code && NOT_SENT_CODES.has(code)) throw new EffectError('not-sent', `${opts.what}: connection failed (${code})`);
-    throw new EffectError('unknown', `${opts.what}: no reply (${code ?? (err as Error).name}); the request may have been received`);
+    throw fetchFailure(err, opts.what);
   }
   let parsed: Record<string, unknown> = {};
   try {
