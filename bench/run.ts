@@ -20,6 +20,7 @@ import { isoUtc } from '../schedules/windows.js';
 import { findTemporalCli } from '../scripts/temporal-cli.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';
+import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import type { BackfillResult } from '../workflows/types.js';
 
 const WINDOWS = Number(process.env.BENCH_WINDOWS ?? 100);
@@ -191,6 +192,7 @@ async function backfill(): Promise<void> {
   const t = await createTestDb();
   const env = await TestWorkflowEnvironment.createLocal({ server: { executable: { type: 'existing-path', path: findTemporalCli({ install: true }) }, log: { format: 'pretty', level: 'error' } } });
   try {
+    await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
     const bundle = await bundleWorkflowCode({ workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)), logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} } });
     const catalog = defineCatalog([{ name: 'bf', grid: '1h', start: isoUtc(new Date(T0)), handler: summariseWindow }]);
     const worker = await Worker.create({

@@ -8,11 +8,13 @@ import { sql } from 'kysely';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
+import { searchAttributes } from '../workflows/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
 import { buildDeps } from '../workers/deps.js';
 import { installRuntime } from '../workers/runtime.js';
+import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
 import { startMailCapture } from './mail-capture.js';
@@ -71,6 +73,8 @@ async function main(): Promise<void> {
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    const added = await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
+    if (added.length) log(`search attributes registered: ${added.join(', ')}`);
 
     const now = new Date();
     for (const job of catalog.jobs) await job.seed?.(db, { now });
@@ -102,6 +106,8 @@ async function main(): Promise<void> {
         taskQueue: config.TIDEMARK_TASK_QUEUE, workflowId: `${hourly.name}/backfill-${isoUtc(from)}`,
         args: [{ job: hourly.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
         workflowIdConflictPolicy: 'USE_EXISTING',
+        typedSearchAttributes: searchAttributes('backfill', hourly.name),
+        staticSummary: `backfill of ${hourly.name} over the past 24 hours`,
       });
       log(`backfill of ${hourly.name} over the past 24 hours started`);
     }

@@ -7,10 +7,12 @@ import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { listEffects, openIncidents } from '../db/effects.js';
 import { EFFECT_STATUS, type Database, type EffectStatus } from '../db/schema.js';
 import { buildDeps } from '../workers/deps.js';
+import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { buildCatalog } from '../jobs/catalog.js';
+import { searchAttributes } from '../workflows/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
@@ -45,6 +47,7 @@ async function connect(): Promise<{ client: Client; config: ReturnType<typeof lo
   const connection = await Connection.connect({ address, connectTimeout: 5_000 }).catch((err: unknown) => {
     throw new Error(`cannot reach Temporal at ${address} (${(err as Error).message}); start it with npm start or set TEMPORAL_ADDRESS`);
   });
+  await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
   return { client: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config, close: () => connection.close() };
 }
 
@@ -168,6 +171,8 @@ export async function run(argv: string[], out: (line: string) => void = console.
           taskQueue: config.TIDEMARK_TASK_QUEUE, workflowId,
           args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency: int('concurrency', values.concurrency, 8) }],
           workflowIdConflictPolicy: 'USE_EXISTING',
+          typedSearchAttributes: searchAttributes('backfill', job.name),
+          staticSummary: `backfill of ${job.name}, windows starting in [${isoUtc(from)}, ${isoUtc(to)})`,
         });
         out(`backfill ${workflowId} started`);
         if (!values.wait) return;

@@ -3,6 +3,7 @@
 // tidemark schedules whose job left the catalog. Every policy is set explicitly.
 import { createHash } from 'node:crypto';
 import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
 
 export const SCHEDULE_PREFIX = 'tidemark:';
@@ -26,11 +27,14 @@ export interface SyncPlan {
 
 /** The watch's schedule: every few minutes, in UTC, on the same task queue. */
 export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions {
-  const hash = createHash('sha256').update(JSON.stringify({ cron, taskQueue, v: 1 })).digest('hex').slice(0, 16);
+  const hash = createHash('sha256').update(JSON.stringify({ cron, taskQueue, v: 2 })).digest('hex').slice(0, 16);
   return {
     scheduleId: WATCH_SCHEDULE_ID,
     spec: { cronExpressions: [cron], timezone: 'UTC' },
-    action: { type: 'startWorkflow', workflowType: 'watch', taskQueue, workflowId: 'tidemark/watch', args: [{}], memo: { [SPEC_MEMO]: hash }, staticSummary: 'watch: alert when a job falls behind' },
+    action: {
+      type: 'startWorkflow', workflowType: 'watch', taskQueue, workflowId: 'tidemark/watch', args: [{}], memo: { [SPEC_MEMO]: hash },
+      typedSearchAttributes: searchAttributes('watch', null), staticSummary: 'watch: alert when a job falls behind',
+    },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes', pauseOnFailure: false },
   };
 }
@@ -39,7 +43,7 @@ export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions 
 export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
   const core = {
     cron: job.tick.cron, timezone: job.tick.timezone, taskQueue, workflowType: 'tick', args: [{ job: job.name }],
-    overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day', pauseOnFailure: false,
+    overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day', pauseOnFailure: false, searchAttributes: { TidemarkKind: 'tick', TidemarkJob: job.name },
   };
   const hash = createHash('sha256').update(JSON.stringify(core)).digest('hex').slice(0, 16);
   return {
@@ -53,6 +57,7 @@ export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
       workflowId: `${job.name}/tick`,
       args: core.args,
       memo: { [SPEC_MEMO]: hash },
+      typedSearchAttributes: searchAttributes('tick', job.name),
       staticSummary: `tick of ${job.name}: start its closed windows`,
     },
     policies: { overlap: core.overlap, catchupWindow: core.catchupWindow, pauseOnFailure: core.pauseOnFailure },

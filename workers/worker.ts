@@ -7,6 +7,7 @@ import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js'
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
+import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorker } from './create-worker.js';
 
 async function main(): Promise<void> {
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     connection = await NativeConnection.connect({ address });
     clientConnection = await Connection.connect({ address });
     const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const deps = buildDeps(config, { db, catalog, client });
     const worker = await createWorker({
       connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE, deps, bundle: await bundleWorkflows(),

@@ -2,6 +2,7 @@
 // window that is already running elsewhere reported as such instead of failing.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { ParentClosePolicy, startChild, WorkflowIdReusePolicy, type ChildWorkflowHandle } from '@temporalio/workflow';
+import { searchAttributes } from './search-attributes.js';
 import type { ActivityPolicy, Trigger, WindowSpec } from './types.js';
 import { window } from './window.js';
 
@@ -14,6 +15,8 @@ export async function startWindow(w: WindowSpec, trigger: Trigger, policy: Activ
       workflowId: w.key,
       args: [{ ...w, trigger, policy }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
+      typedSearchAttributes: searchAttributes('window', w.job, { start: w.start, generation: w.generation }),
+      staticSummary: `${w.job}: window [${w.start}, ${w.end})${w.generation ? ` generation ${w.generation}` : ''}, started by ${trigger}`,
       // A completed window may be presented again: the ledger answers `already-done`.
       workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE,
     });

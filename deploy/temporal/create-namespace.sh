@@ -10,4 +10,9 @@ until temporal operator cluster health --address "${TEMPORAL_ADDRESS}"; do
 done
 temporal operator namespace describe -n "$ns" --address "${TEMPORAL_ADDRESS}" >/dev/null 2>&1 \
   || temporal operator namespace create -n "$ns" --retention "${TEMPORAL_RETENTION:-720h}" --address "${TEMPORAL_ADDRESS}"
+# tidemark's search attributes, so the Web UI can filter runs by job, window and kind.
+for sa in TidemarkJob=Keyword TidemarkWindowStart=Datetime TidemarkGeneration=Int TidemarkKind=Keyword; do
+  temporal operator search-attribute create -n "$ns" --address "${TEMPORAL_ADDRESS}" --name "${sa%%=*}" --type "${sa#*=}" \
+    || echo "search attribute ${sa%%=*} exists"
+done
 echo "namespace $ns ready"

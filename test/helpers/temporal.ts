@@ -6,6 +6,7 @@ import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap }
 import type { ActivityDeps } from '../../activities/index.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
+import { ensureSearchAttributes } from '../../workers/search-attributes.js';
 import { createTestDb, type TestDb } from './db.js';
 
 // Quiet SDK logs in tests: only warnings and errors.
@@ -15,12 +16,14 @@ let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 export const sharedBundle = (): Promise<WorkflowBundleWithSourceMap> => (bundle ??= bundleWorkflows());
 
 export async function startTemporal(): Promise<TestWorkflowEnvironment> {
-  return await TestWorkflowEnvironment.createLocal({
+  const env = await TestWorkflowEnvironment.createLocal({
     server: {
       executable: { type: 'existing-path', path: findTemporalCli() },
       log: { format: 'pretty', level: 'error' },
     },
   });
+  await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
+  return env;
 }
 
 export const uniqueQueue = (name: string): string => `${name}-${randomBytes(4).toString('hex')}`;

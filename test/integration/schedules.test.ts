@@ -81,5 +81,15 @@ test('a schedule-fired tick uses the nominal time and processes the closed windo
     assert.ok([3, 4].includes(result.started.length), `${result.started.length} windows (4 only if an hour turned during the test)`);
     assert.equal(result.watermark, start.toISOString().replace('.000Z', 'Z'));
     for (const key of result.started) await stack.env.client.workflow.getHandle(key).result();
+    // The Web UI can find this job's runs by its search attributes.
+    const runs = await eventually(async () => {
+      const found: string[] = [];
+      for await (const wf of stack.env.client.workflow.list({ query: `TidemarkJob = "${job}"` })) found.push(`${wf.searchAttributes.TidemarkKind?.[0]} ${wf.workflowId}`);
+      return found.length >= result.started.length + 1 ? found.sort() : undefined;
+    }, 20_000, 'the runs to be searchable');
+    assert.deepEqual(runs, [...result.started.map((k) => `window ${k}`), `tick ${action.workflow.workflowId}`].sort());
+    const windows: string[] = [];
+    for await (const wf of stack.env.client.workflow.list({ query: `TidemarkJob = "${job}" AND TidemarkKind = "window" AND TidemarkWindowStart >= "${start.toISOString()}"` })) windows.push(wf.workflowId);
+    assert.equal(windows.length, result.started.length);
   });
 });
