@@ -1,0 +1,77 @@
+// preview, schedules sync, effects and incidents.
+import { decideUnknownEffect } from '../../activities/decisions.js';
+import { listEffects, openIncidents } from '../../db/effects.js';
+import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
+import { formatPreview, previewJob } from '../../schedules/preview.js';
+import { describePlan } from '../../schedules/sync.js';
+import { isoUtc } from '../../schedules/windows.js';
+import { buildDeps } from '../../workers/deps.js';
+import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
+import type { Command } from '../command.js';
+import { positiveInt, table, UsageError } from '../context.js';
+import { parseWhen } from '../dates.js';
+
+export const previewCommand: Command = {
+  name: 'preview',
+  summary: 'a job\'s next tick fire times and next windows (no server needed)',
+  usage: ['preview <job> [--count N] [--now DATE] [--json]'],
+  options: { count: { type: 'string' }, now: { type: 'string' } },
+  async run(ctx, { positionals, values }) {
+    const job = ctx.job(positionals[0], 'preview');
+    const now = values.now ? parseWhen('--now', values.now as string, job.timezone) : new Date();
+    const p = previewJob(job, now, positiveInt('count', values.count as string | undefined, 5));
+    return { json: p, lines: formatPreview(p).split('\n') };
+  },
+};
+
+export const schedulesCommand: Command = {
+  name: 'schedules',
+  summary: 'make the Temporal Schedules match the catalog (create, update, delete; pauses kept)',
+  usage: ['schedules sync [--dry-run] [--json]'],
+  options: { 'dry-run': { type: 'boolean' } },
+  async run(ctx, { positionals, values }) {
+    if (positionals[0] !== 'sync') throw new UsageError('schedules: the only subcommand is "sync"');
+    const [db, client] = [await ctx.db(), await ctx.client()];
+    const plan = await syncSchedulesWithAlerts(buildDeps(ctx.config, { db, catalog: ctx.catalog, client }), client, ctx.catalog, { taskQueue: ctx.config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] });
+    if (plan.failed.length > 0) throw new Error(`${plan.failed.length} schedule(s) could not be synced (alerted):\n${describePlan(plan)}`);
+    return { json: plan, lines: [`${values['dry-run'] ? 'would apply (dry run)' : 'applied'}:`, ...describePlan(plan).split('\n')] };
+  },
+};
+
+export const effectsCommand: Command = {
+  name: 'effects',
+  summary: 'external effects and their state; resolve one whose outcome is unknown',
+  usage: ['effects list [--window KEY] [--job J] [--status S[,S]] [--json]', 'effects decide <effect key> --resend|--skip [--by NAME] [--json]'],
+  options: { window: { type: 'string' }, job: { type: 'string' }, status: { type: 'string' }, resend: { type: 'boolean' }, skip: { type: 'boolean' }, by: { type: 'string' } },
+  async run(ctx, { positionals, values }) {
+    if (positionals[0] === 'list') {
+      const statuses = (values.status as string | undefined)?.split(',').map((x) => x.trim()) ?? [];
+      const bad = statuses.filter((x) => !(x in EFFECT_STATUS));
+      if (bad.length) throw new UsageError(`--status: "${bad.join(',')}" is not one of ${Object.keys(EFFECT_STATUS).join(', ')}`);
+      const db = await ctx.db();
+      const rows = await listEffects(db, { windowKey: values.window as string | undefined, job: values.job as string | undefined, status: statuses as EffectStatus[] });
+      const json = rows.map((r) => ({ key: r.effect_key, channel: r.channel, status: r.status, policy: r.policy, attempts: r.attempts, providerId: r.provider_id, lastError: r.last_error, doneAt: r.done_at ? isoUtc(r.done_at) : null }));
+      return { json, lines: json.length ? table(['STATUS', 'EFFECT', 'CHANNEL', 'ATTEMPTS', 'PROVIDER ID', 'LAST ERROR'], json.map((r) => [r.status, r.key, r.channel, r.attempts, r.providerId, r.lastError])) : ['(no effects)'] };
+    }
+    if (positionals[0] === 'decide') {
+      const key = positionals[1];
+      if (!key) throw new UsageError('effects decide: name the effect key (see: effects list --status unknown)');
+      if (!!values.resend === !!values.skip) throw new UsageError('effects decide: give exactly one of --resend or --skip');
+      const result = await decideUnknownEffect(buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }), key, values.resend ? 'resend' : 'skip', (values.by as string | undefined) ?? process.env.USER ?? 'cli');
+      return { json: result, lines: [`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`] };
+    }
+    throw new UsageError('effects: use "effects list" or "effects decide"');
+  },
+};
+
+export const incidentsCommand: Command = {
+  name: 'incidents',
+  summary: 'open incidents: failures alerted and not yet cleared',
+  usage: ['incidents [--job J] [--json]'],
+  options: { job: { type: 'string' } },
+  async run(ctx, { values }) {
+    const rows = await openIncidents(await ctx.db(), values.job as string | undefined);
+    const json = rows.map((i) => ({ id: i.id, job: i.job, subject: i.subject, kind: i.kind, since: isoUtc(i.opened_at), occurrences: i.occurrences, lastError: i.last_error }));
+    return { json, lines: json.length ? table(['ID', 'JOB', 'SUBJECT', 'KIND', 'SINCE', 'TIMES', 'LAST ERROR'], json.map((i) => [i.id, i.job, i.subject, i.kind, i.since, i.occurrences, i.lastError])) : ['(no open incidents)'] };
+  },
+};

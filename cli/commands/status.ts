@@ -1,0 +1,53 @@
+// status and runs: a job's recent windows (outcome, duration, counts, effects) and run records.
+import { sql } from 'kysely';
+import { isoUtc } from '../../schedules/windows.js';
+import type { Command } from '../command.js';
+import { positiveInt, table, UsageError } from '../context.js';
+
+export const statusCommand: Command = {
+  name: 'status',
+  summary: 'a job\'s recent windows: outcome, attempts, duration, counts, effects',
+  usage: ['status <job> [--limit N] [--json]'],
+  options: { limit: { type: 'string' } },
+  async run(ctx, { positionals, values }) {
+    const job = ctx.job(positionals[0], 'status');
+    const db = await ctx.db();
+    const limit = positiveInt('limit', values.limit as string | undefined, 20);
+    const rows = await sql<{ window_key: string; window_start: Date; status: string; attempts: number; duration_ms: number | null; records_in: number | null; records_applied: number | null; records_quarantined: number | null; reason: string | null; effects: Record<string, number> | null }>`
+      select w.window_key, w.window_start, w.status, w.attempts, w.duration_ms, w.records_in, w.records_applied, w.records_quarantined, w.reason,
+             (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from effects e where e.window_key = w.window_key group by status) s) as effects
+        from job_windows w where w.job = ${job.name} order by w.window_start desc, w.generation desc limit ${limit}`.execute(db);
+    const json = rows.rows.map((r) => ({
+      window: r.window_key, start: isoUtc(r.window_start), status: r.status, attempts: r.attempts, durationMs: r.duration_ms,
+      input: r.records_in, applied: r.records_applied, quarantined: r.records_quarantined, effects: r.effects ?? {}, reason: r.reason,
+    }));
+    return {
+      json,
+      lines: json.length === 0 ? [`${job.name}: no windows yet`] : table(['WINDOW', 'STATUS', 'ATTEMPTS', 'MS', 'IN', 'APPLIED', 'ASIDE', 'EFFECTS', 'REASON'], json.map((r) => [
+        r.window, r.status, r.attempts, r.durationMs, r.input, r.applied, r.quarantined,
+        Object.entries(r.effects).map(([k, v]) => `${v} ${k}`).join(', ') || null, r.reason,
+      ])),
+    };
+  },
+};
+
+export const runsCommand: Command = {
+  name: 'runs',
+  summary: 'a job\'s run records: ticks, window attempts, backfills',
+  usage: ['runs <job> [--kind tick|window|backfill|rerun] [--limit N] [--json]'],
+  options: { limit: { type: 'string' }, kind: { type: 'string' } },
+  async run(ctx, { positionals, values }) {
+    const job = ctx.job(positionals[0], 'runs');
+    const kind = values.kind as string | undefined;
+    if (kind && !['tick', 'window', 'backfill', 'rerun'].includes(kind)) throw new UsageError(`--kind: "${kind}" is not one of tick, window, backfill, rerun`);
+    const db = await ctx.db();
+    let q = db.selectFrom('job_runs').selectAll().where('job', '=', job.name).orderBy('id', 'desc').limit(positiveInt('limit', values.limit as string | undefined, 20));
+    if (kind) q = q.where('kind', '=', kind as 'tick');
+    const rows = await q.execute();
+    const json = rows.map((r) => ({
+      kind: r.kind, window: r.window_start ? isoUtc(r.window_start) : null, attempt: r.attempt, workflowId: r.workflow_id,
+      startedAt: isoUtc(r.started_at), durationMs: r.duration_ms, outcome: r.outcome, reason: r.reason,
+    }));
+    return { json, lines: table(['KIND', 'WINDOW', 'ATTEMPT', 'STARTED', 'MS', 'OUTCOME', 'REASON'], json.map((r) => [r.kind, r.window, r.attempt, r.startedAt, r.durationMs, r.outcome, r.reason])) };
+  },
+};

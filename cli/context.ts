@@ -1,0 +1,84 @@
+// What every CLI command gets: output (text or --json), the catalog, and lazily opened
+// connections to PostgreSQL and Temporal, closed once at the end.
+import { Client, Connection } from '@temporalio/client';
+import type { Kysely } from 'kysely';
+import { loadConfig, type Config } from '../config/env.js';
+import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import type { Database } from '../db/schema.js';
+import { buildCatalog } from '../jobs/catalog.js';
+import type { Catalog, Job } from '../schedules/job.js';
+import { ensureSearchAttributes } from '../workers/search-attributes.js';
+
+/** Exit codes: 0 done, 1 the command failed, 2 the command line is wrong. */
+export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 });
+
+export class UsageError extends Error {
+  readonly code = 'USAGE';
+}
+
+export interface CliIO {
+  out(line: string): void;
+  err(line: string): void;
+  json: boolean;
+  /** Progress may redraw one line (a bar) only on a terminal. */
+  tty: boolean;
+}
+
+export class CliContext {
+  readonly config: Config;
+  readonly catalog: Catalog;
+  private dbHandle: Kysely<Database> | undefined;
+  private connection: Connection | undefined;
+  private clientHandle: Client | undefined;
+
+  constructor(readonly io: CliIO, config?: Config) {
+    this.config = config ?? loadConfig();
+    this.catalog = buildCatalog(this.config);
+  }
+
+  job(name: string | undefined, command: string): Job {
+    if (!name) throw new UsageError(`${command}: name a job (${this.catalog.jobs.map((j) => j.name).join(', ')})`);
+    return this.catalog.get(name);
+  }
+
+  async db(): Promise<Kysely<Database>> {
+    if (!this.dbHandle) {
+      await ensureDatabase(this.config.DATABASE_URL);
+      this.dbHandle = createDb(this.config.DATABASE_URL, { max: 2 });
+      await migrate(this.dbHandle);
+    }
+    return this.dbHandle;
+  }
+
+  async client(): Promise<Client> {
+    if (!this.clientHandle) {
+      const address = this.config.TEMPORAL_ADDRESS ?? `127.0.0.1:${this.config.TEMPORAL_PORT}`;
+      this.connection = await Connection.connect({ address, connectTimeout: 5_000 }).catch((err: unknown) => {
+        throw new Error(`cannot reach Temporal at ${address} (${(err as Error).message}); start it with npm start or set TEMPORAL_ADDRESS`);
+      });
+      await ensureSearchAttributes(this.connection, this.config.TEMPORAL_NAMESPACE);
+      this.clientHandle = new Client({ connection: this.connection, namespace: this.config.TEMPORAL_NAMESPACE });
+    }
+    return this.clientHandle;
+  }
+
+  async close(): Promise<void> {
+    await this.dbHandle?.destroy();
+    await this.connection?.close();
+  }
+}
+
+/** Whole numbers of at least 1, named in the error. */
+export function positiveInt(option: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${option}: "${text}" is not a whole number of at least 1`);
+  return n;
+}
+
+/** Fixed-width text table. */
+export function table(header: string[], rows: (string | number | null)[][]): string[] {
+  const cells = [header, ...rows.map((r) => r.map((c) => (c === null ? '-' : String(c))))];
+  const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((c, i) => (c ?? '').padEnd(widths[i]!)).join('  ').trimEnd());
+}

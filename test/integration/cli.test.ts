@@ -1,0 +1,64 @@
+// The CLI against the real servers: schedules sync, jobs, pause and resume, a backfill's dry run
+// and real run with progress, status and runs, all through `run()` as the installed command does.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { run } from '../../cli/main.js';
+import { loadConfig } from '../../config/env.js';
+import { buildCatalog } from '../../jobs/catalog.js';
+import { memoryLogger } from '../../activities/logger.js';
+import { insertOrders, ordersBetween } from '../helpers/jobs.js';
+import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+
+async function cli(argv: string[]): Promise<{ code: number; out: string; err: string; json: () => unknown }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await run(argv, { out: (l) => out.push(l), err: (l) => err.push(l), json: false, tty: false });
+  return { code, out: out.join('\n'), err: err.join('\n'), json: () => JSON.parse(out.join('\n')) };
+}
+
+test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progress, summary), status, runs', async () => {
+  const taskQueue = uniqueQueue('cli');
+  Object.assign(process.env, { DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test' });
+  const sync = await cli(['schedules', 'sync', '--json']);
+  assert.equal(sync.code, 0, sync.err);
+  assert.ok((sync.json() as { create: string[] }).create.includes('tidemark:sales-hourly'));
+  // Keep the other demo jobs quiet during the test.
+  for (const job of buildCatalog().jobs.filter((j) => j.name !== 'sales-hourly')) assert.equal((await cli(['pause', job.name, '--reason', 'test'])).code, 0);
+
+  assert.equal((await cli(['pause', 'sales-hourly', '--reason', 'database maintenance'])).code, 0);
+  let jobs = (await cli(['jobs', '--json'])).json() as { job: string; paused: boolean; pauseNote: string | null; nextFires: string[] }[];
+  const hourly = () => jobs.find((j) => j.job === 'sales-hourly')!;
+  assert.deepEqual([hourly().paused, hourly().pauseNote], [true, 'database maintenance']);
+  assert.equal((await cli(['resume', 'sales-hourly'])).code, 0);
+  jobs = (await cli(['jobs', '--json'])).json() as typeof jobs;
+  assert.equal(hourly().paused, false);
+  assert.equal(hourly().nextFires.length, 2);
+  assert.match((await cli(['jobs'])).out, /^sales-hourly\s+1h\s+5 \* \* \* \* UTC\s+active/m);
+
+  await insertOrders(stack.t.db, ordersBetween('cli', '2026-03-01T00:00:00Z', '2026-03-01T06:00:00Z', 60, 10));
+  const range = ['--from', '2026-03-01T00:00:00Z', '--to', '2026-03-01T06:00:00Z'];
+  const dry = await cli(['backfill', 'sales-hourly', ...range, '--dry-run', '--json']);
+  assert.equal(dry.code, 0, dry.err);
+  assert.deepEqual((dry.json() as { windows: { action: string }[] }).windows.map((w) => w.action), Array(6).fill('process'));
+
+  const config = loadConfig();
+  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog: buildCatalog(config), logger: memoryLogger(), now: () => new Date() }, async () => {
+    const done = await cli(['backfill', 'sales-hourly', ...range, '--concurrency', '3']);
+    assert.equal(done.code, 0, done.err);
+    assert.match(done.out, /^backfill sales-hourly\/backfill-2026-03-01T00:00:00Z-2026-03-01T06:00:00Z: 6 windows, 3 at once$/m);
+    assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
+  });
+  const again = await cli(['backfill', 'sales-hourly', ...range, '--dry-run']);
+  assert.match(again.out, /dry run: 0 to process, 6 already done, 0 not closed yet/);
+
+  const status = (await cli(['status', 'sales-hourly', '--json'])).json() as { status: string; input: number; applied: number; quarantined: number }[];
+  assert.equal(status.length, 6);
+  assert.ok(status.every((w) => w.status === 'done' && w.applied + w.quarantined === w.input));
+  assert.equal(status.reduce((s, w) => s + w.input, 0), 60);
+  const runs = (await cli(['runs', 'sales-hourly', '--kind', 'backfill', '--json'])).json() as { outcome: string }[];
+  assert.deepEqual(runs.map((r) => r.outcome), ['completed']);
+  const missing = await cli(['status', 'nope']);
+  assert.equal(missing.code, 2);
+});
