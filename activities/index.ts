@@ -3,11 +3,12 @@ import type { ActivityDeps } from './deps.js';
 import { alertActivities } from './alerts.js';
 import { effectActivities } from './effects.js';
 import { planActivities } from './plan.js';
+import { rerunActivities } from './rerun.js';
 import { watchActivities } from './watch.js';
 import { windowActivities } from './window.js';
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...planActivities(deps), ...windowActivities(deps), ...effectActivities(deps), ...alertActivities(deps), ...watchActivities(deps) };
+  return { ...planActivities(deps), ...windowActivities(deps), ...effectActivities(deps), ...alertActivities(deps), ...watchActivities(deps), ...rerunActivities(deps) };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

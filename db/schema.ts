@@ -158,6 +158,13 @@ export interface BackupTable {
   encrypted: boolean; table_counts: ColumnType<unknown, string, string>; restore_checked: boolean; created_at: CreatedAt; deleted_at: Timestamp | null;
 }
 
+export interface RerunRequestTable {
+  workflow_id: string; job: string; window_start: Timestamp; generation: number; reason: string; requested_by: string; requested_at: CreatedAt;
+  status: 'pending' | 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed'; decided_by: string | null; decided_at: Timestamp | null; note: string | null;
+}
+export interface ApprovalAuditTable { id: Generated<string>; request: string; actor: string; decision: string; accepted: boolean; reason: string | null; source: string; at: CreatedAt }
+export interface SalesWindowTotalTable { job: string; window_start: Timestamp; generation: number; day: string; order_count: number; total: ColumnType<string, string | number, string | number> }
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -175,4 +182,7 @@ export interface Database {
   price_updates: PriceUpdateTable;
   marketplace_items: MarketplaceItemTable;
   backups: BackupTable;
+  rerun_requests: RerunRequestTable;
+  approval_audit: ApprovalAuditTable;
+  sales_window_totals: SalesWindowTotalTable;
 }

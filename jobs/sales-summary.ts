@@ -16,6 +16,17 @@ export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 
  */
 export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts> {
   const { trx, window, job, generation } = ctx;
+  if (generation > 0) {
+    // An approved rerun replaces the previous generation's contribution instead of adding twice.
+    await sql`
+      with prev as (
+        select day, order_count, total from sales_window_totals
+         where job = ${job.name} and window_start = ${window.start}
+           and generation = (select max(generation) from sales_window_totals where job = ${job.name} and window_start = ${window.start} and generation < ${generation})
+      )
+      update daily_sales d set order_count = d.order_count - prev.order_count, total = d.total - prev.total
+        from prev where d.job = ${job.name} and d.day = prev.day`.execute(trx);
+  }
   const result = await sql<{ input: number; applied: number; quarantined: number }>`
     with agg as (
       select (placed_at at time zone ${job.timezone})::date as day, count(*)::int as n,
@@ -28,6 +39,10 @@ export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts>
       on conflict (job, day) do update
         set order_count = daily_sales.order_count + excluded.order_count,
             total = daily_sales.total + excluded.total
+      returning 1
+    ), contribution as (
+      insert into sales_window_totals (job, window_start, generation, day, order_count, total)
+      select ${job.name}, ${window.start}, ${generation}, day, good, total from agg where good > 0
       returning 1
     ), bad as (
       -- Read the window again only when the aggregate saw bad orders.

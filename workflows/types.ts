@@ -132,3 +132,45 @@ export interface BackfillProgress extends BackfillTotals {
   readonly cursor: string;
   readonly inFlight: number;
 }
+
+export interface RerunInput {
+  readonly job: string;
+  /** Start of the completed window to run again (ISO). */
+  readonly windowStart: string;
+  readonly reason: string;
+  readonly requestedBy: string;
+  /** Who may approve (user ids or names); nobody when empty. */
+  readonly approvers: readonly string[];
+  /** May the requester approve their own request? Default no. */
+  readonly allowSelfApproval?: boolean;
+  /** How long to wait for a decision; default 24 hours. */
+  readonly timeoutMs?: number;
+}
+
+export interface RerunRequest {
+  readonly window: WindowSpec;
+  readonly policy: ActivityPolicy;
+  /** Effects that ran for this window before and will run again for the new generation. */
+  readonly repeats: readonly string[];
+}
+
+export interface RerunDecision {
+  readonly decision: 'approve' | 'reject';
+  readonly by: string;
+  readonly note?: string;
+  /** Where the decision was made: cli, slack, web. */
+  readonly source: string;
+}
+
+export interface RerunState {
+  readonly status: 'pending' | 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed';
+  readonly request: RerunRequest | null;
+  readonly decidedBy: string | null;
+}
+
+export interface RerunResult {
+  readonly outcome: 'done' | 'rejected' | 'timed-out';
+  readonly generation: number;
+  readonly decidedBy: string | null;
+  readonly window: WindowRunResult | null;
+}

@@ -6,6 +6,7 @@ import * as effects from './20261129T1100_effects.js';
 import * as rollupDemo from './20261129T1200_rollup_demo.js';
 import * as marketplace from './20261129T1300_marketplace.js';
 import * as backups from './20261129T1400_backups.js';
+import * as reruns from './20261129T1500_reruns.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -14,4 +15,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1200_rollup_demo': rollupDemo,
   '20261129T1300_marketplace': marketplace,
   '20261129T1400_backups': backups,
+  '20261129T1500_reruns': reruns,
 });

@@ -1,0 +1,69 @@
+// rerun: asks for approval to run a completed window again, as a new generation whose effects
+// replace the earlier ones. The decision is an Update with a validator (who may decide, once);
+// rejected and timed-out are results, not failures.
+import { condition, defineQuery, defineUpdate, executeChild, ParentClosePolicy, setHandler, workflowInfo } from '@temporalio/workflow';
+import { bookkeeping } from './policy.js';
+import { searchAttributes } from './search-attributes.js';
+import type { RerunDecision, RerunInput, RerunRequest, RerunResult, RerunState, WindowRunResult } from './types.js';
+import { window } from './window.js';
+
+export const decideRerun = defineUpdate<{ accepted: true; decision: RerunDecision['decision'] }, [RerunDecision]>('decide');
+export const rerunState = defineQuery<RerunState>('state');
+
+const DAY_MS = 86_400_000;
+
+export async function rerun(input: RerunInput): Promise<RerunResult> {
+  const { workflowId } = workflowInfo();
+  let status: RerunState['status'] = 'pending';
+  let request: RerunRequest | null = null;
+  let decision: RerunDecision | undefined;
+  setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
+  setHandler(decideRerun, async (d) => {
+    decision = d;
+    await bookkeeping.auditDecision({ request: workflowId, actor: d.by, decision: d.decision, accepted: true, reason: d.note ?? null, source: d.source });
+    return { accepted: true, decision: d.decision };
+  }, {
+    validator: (d) => {
+      if (decision) throw new Error(`already ${decision.decision === 'approve' ? 'approved' : 'rejected'} by ${decision.by}`);
+      if (d.decision !== 'approve' && d.decision !== 'reject') throw new Error(`decision must be approve or reject, not "${String(d.decision)}"`);
+      const requester = d.by === input.requestedBy;
+      if (requester && d.decision === 'approve' && !input.allowSelfApproval) throw new Error(`${d.by} asked for this rerun and may not approve it`);
+      // The requester may withdraw (reject) their own request; anyone else must be an approver.
+      if (!input.approvers.includes(d.by) && !(requester && d.decision === 'reject')) {
+        throw new Error(`${d.by} may not decide reruns${input.approvers.length ? ` (approvers: ${input.approvers.join(', ')})` : ' (no approvers are configured)'}`);
+      }
+    },
+  });
+
+  request = await bookkeeping.requestRerun({ job: input.job, windowStart: input.windowStart, reason: input.reason, requestedBy: input.requestedBy, workflowId });
+  const generation = request.window.generation;
+  if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
+    status = 'timed-out';
+    await bookkeeping.settleRerun({ request: workflowId, status });
+    return { outcome: 'timed-out', generation, decidedBy: null, window: null };
+  }
+  const d = decision!;
+  if (d.decision === 'reject') {
+    status = 'rejected';
+    await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
+    return { outcome: 'rejected', generation, decidedBy: d.by, window: null };
+  }
+  status = 'approved';
+  await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
+  try {
+    const result = await executeChild(window, {
+      workflowId: request.window.key,
+      args: [{ ...request.window, trigger: 'rerun', policy: request.policy }],
+      parentClosePolicy: ParentClosePolicy.ABANDON,
+      typedSearchAttributes: searchAttributes('rerun', input.job, { start: request.window.start, generation }),
+      staticSummary: `${input.job}: rerun of window ${request.window.start} as generation ${generation}, approved by ${d.by}`,
+    }) as WindowRunResult;
+    status = 'done';
+    await bookkeeping.settleRerun({ request: workflowId, status });
+    return { outcome: 'done', generation, decidedBy: d.by, window: result };
+  } catch (err) {
+    status = 'failed';
+    await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
+    throw err;
+  }
+}
