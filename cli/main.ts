@@ -8,13 +8,14 @@ import { backfillCommand } from './commands/backfill.js';
 import { pauseCommand, resumeCommand, triggerCommand } from './commands/control.js';
 import { jobsCommand } from './commands/jobs.js';
 import { effectsCommand, incidentsCommand, previewCommand, schedulesCommand } from './commands/misc.js';
+import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './commands/rerun.js';
 import { runsCommand, statusCommand } from './commands/status.js';
 import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
 import { DateArgumentError } from './dates.js';
 
 export const COMMANDS: readonly Command[] = [
   jobsCommand, statusCommand, runsCommand, previewCommand, triggerCommand, pauseCommand, resumeCommand,
-  backfillCommand, schedulesCommand, effectsCommand, incidentsCommand,
+  backfillCommand, rerunCommand, approveCommand, rejectCommand, rerunsCommand, schedulesCommand, effectsCommand, incidentsCommand,
 ];
 
 const FOOTER = [

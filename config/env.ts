@@ -14,6 +14,11 @@ const schema = z.object({
   TEMPORAL_CLI: z.string().min(1).optional(),
   /** Where the demo marketplace job pushes; npm start runs a simulator there. */
   TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
+  /** Who may approve reruns: comma-separated user names or Slack user ids. */
+  TIDEMARK_APPROVERS: z.string().optional().transform(list),
+  TIDEMARK_ALLOW_SELF_APPROVAL: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  /** How long a rerun request waits for a decision. */
+  TIDEMARK_RERUN_TIMEOUT: z.string().regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"').default('24h'),
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   SMTP_HOST: z.string().min(1).optional(),

@@ -7,7 +7,7 @@ import { loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 
@@ -20,7 +20,7 @@ async function cli(argv: string[]): Promise<{ code: number; out: string; err: st
 
 test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progress, summary), status, runs', async () => {
   const taskQueue = uniqueQueue('cli');
-  Object.assign(process.env, { DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test' });
+  Object.assign(process.env, { DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test', TIDEMARK_APPROVERS: 'bob,carol' });
   const sync = await cli(['schedules', 'sync', '--json']);
   assert.equal(sync.code, 0, sync.err);
   assert.ok((sync.json() as { create: string[] }).create.includes('tidemark:sales-hourly'));
@@ -49,14 +49,28 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
     assert.equal(done.code, 0, done.err);
     assert.match(done.out, /^backfill sales-hourly\/backfill-2026-03-01T00:00:00Z-2026-03-01T06:00:00Z: 6 windows, 3 at once$/m);
     assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
+
+    // A rerun of one window: asked for, refused to someone who is not an approver, approved by one.
+    const asked = await cli(['rerun', 'sales-hourly', '--window', '2026-03-01T02:00:00Z', '--reason', 'late orders', '--by', 'alice']);
+    assert.equal(asked.code, 0, asked.err);
+    const id = /^rerun requested: (\S+)$/m.exec(asked.out)?.[1];
+    assert.ok(id, asked.out);
+    assert.match(asked.out, /window sales-hourly\/2026-03-01T02:00:00Z#1 \(generation 1\)/);
+    const refused = await cli(['approve', id, '--by', 'mallory']);
+    assert.equal(refused.code, 1);
+    assert.match(refused.err, /approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol\)/);
+    assert.equal((await cli(['approve', id, '--by', 'bob'])).code, 0);
+    await eventually(async () => ((await cli(['reruns', '--json'])).json() as { status: string }[])[0]?.status === 'done' ? true : undefined, 30_000, 'the rerun to finish');
+    const audit = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted']).where('request', '=', id).orderBy('id').execute();
+    assert.deepEqual(audit, [{ actor: 'mallory', accepted: false }, { actor: 'bob', accepted: true }]);
   });
   const again = await cli(['backfill', 'sales-hourly', ...range, '--dry-run']);
   assert.match(again.out, /dry run: 0 to process, 6 already done, 0 not closed yet/);
 
   const status = (await cli(['status', 'sales-hourly', '--json'])).json() as { status: string; input: number; applied: number; quarantined: number }[];
-  assert.equal(status.length, 6);
+  assert.equal(status.length, 7, 'six windows and the rerun\'s generation');
   assert.ok(status.every((w) => w.status === 'done' && w.applied + w.quarantined === w.input));
-  assert.equal(status.reduce((s, w) => s + w.input, 0), 60);
+  assert.equal(status.reduce((s, w) => s + w.input, 0), 70);
   const runs = (await cli(['runs', 'sales-hourly', '--kind', 'backfill', '--json'])).json() as { outcome: string }[];
   assert.deepEqual(runs.map((r) => r.outcome), ['completed']);
   const missing = await cli(['status', 'nope']);
