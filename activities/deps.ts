@@ -21,6 +21,8 @@ export interface ActivityDeps {
   readonly alertDefaults?: { email: readonly string[]; slack: readonly string[]; telegram: readonly string[] };
   /** Where links to runs point. */
   readonly webUi?: { url: string; namespace: string };
+  /** Where rerun requests are posted with Approve and Reject buttons (a Slack channel id). */
+  readonly approvals?: { slackChannel: string };
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */
   readonly temporal?: { client: Client; taskQueue: string };
   /** Test seams: called between an effect and its done marker. */

@@ -1,6 +1,8 @@
 // Reruns: the request (a new generation of a completed window), the audit of every decision,
 // and the request's final state. The only way a completed window runs again.
 import { sql } from 'kysely';
+import { recordEffects } from '../db/effects.js';
+import type { SlackRequest } from './notify/provider.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { RerunRequest } from '../workflows/types.js';
 import { policyOf, type ActivityDeps } from './deps.js';
@@ -37,6 +39,33 @@ export function rerunActivities(deps: ActivityDeps) {
         policy: policyOf(job),
         repeats: [...new Set(effects.map((e) => e.name))],
       };
+    },
+
+    /**
+     * The Slack message of a request: first with Approve / Reject buttons, later updated in place
+     * with the decision and the result. Returns the effect keys to deliver (none without a channel).
+     */
+    async noticeRerun(input: { request: string; event: 'requested' | 'decided' | 'finished'; text: string }): Promise<string[]> {
+      const channel = deps.approvals?.slackChannel;
+      if (!channel) return [];
+      const base = `rerun:${input.request}:slack`;
+      const section = { type: 'section', text: { type: 'mrkdwn', text: input.text } };
+      let request: SlackRequest;
+      if (input.event === 'requested') {
+        request = {
+          channel, text: input.text,
+          blocks: [section, { type: 'actions', block_id: 'rerun', elements: [
+            { type: 'button', action_id: 'rerun_approve', style: 'primary', text: { type: 'plain_text', text: 'Approve' }, value: input.request },
+            { type: 'button', action_id: 'rerun_reject', style: 'danger', text: { type: 'plain_text', text: 'Reject' }, value: input.request },
+          ] }],
+        };
+      } else {
+        const first = await db.selectFrom('effects').select('provider_id').where('effect_key', '=', `${base}-requested`).executeTakeFirst();
+        request = { channel, text: input.text, blocks: [section], ...(first?.provider_id ? { ts: first.provider_id } : {}) };
+      }
+      const key = `${base}-${input.event}`;
+      await recordEffects(db, [{ key, job: '_system', windowKey: null, name: `rerun-${input.event}`, channel: 'slack', policy: 'skip', request, providerKey: key }]);
+      return [key];
     },
 
     async auditDecision(input: { request: string; actor: string; decision: string; accepted: boolean; reason?: string | null; source: string }): Promise<void> {

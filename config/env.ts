@@ -16,6 +16,11 @@ const schema = z.object({
   TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
   /** Who may approve reruns: comma-separated user names or Slack user ids. */
   TIDEMARK_APPROVERS: z.string().optional().transform(list),
+  /** Slack channel where rerun requests are posted with Approve / Reject buttons. */
+  TIDEMARK_APPROVAL_SLACK_CHANNEL: z.string().min(1).optional(),
+  /** The Slack app's signing secret: requests without a valid signature are refused. */
+  SLACK_SIGNING_SECRET: z.string().min(1).optional(),
+  SLACK_APP_PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   TIDEMARK_ALLOW_SELF_APPROVAL: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   /** How long a rerun request waits for a decision. */
   TIDEMARK_RERUN_TIMEOUT: z.string().regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"').default('24h'),
@@ -51,7 +56,7 @@ export function secretsOf(config: Config): string[] {
       return '';
     }
   })();
-  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
+  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
 }
 
 export type Config = Readonly<z.infer<typeof schema>>;

@@ -2,6 +2,7 @@
 // Creates missing ones, updates changed ones (keeping a paused schedule paused), deletes
 // tidemark schedules whose job left the catalog. Every policy is set explicitly.
 import { createHash } from 'node:crypto';
+import type { Duration } from '@temporalio/common';
 import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
@@ -60,7 +61,7 @@ export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
       typedSearchAttributes: searchAttributes('tick', job.name),
       staticSummary: `tick of ${job.name}: start its closed windows`,
     },
-    policies: { overlap: core.overlap, catchupWindow: core.catchupWindow, pauseOnFailure: core.pauseOnFailure },
+    policies: { overlap: core.overlap, catchupWindow: core.catchupWindow as Duration, pauseOnFailure: core.pauseOnFailure },
     memo: { job: job.name },
   };
 }

@@ -1,6 +1,7 @@
 // Builds a worker for the tidemark task queue from its dependencies. Any number of these,
 // on any number of hosts, may poll one task queue: they all register the same code.
 import { fileURLToPath } from 'node:url';
+import type { Duration } from '@temporalio/common';
 import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundle, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 
@@ -30,6 +31,6 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
-    shutdownGraceTime: opts.shutdownGraceTime ?? '10s',
+    shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
   });
 }

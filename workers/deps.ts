@@ -24,6 +24,7 @@ export function buildDeps(config: Config, parts: { db: Kysely<Database>; catalog
     redact,
     alertDefaults: { email: config.TIDEMARK_ALERT_EMAIL, slack: config.TIDEMARK_ALERT_SLACK, telegram: config.TIDEMARK_ALERT_TELEGRAM },
     webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
+    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL ? { approvals: { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL } } : {}),
     ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
   };
 }

@@ -1,10 +1,21 @@
 // Activity options shared by the workflows. Every activity call has a bounded retry policy.
+import type { Duration, RetryPolicy } from '@temporalio/common';
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { ActivityPolicy } from './types.js';
 
 /** Failure types that mean bad input: retrying cannot help. */
 export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];
+
+/** The job's retry policy; its intervals were validated as durations when the job was defined. */
+export function retryOf(policy: ActivityPolicy, extraNonRetryable: string[] = []): RetryPolicy {
+  const r = policy.retry;
+  return {
+    maximumAttempts: r.maximumAttempts, backoffCoefficient: r.backoffCoefficient,
+    initialInterval: r.initialInterval as Duration, maximumInterval: r.maximumInterval as Duration,
+    nonRetryableErrorTypes: [...NON_RETRYABLE, ...extraNonRetryable],
+  };
+}
 
 /** Short bookkeeping activities (planning, records). */
 export const bookkeeping = proxyActivities<Activities>({
@@ -17,6 +28,6 @@ export function windowActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.startToCloseTimeoutMs,
     ...(policy.heartbeatTimeoutMs ? { heartbeatTimeout: policy.heartbeatTimeoutMs } : {}),
-    retry: { ...policy.retry, nonRetryableErrorTypes: NON_RETRYABLE },
+    retry: retryOf(policy),
   });
 }

@@ -2,6 +2,7 @@
 // replace the earlier ones. The decision is an Update with a validator (who may decide, once);
 // rejected and timed-out are results, not failures.
 import { condition, defineQuery, defineUpdate, executeChild, ParentClosePolicy, setHandler, workflowInfo } from '@temporalio/workflow';
+import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import { searchAttributes } from './search-attributes.js';
 import type { RerunDecision, RerunInput, RerunRequest, RerunResult, RerunState, WindowRunResult } from './types.js';
@@ -37,19 +38,26 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
 
   request = await bookkeeping.requestRerun({ job: input.job, windowStart: input.windowStart, reason: input.reason, requestedBy: input.requestedBy, workflowId });
   const generation = request.window.generation;
+  const what = `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
+    `asked by ${input.requestedBy}: ${input.reason}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
+  const notice = async (event: 'requested' | 'decided' | 'finished', text: string) => deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
+  await notice('requested', what);
   if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
     status = 'timed-out';
     await bookkeeping.settleRerun({ request: workflowId, status });
+    await notice('finished', `${what}\n*Timed out*: nobody decided.`);
     return { outcome: 'timed-out', generation, decidedBy: null, window: null };
   }
   const d = decision!;
   if (d.decision === 'reject') {
     status = 'rejected';
     await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
+    await notice('finished', `${what}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
     return { outcome: 'rejected', generation, decidedBy: d.by, window: null };
   }
   status = 'approved';
   await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
+  await notice('decided', `${what}\n*Approved* by ${d.by}: running generation ${generation} ...`);
   try {
     const result = await executeChild(window, {
       workflowId: request.window.key,
@@ -60,10 +68,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     }) as WindowRunResult;
     status = 'done';
     await bookkeeping.settleRerun({ request: workflowId, status });
+    await notice('finished', `${what}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`);
     return { outcome: 'done', generation, decidedBy: d.by, window: result };
   } catch (err) {
     status = 'failed';
     await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
+    await notice('finished', `${what}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`);
     throw err;
   }
 }

@@ -4,13 +4,13 @@
 import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
-import { bookkeeping, NON_RETRYABLE, windowActivity } from './policy.js';
+import { bookkeeping, retryOf, windowActivity } from './policy.js';
 import type { ActivityPolicy, EffectOutcomeDto, WindowInput, WindowResult, WindowRunResult } from './types.js';
 
 function effectActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.effectTimeoutMs ?? 60_000,
-    retry: { ...policy.retry, nonRetryableErrorTypes: [...NON_RETRYABLE, 'EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'] },
+    retry: retryOf(policy, ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect']),
   });
 }
 

@@ -34,7 +34,8 @@ export interface EmailRequest {
   /** `cid` makes an attachment an inline image, shown by `<img src="cid:...">` in the HTML. */
   attachments?: { filename: string; contentBase64: string; contentType: string; cid?: string }[];
 }
-export interface SlackRequest { channel: string; text: string }
+/** A Slack message; with `ts` it replaces the message posted earlier (chat.update). */
+export interface SlackRequest { channel: string; text: string; blocks?: unknown[]; ts?: string }
 export interface TelegramRequest { chatId: string; text: string }
 
 /** The channels a worker can use; a channel missing here is not configured. */

@@ -4,14 +4,16 @@ import { EffectError, type Provider, type SlackRequest } from './provider.js';
 import { honourRateLimit, postJson } from './http.js';
 
 export function slackProvider(opts: { token: string; apiUrl: string; timeoutMs?: number; maxRateLimitWaitMs?: number }): Provider<SlackRequest> {
-  const url = `${opts.apiUrl.replace(/\/$/, '')}/chat.postMessage`;
+  const base = opts.apiUrl.replace(/\/$/, '');
   return {
     channel: 'slack',
     idempotent: false,
     async perform(request) {
-      const what = `slack chat.postMessage to ${request.channel}`;
+      const method = request.ts ? 'chat.update' : 'chat.postMessage';
+      const what = `slack ${method} to ${request.channel}`;
+      const body = { channel: request.channel, text: request.text, ...(request.blocks ? { blocks: request.blocks } : {}), ...(request.ts ? { ts: request.ts } : { unfurl_links: false }) };
       return await honourRateLimit<{ providerId: string | null }>(async () => {
-        const reply = await postJson(url, { channel: request.channel, text: request.text, unfurl_links: false },
+        const reply = await postJson(`${base}/${method}`, body,
           { what, headers: { authorization: `Bearer ${opts.token}` }, timeoutMs: opts.timeoutMs ?? 15_000 });
         if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
         if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 
 export type ChatAnswer = 'ok' | 'error-500' | 'rate-limit';
 
-export interface ChatMessage { api: 'slack' | 'telegram'; target: string; text: string; at: number; auth: string | undefined; path: string }
+export interface ChatMessage { api: 'slack' | 'telegram'; target: string; text: string; at: number; auth: string | undefined; path: string; method: string; blocks?: unknown; ts?: string; user?: string }
 
 export interface TestChat {
   url: string;
@@ -20,10 +20,13 @@ export interface TestChat {
   close(): Promise<void>;
 }
 
+/** Slack's own client sends form-encoded bodies; tidemark's providers send JSON. Both are accepted. */
 async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
-  return JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Record<string, unknown>;
+  const text = Buffer.concat(chunks).toString('utf8');
+  if ((req.headers['content-type'] ?? '').includes('application/x-www-form-urlencoded')) return Object.fromEntries(new URLSearchParams(text));
+  return JSON.parse(text || '{}') as Record<string, unknown>;
 }
 
 export async function startChat(): Promise<TestChat> {
@@ -40,7 +43,9 @@ export async function startChat(): Promise<TestChat> {
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(payload));
       };
-      const api = req.url === '/api/chat.postMessage' ? 'slack' : /^\/bot[^/]+\/sendMessage$/.test(req.url ?? '') ? 'telegram' : null;
+      if (req.url === '/api/auth.test') return send(200, { ok: true, url: 'https://test.slack.example/', team: 'test', user: 'tidemark', team_id: 'T1', user_id: 'UBOT', bot_id: 'BBOT' });
+      const slackMethod = /^\/api\/(chat\.postMessage|chat\.update|chat\.postEphemeral)$/.exec(req.url ?? '')?.[1];
+      const api = slackMethod ? 'slack' : /^\/bot[^/]+\/sendMessage$/.test(req.url ?? '') ? 'telegram' : null;
       if (!api) return send(404, { ok: false, error: 'unknown_method' });
       const answer = state.plan[api].shift() ?? state.fallback[api];
       state.requests.push({ api, at: Date.now(), answer });
@@ -51,10 +56,14 @@ export async function startChat(): Promise<TestChat> {
           : send(429, { ok: false, error_code: 429, description: 'Too Many Requests', parameters: { retry_after: state.retryAfterSeconds } });
       }
       const target = String(api === 'slack' ? json.channel : json.chat_id);
-      state.messages.push({ api, target, text: String(json.text), at: Date.now(), auth: req.headers.authorization, path: req.url ?? '' });
       ts++;
+      const messageTs = slackMethod === 'chat.update' ? String(json.ts) : `${ts}.000100`;
+      state.messages.push({
+        api, target, text: String(json.text), at: Date.now(), auth: req.headers.authorization, path: req.url ?? '', method: slackMethod ?? 'sendMessage',
+        ...(json.blocks ? { blocks: json.blocks } : {}), ...(api === 'slack' ? { ts: messageTs } : {}), ...(json.user ? { user: String(json.user) } : {}),
+      });
       return api === 'slack'
-        ? send(200, { ok: true, channel: target, ts: `${ts}.000100` })
+        ? send(200, { ok: true, channel: target, ts: messageTs })
         : send(200, { ok: true, result: { message_id: ts, chat: { id: target }, text: json.text } });
     })();
   });

@@ -1,0 +1,48 @@
+// The Slack app (@slack/bolt over HTTP): Approve and Reject buttons on rerun requests. Bolt
+// verifies every request's signature and timestamp (refusing forged, tampered or stale ones
+// with 401); the app acknowledges at once and then decides through the rerun workflow's
+// Update, whose validator accepts only configured approvers. A refused decision is audited and
+// the clicker is told why.
+import type { Client } from '@temporalio/client';
+import boltPkg from '@slack/bolt';
+import type { Kysely } from 'kysely';
+import type { Logger } from '../activities/logger.js';
+import type { Database } from '../db/schema.js';
+import { decide, DecisionRefused } from '../operator/reruns.js';
+
+const { App, HTTPReceiver, LogLevel } = boltPkg;
+
+export interface SlackAppOptions {
+  signingSecret: string;
+  botToken: string;
+  /** Slack's Web API base, e.g. https://slack.com/api (a loopback server in tests). */
+  apiUrl: string;
+  temporal: Client;
+  db: Kysely<Database>;
+  logger: Logger;
+  port: number;
+}
+
+export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promise<void> }> {
+  const receiver = new HTTPReceiver({ signingSecret: o.signingSecret, endpoints: '/slack/events', processBeforeResponse: false, logLevel: (process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR) });
+  const app = new App({
+    token: o.botToken, receiver, tokenVerificationEnabled: false, logLevel: process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR,
+    clientOptions: { slackApiUrl: `${o.apiUrl.replace(/\/$/, '')}/` },
+  });
+  app.action(/^rerun_(approve|reject)$/, async ({ ack, body, action, client }) => {
+    await ack();
+    if (body.type !== 'block_actions' || action.type !== 'button') return;
+    const decision = (action as { action_id: string }).action_id === 'rerun_approve' ? 'approve' : 'reject';
+    const by = body.user.id;
+    try {
+      await decide(o.temporal, o.db, action.value ?? '', { decision, by, source: 'slack' });
+      o.logger.info(`SLACK decision ${decision} by ${by} on ${action.value}`);
+    } catch (err) {
+      const text = err instanceof DecisionRefused ? `Not accepted: ${err.message}` : `Could not record your decision: ${(err as Error).message}`;
+      o.logger.warn(`SLACK ${text}`);
+      if (body.channel?.id) await client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined);
+    }
+  });
+  await app.start(o.port);
+  return { stop: async () => { await app.stop(); } };
+}

@@ -1,0 +1,104 @@
+// Rerun approvals from Slack: correctly signed requests posted to the running Bolt app; forged,
+// stale and tampered ones get 401 and cause nothing; an unauthorised user is refused, told and
+// audited; two approvers clicking at once cause one rerun; the message is updated in place.
+import assert from 'node:assert/strict';
+import { createHmac } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { memoryLogger } from '../../activities/logger.js';
+import { slackProvider } from '../../activities/notify/slack.js';
+import { defineCatalog } from '../../schedules/job.js';
+import { startSlackApp } from '../../slack/app.js';
+import type { RerunResult, RerunState } from '../../workflows/types.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { freePort } from '../helpers/net.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+let chat: TestChat;
+before(async () => { chat = await startChat(); });
+after(async () => { await chat?.close(); });
+
+const SECRET = 'test-signing-secret-4f1a';
+
+function signed(body: string, opts: { secret?: string; ts?: number; signBody?: string } = {}) {
+  const ts = opts.ts ?? Math.floor(Date.now() / 1000);
+  const sig = createHmac('sha256', opts.secret ?? SECRET).update(`v0:${ts}:${opts.signBody ?? body}`).digest('hex');
+  return { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': String(ts), 'x-slack-signature': `v0=${sig}` };
+}
+
+function click(user: string, action: 'rerun_approve' | 'rerun_reject', request: string): string {
+  const payload = {
+    type: 'block_actions', user: { id: user, username: user.toLowerCase(), team_id: 'T1' }, team: { id: 'T1', domain: 'test' }, api_app_id: 'A1', token: 'legacy',
+    trigger_id: '1.2.3', container: { type: 'message', message_ts: '1.1', channel_id: 'C_APPROVALS' }, channel: { id: 'C_APPROVALS', name: 'approvals' },
+    message: { ts: '1.1', text: 'rerun' }, response_url: `${chat.url}/response`,
+    actions: [{ type: 'button', action_id: action, block_id: 'rerun', value: request, action_ts: '1.2', text: { type: 'plain_text', text: 'x' } }],
+  };
+  return `payload=${encodeURIComponent(JSON.stringify(payload))}`;
+}
+
+test('approving a rerun from Slack', async () => {
+  const job = 'slack-sales';
+  const W = { start: '2026-04-12T10:00:00Z', end: '2026-04-12T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 20));
+  const deps = {
+    db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date(),
+    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) }, approvals: { slackChannel: 'C_APPROVALS' },
+  };
+  const port = await freePort();
+  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port });
+  const endpoint = `http://127.0.0.1:${port}/slack/events`;
+  const post = (body: string, headers: Record<string, string>) => fetch(endpoint, { method: 'POST', body, headers });
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const key = `${job}/2026-04-12T10:00:00Z`;
+      await stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, ...W, generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000 } }] });
+      const id = `${key}/rerun-slack`;
+      const handle = await stack.env.client.workflow.start('rerun', { taskQueue, workflowId: id, args: [{ job, windowStart: W.start, reason: 'late orders', requestedBy: 'UALICE', approvers: ['UBOB', 'UCAROL'] }] });
+
+      // The request is posted with its buttons.
+      const posted = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postMessage' && JSON.stringify(m.blocks ?? '').includes(id)), 20_000, 'the request message');
+      assert.equal(posted.target, 'C_APPROVALS');
+      assert.match(posted.text, /Rerun requested\* for `slack-sales\/2026-04-12T10:00:00Z#1`/);
+      assert.match(posted.text, /asked by UALICE: late orders/);
+
+      // Forged, stale and tampered requests: 401, and nothing happens.
+      const body = click('UBOB', 'rerun_approve', id);
+      assert.equal((await post(body, signed(body, { secret: 'wrong-secret' }))).status, 401);
+      assert.equal((await post(body, signed(body, { ts: Math.floor(Date.now() / 1000) - 6 * 60 }))).status, 401);
+      assert.equal((await post(body, signed(body, { signBody: click('UBOB', 'rerun_reject', id) }))).status, 401);
+      assert.equal((await handle.query<RerunState>('state')).status, 'pending');
+      assert.equal((await stack.t.db.selectFrom('approval_audit').selectAll().where('request', '=', id).execute()).length, 0);
+
+      // Someone who is not an approver: acknowledged, refused, told, audited.
+      const mallory = click('UMALLORY', 'rerun_approve', id);
+      assert.equal((await post(mallory, signed(mallory))).status, 200);
+      const told = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'), 20_000, 'the refusal');
+      assert.match(told.text, /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns/);
+
+      // Two approvers at once: one rerun.
+      const [bob, carol] = [click('UBOB', 'rerun_approve', id), click('UCAROL', 'rerun_approve', id)];
+      const answers = await Promise.all([post(bob, signed(bob)), post(carol, signed(carol))]);
+      assert.deepEqual(answers.map((a) => a.status), [200, 200]);
+      const result = await handle.result() as RerunResult;
+      assert.equal(result.outcome, 'done');
+      const audit = await eventually(async () => {
+        const rows = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted', 'source']).where('request', '=', id).orderBy('id').execute();
+        return rows.length === 3 ? rows : undefined;
+      }, 20_000, 'three audited decisions');
+      assert.deepEqual(audit.filter((a) => a.accepted).map((a) => a.actor), [result.decidedBy]);
+      assert.equal(audit.filter((a) => !a.accepted).length, 2);
+      assert.ok(audit.every((a) => a.source === 'slack'));
+      const gens = await stack.t.db.selectFrom('job_windows').select('generation').where('job', '=', job).execute();
+      assert.deepEqual(gens.map((g) => g.generation).sort(), [0, 1]);
+
+      // The request message is updated in place with the outcome.
+      const updated = await eventually(async () => chat.messages.find((m) => m.method === 'chat.update' && m.ts === posted.ts && /generation 1 processed/.test(m.text)), 20_000, 'the updated message');
+      assert.match(updated.text, new RegExp(`\\*Approved\\* by ${result.decidedBy}`));
+    });
+  } finally {
+    await app.stop();
+  }
+});
