@@ -41,6 +41,17 @@ const TITLES: Record<IncidentKind, string> = {
   'effect-unknown': 'effect outcome unknown', 'effect-failed': 'effect failed', lag: 'falling behind', finding: 'needs attention',
 };
 
+/** An alert about an effect in doubt, with the buttons that decide it (handled by the Slack app). */
+function decisionBlocks(text: string, effectKey: string): unknown[] {
+  return [
+    { type: 'section', text: { type: 'mrkdwn', text } },
+    { type: 'actions', block_id: 'effect', elements: [
+      { type: 'button', action_id: 'effect_resend', style: 'primary', text: { type: 'plain_text', text: 'Resend' }, value: effectKey },
+      { type: 'button', action_id: 'effect_skip', text: { type: 'plain_text', text: 'Skip' }, value: effectKey },
+    ] },
+  ];
+}
+
 export function alerting(deps: ActivityDeps) {
   const { db, logger } = deps;
   const redact = deps.redact ?? ((s: string) => s);
@@ -60,7 +71,7 @@ export function alerting(deps: ActivityDeps) {
   }
 
   /** The deliveries of one incident event (one e-mail to every address, one message per chat), recorded as effects. */
-  async function deliveries(dbx: Kysely<Database> | Transaction<Database>, incident: IncidentRow, event: 'opened' | 'closed', subjectLine: string, body: string): Promise<string[]> {
+  async function deliveries(dbx: Kysely<Database> | Transaction<Database>, incident: IncidentRow, event: 'opened' | 'closed', subjectLine: string, body: string, effectKey?: string): Promise<string[]> {
     const t = targets(incident.job);
     const base = `alert:${incident.id}:${event}`;
     const effect = (channel: string, target: string, request: EmailRequest | SlackRequest | TelegramRequest): NewEffect => ({
@@ -71,7 +82,7 @@ export function alerting(deps: ActivityDeps) {
     const text = `${subjectLine}\n${body}`;
     const effects: NewEffect[] = [
       ...(t.email.length > 0 ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })] : []),
-      ...t.slack.map((c) => effect('slack', c, { channel: c, text })),
+      ...t.slack.map((c) => effect('slack', c, { channel: c, text, ...(effectKey ? { blocks: decisionBlocks(text, effectKey) } : {}) })),
       ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),
     ];
     if (effects.length === 0) {
@@ -101,7 +112,7 @@ export function alerting(deps: ActivityDeps) {
         `incident: ${id}`,
       ].join('\n');
       const row = { id, job: input.job } as IncidentRow;
-      return { incidentId: id, deliveries: await deliveries(db, row, 'opened', subjectLine, body) };
+      return { incidentId: id, deliveries: await deliveries(db, row, 'opened', subjectLine, body, input.kind === 'effect-unknown' ? input.subject : undefined) };
     },
 
     /** Closes the incident of a subject if one is open, with one recovery notice. */

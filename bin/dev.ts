@@ -17,6 +17,7 @@ import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
+import { startSlackApp } from '../slack/app.js';
 import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
@@ -96,6 +97,15 @@ async function main(): Promise<void> {
     });
     const running = worker.run();
     cleanups.push(async () => { worker.shutdown(); await running; await workerConnection.close(); });
+
+    if (config.SLACK_SIGNING_SECRET && config.SLACK_BOT_TOKEN) {
+      const slack = await startSlackApp({
+        signingSecret: config.SLACK_SIGNING_SECRET, botToken: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL, temporal: client, db,
+        logger: deps.logger, port: config.SLACK_APP_PORT, deps, approvers: config.TIDEMARK_APPROVERS,
+      });
+      cleanups.push(() => slack.stop());
+      log(`Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`);
+    }
 
     for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
     const hourly = catalog.jobs.find((j) => j.grid.kind === 'fixed' && j.grid.ms === 3_600_000);

@@ -8,6 +8,8 @@ import boltPkg from '@slack/bolt';
 import type { Kysely } from 'kysely';
 import type { Logger } from '../activities/logger.js';
 import type { Database } from '../db/schema.js';
+import { decideUnknownEffect } from '../activities/decisions.js';
+import type { ActivityDeps } from '../activities/deps.js';
 import { decide, DecisionRefused } from '../operator/reruns.js';
 
 const { App, HTTPReceiver, LogLevel } = boltPkg;
@@ -21,6 +23,9 @@ export interface SlackAppOptions {
   db: Kysely<Database>;
   logger: Logger;
   port: number;
+  /** For decisions on effects whose outcome is unknown (the same approvers as reruns). */
+  deps: ActivityDeps;
+  approvers: readonly string[];
 }
 
 export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promise<void> }> {
@@ -41,6 +46,30 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
       const text = err instanceof DecisionRefused ? `Not accepted: ${err.message}` : `Could not record your decision: ${(err as Error).message}`;
       o.logger.warn(`SLACK ${text}`);
       if (body.channel?.id) await client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined);
+    }
+  });
+  // The same approval unblocks an effect left `unknown`: resend it, or skip it.
+  app.action(/^effect_(resend|skip)$/, async ({ ack, body, action, client }) => {
+    await ack();
+    if (body.type !== 'block_actions') return;
+    const a = action as { action_id: string; value?: string };
+    const decision = a.action_id === 'effect_resend' ? 'resend' : 'skip';
+    const key = a.value ?? '';
+    const by = body.user.id;
+    const tell = (text: string) => (body.channel?.id ? client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined) : undefined);
+    if (!o.approvers.includes(by)) {
+      const reason = `${by} may not decide effects${o.approvers.length ? ` (approvers: ${o.approvers.join(', ')})` : ' (no approvers are configured)'}`;
+      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: false, reason, source: 'slack' }).execute();
+      await tell(`Not accepted: ${reason}`);
+      return;
+    }
+    try {
+      const r = await decideUnknownEffect(o.deps, key, decision, by);
+      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: true, reason: null, source: 'slack' }).execute();
+      await tell(`${key}: ${r.outcome}`);
+    } catch (err) {
+      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: false, reason: (err as Error).message, source: 'slack' }).execute();
+      await tell(`Not accepted: ${(err as Error).message}`);
     }
   });
   await app.start(o.port);

@@ -5,13 +5,16 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
+import { emailProvider } from '../../activities/notify/email.js';
 import { slackProvider } from '../../activities/notify/slack.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { startSlackApp } from '../../slack/app.js';
 import type { RerunResult, RerunState } from '../../workflows/types.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
+import { startSmtp } from '../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -48,7 +51,7 @@ test('approving a rerun from Slack', async () => {
     channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) }, approvals: { slackChannel: 'C_APPROVALS' },
   };
   const port = await freePort();
-  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port });
+  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB', 'UCAROL'] });
   const endpoint = `http://127.0.0.1:${port}/slack/events`;
   const post = (body: string, headers: Record<string, string>) => fetch(endpoint, { method: 'POST', body, headers });
   try {
@@ -100,5 +103,48 @@ test('approving a rerun from Slack', async () => {
     });
   } finally {
     await app.stop();
+  }
+});
+
+test('an effect left unknown is decided from the buttons of its Slack alert', async () => {
+  const smtp = await startSmtp();
+  const job = 'slack-effect';
+  const catalog = defineCatalog([salesJob(job, {
+    start: '2026-04-13T00:00:00Z', lateness: '0m', alerts: { slack: ['C_OPS'] },
+    handler: async (ctx) => ({ ...(await summariseWindow(ctx)), effects: [{ name: 'report', channel: 'email', request: { to: ['ops@example.test'], subject: 'report', text: 'x' } }] }),
+  })]);
+  const deps = {
+    db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date(),
+    channels: {
+      slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
+      email: emailProvider({ host: '127.0.0.1', port: smtp.port, secure: false, rejectUnauthorized: false, from: 't@test', socketTimeoutMs: 5_000 }),
+    },
+  };
+  const port = await freePort();
+  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB'] });
+  const post = (body: string) => fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-04-13T00:00:00Z`;
+  const effectKey = `${key}:report`;
+  try {
+    smtp.plan.push('store-then-drop');
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      await assert.rejects(stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, start: '2026-04-13T00:00:00Z', end: '2026-04-13T01:00:00Z', generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000 } }] }));
+    });
+    const alert = chat.messages.find((m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'));
+    assert.ok(alert, 'the alert carries Resend and Skip buttons');
+    const asBlockAction = (user: string) => click(user, 'rerun_approve', '').replace(encodeURIComponent('"action_id":"rerun_approve"'), encodeURIComponent('"action_id":"effect_resend"')).replace(encodeURIComponent('"value":""'), encodeURIComponent(`"value":${JSON.stringify(effectKey)}`));
+    assert.equal((await post(asBlockAction('UMALLORY'))).status, 200);
+    await eventually(async () => (await stack.t.db.selectFrom('approval_audit').select('accepted').where('request', '=', effectKey).execute()).length === 1 ? true : undefined, 20_000, 'the refusal');
+    assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
+    assert.equal((await post(asBlockAction('UBOB'))).status, 200);
+    await eventually(async () => (smtp.messages.length === 2 ? true : undefined), 20_000, 'the approved resend');
+    const row = await stack.t.db.selectFrom('effects').select(['status', 'decided_by']).where('effect_key', '=', effectKey).executeTakeFirstOrThrow();
+    assert.deepEqual(row, { status: 'done', decided_by: 'UBOB' });
+    const audit = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted']).where('request', '=', effectKey).orderBy('id').execute();
+    assert.deepEqual(audit, [{ actor: 'UMALLORY', accepted: false }, { actor: 'UBOB', accepted: true }]);
+  } finally {
+    await app.stop();
+    await smtp.close();
   }
 });
