@@ -1,6 +1,7 @@
 // npm start: the whole system on one machine. Temporal dev server (or TEMPORAL_ADDRESS),
 // PostgreSQL migrated, schedules synced from the catalog, demo data seeded, a worker, and a
 // trickle of new orders; each job fired once right away. Ctrl-C stops everything cleanly.
+import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
@@ -18,6 +19,7 @@ import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
 import { startSlackApp } from '../slack/app.js';
+import { startWebServer } from '../web/server.js';
 import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
@@ -107,6 +109,10 @@ async function main(): Promise<void> {
       log(`Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`);
     }
 
+    const webToken = config.TIDEMARK_WEB_TOKEN ?? randomBytes(12).toString('hex');
+    const web = await startWebServer({ port: config.TIDEMARK_WEB_PORT, token: webToken, db, client, catalog, config });
+    cleanups.push(() => web.stop());
+
     for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
     const hourly = catalog.jobs.find((j) => j.grid.kind === 'fixed' && j.grid.ms === 3_600_000);
     if (hourly) {
@@ -128,6 +134,7 @@ async function main(): Promise<void> {
       `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
       `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
       `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
+      `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
       '  Jobs:',
       ...catalog.jobs.map((j) => formatPreview(previewJob(j, new Date(), 2)).split('\n').map((l) => `    ${l}`).join('\n')),
       '',

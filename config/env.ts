@@ -24,6 +24,9 @@ const schema = z.object({
   TIDEMARK_ALLOW_SELF_APPROVAL: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   /** How long a rerun request waits for a decision. */
   TIDEMARK_RERUN_TIMEOUT: z.string().regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"').default('24h'),
+  /** The management page: its port and the token that opens it (npm start makes one when unset). */
+  TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
+  TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   SMTP_HOST: z.string().min(1).optional(),
@@ -56,7 +59,7 @@ export function secretsOf(config: Config): string[] {
       return '';
     }
   })();
-  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
+  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.TIDEMARK_WEB_TOKEN, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
 }
 
 export type Config = Readonly<z.infer<typeof schema>>;

@@ -1,5 +1,5 @@
 // status and runs: a job's recent windows (outcome, duration, counts, effects) and run records.
-import { sql } from 'kysely';
+import { recentWindows } from '../../operator/overview.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
@@ -13,14 +13,7 @@ export const statusCommand: Command = {
     const job = ctx.job(positionals[0], 'status');
     const db = await ctx.db();
     const limit = positiveInt('limit', values.limit as string | undefined, 20);
-    const rows = await sql<{ window_key: string; window_start: Date; status: string; attempts: number; duration_ms: number | null; records_in: number | null; records_applied: number | null; records_quarantined: number | null; reason: string | null; effects: Record<string, number> | null }>`
-      select w.window_key, w.window_start, w.status, w.attempts, w.duration_ms, w.records_in, w.records_applied, w.records_quarantined, w.reason,
-             (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from effects e where e.window_key = w.window_key group by status) s) as effects
-        from job_windows w where w.job = ${job.name} order by w.window_start desc, w.generation desc limit ${limit}`.execute(db);
-    const json = rows.rows.map((r) => ({
-      window: r.window_key, start: isoUtc(r.window_start), status: r.status, attempts: r.attempts, durationMs: r.duration_ms,
-      input: r.records_in, applied: r.records_applied, quarantined: r.records_quarantined, effects: r.effects ?? {}, reason: r.reason,
-    }));
+    const json = await recentWindows(db, job.name, limit);
     return {
       json,
       lines: json.length === 0 ? [`${job.name}: no windows yet`] : table(['WINDOW', 'STATUS', 'ATTEMPTS', 'MS', 'IN', 'APPLIED', 'ASIDE', 'EFFECTS', 'REASON'], json.map((r) => [

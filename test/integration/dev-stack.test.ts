@@ -29,7 +29,7 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
   const [port, uiPort] = [await freePort(), await freePort()];
   const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-dev-'));
   const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../bin/dev.ts', import.meta.url))], {
-    env: { ...process.env, DATABASE_URL: t.url, TEMPORAL_PORT: String(port), TEMPORAL_UI_PORT: String(uiPort), TIDEMARK_STATE_DIR: stateDir, TEMPORAL_ADDRESS: '' },
+    env: { ...process.env, DATABASE_URL: t.url, TEMPORAL_PORT: String(port), TEMPORAL_UI_PORT: String(uiPort), TIDEMARK_STATE_DIR: stateDir, TEMPORAL_ADDRESS: '', TIDEMARK_WEB_PORT: String(await freePort()), TIDEMARK_DEMO_MARKETPLACE_URL: `http://127.0.0.1:${await freePort()}/demo-shop` },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -49,6 +49,13 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     assert.match(out, /BACKUP job=db-backup .* restore-checked/);
     const days = await t.db.selectFrom('daily_sales').select(['day', 'order_count']).where('job', '=', 'sales-hourly').execute();
     assert.ok(days.reduce((s, d) => s + d.order_count, 0) > 900, JSON.stringify(days));
+    // The management page answers with the token npm start printed.
+    const [, webUrl, webToken] = /Management\s+(\S+)\s+token: (\S+)/.exec(out) ?? [];
+    assert.ok(webUrl && webToken, out);
+    assert.equal((await fetch(`${webUrl}/api/state`)).status, 401);
+    const state = await fetch(`${webUrl}/api/state`, { headers: { authorization: `Bearer ${webToken}` } });
+    assert.equal(state.status, 200);
+    assert.ok(((await state.json()) as { jobs: unknown[] }).jobs.length >= 7);
     const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
     assert.equal(ui.status, 200);
     assert.match(await ui.text(), /<html/i);
