@@ -104,6 +104,7 @@ async function main(): Promise<void> {
       const slack = await startSlackApp({
         signingSecret: config.SLACK_SIGNING_SECRET, botToken: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL, temporal: client, db,
         logger: deps.logger, port: config.SLACK_APP_PORT, deps, approvers: config.TIDEMARK_APPROVERS,
+        ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
       });
       cleanups.push(() => slack.stop());
       log(`Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`);

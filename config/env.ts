@@ -21,6 +21,8 @@ const schema = z.object({
   /** The Slack app's signing secret: requests without a valid signature are refused. */
   SLACK_SIGNING_SECRET: z.string().min(1).optional(),
   SLACK_APP_PORT: z.coerce.number().int().min(1).max(65535).default(3000),
+  /** A Slack user group (id, e.g. S0123ABC) whose members may approve too; checked by the Slack app. */
+  TIDEMARK_APPROVER_GROUP: z.string().min(1).optional(),
   TIDEMARK_ALLOW_SELF_APPROVAL: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   /** How long a rerun request waits for a decision. */
   TIDEMARK_RERUN_TIMEOUT: z.string().regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"').default('24h'),

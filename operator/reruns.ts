@@ -23,6 +23,7 @@ export async function requestRerun(client: Client, config: Config, r: { job: Job
     args: [{
       job: r.job.name, windowStart: isoUtc(r.windowStart), reason: r.reason, requestedBy: r.requestedBy, approvers: config.TIDEMARK_APPROVERS,
       allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL, timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
+      ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
     }],
     typedSearchAttributes: searchAttributes('rerun', r.job.name, { start: isoUtc(r.windowStart), generation: 0 }),
     staticSummary: `rerun request for ${key} by ${r.requestedBy}: ${r.reason}`,

@@ -26,6 +26,8 @@ export interface SlackAppOptions {
   /** For decisions on effects whose outcome is unknown (the same approvers as reruns). */
   deps: ActivityDeps;
   approvers: readonly string[];
+  /** A Slack user group whose members may decide as well. */
+  approverGroup?: string;
 }
 
 export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promise<void> }> {
@@ -34,13 +36,21 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     token: o.botToken, receiver, tokenVerificationEnabled: false, logLevel: process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR,
     clientOptions: { slackApiUrl: `${o.apiUrl.replace(/\/$/, '')}/` },
   });
+  /** The approver group, when the user is a member of it (asked of Slack at each decision). */
+  async function groupOf(client: { usergroups: { users: { list(a: { usergroup: string }): Promise<{ users?: string[] }> } } }, user: string): Promise<string | undefined> {
+    if (!o.approverGroup) return undefined;
+    const members = await client.usergroups.users.list({ usergroup: o.approverGroup }).catch(() => ({ users: [] as string[] }));
+    return members.users?.includes(user) ? o.approverGroup : undefined;
+  }
+
   app.action(/^rerun_(approve|reject)$/, async ({ ack, body, action, client }) => {
     await ack();
     if (body.type !== 'block_actions' || action.type !== 'button') return;
     const decision = (action as { action_id: string }).action_id === 'rerun_approve' ? 'approve' : 'reject';
     const by = body.user.id;
     try {
-      await decide(o.temporal, o.db, action.value ?? '', { decision, by, source: 'slack' });
+      const viaGroup = await groupOf(client, by);
+      await decide(o.temporal, o.db, action.value ?? '', { decision, by, source: 'slack', ...(viaGroup ? { viaGroup } : {}) });
       o.logger.info(`SLACK decision ${decision} by ${by} on ${action.value}`);
     } catch (err) {
       const text = err instanceof DecisionRefused ? `Not accepted: ${err.message}` : `Could not record your decision: ${(err as Error).message}`;
@@ -57,7 +67,7 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const key = a.value ?? '';
     const by = body.user.id;
     const tell = (text: string) => (body.channel?.id ? client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined) : undefined);
-    if (!o.approvers.includes(by)) {
+    if (!o.approvers.includes(by) && !(await groupOf(client, by))) {
       const reason = `${by} may not decide effects${o.approvers.length ? ` (approvers: ${o.approvers.join(', ')})` : ' (no approvers are configured)'}`;
       await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: false, reason, source: 'slack' }).execute();
       await tell(`Not accepted: ${reason}`);

@@ -30,8 +30,10 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
       const requester = d.by === input.requestedBy;
       if (requester && d.decision === 'approve' && !input.allowSelfApproval) throw new Error(`${d.by} asked for this rerun and may not approve it`);
       // The requester may withdraw (reject) their own request; anyone else must be an approver.
-      if (!input.approvers.includes(d.by) && !(requester && d.decision === 'reject')) {
-        throw new Error(`${d.by} may not decide reruns${input.approvers.length ? ` (approvers: ${input.approvers.join(', ')})` : ' (no approvers are configured)'}`);
+      const inGroup = !!input.approverGroup && d.viaGroup === input.approverGroup;
+      if (!input.approvers.includes(d.by) && !inGroup && !(requester && d.decision === 'reject')) {
+        const who = [...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []), ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : [])];
+        throw new Error(`${d.by} may not decide reruns${who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)'}`);
       }
     },
   });

@@ -141,6 +141,8 @@ export interface RerunInput {
   readonly requestedBy: string;
   /** Who may approve (user ids or names); nobody when empty. */
   readonly approvers: readonly string[];
+  /** A Slack user group whose members may decide too (membership is checked by the Slack app). */
+  readonly approverGroup?: string;
   /** May the requester approve their own request? Default no. */
   readonly allowSelfApproval?: boolean;
   /** How long to wait for a decision; default 24 hours. */
@@ -160,6 +162,8 @@ export interface RerunDecision {
   readonly note?: string;
   /** Where the decision was made: cli, slack, web. */
   readonly source: string;
+  /** Set by the Slack app when it found the user in this user group. */
+  readonly viaGroup?: string;
 }
 
 export interface RerunState {

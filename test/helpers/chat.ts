@@ -17,6 +17,8 @@ export interface TestChat {
   /** Answer given when a plan is empty. */
   fallback: { slack: ChatAnswer; telegram: ChatAnswer };
   retryAfterSeconds: number;
+  /** Slack user groups and their members, for usergroups.users.list. */
+  groups: Record<string, string[]>;
   close(): Promise<void>;
 }
 
@@ -34,6 +36,7 @@ export async function startChat(): Promise<TestChat> {
     messages: [] as ChatMessage[], requests: [] as TestChat['requests'],
     plan: { slack: [] as ChatAnswer[], telegram: [] as ChatAnswer[] },
     fallback: { slack: 'ok' as ChatAnswer, telegram: 'ok' as ChatAnswer }, retryAfterSeconds: 1,
+    groups: {} as Record<string, string[]>,
   };
   let ts = 1_000;
   const server = createServer((req, res) => {
@@ -43,6 +46,9 @@ export async function startChat(): Promise<TestChat> {
         res.writeHead(status, { 'content-type': 'application/json', ...headers });
         res.end(JSON.stringify(payload));
       };
+      if (req.url === '/api/usergroups.users.list') {
+        return send(200, { ok: true, users: state.groups[String(json.usergroup)] ?? [] });
+      }
       if (req.url === '/api/auth.test') return send(200, { ok: true, url: 'https://test.slack.example/', team: 'test', user: 'tidemark', team_id: 'T1', user_id: 'UBOT', bot_id: 'BBOT' });
       const slackMethod = /^\/api\/(chat\.postMessage|chat\.update|chat\.postEphemeral)$/.exec(req.url ?? '')?.[1];
       const api = slackMethod ? 'slack' : /^\/bot[^/]+\/sendMessage$/.test(req.url ?? '') ? 'telegram' : null;

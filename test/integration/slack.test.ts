@@ -51,7 +51,8 @@ test('approving a rerun from Slack', async () => {
     channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) }, approvals: { slackChannel: 'C_APPROVALS' },
   };
   const port = await freePort();
-  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB', 'UCAROL'] });
+  chat.groups.S_APPROVERS = ['UDAVE'];
+  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB', 'UCAROL'], approverGroup: 'S_APPROVERS' });
   const endpoint = `http://127.0.0.1:${port}/slack/events`;
   const post = (body: string, headers: Record<string, string>) => fetch(endpoint, { method: 'POST', body, headers });
   try {
@@ -59,7 +60,7 @@ test('approving a rerun from Slack', async () => {
       const key = `${job}/2026-04-12T10:00:00Z`;
       await stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, ...W, generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000 } }] });
       const id = `${key}/rerun-slack`;
-      const handle = await stack.env.client.workflow.start('rerun', { taskQueue, workflowId: id, args: [{ job, windowStart: W.start, reason: 'late orders', requestedBy: 'UALICE', approvers: ['UBOB', 'UCAROL'] }] });
+      const handle = await stack.env.client.workflow.start('rerun', { taskQueue, workflowId: id, args: [{ job, windowStart: W.start, reason: 'late orders', requestedBy: 'UALICE', approvers: ['UBOB', 'UCAROL'], approverGroup: 'S_APPROVERS' }] });
 
       // The request is posted with its buttons.
       const posted = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postMessage' && JSON.stringify(m.blocks ?? '').includes(id)), 20_000, 'the request message');
@@ -79,20 +80,23 @@ test('approving a rerun from Slack', async () => {
       const mallory = click('UMALLORY', 'rerun_approve', id);
       assert.equal((await post(mallory, signed(mallory))).status, 200);
       const told = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'), 20_000, 'the refusal');
-      assert.match(told.text, /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns/);
+      assert.match(told.text, /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns \(approvers: UBOB, UCAROL or members of S_APPROVERS\)/);
 
-      // Two approvers at once: one rerun.
-      const [bob, carol] = [click('UBOB', 'rerun_approve', id), click('UCAROL', 'rerun_approve', id)];
-      const answers = await Promise.all([post(bob, signed(bob)), post(carol, signed(carol))]);
+      // Two approvers at once, one of them by user-group membership: one rerun.
+      const [bob, dave] = [click('UBOB', 'rerun_approve', id), click('UDAVE', 'rerun_approve', id)];
+      const answers = await Promise.all([post(bob, signed(bob)), post(dave, signed(dave))]);
       assert.deepEqual(answers.map((a) => a.status), [200, 200]);
       const result = await handle.result() as RerunResult;
       assert.equal(result.outcome, 'done');
       const audit = await eventually(async () => {
-        const rows = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted', 'source']).where('request', '=', id).orderBy('id').execute();
+        const rows = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted', 'source', 'reason']).where('request', '=', id).orderBy('id').execute();
         return rows.length === 3 ? rows : undefined;
       }, 20_000, 'three audited decisions');
       assert.deepEqual(audit.filter((a) => a.accepted).map((a) => a.actor), [result.decidedBy]);
       assert.equal(audit.filter((a) => !a.accepted).length, 2);
+      // The one of bob and dave (a group member, not on the list) who lost was refused only for being second.
+      const loser = audit.find((a) => !a.accepted && a.actor !== 'UMALLORY')!;
+      assert.match(loser.reason ?? '', /already approved by (UBOB|UDAVE)/);
       assert.ok(audit.every((a) => a.source === 'slack'));
       const gens = await stack.t.db.selectFrom('job_windows').select('generation').where('job', '=', job).execute();
       assert.deepEqual(gens.map((g) => g.generation).sort(), [0, 1]);

@@ -59,10 +59,17 @@ test('the management page: pause, resume, trigger and a backfill from the browse
       await page.fill('#backfill input[name=to]', '2026-05-20T06:00:00Z');
       await page.click('#backfill button');
       // The heat map fills as the backfill runs, without a reload.
-      await page.waitForFunction(`document.querySelectorAll('.grid[data-job="${job}"] .cell.done').length >= 6`, undefined, { timeout: 30_000 });
+      await page.locator(`.grid[data-job="${job}"] .cell.done`).nth(5).waitFor({ timeout: 30_000 });
       const done = await stack.t.db.selectFrom('job_windows').select('window_start').where('job', '=', job).where('status', '=', 'done')
         .where('window_start', '<', new Date('2026-05-20T06:00:00Z')).execute();
       assert.equal(done.length, 6);
+      // A rerun requested from the page waits for approval and shows among the pending approvals.
+      await page.fill('#rerun input[name=window]', '2026-05-20T01:00:00Z');
+      await page.fill('#rerun input[name=reason]', 'late refunds');
+      await page.click('#rerun button');
+      await page.locator('#approvals li', { hasText: 'late refunds' }).waitFor({ timeout: 20_000 });
+      const pending = await stack.t.db.selectFrom('rerun_requests').select(['status', 'generation', 'requested_by']).where('job', '=', job).execute();
+      assert.deepEqual(pending, [{ status: 'pending', generation: 1, requested_by: 'web' }]);
       await mkdir('test-artifacts', { recursive: true });
       await page.screenshot({ path: 'test-artifacts/management-page.png', fullPage: true });
     });
