@@ -25,3 +25,14 @@ export async function decideUnknownEffect(deps: ActivityDeps, key: string, decis
   }
   return result;
 }
+
+/** Tries an effect that stayed `failed` (not sent, or refused) once more, by an operator's hand. */
+export async function retryFailedEffect(deps: ActivityDeps, key: string, by: string): Promise<EffectResult> {
+  const row = await getEffect(deps.db, key);
+  if (!row) throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status failed`);
+  if (row.status !== 'failed') throw new DecisionError(`effect "${key}" is ${row.status}, not failed: only a failed effect is retried (an unknown one is decided)`);
+  deps.logger.info(`EFFECT retry key=${key} by=${by}`);
+  const result = await effectActivities(deps).performEffect({ key });
+  if (result.outcome === 'done') await resolveNow(deps, { job: row.job, subject: key, note: `retried by ${by}` });
+  return result;
+}

@@ -1,5 +1,5 @@
 // preview, schedules sync, effects and incidents.
-import { decideUnknownEffect } from '../../activities/decisions.js';
+import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { listEffects, openIncidents } from '../../db/effects.js';
 import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
 import { formatPreview, previewJob } from '../../schedules/preview.js';
@@ -40,8 +40,8 @@ export const schedulesCommand: Command = {
 
 export const effectsCommand: Command = {
   name: 'effects',
-  summary: 'external effects and their state; resolve one whose outcome is unknown',
-  usage: ['effects list [--window KEY] [--job J] [--status S[,S]] [--json]', 'effects decide <effect key> --resend|--skip [--by NAME] [--json]'],
+  summary: 'external effects and their state; decide one whose outcome is unknown, retry a failed one',
+  usage: ['effects list [--window KEY] [--job J] [--status S[,S]] [--json]', 'effects decide <effect key> --resend|--skip [--by NAME] [--json]', 'effects retry <effect key> [--by NAME] [--json]'],
   options: { window: { type: 'string' }, job: { type: 'string' }, status: { type: 'string' }, resend: { type: 'boolean' }, skip: { type: 'boolean' }, by: { type: 'string' } },
   async run(ctx, { positionals, values }) {
     if (positionals[0] === 'list') {
@@ -60,7 +60,13 @@ export const effectsCommand: Command = {
       const result = await decideUnknownEffect(buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }), key, values.resend ? 'resend' : 'skip', (values.by as string | undefined) ?? process.env.USER ?? 'cli');
       return { json: result, lines: [`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`] };
     }
-    throw new UsageError('effects: use "effects list" or "effects decide"');
+    if (positionals[0] === 'retry') {
+      const key = positionals[1];
+      if (!key) throw new UsageError('effects retry: name the effect key (see: effects list --status failed)');
+      const result = await retryFailedEffect(buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }), key, (values.by as string | undefined) ?? process.env.USER ?? 'cli');
+      return { json: result, lines: [`${key}: ${result.outcome}`] };
+    }
+    throw new UsageError('effects: use "effects list", "effects decide" or "effects retry"');
   },
 };
 

@@ -7,7 +7,7 @@ import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { effectActivities } from '../../activities/effects.js';
 import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { recordEffects } from '../../db/effects.js';
-import { decideUnknownEffect } from '../../activities/decisions.js';
+import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
@@ -140,6 +140,13 @@ test('a permanent SMTP 5xx: one attempt, one alert, the effect failed', async ()
   const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
   assert.equal(alerts.length, 1);
   assert.match(alerts[0]!, /effect failed/);
+
+  // Once the mailbox exists, an operator retries it: sent once, the incident clears.
+  const result = await retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice');
+  assert.equal(result.outcome, 'done');
+  assert.equal(smtp.offered - offered, 2);
+  assert.match(chatTexts(chat, 'telegram').at(-1)!, /mail-reject: recovered/);
+  await assert.rejects(retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice'), /is done, not failed/);
 });
 
 test('the worker killed between begin and done: on restart the policy applies, nothing is sent twice', async () => {
