@@ -11,13 +11,6 @@ import type { Database, EffectPolicy } from '../db/schema.js';
 import { parseDuration } from './duration.js';
 import { isAligned, parseGrid, type Grid, type Window } from './windows.js';
 
-/** A record a handler could not apply, kept aside with its reason. */
-export interface QuarantinedRecord {
-  readonly key: string;
-  readonly reason: string;
-  readonly payload?: unknown;
-}
-
 /** What a handler receives: the open ledger transaction and the window it must process. */
 export interface WindowContext {
   readonly trx: Transaction<Database>;

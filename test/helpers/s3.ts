@@ -3,13 +3,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, connect, type Server } from 'node:net';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { ensureVenvProgram } from '../../scripts/temporal-cli.js';
+import { ensureVenvProgram, MOTO_SPEC } from '../../scripts/temporal-cli.js';
 import { freePort } from './net.js';
 
 export interface TestS3 { endpoint: string; process: ChildProcess; createBucket(name: string): Promise<void>; close(): Promise<void> }
 
 export async function startS3(): Promise<TestS3> {
-  const program = ensureVenvProgram('moto[server]==5.2.5', 'moto_server');
+  const program = ensureVenvProgram(MOTO_SPEC, 'moto_server');
   const port = await freePort();
   const child = spawn(program, ['-H', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
   const endpoint = `http://127.0.0.1:${port}`;

@@ -74,7 +74,6 @@ test('tick, backfill and manual trigger at once on three worker processes: one e
     }
     assert.ok(bf.processed + bf.alreadyDone + bf.running === 3, JSON.stringify(bf));
     assert.ok(m === 'running' || m.outcome === 'processed' || m.outcome === 'already-done');
-    assert.equal(new Set(workers.filter((w) => /PROCESSED/.test(w.output())).map((w) => w.name)).size >= 1, true);
   } finally {
     await Promise.all(workers.map((w) => w.stop()));
   }
