@@ -8,7 +8,10 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
       '@typescript-eslint/consistent-type-imports': 'error',
-      'no-restricted-syntax': ['error', { selector: 'TSEnumDeclaration', message: 'Use a frozen constants map, not enum.' }],
+      'no-restricted-syntax': [
+        'error',
+        { selector: 'TSEnumDeclaration', message: 'Use a frozen constants map, not enum.' },
+      ],
     },
   },
   {
@@ -16,16 +19,25 @@ export default tseslint.config(
     // its own folder, and only *types* from anywhere else.
     files: ['workflows/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [
-          { regex: '^(?!@temporalio/(workflow|common)$|\\./)', allowTypeImports: true,
-            message: 'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, or types.' },
-        ],
-      }],
-      'no-restricted-globals': ['error',
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(?!@temporalio/(workflow|common)$|\\./)',
+              allowTypeImports: true,
+              message:
+                'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, or types.',
+            },
+          ],
+        },
+      ],
+      'no-restricted-globals': [
+        'error',
         { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
         { name: 'setInterval', message: 'Use sleep() in a loop.' },
-        { name: 'process', message: 'Workflows must not read the environment.' }],
+        { name: 'process', message: 'Workflows must not read the environment.' },
+      ],
     },
   },
 );

@@ -2,7 +2,13 @@
 // closes the incident and sends one recovery notice. Each delivery is an effect, so a retried
 // alert is not sent twice, and a channel that is down does not keep the others from hearing.
 import type { Kysely, Transaction } from 'kysely';
-import { closeIncident, openIncident, recordEffects, type IncidentRow, type NewEffect } from '../db/effects.js';
+import {
+  closeIncident,
+  openIncident,
+  recordEffects,
+  type IncidentRow,
+  type NewEffect,
+} from '../db/effects.js';
 import type { Database } from '../db/schema.js';
 import type { Job } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
@@ -37,18 +43,38 @@ export interface AlertDeliveries {
 }
 
 const TITLES: Record<IncidentKind, string> = {
-  'window-failed': 'window failed', 'tick-failed': 'tick failed', 'schedule-sync-failed': 'schedule sync failed',
-  'effect-unknown': 'effect outcome unknown', 'effect-failed': 'effect failed', lag: 'falling behind', finding: 'needs attention',
+  'window-failed': 'window failed',
+  'tick-failed': 'tick failed',
+  'schedule-sync-failed': 'schedule sync failed',
+  'effect-unknown': 'effect outcome unknown',
+  'effect-failed': 'effect failed',
+  lag: 'falling behind',
+  finding: 'needs attention',
 };
 
 /** An alert about an effect in doubt, with the buttons that decide it (handled by the Slack app). */
 function decisionBlocks(text: string, effectKey: string): unknown[] {
   return [
     { type: 'section', text: { type: 'mrkdwn', text } },
-    { type: 'actions', block_id: 'effect', elements: [
-      { type: 'button', action_id: 'effect_resend', style: 'primary', text: { type: 'plain_text', text: 'Resend' }, value: effectKey },
-      { type: 'button', action_id: 'effect_skip', text: { type: 'plain_text', text: 'Skip' }, value: effectKey },
-    ] },
+    {
+      type: 'actions',
+      block_id: 'effect',
+      elements: [
+        {
+          type: 'button',
+          action_id: 'effect_resend',
+          style: 'primary',
+          text: { type: 'plain_text', text: 'Resend' },
+          value: effectKey,
+        },
+        {
+          type: 'button',
+          action_id: 'effect_skip',
+          text: { type: 'plain_text', text: 'Skip' },
+          value: effectKey,
+        },
+      ],
+    },
   ];
 }
 
@@ -61,7 +87,11 @@ export function alerting(deps: ActivityDeps) {
     const own = job?.alerts;
     const defaults = deps.alertDefaults ?? { email: [], slack: [], telegram: [] };
     const pick = (a: readonly string[] | undefined, b: readonly string[]) => (a && a.length > 0 ? a : b);
-    return { email: pick(own?.email, defaults.email), slack: pick(own?.slack, defaults.slack), telegram: pick(own?.telegram, defaults.telegram) };
+    return {
+      email: pick(own?.email, defaults.email),
+      slack: pick(own?.slack, defaults.slack),
+      telegram: pick(own?.telegram, defaults.telegram),
+    };
   }
 
   function runLink(workflowId?: string, runId?: string): string | null {
@@ -71,22 +101,49 @@ export function alerting(deps: ActivityDeps) {
   }
 
   /** The deliveries of one incident event (one e-mail to every address, one message per chat), recorded as effects. */
-  async function deliveries(dbx: Kysely<Database> | Transaction<Database>, incident: IncidentRow, event: 'opened' | 'closed', subjectLine: string, body: string, effectKey?: string): Promise<string[]> {
+  async function deliveries(
+    dbx: Kysely<Database> | Transaction<Database>,
+    incident: IncidentRow,
+    event: 'opened' | 'closed',
+    subjectLine: string,
+    body: string,
+    effectKey?: string,
+  ): Promise<string[]> {
     const t = targets(incident.job);
     const base = `alert:${incident.id}:${event}`;
-    const effect = (channel: string, target: string, request: EmailRequest | SlackRequest | TelegramRequest): NewEffect => ({
-      key: `${base}:${channel}:${target}`, job: incident.job, windowKey: null, name: `alert-${event}`, channel,
+    const effect = (
+      channel: string,
+      target: string,
+      request: EmailRequest | SlackRequest | TelegramRequest,
+    ): NewEffect => ({
+      key: `${base}:${channel}:${target}`,
+      job: incident.job,
+      windowKey: null,
+      name: `alert-${event}`,
+      channel,
       // An alert whose delivery is in doubt is not sent again.
-      policy: 'skip', request, providerKey: `${base}:${channel}:${target}`,
+      policy: 'skip',
+      request,
+      providerKey: `${base}:${channel}:${target}`,
     });
     const text = `${subjectLine}\n${body}`;
     const effects: NewEffect[] = [
-      ...(t.email.length > 0 ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })] : []),
-      ...t.slack.map((c) => effect('slack', c, { channel: c, text, ...(effectKey ? { blocks: decisionBlocks(text, effectKey) } : {}) })),
+      ...(t.email.length > 0
+        ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })]
+        : []),
+      ...t.slack.map((c) =>
+        effect('slack', c, {
+          channel: c,
+          text,
+          ...(effectKey ? { blocks: decisionBlocks(text, effectKey) } : {}),
+        }),
+      ),
       ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),
     ];
     if (effects.length === 0) {
-      logger.error(`ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channels configured (set the job's alerts or TIDEMARK_ALERT_EMAIL / _SLACK / _TELEGRAM): ${subjectLine}`);
+      logger.error(
+        `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channels configured (set the job's alerts or TIDEMARK_ALERT_EMAIL / _SLACK / _TELEGRAM): ${subjectLine}`,
+      );
     }
     await recordEffects(dbx, effects);
     return effects.map((e) => e.key);
@@ -96,10 +153,18 @@ export function alerting(deps: ActivityDeps) {
     /** Opens (or counts again) the incident of a failure; alerts only when it opens. */
     async raiseIncident(input: RaiseInput): Promise<AlertDeliveries> {
       const error = redact(input.error);
-      const attempts = input.attempts ?? await windowAttempts(input);
+      const attempts = input.attempts ?? (await windowAttempts(input));
       const link = runLink(input.workflowId, input.runId);
-      const { id, opened } = await openIncident(db, { job: input.job, subject: input.subject, kind: input.kind, error, details: { attempts, workflowId: input.workflowId, runId: input.runId } });
-      logger.error(`INCIDENT ${opened ? 'opened' : 'repeated'} id=${id} job=${input.job} subject=${input.subject} kind=${input.kind}: ${error}`);
+      const { id, opened } = await openIncident(db, {
+        job: input.job,
+        subject: input.subject,
+        kind: input.kind,
+        error,
+        details: { attempts, workflowId: input.workflowId, runId: input.runId },
+      });
+      logger.error(
+        `INCIDENT ${opened ? 'opened' : 'repeated'} id=${id} job=${input.job} subject=${input.subject} kind=${input.kind}: ${error}`,
+      );
       if (!opened) return { incidentId: id, deliveries: [] };
       const subjectLine = `[tidemark] ${input.job}: ${TITLES[input.kind]} (${input.subject})`;
       const body = [
@@ -112,32 +177,56 @@ export function alerting(deps: ActivityDeps) {
         `incident: ${id}`,
       ].join('\n');
       const row = { id, job: input.job } as IncidentRow;
-      return { incidentId: id, deliveries: await deliveries(db, row, 'opened', subjectLine, body, input.kind === 'effect-unknown' ? input.subject : undefined) };
+      return {
+        incidentId: id,
+        deliveries: await deliveries(
+          db,
+          row,
+          'opened',
+          subjectLine,
+          body,
+          input.kind === 'effect-unknown' ? input.subject : undefined,
+        ),
+      };
     },
 
     /** Closes the incident of a subject if one is open, with one recovery notice. */
-    async resolveIncident(input: { job: string; subject: string; note: string }): Promise<AlertDeliveries | null> {
+    async resolveIncident(input: {
+      job: string;
+      subject: string;
+      note: string;
+    }): Promise<AlertDeliveries | null> {
       return await resolve(db, input);
     },
   };
   return { activities, resolve };
 
   /** Closes an open incident and records its recovery notices; inside a window's transaction when given one. */
-  async function resolve(dbx: Kysely<Database> | Transaction<Database>, input: { job: string; subject: string; note: string }): Promise<AlertDeliveries | null> {
+  async function resolve(
+    dbx: Kysely<Database> | Transaction<Database>,
+    input: { job: string; subject: string; note: string },
+  ): Promise<AlertDeliveries | null> {
     const closed = await closeIncident(dbx, input.job, input.subject, deps.now());
     if (!closed) return null;
     logger.info(`INCIDENT closed id=${closed.id} job=${input.job} subject=${input.subject}: ${input.note}`);
     const subjectLine = `[tidemark] ${input.job}: recovered (${input.subject})`;
     const body = [
-      `job: ${input.job}`, `subject: ${input.subject}`, `recovered: ${input.note}`,
+      `job: ${input.job}`,
+      `subject: ${input.subject}`,
+      `recovered: ${input.note}`,
       `failing since: ${closed.opened_at.toISOString()} (${closed.occurrences} failure${closed.occurrences === 1 ? '' : 's'})`,
-      `last error: ${closed.last_error}`, `incident: ${closed.id}`,
+      `last error: ${closed.last_error}`,
+      `incident: ${closed.id}`,
     ].join('\n');
     return { incidentId: closed.id, deliveries: await deliveries(dbx, closed, 'closed', subjectLine, body) };
   }
 
   async function windowAttempts(input: RaiseInput): Promise<number | null> {
-    const row = await db.selectFrom('job_windows').select('attempts').where('window_key', '=', input.subject).executeTakeFirst();
+    const row = await db
+      .selectFrom('job_windows')
+      .select('attempts')
+      .where('window_key', '=', input.subject)
+      .executeTakeFirst();
     return row?.attempts ?? null;
   }
 }

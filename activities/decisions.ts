@@ -10,18 +10,29 @@ export class DecisionError extends Error {
   readonly code = 'DECISION';
 }
 
-export async function decideUnknownEffect(deps: ActivityDeps, key: string, decision: 'resend' | 'skip', by: string): Promise<EffectResult> {
+export async function decideUnknownEffect(
+  deps: ActivityDeps,
+  key: string,
+  decision: 'resend' | 'skip',
+  by: string,
+): Promise<EffectResult> {
   const row = await getEffect(deps.db, key);
-  if (!row) throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status unknown`);
+  if (!row)
+    throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status unknown`);
   if (!(await decideEffect(deps.db, key, decision, by, deps.now()))) {
     throw new DecisionError(`effect "${key}" is ${row.status}, not unknown: there is nothing to decide`);
   }
   deps.logger.info(`EFFECT decision key=${key} decision=${decision} by=${by}`);
-  const result: EffectResult = decision === 'skip'
-    ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
-    : await effectActivities(deps).performEffect({ key });
+  const result: EffectResult =
+    decision === 'skip'
+      ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
+      : await effectActivities(deps).performEffect({ key });
   if (result.outcome === 'done' || result.outcome === 'skipped') {
-    await resolveNow(deps, { job: row.job, subject: key, note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}` });
+    await resolveNow(deps, {
+      job: row.job,
+      subject: key,
+      note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}`,
+    });
   }
   return result;
 }
@@ -29,10 +40,15 @@ export async function decideUnknownEffect(deps: ActivityDeps, key: string, decis
 /** Tries an effect that stayed `failed` (not sent, or refused) once more, by an operator's hand. */
 export async function retryFailedEffect(deps: ActivityDeps, key: string, by: string): Promise<EffectResult> {
   const row = await getEffect(deps.db, key);
-  if (!row) throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status failed`);
-  if (row.status !== 'failed') throw new DecisionError(`effect "${key}" is ${row.status}, not failed: only a failed effect is retried (an unknown one is decided)`);
+  if (!row)
+    throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status failed`);
+  if (row.status !== 'failed')
+    throw new DecisionError(
+      `effect "${key}" is ${row.status}, not failed: only a failed effect is retried (an unknown one is decided)`,
+    );
   deps.logger.info(`EFFECT retry key=${key} by=${by}`);
   const result = await effectActivities(deps).performEffect({ key });
-  if (result.outcome === 'done') await resolveNow(deps, { job: row.job, subject: key, note: `retried by ${by}` });
+  if (result.outcome === 'done')
+    await resolveNow(deps, { job: row.job, subject: key, note: `retried by ${by}` });
   return result;
 }

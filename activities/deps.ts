@@ -18,7 +18,11 @@ export interface ActivityDeps {
   /** Removes secret values from text before it is logged, stored or alerted. */
   readonly redact?: (text: string) => string;
   /** Alert targets for jobs that name none. */
-  readonly alertDefaults?: { email: readonly string[]; slack: readonly string[]; telegram: readonly string[] };
+  readonly alertDefaults?: {
+    email: readonly string[];
+    slack: readonly string[];
+    telegram: readonly string[];
+  };
   /** Where links to runs point. */
   readonly webUi?: { url: string; namespace: string };
   /** Where rerun requests are posted with Approve and Reject buttons (a Slack channel id). */
@@ -31,7 +35,9 @@ export interface ActivityDeps {
 
 export function policyOf(job: Job): ActivityPolicy {
   return {
-    retry: { ...job.retry }, startToCloseTimeoutMs: job.attemptTimeoutMs, effectTimeoutMs: job.effectTimeoutMs,
+    retry: { ...job.retry },
+    startToCloseTimeoutMs: job.attemptTimeoutMs,
+    effectTimeoutMs: job.effectTimeoutMs,
     ...(job.heartbeatTimeoutMs ? { heartbeatTimeoutMs: job.heartbeatTimeoutMs } : {}),
     ...(job.settle ? { settles: true } : {}),
     ...(job.allowedHours ? { allowedHours: { ...job.allowedHours, timezone: job.timezone } } : {}),

@@ -8,7 +8,9 @@ import { effectActivities } from './effects.js';
 export async function deliverNow(deps: ActivityDeps, keys: readonly string[]): Promise<void> {
   const { performEffect } = effectActivities(deps);
   for (const key of keys) {
-    await performEffect({ key }).catch((err: unknown) => deps.logger.error(`ALERT delivery ${key} failed: ${(err as Error).message}`));
+    await performEffect({ key }).catch((err: unknown) =>
+      deps.logger.error(`ALERT delivery ${key} failed: ${(err as Error).message}`),
+    );
   }
 }
 
@@ -17,7 +19,10 @@ export async function raiseNow(deps: ActivityDeps, input: RaiseInput): Promise<v
   await deliverNow(deps, deliveries);
 }
 
-export async function resolveNow(deps: ActivityDeps, input: { job: string; subject: string; note: string }): Promise<void> {
+export async function resolveNow(
+  deps: ActivityDeps,
+  input: { job: string; subject: string; note: string },
+): Promise<void> {
   const closed = await alerting(deps).resolve(deps.db, input);
   await deliverNow(deps, closed?.deliveries ?? []);
 }

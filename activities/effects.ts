@@ -33,27 +33,54 @@ function leaseMs(): number {
   }
 }
 
-const CHANNEL_ENV: Record<string, string> = { email: 'SMTP_HOST', slack: 'SLACK_BOT_TOKEN', telegram: 'TELEGRAM_BOT_TOKEN' };
+const CHANNEL_ENV: Record<string, string> = {
+  email: 'SMTP_HOST',
+  slack: 'SLACK_BOT_TOKEN',
+  telegram: 'TELEGRAM_BOT_TOKEN',
+};
 
 export function effectActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
   const redact = deps.redact ?? ((s: string) => s);
 
-  const result = (row: EffectRow, outcome: EffectResult['outcome'], error: string | null = null): EffectResult =>
-    ({ key: row.effect_key, outcome, providerId: row.provider_id, error });
+  const result = (
+    row: EffectRow,
+    outcome: EffectResult['outcome'],
+    error: string | null = null,
+  ): EffectResult => ({ key: row.effect_key, outcome, providerId: row.provider_id, error });
 
   /** Settles an attempt's marker and keeps the attempt's record; false if a newer attempt took over. */
-  async function settle(row: EffectRow, fence: number, startedAt: Date, to: { status: 'done' | 'failed' | 'unknown' | 'skipped'; providerId?: string | null; result?: unknown; error?: string | null }): Promise<boolean> {
+  async function settle(
+    row: EffectRow,
+    fence: number,
+    startedAt: Date,
+    to: {
+      status: 'done' | 'failed' | 'unknown' | 'skipped';
+      providerId?: string | null;
+      result?: unknown;
+      error?: string | null;
+    },
+  ): Promise<boolean> {
     const at = deps.now();
     const kept = await settleEffect(db, row.effect_key, fence, { ...to, at });
-    await recordEffectAttempt(db, { key: row.effect_key, fence, startedAt, finishedAt: at, outcome: kept ? to.status : `${to.status} (superseded)`, providerId: to.providerId ?? null, error: to.error ?? null });
+    await recordEffectAttempt(db, {
+      key: row.effect_key,
+      fence,
+      startedAt,
+      finishedAt: at,
+      outcome: kept ? to.status : `${to.status} (superseded)`,
+      providerId: to.providerId ?? null,
+      error: to.error ?? null,
+    });
     return kept;
   }
 
   /** A begin marker with no done: the attempt that wrote it died or timed out mid-effect. */
   async function resolveOrphan(row: EffectRow, provider: Provider): Promise<EffectResult | 'act'> {
     const startedAt = deps.now();
-    const seen = provider.check ? await provider.check(row.request as never, row.provider_key) : 'cannot-tell';
+    const seen = provider.check
+      ? await provider.check(row.request as never, row.provider_key)
+      : 'cannot-tell';
     if (seen === 'done') {
       await settle(row, row.fence, startedAt, { status: 'done', error: null });
       logger.info(`EFFECT done key=${row.effect_key}: the provider confirms the earlier attempt took effect`);
@@ -74,7 +101,11 @@ export function effectActivities(deps: ActivityDeps) {
   return {
     async performEffect(input: { key: string }): Promise<EffectResult> {
       const row = await getEffect(db, input.key);
-      if (!row) throw ApplicationFailure.nonRetryable(`no effect "${input.key}" is recorded`, EFFECT_FAILURE.unknownEffect);
+      if (!row)
+        throw ApplicationFailure.nonRetryable(
+          `no effect "${input.key}" is recorded`,
+          EFFECT_FAILURE.unknownEffect,
+        );
       const provider = (deps.channels as Record<string, Provider | undefined> | undefined)?.[row.channel];
       const now = deps.now();
 
@@ -89,7 +120,11 @@ export function effectActivities(deps: ActivityDeps) {
         case 'begun':
           if (row.lease_until && row.lease_until > now) {
             const waitMs = row.lease_until.getTime() - now.getTime();
-            throw ApplicationFailure.create({ message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`, type: EFFECT_FAILURE.inProgress, nextRetryDelay: waitMs });
+            throw ApplicationFailure.create({
+              message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`,
+              type: EFFECT_FAILURE.inProgress,
+              nextRetryDelay: waitMs,
+            });
           }
           if (provider) {
             const resolved = await resolveOrphan(row, provider);
@@ -109,19 +144,30 @@ export function effectActivities(deps: ActivityDeps) {
 
       const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
       if (fence === undefined) {
-        throw ApplicationFailure.create({ message: `effect ${row.effect_key} was claimed by another attempt`, type: EFFECT_FAILURE.inProgress, nextRetryDelay: 1_000 });
+        throw ApplicationFailure.create({
+          message: `effect ${row.effect_key} was claimed by another attempt`,
+          type: EFFECT_FAILURE.inProgress,
+          nextRetryDelay: 1_000,
+        });
       }
       const startedAt = deps.now();
       let sent: { providerId: string | null; result?: unknown };
       try {
         sent = await provider.perform(row.request as never, row.provider_key);
       } catch (err) {
-        const e = err instanceof EffectError ? err : new EffectError('unknown', `unexpected failure: ${(err as Error)?.message ?? String(err)}`);
+        const e =
+          err instanceof EffectError
+            ? err
+            : new EffectError('unknown', `unexpected failure: ${(err as Error)?.message ?? String(err)}`);
         const error = redact(e.message);
         if (e.kind === 'not-sent') {
           await settle(row, fence, startedAt, { status: 'failed', error });
           logger.warn(`EFFECT not sent key=${row.effect_key}: ${error}; will retry`);
-          throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent, ...(e.retryAfterMs !== undefined ? { nextRetryDelay: e.retryAfterMs } : {}) });
+          throw ApplicationFailure.create({
+            message: error,
+            type: EFFECT_FAILURE.notSent,
+            ...(e.retryAfterMs !== undefined ? { nextRetryDelay: e.retryAfterMs } : {}),
+          });
         }
         if (e.kind === 'rejected') {
           await settle(row, fence, startedAt, { status: 'failed', error });
@@ -134,13 +180,25 @@ export function effectActivities(deps: ActivityDeps) {
         }
         const status = row.policy === 'skip' ? 'skipped' : 'unknown';
         await settle(row, fence, startedAt, { status, error });
-        logger.warn(`EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`);
+        logger.warn(
+          `EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`,
+        );
         return { key: row.effect_key, outcome: status, providerId: null, error };
       }
       await deps.hooks?.afterEffect?.(row.effect_key);
-      const kept = await settle(row, fence, startedAt, { status: 'done', providerId: sent.providerId, result: sent.result, error: null });
-      if (!kept) logger.warn(`EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`);
-      logger.info(`EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`);
+      const kept = await settle(row, fence, startedAt, {
+        status: 'done',
+        providerId: sent.providerId,
+        result: sent.result,
+        error: null,
+      });
+      if (!kept)
+        logger.warn(
+          `EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`,
+        );
+      logger.info(
+        `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
+      );
       return { key: row.effect_key, outcome: 'done', providerId: sent.providerId, error: null };
     },
   };

@@ -8,7 +8,14 @@ import { watchActivities } from './watch.js';
 import { windowActivities } from './window.js';
 
 export function createActivities(deps: ActivityDeps) {
-  return { ...planActivities(deps), ...windowActivities(deps), ...effectActivities(deps), ...alertActivities(deps), ...watchActivities(deps), ...rerunActivities(deps) };
+  return {
+    ...planActivities(deps),
+    ...windowActivities(deps),
+    ...effectActivities(deps),
+    ...alertActivities(deps),
+    ...watchActivities(deps),
+    ...rerunActivities(deps),
+  };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -2,7 +2,16 @@
 import { doneStarts, recordRun, watermarkOf } from '../db/ledger.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import { UnknownJobError, type Job } from '../schedules/job.js';
-import { isAligned, isClosed, isoUtc, windowAt, windowKey, windowsFrom, windowsInRange, type Window } from '../schedules/windows.js';
+import {
+  isAligned,
+  isClosed,
+  isoUtc,
+  windowAt,
+  windowKey,
+  windowsFrom,
+  windowsInRange,
+  type Window,
+} from '../schedules/windows.js';
 import type { BackfillPage, BackfillResult, TickPlan, TickResult, WindowSpec } from '../workflows/types.js';
 import { alerting } from './alerts.js';
 import { policyOf, type ActivityDeps } from './deps.js';
@@ -18,12 +27,19 @@ export function jobOrFail(deps: ActivityDeps, name: string): Job {
 }
 
 function spec(job: Job, w: Window): WindowSpec {
-  return { job: job.name, start: isoUtc(w.start), end: isoUtc(w.end), generation: 0, key: windowKey(job.name, w.start) };
+  return {
+    job: job.name,
+    start: isoUtc(w.start),
+    end: isoUtc(w.end),
+    generation: 0,
+    key: windowKey(job.name, w.start),
+  };
 }
 
 function parseInstant(field: string, text: string): Date {
   const t = new Date(text);
-  if (Number.isNaN(t.getTime())) throw badInput(FAILURE.badRange, `${field}: "${text}" is not an ISO-8601 instant`);
+  if (Number.isNaN(t.getTime()))
+    throw badInput(FAILURE.badRange, `${field}: "${text}" is not an ISO-8601 instant`);
   return t;
 }
 
@@ -44,22 +60,42 @@ export function planActivities(deps: ActivityDeps) {
       const now = parseInstant('now', input.now);
       const watermark = await watermarkOf(db, job.name, initialWatermark(job, now));
       if (!isAligned(job.grid, job.timezone, watermark)) {
-        throw badInput(FAILURE.badWindow, `job "${job.name}": watermark ${isoUtc(watermark)} is not on the "${job.grid.label}" grid in ${job.timezone} (was the grid changed?)`);
+        throw badInput(
+          FAILURE.badWindow,
+          `job "${job.name}": watermark ${isoUtc(watermark)} is not on the "${job.grid.label}" grid in ${job.timezone} (was the grid changed?)`,
+        );
       }
       const done = await doneStarts(db, job.name, watermark, now);
       const windows: WindowSpec[] = [];
       let alreadyDone = 0;
-      for (const w of windowsFrom(job.grid, job.timezone, watermark, (w) => isClosed(w, now, job.latenessMs))) {
+      for (const w of windowsFrom(job.grid, job.timezone, watermark, (w) =>
+        isClosed(w, now, job.latenessMs),
+      )) {
         if (done.has(w.start.getTime())) alreadyDone++;
         else windows.push(spec(job, w));
         if (windows.length >= job.maxCatchUp) break;
       }
-      const recovered = await alerts.resolve(db, { job: job.name, subject: 'tick', note: 'a tick planned its windows again' });
-      return { job: job.name, now: isoUtc(now), watermark: isoUtc(watermark), windows, alreadyDone, policy: policyOf(job), recovery: recovered?.deliveries ?? [] };
+      const recovered = await alerts.resolve(db, {
+        job: job.name,
+        subject: 'tick',
+        note: 'a tick planned its windows again',
+      });
+      return {
+        job: job.name,
+        now: isoUtc(now),
+        watermark: isoUtc(watermark),
+        windows,
+        alreadyDone,
+        policy: policyOf(job),
+        recovery: recovered?.deliveries ?? [],
+      };
     },
 
     /** How long a window must wait for its job's allowed hours (0: it may run now). */
-    async msUntilAllowed(input: { now: string; hours: { from: string; to: string; timezone: string } }): Promise<number> {
+    async msUntilAllowed(input: {
+      now: string;
+      hours: { from: string; to: string; timezone: string };
+    }): Promise<number> {
       return msUntilAllowed(new Date(input.now), input.hours, input.hours.timezone);
     },
 
@@ -68,21 +104,36 @@ export function planActivities(deps: ActivityDeps) {
       const { result } = input;
       for (const key of result.running) logger.info(`SKIPPED reason=running job=${result.job} window=${key}`);
       const outcome = result.started.length > 0 ? 'started' : 'nothing-to-do';
-      logger.info(`TICK job=${result.job} now=${result.now} watermark=${result.watermark} started=${result.started.length} running=${result.running.length} already-done=${result.alreadyDone}`);
+      logger.info(
+        `TICK job=${result.job} now=${result.now} watermark=${result.watermark} started=${result.started.length} running=${result.running.length} already-done=${result.alreadyDone}`,
+      );
       await recordRun(db, {
-        kind: 'tick', job: result.job, workflowId: input.workflowId, startedAt: new Date(input.startedAt), finishedAt: deps.now(),
-        outcome, details: { ...result },
+        kind: 'tick',
+        job: result.job,
+        workflowId: input.workflowId,
+        startedAt: new Date(input.startedAt),
+        finishedAt: deps.now(),
+        outcome,
+        details: { ...result },
       });
     },
 
     /** One page of a backfill: closed windows in [from, to) not done yet, oldest first. */
-    async planBackfill(input: { job: string; from: string; to: string; limit: number }): Promise<BackfillPage> {
+    async planBackfill(input: {
+      job: string;
+      from: string;
+      to: string;
+      limit: number;
+    }): Promise<BackfillPage> {
       const job = jobOrFail(deps, input.job);
       const from = parseInstant('from', input.from);
       const to = parseInstant('to', input.to);
-      if (!(from < to)) throw badInput(FAILURE.badRange, `from (${input.from}) must be before to (${input.to})`);
+      if (!(from < to))
+        throw badInput(FAILURE.badRange, `from (${input.from}) must be before to (${input.to})`);
       const now = deps.now();
-      const page = windowsInRange(job.grid, job.timezone, from, to, input.limit + 1).filter((w) => isClosed(w, now, job.latenessMs));
+      const page = windowsInRange(job.grid, job.timezone, from, to, input.limit + 1).filter((w) =>
+        isClosed(w, now, job.latenessMs),
+      );
       const hasMore = page.length > input.limit;
       const windows = page.slice(0, input.limit);
       const last = windows.at(-1);
@@ -95,13 +146,25 @@ export function planActivities(deps: ActivityDeps) {
       };
     },
 
-    async recordBackfill(input: { result: BackfillResult; startedAt: string; workflowId: string }): Promise<void> {
+    async recordBackfill(input: {
+      result: BackfillResult;
+      startedAt: string;
+      workflowId: string;
+    }): Promise<void> {
       const { result } = input;
       const outcome = result.failed.length > 0 ? 'failed' : 'completed';
-      logger.info(`BACKFILL job=${result.job} from=${result.from} to=${result.to} processed=${result.processed} already-done=${result.alreadyDone} running=${result.running} failed=${result.failed.length}`);
+      logger.info(
+        `BACKFILL job=${result.job} from=${result.from} to=${result.to} processed=${result.processed} already-done=${result.alreadyDone} running=${result.running} failed=${result.failed.length}`,
+      );
       await recordRun(db, {
-        kind: 'backfill', job: result.job, workflowId: input.workflowId, startedAt: new Date(input.startedAt), finishedAt: deps.now(),
-        outcome, reason: result.failed.length > 0 ? `failed windows: ${result.failed.join(', ')}` : null, details: { ...result },
+        kind: 'backfill',
+        job: result.job,
+        workflowId: input.workflowId,
+        startedAt: new Date(input.startedAt),
+        finishedAt: deps.now(),
+        outcome,
+        reason: result.failed.length > 0 ? `failed windows: ${result.failed.join(', ')}` : null,
+        details: { ...result },
       });
     },
   };

@@ -13,29 +13,69 @@ export function rerunActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
   return {
     /** Records a rerun request for the next generation of a done window; the same request twice is one. */
-    async requestRerun(input: { job: string; windowStart: string; reason: string; requestedBy: string; workflowId: string }): Promise<RerunRequest> {
+    async requestRerun(input: {
+      job: string;
+      windowStart: string;
+      reason: string;
+      requestedBy: string;
+      workflowId: string;
+    }): Promise<RerunRequest> {
       const job = jobOrFail(deps, input.job);
       const start = new Date(input.windowStart);
       if (Number.isNaN(start.getTime()) || !isAligned(job.grid, job.timezone, start)) {
-        throw badInput(FAILURE.badWindow, `"${input.windowStart}" is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone})`);
+        throw badInput(
+          FAILURE.badWindow,
+          `"${input.windowStart}" is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone})`,
+        );
       }
-      const existing = await db.selectFrom('rerun_requests').selectAll().where('workflow_id', '=', input.workflowId).executeTakeFirst();
+      const existing = await db
+        .selectFrom('rerun_requests')
+        .selectAll()
+        .where('workflow_id', '=', input.workflowId)
+        .executeTakeFirst();
       let generation = existing?.generation;
       if (generation === undefined) {
         const r = await sql<{ done: boolean; next: number }>`
           select bool_or(generation = 0 and status = 'done') as done, coalesce(max(generation), 0) + 1 as next
             from job_windows where job = ${job.name} and window_start = ${start}`.execute(db);
-        if (!r.rows[0]?.done) throw badInput(FAILURE.badWindow, `window ${windowKey(job.name, start)} has not been processed: nothing to rerun (a tick or a backfill will process it)`);
+        if (!r.rows[0]?.done)
+          throw badInput(
+            FAILURE.badWindow,
+            `window ${windowKey(job.name, start)} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
+          );
         generation = r.rows[0].next;
-        await db.insertInto('rerun_requests').values({
-          workflow_id: input.workflowId, job: job.name, window_start: start, generation, reason: input.reason, requested_by: input.requestedBy, status: 'pending',
-        }).onConflict((oc) => oc.column('workflow_id').doNothing()).execute();
-        logger.info(`RERUN requested job=${job.name} window=${windowKey(job.name, start)} generation=${generation} by=${input.requestedBy}: ${input.reason}`);
+        await db
+          .insertInto('rerun_requests')
+          .values({
+            workflow_id: input.workflowId,
+            job: job.name,
+            window_start: start,
+            generation,
+            reason: input.reason,
+            requested_by: input.requestedBy,
+            status: 'pending',
+          })
+          .onConflict((oc) => oc.column('workflow_id').doNothing())
+          .execute();
+        logger.info(
+          `RERUN requested job=${job.name} window=${windowKey(job.name, start)} generation=${generation} by=${input.requestedBy}: ${input.reason}`,
+        );
       }
       const w = windowAt(job.grid, job.timezone, start);
-      const effects = await db.selectFrom('effects').select('name').where('window_key', 'like', `${windowKey(job.name, start)}%`).where('status', '=', 'done').execute();
+      const effects = await db
+        .selectFrom('effects')
+        .select('name')
+        .where('window_key', 'like', `${windowKey(job.name, start)}%`)
+        .where('status', '=', 'done')
+        .execute();
       return {
-        window: { job: job.name, start: isoUtc(w.start), end: isoUtc(w.end), generation, key: windowKey(job.name, start, generation) },
+        window: {
+          job: job.name,
+          start: isoUtc(w.start),
+          end: isoUtc(w.end),
+          generation,
+          key: windowKey(job.name, start, generation),
+        },
         policy: policyOf(job),
         repeats: [...new Set(effects.map((e) => e.name))],
       };
@@ -45,7 +85,11 @@ export function rerunActivities(deps: ActivityDeps) {
      * The Slack message of a request: first with Approve / Reject buttons, later updated in place
      * with the decision and the result. Returns the effect keys to deliver (none without a channel).
      */
-    async noticeRerun(input: { request: string; event: 'requested' | 'decided' | 'finished'; text: string }): Promise<string[]> {
+    async noticeRerun(input: {
+      request: string;
+      event: 'requested' | 'decided' | 'finished';
+      text: string;
+    }): Promise<string[]> {
       const channel = deps.approvals?.slackChannel;
       if (!channel) return [];
       const base = `rerun:${input.request}:slack`;
@@ -53,30 +97,93 @@ export function rerunActivities(deps: ActivityDeps) {
       let request: SlackRequest;
       if (input.event === 'requested') {
         request = {
-          channel, text: input.text,
-          blocks: [section, { type: 'actions', block_id: 'rerun', elements: [
-            { type: 'button', action_id: 'rerun_approve', style: 'primary', text: { type: 'plain_text', text: 'Approve' }, value: input.request },
-            { type: 'button', action_id: 'rerun_reject', style: 'danger', text: { type: 'plain_text', text: 'Reject' }, value: input.request },
-          ] }],
+          channel,
+          text: input.text,
+          blocks: [
+            section,
+            {
+              type: 'actions',
+              block_id: 'rerun',
+              elements: [
+                {
+                  type: 'button',
+                  action_id: 'rerun_approve',
+                  style: 'primary',
+                  text: { type: 'plain_text', text: 'Approve' },
+                  value: input.request,
+                },
+                {
+                  type: 'button',
+                  action_id: 'rerun_reject',
+                  style: 'danger',
+                  text: { type: 'plain_text', text: 'Reject' },
+                  value: input.request,
+                },
+              ],
+            },
+          ],
         };
       } else {
-        const first = await db.selectFrom('effects').select('provider_id').where('effect_key', '=', `${base}-requested`).executeTakeFirst();
-        request = { channel, text: input.text, blocks: [section], ...(first?.provider_id ? { ts: first.provider_id } : {}) };
+        const first = await db
+          .selectFrom('effects')
+          .select('provider_id')
+          .where('effect_key', '=', `${base}-requested`)
+          .executeTakeFirst();
+        request = {
+          channel,
+          text: input.text,
+          blocks: [section],
+          ...(first?.provider_id ? { ts: first.provider_id } : {}),
+        };
       }
       const key = `${base}-${input.event}`;
-      await recordEffects(db, [{ key, job: '_system', windowKey: null, name: `rerun-${input.event}`, channel: 'slack', policy: 'skip', request, providerKey: key }]);
+      await recordEffects(db, [
+        {
+          key,
+          job: '_system',
+          windowKey: null,
+          name: `rerun-${input.event}`,
+          channel: 'slack',
+          policy: 'skip',
+          request,
+          providerKey: key,
+        },
+      ]);
       return [key];
     },
 
-    async auditDecision(input: { request: string; actor: string; decision: string; accepted: boolean; reason?: string | null; source: string }): Promise<void> {
-      await db.insertInto('approval_audit').values({ ...input, reason: input.reason ?? null }).execute();
-      logger.info(`APPROVAL request=${input.request} actor=${input.actor} decision=${input.decision} ${input.accepted ? 'accepted' : `refused: ${input.reason}`}`);
+    async auditDecision(input: {
+      request: string;
+      actor: string;
+      decision: string;
+      accepted: boolean;
+      reason?: string | null;
+      source: string;
+    }): Promise<void> {
+      await db
+        .insertInto('approval_audit')
+        .values({ ...input, reason: input.reason ?? null })
+        .execute();
+      logger.info(
+        `APPROVAL request=${input.request} actor=${input.actor} decision=${input.decision} ${input.accepted ? 'accepted' : `refused: ${input.reason}`}`,
+      );
     },
 
-    async settleRerun(input: { request: string; status: 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed'; decidedBy?: string | null; note?: string | null }): Promise<void> {
-      await db.updateTable('rerun_requests').set({
-        status: input.status, ...(input.decidedBy ? { decided_by: input.decidedBy, decided_at: deps.now() } : {}), ...(input.note ? { note: input.note } : {}),
-      }).where('workflow_id', '=', input.request).execute();
+    async settleRerun(input: {
+      request: string;
+      status: 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed';
+      decidedBy?: string | null;
+      note?: string | null;
+    }): Promise<void> {
+      await db
+        .updateTable('rerun_requests')
+        .set({
+          status: input.status,
+          ...(input.decidedBy ? { decided_by: input.decidedBy, decided_at: deps.now() } : {}),
+          ...(input.note ? { note: input.note } : {}),
+        })
+        .where('workflow_id', '=', input.request)
+        .execute();
     },
   };
 }

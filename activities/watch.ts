@@ -28,7 +28,10 @@ export function windowsBehind(job: Job, watermark: Date, now: Date, cap = 10_000
   return [...windowsFrom(job.grid, job.timezone, watermark, (w) => w.end <= lastClosedEnd, cap)].length;
 }
 
-async function diagnose(temporal: { client: Client; taskQueue: string } | undefined, job: Job): Promise<string[]> {
+async function diagnose(
+  temporal: { client: Client; taskQueue: string } | undefined,
+  job: Job,
+): Promise<string[]> {
   if (!temporal) return [];
   const notes: string[] = [];
   try {
@@ -38,7 +41,11 @@ async function diagnose(temporal: { client: Client; taskQueue: string } | undefi
     notes.push(`its schedule ${scheduleIdOf(job.name)} cannot be read (${(err as Error).name}: deleted?)`);
   }
   try {
-    const q = await temporal.client.workflowService.describeTaskQueue({ namespace: temporal.client.options.namespace, taskQueue: { name: temporal.taskQueue }, taskQueueType: 1 });
+    const q = await temporal.client.workflowService.describeTaskQueue({
+      namespace: temporal.client.options.namespace,
+      taskQueue: { name: temporal.taskQueue },
+      taskQueueType: 1,
+    });
     if ((q.pollers ?? []).length === 0) notes.push(`no worker polls task queue "${temporal.taskQueue}"`);
   } catch (err) {
     notes.push(`task queue "${temporal.taskQueue}" cannot be described (${(err as Error).message})`);
@@ -59,13 +66,35 @@ export function watchActivities(deps: ActivityDeps) {
         const behind = windowsBehind(job, watermark, now);
         if (behind > job.lagThreshold) {
           const diagnosis = await diagnose(deps.temporal, job);
-          reports.push({ job: job.name, watermark: isoUtc(watermark), behind, threshold: job.lagThreshold, diagnosis });
+          reports.push({
+            job: job.name,
+            watermark: isoUtc(watermark),
+            behind,
+            threshold: job.lagThreshold,
+            diagnosis,
+          });
           const error = `watermark ${isoUtc(watermark)} is ${behind} windows behind (threshold ${job.lagThreshold})${diagnosis.length ? `; ${diagnosis.join('; ')}` : ''}`;
-          const raised = await alerts.activities.raiseIncident({ job: job.name, subject: 'lag', kind: 'lag', error, attempts: 0 });
+          const raised = await alerts.activities.raiseIncident({
+            job: job.name,
+            subject: 'lag',
+            kind: 'lag',
+            error,
+            attempts: 0,
+          });
           deliveries.push(...raised.deliveries);
         } else {
-          reports.push({ job: job.name, watermark: isoUtc(watermark), behind, threshold: job.lagThreshold, diagnosis: [] });
-          const cleared = await alerts.resolve(deps.db, { job: job.name, subject: 'lag', note: `caught up: ${behind} windows behind` });
+          reports.push({
+            job: job.name,
+            watermark: isoUtc(watermark),
+            behind,
+            threshold: job.lagThreshold,
+            diagnosis: [],
+          });
+          const cleared = await alerts.resolve(deps.db, {
+            job: job.name,
+            subject: 'lag',
+            note: `caught up: ${behind} windows behind`,
+          });
           deliveries.push(...(cleared?.deliveries ?? []));
         }
       }

@@ -41,14 +41,23 @@ export function windowActivities(deps: ActivityDeps) {
     const start = new Date(input.start);
     const end = new Date(input.end);
     if (Number.isNaN(start.getTime()) || Number.isNaN(end.getTime())) {
-      throw badInput(FAILURE.badWindow, `window start "${input.start}" / end "${input.end}" must be ISO-8601 instants`);
+      throw badInput(
+        FAILURE.badWindow,
+        `window start "${input.start}" / end "${input.end}" must be ISO-8601 instants`,
+      );
     }
     const expected = windowAt(job.grid, job.timezone, start);
     if (expected.start.getTime() !== start.getTime() || expected.end.getTime() !== end.getTime()) {
-      throw badInput(FAILURE.badWindow, `[${input.start}, ${input.end}) is not a window of job "${job.name}" (grid "${job.grid.label}" in ${job.timezone}); the window containing ${input.start} is [${isoUtc(expected.start)}, ${isoUtc(expected.end)})`);
+      throw badInput(
+        FAILURE.badWindow,
+        `[${input.start}, ${input.end}) is not a window of job "${job.name}" (grid "${job.grid.label}" in ${job.timezone}); the window containing ${input.start} is [${isoUtc(expected.start)}, ${isoUtc(expected.end)})`,
+      );
     }
     if (!isClosed(expected, deps.now(), job.latenessMs)) {
-      throw badInput(FAILURE.windowNotClosed, `window ${windowKey(job.name, start)} is not closed yet: it may be processed from ${isoUtc(new Date(end.getTime() + job.latenessMs))}`);
+      throw badInput(
+        FAILURE.windowNotClosed,
+        `window ${windowKey(job.name, start)} is not closed yet: it may be processed from ${isoUtc(new Date(end.getTime() + job.latenessMs))}`,
+      );
     }
     const generation = input.generation ?? 0;
     return { job: job.name, start, end, generation, key: windowKey(job.name, start, generation) };
@@ -60,7 +69,14 @@ export function windowActivities(deps: ActivityDeps) {
       const w = resolveWindow(input);
       const job = deps.catalog.get(w.job);
       if (!job.settle) return;
-      await job.settle({ db, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, effects: await listEffects(db, { windowKey: w.key }) });
+      await job.settle({
+        db,
+        job,
+        window: { start: w.start, end: w.end },
+        key: w.key,
+        generation: w.generation,
+        effects: await listEffects(db, { windowKey: w.key }),
+      });
     },
 
     async processWindow(input: WindowInput): Promise<WindowResult> {
@@ -69,45 +85,112 @@ export function windowActivities(deps: ActivityDeps) {
       const job = deps.catalog.get(w.job);
       const { attempt, workflowId } = attemptInfo();
       const startedAt = deps.now();
-      const run = { kind: 'window' as const, job: w.job, windowStart: w.start, generation: w.generation, workflowId, attempt, startedAt };
+      const run = {
+        kind: 'window' as const,
+        job: w.job,
+        windowStart: w.start,
+        generation: w.generation,
+        workflowId,
+        attempt,
+        startedAt,
+      };
 
       const skipDone = async (): Promise<WindowResult> => {
         logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done: drive them.
-        return { key: w.key, outcome: 'already-done', counts: null, watermark: null, effects: await openEffectsOfWindow(db, w.key) };
+        return {
+          key: w.key,
+          outcome: 'already-done',
+          counts: null,
+          watermark: null,
+          effects: await openEffectsOfWindow(db, w.key),
+        };
       };
 
       const attemptMeta = { trigger: input.trigger, workflowId, at: startedAt };
       try {
         if (job.prepare) {
           if (await isDone(db, w)) return await skipDone();
-          await job.prepare({ db, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, heartbeat: heartbeater(), log: (line) => logger.info(line) });
+          await job.prepare({
+            db,
+            job,
+            window: { start: w.start, end: w.end },
+            key: w.key,
+            generation: w.generation,
+            heartbeat: heartbeater(),
+            log: (line) => logger.info(line),
+          });
         }
         const committed = await db.transaction().execute(async (trx) => {
           const attempts = await claimWindow(trx, w, attemptMeta);
           if (attempts === undefined) return null;
-          const counts = await job.handler({ trx, job, window: { start: w.start, end: w.end }, key: w.key, generation: w.generation, attempt, log: (line) => logger.info(line) });
+          const counts = await job.handler({
+            trx,
+            job,
+            window: { start: w.start, end: w.end },
+            key: w.key,
+            generation: w.generation,
+            attempt,
+            log: (line) => logger.info(line),
+          });
           if (counts.applied + counts.quarantined !== counts.input) {
-            throw badInput(FAILURE.countMismatch, `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`);
+            throw badInput(
+              FAILURE.countMismatch,
+              `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+            );
           }
           // External effects are recorded with the window (an outbox) and performed after the commit.
-          await recordEffects(trx, (counts.effects ?? []).map((e) => ({
-            key: `${w.key}:${e.name}`, job: w.job, windowKey: w.key, name: e.name, channel: e.channel,
-            policy: e.policy ?? 'ask', request: e.request, providerKey: `${w.key}:${e.name}`,
-          })));
+          await recordEffects(
+            trx,
+            (counts.effects ?? []).map((e) => ({
+              key: `${w.key}:${e.name}`,
+              job: w.job,
+              windowKey: w.key,
+              name: e.name,
+              channel: e.channel,
+              policy: e.policy ?? 'ask',
+              request: e.request,
+              providerKey: `${w.key}:${e.name}`,
+            })),
+          );
           // Counts, run record and watermark commit with the effect: one commit per window.
-          const watermark = await finishWindow(trx, w, { counts, startedAt, finishedAt: deps.now(), workflowId, attempt });
+          const watermark = await finishWindow(trx, w, {
+            counts,
+            startedAt,
+            finishedAt: deps.now(),
+            workflowId,
+            attempt,
+          });
           // Earlier attempts failed: if that opened an incident, it closes with this commit.
-          const recovery = attempts > 1 ? await alerts.resolve(trx, { job: w.job, subject: w.key, note: `window processed on attempt ${attempts}` }) : null;
-          return { counts, watermark, recovery, effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`), findings: counts.findings ?? [] };
+          const recovery =
+            attempts > 1
+              ? await alerts.resolve(trx, {
+                  job: w.job,
+                  subject: w.key,
+                  note: `window processed on attempt ${attempts}`,
+                })
+              : null;
+          return {
+            counts,
+            watermark,
+            recovery,
+            effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
+            findings: counts.findings ?? [],
+          };
         });
         if (!committed) return await skipDone();
         const { counts, watermark, recovery, effects, findings } = committed;
-        logger.info(`PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`);
+        logger.info(
+          `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
+        );
         return {
-          key: w.key, outcome: 'processed', counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
-          watermark: watermark ? isoUtc(watermark) : null, effects, recovery: recovery?.deliveries ?? [],
+          key: w.key,
+          outcome: 'processed',
+          counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
+          watermark: watermark ? isoUtc(watermark) : null,
+          effects,
+          recovery: recovery?.deliveries ?? [],
           findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };
       } catch (err) {
@@ -118,9 +201,13 @@ export function windowActivities(deps: ActivityDeps) {
         }
         const reason = err instanceof Error ? err.message : redact(String(err));
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
-        logger.error(`FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`);
+        logger.error(
+          `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,
+        );
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);
-        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(() => undefined);
+        await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(
+          () => undefined,
+        );
         throw err;
       }
     },

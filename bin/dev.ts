@@ -39,7 +39,10 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     log('stopping: worker, order trickle, database, Temporal server ...');
-    void stop().then(() => { log('stopped.'); process.exit(0); });
+    void stop().then(() => {
+      log('stopped.');
+      process.exit(0);
+    });
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
@@ -49,25 +52,36 @@ async function main(): Promise<void> {
     const db = createDb(config.DATABASE_URL);
     cleanups.push(() => db.destroy());
     const applied = await migrate(db);
-    log(`PostgreSQL ${redactUrl(config.DATABASE_URL)}: ${applied.length ? `applied ${applied.join(', ')}` : 'schema up to date'}`);
+    log(
+      `PostgreSQL ${redactUrl(config.DATABASE_URL)}: ${applied.length ? `applied ${applied.join(', ')}` : 'schema up to date'}`,
+    );
 
     if (!config.SMTP_HOST) {
       // No mail server configured: capture mail locally so alerts and reports can be read.
       const capture = await startMailCapture(join(resolve(config.TIDEMARK_STATE_DIR), 'mail'));
       cleanups.push(() => capture.close());
-      config = loadConfig({ ...process.env, SMTP_HOST: '127.0.0.1', SMTP_PORT: String(capture.port), TIDEMARK_ALERT_EMAIL: process.env.TIDEMARK_ALERT_EMAIL || 'ops@localhost' });
+      config = loadConfig({
+        ...process.env,
+        SMTP_HOST: '127.0.0.1',
+        SMTP_PORT: String(capture.port),
+        TIDEMARK_ALERT_EMAIL: process.env.TIDEMARK_ALERT_EMAIL || 'ops@localhost',
+      });
       log(`mail capture on 127.0.0.1:${capture.port}: alerts and reports land in ${capture.dir}/*.eml`);
     }
 
     const shop = new URL(config.TIDEMARK_DEMO_MARKETPLACE_URL);
     if (['127.0.0.1', 'localhost'].includes(shop.hostname)) {
       const simulator = await startMarket(Number(shop.port)).catch((err: unknown) => {
-        log(`the demo marketplace could not listen on ${shop.host} (${(err as Error).message}); marketplace-prices will fail and alert`);
+        log(
+          `the demo marketplace could not listen on ${shop.host} (${(err as Error).message}); marketplace-prices will fail and alert`,
+        );
         return undefined;
       });
       if (simulator) {
         cleanups.push(() => simulator.close());
-        log(`demo marketplace simulator on ${shop.origin}: its book is at ${shop.href.replace(/\/$/, '')}/v1/items`);
+        log(
+          `demo marketplace simulator on ${shop.origin}: its book is at ${shop.href.replace(/\/$/, '')}/v1/items`,
+        );
       }
     }
 
@@ -83,35 +97,63 @@ async function main(): Promise<void> {
     for (const job of catalog.jobs) await job.seed?.(db, { now });
     const trickle = setInterval(() => {
       const amount = Math.round((5 + Math.random() * 95) * 100) / 100;
-      void sql`insert into orders (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`.execute(db).catch(() => undefined);
+      void sql`insert into orders (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`
+        .execute(db)
+        .catch(() => undefined);
     }, 3_000);
     cleanups.push(async () => clearInterval(trickle));
     log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
 
     const deps = buildDeps(config, { db, catalog, client });
-    const plan = await syncSchedulesWithAlerts(deps, client, catalog, { taskQueue: config.TIDEMARK_TASK_QUEUE, apply: true });
+    const plan = await syncSchedulesWithAlerts(deps, client, catalog, {
+      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      apply: true,
+    });
     log(`schedules synced:\n${describePlan(plan)}`);
 
     const workerConnection = await NativeConnection.connect({ address: server.address });
     const worker = await createWorker({
-      connection: workerConnection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE,
-      deps, bundle: await bundleWorkflows(),
+      connection: workerConnection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      deps,
+      bundle: await bundleWorkflows(),
     });
     const running = worker.run();
-    cleanups.push(async () => { worker.shutdown(); await running; await workerConnection.close(); });
+    cleanups.push(async () => {
+      worker.shutdown();
+      await running;
+      await workerConnection.close();
+    });
 
     if (config.SLACK_SIGNING_SECRET && config.SLACK_BOT_TOKEN) {
       const slack = await startSlackApp({
-        signingSecret: config.SLACK_SIGNING_SECRET, botToken: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL, temporal: client, db,
-        logger: deps.logger, port: config.SLACK_APP_PORT, deps, approvers: config.TIDEMARK_APPROVERS,
+        signingSecret: config.SLACK_SIGNING_SECRET,
+        botToken: config.SLACK_BOT_TOKEN,
+        apiUrl: config.SLACK_API_URL,
+        temporal: client,
+        db,
+        logger: deps.logger,
+        port: config.SLACK_APP_PORT,
+        deps,
+        approvers: config.TIDEMARK_APPROVERS,
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
       });
       cleanups.push(() => slack.stop());
-      log(`Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`);
+      log(
+        `Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`,
+      );
     }
 
     const webToken = config.TIDEMARK_WEB_TOKEN ?? randomBytes(12).toString('hex');
-    const web = await startWebServer({ port: config.TIDEMARK_WEB_PORT, token: webToken, db, client, catalog, config });
+    const web = await startWebServer({
+      port: config.TIDEMARK_WEB_PORT,
+      token: webToken,
+      db,
+      client,
+      catalog,
+      config,
+    });
     cleanups.push(() => web.stop());
 
     for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
@@ -120,7 +162,8 @@ async function main(): Promise<void> {
       const to = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
       const from = new Date(to.getTime() - 24 * 3_600_000);
       await client.workflow.start('backfill', {
-        taskQueue: config.TIDEMARK_TASK_QUEUE, workflowId: `${hourly.name}/backfill-${isoUtc(from)}`,
+        taskQueue: config.TIDEMARK_TASK_QUEUE,
+        workflowId: `${hourly.name}/backfill-${isoUtc(from)}`,
         args: [{ job: hourly.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
         workflowIdConflictPolicy: 'USE_EXISTING',
         typedSearchAttributes: searchAttributes('backfill', hourly.name),
@@ -129,19 +172,26 @@ async function main(): Promise<void> {
       log(`backfill of ${hourly.name} over the past 24 hours started`);
     }
 
-    console.log([
-      '',
-      '  tidemark is running',
-      `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
-      `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
-      `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
-      `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
-      '  Jobs:',
-      ...catalog.jobs.map((j) => formatPreview(previewJob(j, new Date(), 2)).split('\n').map((l) => `    ${l}`).join('\n')),
-      '',
-      '  Log lines: PROCESSED / SKIPPED reason=running / SKIPPED reason=already-done.  Ctrl-C stops everything.',
-      '',
-    ].join('\n'));
+    console.log(
+      [
+        '',
+        '  tidemark is running',
+        `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
+        `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
+        `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
+        `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
+        '  Jobs:',
+        ...catalog.jobs.map((j) =>
+          formatPreview(previewJob(j, new Date(), 2))
+            .split('\n')
+            .map((l) => `    ${l}`)
+            .join('\n'),
+        ),
+        '',
+        '  Log lines: PROCESSED / SKIPPED reason=running / SKIPPED reason=already-done.  Ctrl-C stops everything.',
+        '',
+      ].join('\n'),
+    );
     await running;
   } catch (err) {
     await stop();

@@ -6,7 +6,13 @@
 import { createServer } from 'node:http';
 
 export type MarketAnswer = 'ok' | 'fail' | 'apply-then-timeout' | 'rate-limit';
-interface Item { sku: string; price: string; stock: number; version: string; idempotencyKey: string }
+interface Item {
+  sku: string;
+  price: string;
+  stock: number;
+  version: string;
+  idempotencyKey: string;
+}
 
 export interface TestMarket {
   url: (name: string) => string;
@@ -31,7 +37,9 @@ export async function startMarket(port = 0): Promise<TestMarket> {
     void (async () => {
       const book = /^\/([^/]+)\/v1\/items$/.exec(req.url ?? '');
       if (book && req.method === 'GET') {
-        return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(Object.fromEntries(state.get(book[1]!) ?? new Map()), null, 2));
+        return void res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify(Object.fromEntries(state.get(book[1]!) ?? new Map()), null, 2));
       }
       const match = /^\/([^/]+)\/v1\/items:batchUpdate$/.exec(req.url ?? '');
       if (!match || req.method !== 'POST') return void res.writeHead(404).end();
@@ -40,9 +48,16 @@ export async function startMarket(port = 0): Promise<TestMarket> {
       for await (const c of req) chunks.push(c as Buffer);
       const items = (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { items: Item[] }).items;
       const answer = plan.get(market)?.shift() ?? 'ok';
-      requests.push({ market, answer, batchKey: String(req.headers['idempotency-key']), skus: items.map((i) => i.sku), at: Date.now() });
+      requests.push({
+        market,
+        answer,
+        batchKey: String(req.headers['idempotency-key']),
+        skus: items.map((i) => i.sku),
+        at: Date.now(),
+      });
       if (answer === 'fail') return void res.writeHead(500).end('{"error":"internal"}');
-      if (answer === 'rate-limit') return void res.writeHead(429, { 'retry-after': '1' }).end('{"error":"slow down"}');
+      if (answer === 'rate-limit')
+        return void res.writeHead(429, { 'retry-after': '1' }).end('{"error":"slow down"}');
       const held = state.get(market) ?? new Map();
       state.set(market, held);
       const out = items.map((i) => {
@@ -50,17 +65,22 @@ export async function startMarket(port = 0): Promise<TestMarket> {
         if (seen) return seen;
         let r: { sku: string; status: string; reason?: string };
         const cur = held.get(i.sku);
-        if (reject.has(`${market}:${i.sku}`)) r = { sku: i.sku, status: 'rejected', reason: reject.get(`${market}:${i.sku}`)! };
+        if (reject.has(`${market}:${i.sku}`))
+          r = { sku: i.sku, status: 'rejected', reason: reject.get(`${market}:${i.sku}`)! };
         else if (cur && cur.version >= i.version) r = { sku: i.sku, status: 'stale' };
         else {
           held.set(i.sku, { price: i.price, stock: i.stock, version: i.version });
-          applied.set(`${market}|${i.idempotencyKey}`, (applied.get(`${market}|${i.idempotencyKey}`) ?? 0) + 1);
+          applied.set(
+            `${market}|${i.idempotencyKey}`,
+            (applied.get(`${market}|${i.idempotencyKey}`) ?? 0) + 1,
+          );
           r = { sku: i.sku, status: 'applied' };
         }
         results.set(`${market}|${i.idempotencyKey}`, r);
         return r;
       });
-      const reply = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: out }));
+      const reply = () =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ results: out }));
       if (answer === 'apply-then-timeout') setTimeout(reply, 3_000);
       else reply();
     })();
@@ -71,7 +91,16 @@ export async function startMarket(port = 0): Promise<TestMarket> {
   });
   const base = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {
-    url: (name) => `${base}/${name}`, state, applied, requests, plan, reject,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    url: (name) => `${base}/${name}`,
+    state,
+    applied,
+    requests,
+    plan,
+    reject,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }

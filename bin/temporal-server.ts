@@ -30,10 +30,15 @@ async function reachable(address: string, timeoutMs: number): Promise<boolean> {
   return false;
 }
 
-export async function startTemporalServer(config: Config, log: (line: string) => void): Promise<TemporalServer> {
+export async function startTemporalServer(
+  config: Config,
+  log: (line: string) => void,
+): Promise<TemporalServer> {
   if (config.TEMPORAL_ADDRESS) {
     if (!(await reachable(config.TEMPORAL_ADDRESS, 10_000))) {
-      throw new Error(`TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS} does not answer. Start that server, or unset TEMPORAL_ADDRESS to let npm start run a dev server.`);
+      throw new Error(
+        `TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS} does not answer. Start that server, or unset TEMPORAL_ADDRESS to let npm start run a dev server.`,
+      );
     }
     return { address: config.TEMPORAL_ADDRESS, uiUrl: null, child: null, stop: async () => undefined };
   }
@@ -47,20 +52,40 @@ export async function startTemporalServer(config: Config, log: (line: string) =>
   const stateDir = resolve(config.TIDEMARK_STATE_DIR);
   mkdirSync(stateDir, { recursive: true });
   const dbFile = join(stateDir, 'temporal.db');
-  const child = spawn(cli, [
-    'server', 'start-dev', '--ip', '127.0.0.1', '--port', String(config.TEMPORAL_PORT), '--ui-port', String(config.TEMPORAL_UI_PORT),
-    '--db-filename', dbFile, '--namespace', config.TEMPORAL_NAMESPACE, '--log-level', 'warn',
-  ], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(
+    cli,
+    [
+      'server',
+      'start-dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(config.TEMPORAL_PORT),
+      '--ui-port',
+      String(config.TEMPORAL_UI_PORT),
+      '--db-filename',
+      dbFile,
+      '--namespace',
+      config.TEMPORAL_NAMESPACE,
+      '--log-level',
+      'warn',
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   if (!(await reachable(address, 30_000))) {
     child.kill('SIGKILL');
-    throw new Error(`The Temporal dev server (${cli}) did not answer on ${address} within 30 s. Is the port taken? Its output:\n${stderr}`);
+    throw new Error(
+      `The Temporal dev server (${cli}) did not answer on ${address} within 30 s. Is the port taken? Its output:\n${stderr}`,
+    );
   }
   log(`Temporal dev server on ${address} (state in ${dbFile}), Web UI ${uiUrl}`);
   return {
-    address, uiUrl, child,
+    address,
+    uiUrl,
+    child,
     async stop() {
       if (child.exitCode === null) child.kill('SIGTERM');
       await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);

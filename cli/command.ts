@@ -3,7 +3,10 @@
 import type { ParseArgsConfig } from 'node:util';
 import type { CliContext } from './context.js';
 
-export interface CommandResult { json: unknown; lines: string[] }
+export interface CommandResult {
+  json: unknown;
+  lines: string[];
+}
 
 export interface Command {
   name: string;
@@ -11,5 +14,8 @@ export interface Command {
   /** One usage line per form, without the leading "tidemark ". */
   usage: string[];
   options: NonNullable<ParseArgsConfig['options']>;
-  run(ctx: CliContext, args: { positionals: string[]; values: Record<string, string | boolean | undefined> }): Promise<CommandResult>;
+  run(
+    ctx: CliContext,
+    args: { positionals: string[]; values: Record<string, string | boolean | undefined> },
+  ): Promise<CommandResult>;
 }

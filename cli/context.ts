@@ -31,13 +31,17 @@ export class CliContext {
   private connection: Connection | undefined;
   private clientHandle: Client | undefined;
 
-  constructor(readonly io: CliIO, config?: Config) {
+  constructor(
+    readonly io: CliIO,
+    config?: Config,
+  ) {
     this.config = config ?? loadConfig();
     this.catalog = buildCatalog(this.config);
   }
 
   job(name: string | undefined, command: string): Job {
-    if (!name) throw new UsageError(`${command}: name a job (${this.catalog.jobs.map((j) => j.name).join(', ')})`);
+    if (!name)
+      throw new UsageError(`${command}: name a job (${this.catalog.jobs.map((j) => j.name).join(', ')})`);
     return this.catalog.get(name);
   }
 
@@ -54,10 +58,15 @@ export class CliContext {
     if (!this.clientHandle) {
       const address = this.config.TEMPORAL_ADDRESS ?? `127.0.0.1:${this.config.TEMPORAL_PORT}`;
       this.connection = await Connection.connect({ address, connectTimeout: 5_000 }).catch((err: unknown) => {
-        throw new Error(`cannot reach Temporal at ${address} (${(err as Error).message}); start it with npm start or set TEMPORAL_ADDRESS`);
+        throw new Error(
+          `cannot reach Temporal at ${address} (${(err as Error).message}); start it with npm start or set TEMPORAL_ADDRESS`,
+        );
       });
       await ensureSearchAttributes(this.connection, this.config.TEMPORAL_NAMESPACE);
-      this.clientHandle = new Client({ connection: this.connection, namespace: this.config.TEMPORAL_NAMESPACE });
+      this.clientHandle = new Client({
+        connection: this.connection,
+        namespace: this.config.TEMPORAL_NAMESPACE,
+      });
     }
     return this.clientHandle;
   }
@@ -72,7 +81,8 @@ export class CliContext {
 export function positiveInt(option: string, text: string | undefined, fallback: number): number {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${option}: "${text}" is not a whole number of at least 1`);
+  if (!Number.isInteger(n) || n < 1)
+    throw new UsageError(`--${option}: "${text}" is not a whole number of at least 1`);
   return n;
 }
 
@@ -80,5 +90,10 @@ export function positiveInt(option: string, text: string | undefined, fallback: 
 export function table(header: string[], rows: (string | number | null)[][]): string[] {
   const cells = [header, ...rows.map((r) => r.map((c) => (c === null ? '-' : String(c))))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((c, i) => (c ?? '').padEnd(widths[i]!)).join('  ').trimEnd());
+  return cells.map((r) =>
+    r
+      .map((c, i) => (c ?? '').padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd(),
+  );
 }

@@ -2,8 +2,13 @@
 import { DateTime } from 'luxon';
 
 export class DateArgumentError extends Error {
-  constructor(readonly argument: string, text: string) {
-    super(`${argument}: "${text}" is not a date; use 2026-03-01, 2026-03-01T10:00 (job's time zone) or 2026-03-01T10:00:00Z`);
+  constructor(
+    readonly argument: string,
+    text: string,
+  ) {
+    super(
+      `${argument}: "${text}" is not a date; use 2026-03-01, 2026-03-01T10:00 (job's time zone) or 2026-03-01T10:00:00Z`,
+    );
     this.name = 'DateArgumentError';
   }
 }

@@ -14,24 +14,48 @@ import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
 import { DateArgumentError } from './dates.js';
 
 export const COMMANDS: readonly Command[] = [
-  jobsCommand, statusCommand, runsCommand, previewCommand, triggerCommand, pauseCommand, resumeCommand,
-  backfillCommand, rerunCommand, approveCommand, rejectCommand, rerunsCommand, schedulesCommand, effectsCommand, incidentsCommand,
+  jobsCommand,
+  statusCommand,
+  runsCommand,
+  previewCommand,
+  triggerCommand,
+  pauseCommand,
+  resumeCommand,
+  backfillCommand,
+  rerunCommand,
+  approveCommand,
+  rejectCommand,
+  rerunsCommand,
+  schedulesCommand,
+  effectsCommand,
+  incidentsCommand,
 ];
 
 const FOOTER = [
-  'Dates: ISO-8601 instants, or plain dates and times (2026-03-01, 2026-03-01T10:00) in the job\'s time zone.',
+  "Dates: ISO-8601 instants, or plain dates and times (2026-03-01, 2026-03-01T10:00) in the job's time zone.",
   'Environment: DATABASE_URL, TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE, TIDEMARK_TASK_QUEUE.',
   'Exit codes: 0 done, 1 the command failed, 2 the command line is wrong.',
 ];
 
 function help(command?: Command): string[] {
-  if (command) return [`${command.summary}`, '', ...command.usage.map((u) => `  tidemark ${u}`), '', ...FOOTER];
-  return ['tidemark <command> [options] [--json]', '', ...COMMANDS.map((c) => `  ${c.name.padEnd(11)} ${c.summary}`), '', 'tidemark help <command> for its options.', ...FOOTER];
+  if (command)
+    return [`${command.summary}`, '', ...command.usage.map((u) => `  tidemark ${u}`), '', ...FOOTER];
+  return [
+    'tidemark <command> [options] [--json]',
+    '',
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(11)} ${c.summary}`),
+    '',
+    'tidemark help <command> for its options.',
+    ...FOOTER,
+  ];
 }
 
 export const isUsageError = (err: unknown): boolean =>
-  err instanceof UsageError || err instanceof DateArgumentError || err instanceof UnknownJobError || err instanceof ConfigError
-  || (err as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS') === true;
+  err instanceof UsageError ||
+  err instanceof DateArgumentError ||
+  err instanceof UnknownJobError ||
+  err instanceof ConfigError ||
+  (err as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS') === true;
 
 /** Runs one command line; returns the exit code. Output goes through `io`. */
 export async function run(argv: string[], io: CliIO): Promise<number> {
@@ -54,7 +78,9 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
   let ctx: CliContext | undefined;
   try {
     const { positionals, values } = parseArgs({
-      args: argv.slice(1), allowPositionals: true, strict: true,
+      args: argv.slice(1),
+      allowPositionals: true,
+      strict: true,
       options: { ...command.options, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
     });
     if (values.help) {
@@ -63,7 +89,10 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
     }
     const out: CliIO = { ...io, json: !!values.json };
     ctx = new CliContext(out);
-    const result = await command.run(ctx, { positionals, values: values as Record<string, string | boolean | undefined> });
+    const result = await command.run(ctx, {
+      positionals,
+      values: values as Record<string, string | boolean | undefined>,
+    });
     if (out.json) io.out(JSON.stringify(result.json, null, 2));
     else result.lines.forEach(io.out);
     return EXIT.ok;
@@ -78,6 +107,11 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const io: CliIO = { out: (l) => console.log(l), err: (l) => console.error(l), json: false, tty: !!process.stdout.isTTY };
+  const io: CliIO = {
+    out: (l) => console.log(l),
+    err: (l) => console.error(l),
+    json: false,
+    tty: !!process.stdout.isTTY,
+  };
   run(process.argv.slice(2), io).then((code) => process.exit(code));
 }

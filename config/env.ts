@@ -3,9 +3,17 @@
 import { z } from 'zod';
 
 const schema = z.object({
-  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/tidemark')
+  DATABASE_URL: z
+    .string()
+    .regex(
+      /^postgres(ql)?:\/\//,
+      'must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/tidemark',
+    )
     .default('postgres://postgres@127.0.0.1:5432/tidemark'),
-  TEMPORAL_ADDRESS: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port, e.g. 127.0.0.1:7233').optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .regex(/^[^\s:]+:\d+$/, 'must be host:port, e.g. 127.0.0.1:7233')
+    .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TIDEMARK_TASK_QUEUE: z.string().min(1).default('tidemark'),
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
@@ -23,9 +31,15 @@ const schema = z.object({
   SLACK_APP_PORT: z.coerce.number().int().min(1).max(65535).default(3000),
   /** A Slack user group (id, e.g. S0123ABC) whose members may approve too; checked by the Slack app. */
   TIDEMARK_APPROVER_GROUP: z.string().min(1).optional(),
-  TIDEMARK_ALLOW_SELF_APPROVAL: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  TIDEMARK_ALLOW_SELF_APPROVAL: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   /** How long a rerun request waits for a decision. */
-  TIDEMARK_RERUN_TIMEOUT: z.string().regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"').default('24h'),
+  TIDEMARK_RERUN_TIMEOUT: z
+    .string()
+    .regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"')
+    .default('24h'),
   /** The management page: its port and the token that opens it (npm start makes one when unset). */
   TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
   TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
@@ -33,8 +47,14 @@ const schema = z.object({
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
-  SMTP_SECURE: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
-  SMTP_TLS_REJECT_UNAUTHORIZED: z.enum(['true', 'false']).default('true').transform((v) => v === 'true'),
+  SMTP_SECURE: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  SMTP_TLS_REJECT_UNAUTHORIZED: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   SMTP_USER: z.string().min(1).optional(),
   SMTP_PASSWORD: z.string().min(1).optional(),
   SMTP_FROM: z.string().min(3).default('tidemark <tidemark@localhost>'),
@@ -49,7 +69,10 @@ const schema = z.object({
 });
 
 function list(text: string | undefined): string[] {
-  return (text ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  return (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 }
 
 /** The values that must never reach a log line, an alert or a workflow payload. */
@@ -61,21 +84,33 @@ export function secretsOf(config: Config): string[] {
       return '';
     }
   })();
-  return [config.SMTP_PASSWORD, config.SLACK_BOT_TOKEN, config.SLACK_SIGNING_SECRET, config.TIDEMARK_WEB_TOKEN, config.TELEGRAM_BOT_TOKEN, fromUrl].filter((s): s is string => !!s && s.length >= 4);
+  return [
+    config.SMTP_PASSWORD,
+    config.SLACK_BOT_TOKEN,
+    config.SLACK_SIGNING_SECRET,
+    config.TIDEMARK_WEB_TOKEN,
+    config.TELEGRAM_BOT_TOKEN,
+    fromUrl,
+  ].filter((s): s is string => !!s && s.length >= 4);
 }
 
 export type Config = Readonly<z.infer<typeof schema>>;
 
 export class ConfigError extends Error {
   readonly code = 'CONFIG';
-  constructor(readonly variable: string, detail: string) {
+  constructor(
+    readonly variable: string,
+    detail: string,
+  ) {
     super(`environment variable ${variable}: ${detail}`);
     this.name = 'ConfigError';
   }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const picked = Object.fromEntries(Object.keys(schema.shape).map((k) => [k, env[k] === '' ? undefined : env[k]]));
+  const picked = Object.fromEntries(
+    Object.keys(schema.shape).map((k) => [k, env[k] === '' ? undefined : env[k]]),
+  );
   const parsed = schema.safeParse(picked);
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;

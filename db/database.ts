@@ -53,9 +53,12 @@ export function createDb(url: string, opts: { max?: number } = {}): Kysely<Datab
 }
 
 function unreachable(url: string, err: unknown): DatabaseError {
-  return new DatabaseError('DB_UNREACHABLE',
+  return new DatabaseError(
+    'DB_UNREACHABLE',
     `PostgreSQL at ${redactUrl(url)} cannot be reached (${(err as Error).message}). ` +
-    'Start it (on Debian: pg_ctlcluster 15 main start) or set DATABASE_URL to a running server.', { cause: err });
+      'Start it (on Debian: pg_ctlcluster 15 main start) or set DATABASE_URL to a running server.',
+    { cause: err },
+  );
 }
 
 /** Connects once; creates the database when the server says it does not exist. */
@@ -90,7 +93,11 @@ export async function migrate(db: Kysely<Database>): Promise<string[]> {
   const { error, results } = await migrator.migrateToLatest();
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
-    throw new DatabaseError('MIGRATION_FAILED', `migration ${failed?.migrationName ?? '(unknown)'} failed: ${(error as Error)?.message ?? 'see cause'}`, { cause: error });
+    throw new DatabaseError(
+      'MIGRATION_FAILED',
+      `migration ${failed?.migrationName ?? '(unknown)'} failed: ${(error as Error)?.message ?? 'see cause'}`,
+      { cause: error },
+    );
   }
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }

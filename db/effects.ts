@@ -20,10 +20,23 @@ export interface NewEffect {
 /** Records effects to perform (the outbox); an effect already recorded is left as it is. */
 export async function recordEffects(db: Db, effects: readonly NewEffect[]): Promise<void> {
   if (effects.length === 0) return;
-  await db.insertInto('effects').values(effects.map((e) => ({
-    effect_key: e.key, job: e.job, window_key: e.windowKey, name: e.name, channel: e.channel, policy: e.policy,
-    status: 'pending' as const, request: JSON.stringify(e.request), provider_key: e.providerKey,
-  }))).onConflict((oc) => oc.column('effect_key').doNothing()).execute();
+  await db
+    .insertInto('effects')
+    .values(
+      effects.map((e) => ({
+        effect_key: e.key,
+        job: e.job,
+        window_key: e.windowKey,
+        name: e.name,
+        channel: e.channel,
+        policy: e.policy,
+        status: 'pending' as const,
+        request: JSON.stringify(e.request),
+        provider_key: e.providerKey,
+      })),
+    )
+    .onConflict((oc) => oc.column('effect_key').doNothing())
+    .execute();
 }
 
 export async function getEffect(db: Db, key: string): Promise<EffectRow | undefined> {
@@ -32,12 +45,21 @@ export async function getEffect(db: Db, key: string): Promise<EffectRow | undefi
 
 /** Effects of a window that still need driving (not done, not skipped), oldest first. */
 export async function openEffectsOfWindow(db: Db, windowKey: string): Promise<string[]> {
-  const rows = await db.selectFrom('effects').select('effect_key').where('window_key', '=', windowKey)
-    .where('status', 'in', ['pending', 'begun', 'failed', 'unknown']).orderBy('created_at').orderBy('effect_key').execute();
+  const rows = await db
+    .selectFrom('effects')
+    .select('effect_key')
+    .where('window_key', '=', windowKey)
+    .where('status', 'in', ['pending', 'begun', 'failed', 'unknown'])
+    .orderBy('created_at')
+    .orderBy('effect_key')
+    .execute();
   return rows.map((r) => r.effect_key);
 }
 
-export async function listEffects(db: Db, filter: { windowKey?: string; status?: EffectStatus[]; job?: string }): Promise<EffectRow[]> {
+export async function listEffects(
+  db: Db,
+  filter: { windowKey?: string; status?: EffectStatus[]; job?: string },
+): Promise<EffectRow[]> {
   let q = db.selectFrom('effects').selectAll().orderBy('created_at').orderBy('effect_key');
   if (filter.windowKey) q = q.where('window_key', '=', filter.windowKey);
   if (filter.job) q = q.where('job', '=', filter.job);
@@ -49,50 +71,111 @@ export async function listEffects(db: Db, filter: { windowKey?: string; status?:
  * Claims the begin marker: one compare-and-set on the fencing number read before. Two
  * attempts that read the same row cannot both win; the winner gets the new fence.
  */
-export async function claimEffect(db: Db, key: string, seenFence: number, leaseMs: number, at: Date): Promise<number | undefined> {
-  const row = await db.updateTable('effects')
+export async function claimEffect(
+  db: Db,
+  key: string,
+  seenFence: number,
+  leaseMs: number,
+  at: Date,
+): Promise<number | undefined> {
+  const row = await db
+    .updateTable('effects')
     .set({
-      status: 'begun', fence: sql`fence + 1`, attempts: sql`attempts + 1`, begun_at: at,
-      lease_until: new Date(at.getTime() + leaseMs), updated_at: at,
+      status: 'begun',
+      fence: sql`fence + 1`,
+      attempts: sql`attempts + 1`,
+      begun_at: at,
+      lease_until: new Date(at.getTime() + leaseMs),
+      updated_at: at,
     })
-    .where('effect_key', '=', key).where('fence', '=', seenFence)
-    .returning('fence').executeTakeFirst();
+    .where('effect_key', '=', key)
+    .where('fence', '=', seenFence)
+    .returning('fence')
+    .executeTakeFirst();
   return row?.fence;
 }
 
 /** Moves an effect to a new state, only while `fence` is still the current one. */
-export async function settleEffect(db: Db, key: string, fence: number, to: { status: EffectStatus; providerId?: string | null; result?: unknown; error?: string | null; at: Date }): Promise<boolean> {
-  const row = await db.updateTable('effects')
+export async function settleEffect(
+  db: Db,
+  key: string,
+  fence: number,
+  to: { status: EffectStatus; providerId?: string | null; result?: unknown; error?: string | null; at: Date },
+): Promise<boolean> {
+  const row = await db
+    .updateTable('effects')
     .set({
-      status: to.status, updated_at: to.at, lease_until: null,
+      status: to.status,
+      updated_at: to.at,
+      lease_until: null,
       ...(to.status === 'done' ? { done_at: to.at } : {}),
       ...(to.providerId !== undefined ? { provider_id: to.providerId } : {}),
       ...(to.result !== undefined ? { result: JSON.stringify(to.result) } : {}),
       ...(to.error !== undefined ? { last_error: to.error } : {}),
     })
-    .where('effect_key', '=', key).where('fence', '=', fence)
-    .returning('effect_key').executeTakeFirst();
+    .where('effect_key', '=', key)
+    .where('fence', '=', fence)
+    .returning('effect_key')
+    .executeTakeFirst();
   return row !== undefined;
 }
 
-export async function recordEffectAttempt(db: Db, a: { key: string; fence: number; startedAt: Date; finishedAt: Date; outcome: string; providerId?: string | null; error?: string | null }): Promise<void> {
-  await db.insertInto('effect_attempts').values({
-    effect_key: a.key, fence: a.fence, started_at: a.startedAt, finished_at: a.finishedAt,
-    duration_ms: a.finishedAt.getTime() - a.startedAt.getTime(), outcome: a.outcome, provider_id: a.providerId ?? null, error: a.error ?? null,
-  }).execute();
+export async function recordEffectAttempt(
+  db: Db,
+  a: {
+    key: string;
+    fence: number;
+    startedAt: Date;
+    finishedAt: Date;
+    outcome: string;
+    providerId?: string | null;
+    error?: string | null;
+  },
+): Promise<void> {
+  await db
+    .insertInto('effect_attempts')
+    .values({
+      effect_key: a.key,
+      fence: a.fence,
+      started_at: a.startedAt,
+      finished_at: a.finishedAt,
+      duration_ms: a.finishedAt.getTime() - a.startedAt.getTime(),
+      outcome: a.outcome,
+      provider_id: a.providerId ?? null,
+      error: a.error ?? null,
+    })
+    .execute();
 }
 
 /** An operator's decision on an effect whose outcome is unknown; returns false if it is not unknown. */
-export async function decideEffect(db: Db, key: string, decision: 'resend' | 'skip', by: string, at: Date): Promise<boolean> {
-  const row = await db.updateTable('effects')
-    .set({ decision, decided_by: by, decided_at: at, updated_at: at, ...(decision === 'skip' ? { status: 'skipped' as const } : {}) })
-    .where('effect_key', '=', key).where('status', '=', 'unknown')
-    .returning('effect_key').executeTakeFirst();
+export async function decideEffect(
+  db: Db,
+  key: string,
+  decision: 'resend' | 'skip',
+  by: string,
+  at: Date,
+): Promise<boolean> {
+  const row = await db
+    .updateTable('effects')
+    .set({
+      decision,
+      decided_by: by,
+      decided_at: at,
+      updated_at: at,
+      ...(decision === 'skip' ? { status: 'skipped' as const } : {}),
+    })
+    .where('effect_key', '=', key)
+    .where('status', '=', 'unknown')
+    .returning('effect_key')
+    .executeTakeFirst();
   return row !== undefined;
 }
 
 /** Opens an incident, or counts one more occurrence of the open one. `opened` says which. */
-export async function openIncident(db: Db, i: { job: string; subject: string; kind: string; error: string; details?: unknown }): Promise<{ id: string; opened: boolean }> {
+export async function openIncident(
+  db: Db,
+  i: { job: string; subject: string; kind: string; error: string; details?: unknown },
+): Promise<{ id: string; opened: boolean }> {
   const row = await sql<{ id: string; opened: boolean }>`
     insert into incidents (job, subject, kind, last_error, details)
     values (${i.job}, ${i.subject}, ${i.kind}, ${i.error}, ${JSON.stringify(i.details ?? {})}::jsonb)
@@ -103,10 +186,20 @@ export async function openIncident(db: Db, i: { job: string; subject: string; ki
 }
 
 /** Closes the open incident of (job, subject), if there is one. */
-export async function closeIncident(db: Db, job: string, subject: string, at: Date): Promise<IncidentRow | undefined> {
-  return await db.updateTable('incidents').set({ closed_at: at })
-    .where('job', '=', job).where('subject', '=', subject).where('closed_at', 'is', null)
-    .returningAll().executeTakeFirst();
+export async function closeIncident(
+  db: Db,
+  job: string,
+  subject: string,
+  at: Date,
+): Promise<IncidentRow | undefined> {
+  return await db
+    .updateTable('incidents')
+    .set({ closed_at: at })
+    .where('job', '=', job)
+    .where('subject', '=', subject)
+    .where('closed_at', 'is', null)
+    .returningAll()
+    .executeTakeFirst();
 }
 
 export async function openIncidents(db: Db, job?: string): Promise<IncidentRow[]> {

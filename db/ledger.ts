@@ -15,28 +15,50 @@ export interface WindowRef {
 
 /** The job's watermark, set to `initial` on first sight (never moved back). */
 export async function watermarkOf(db: Db, job: string, initial: Date): Promise<Date> {
-  await db.insertInto('job_watermarks').values({ job, watermark: initial, updated_at: new Date() })
-    .onConflict((oc) => oc.column('job').doNothing()).execute();
-  const row = await db.selectFrom('job_watermarks').select('watermark').where('job', '=', job).executeTakeFirstOrThrow();
+  await db
+    .insertInto('job_watermarks')
+    .values({ job, watermark: initial, updated_at: new Date() })
+    .onConflict((oc) => oc.column('job').doNothing())
+    .execute();
+  const row = await db
+    .selectFrom('job_watermarks')
+    .select('watermark')
+    .where('job', '=', job)
+    .executeTakeFirstOrThrow();
   return row.watermark;
 }
 
 export async function readWatermark(db: Db, job: string): Promise<Date | undefined> {
-  const row = await db.selectFrom('job_watermarks').select('watermark').where('job', '=', job).executeTakeFirst();
+  const row = await db
+    .selectFrom('job_watermarks')
+    .select('watermark')
+    .where('job', '=', job)
+    .executeTakeFirst();
   return row?.watermark;
 }
 
 /** Starts of the job's done windows (generation 0) in [from, to). */
 export async function doneStarts(db: Db, job: string, from: Date, to: Date): Promise<Set<number>> {
-  const rows = await db.selectFrom('job_windows').select('window_start')
-    .where('job', '=', job).where('generation', '=', 0).where('status', '=', 'done')
-    .where('window_start', '>=', from).where('window_start', '<', to).execute();
+  const rows = await db
+    .selectFrom('job_windows')
+    .select('window_start')
+    .where('job', '=', job)
+    .where('generation', '=', 0)
+    .where('status', '=', 'done')
+    .where('window_start', '>=', from)
+    .where('window_start', '<', to)
+    .execute();
   return new Set(rows.map((r) => r.window_start.getTime()));
 }
 
 export async function isDone(db: Db, w: WindowRef): Promise<boolean> {
-  const row = await db.selectFrom('job_windows').select('status')
-    .where('job', '=', w.job).where('window_start', '=', w.start).where('generation', '=', w.generation).executeTakeFirst();
+  const row = await db
+    .selectFrom('job_windows')
+    .select('status')
+    .where('job', '=', w.job)
+    .where('window_start', '=', w.start)
+    .where('generation', '=', w.generation)
+    .executeTakeFirst();
   return row?.status === 'done';
 }
 
@@ -46,21 +68,50 @@ export async function isDone(db: Db, w: WindowRef): Promise<boolean> {
  * transaction ends, then finds it done: exactly one attempt wins, the others change nothing.
  * Returns the window's attempt count (more than 1: earlier attempts failed), or undefined.
  */
-export async function claimWindow(trx: Transaction<Database>, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date }): Promise<number | undefined> {
-  const row = await trx.insertInto('job_windows')
+export async function claimWindow(
+  trx: Transaction<Database>,
+  w: WindowRef,
+  a: { trigger: string; workflowId: string | null; at: Date },
+): Promise<number | undefined> {
+  const row = await trx
+    .insertInto('job_windows')
     .values({
-      job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
-      status: 'done', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
+      job: w.job,
+      window_start: w.start,
+      generation: w.generation,
+      window_end: w.end,
+      window_key: w.key,
+      status: 'done',
+      attempts: 1,
+      trigger: a.trigger,
+      workflow_id: a.workflowId,
+      started_at: a.at,
     })
-    .onConflict((oc) => oc.columns(['job', 'window_start', 'generation']).doUpdateSet({
-      status: 'done', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at, reason: null,
-    }).where('job_windows.status', '<>', 'done'))
-    .returning('attempts').executeTakeFirst();
+    .onConflict((oc) =>
+      oc
+        .columns(['job', 'window_start', 'generation'])
+        .doUpdateSet({
+          status: 'done',
+          attempts: sql`job_windows.attempts + 1`,
+          trigger: a.trigger,
+          workflow_id: a.workflowId,
+          started_at: a.at,
+          reason: null,
+        })
+        .where('job_windows.status', '<>', 'done'),
+    )
+    .returning('attempts')
+    .executeTakeFirst();
   return row?.attempts;
 }
 
 export interface WindowFinish {
-  readonly counts: { readonly input: number; readonly applied: number; readonly quarantined: number; readonly details?: Readonly<Record<string, unknown>> };
+  readonly counts: {
+    readonly input: number;
+    readonly applied: number;
+    readonly quarantined: number;
+    readonly details?: Readonly<Record<string, unknown>>;
+  };
   readonly startedAt: Date;
   readonly finishedAt: Date;
   readonly workflowId: string | null;
@@ -74,8 +125,17 @@ export interface WindowFinish {
  * run and moves the watermark over the contiguous done windows starting at it. The watermark
  * never moves back and never passes a window that is not done. Returns the watermark.
  */
-export async function finishWindow(trx: Transaction<Database>, w: WindowRef, f: WindowFinish): Promise<Date | undefined> {
-  const locked = await trx.selectFrom('job_watermarks').select('watermark').where('job', '=', w.job).forUpdate().executeTakeFirst();
+export async function finishWindow(
+  trx: Transaction<Database>,
+  w: WindowRef,
+  f: WindowFinish,
+): Promise<Date | undefined> {
+  const locked = await trx
+    .selectFrom('job_watermarks')
+    .select('watermark')
+    .where('job', '=', w.job)
+    .forUpdate()
+    .executeTakeFirst();
   const durationMs = f.finishedAt.getTime() - f.startedAt.getTime();
   const { input, applied, quarantined } = f.counts;
   const result = await sql<{ watermark: Date }>`
@@ -105,16 +165,41 @@ export async function finishWindow(trx: Transaction<Database>, w: WindowRef, f: 
 }
 
 /** Records a failed attempt (after its transaction rolled back), unless another attempt finished the window. */
-export async function failAttempt(db: Db, w: WindowRef, a: { trigger: string; workflowId: string | null; at: Date; reason: string }): Promise<void> {
-  await db.insertInto('job_windows')
+export async function failAttempt(
+  db: Db,
+  w: WindowRef,
+  a: { trigger: string; workflowId: string | null; at: Date; reason: string },
+): Promise<void> {
+  await db
+    .insertInto('job_windows')
     .values({
-      job: w.job, window_start: w.start, generation: w.generation, window_end: w.end, window_key: w.key,
-      status: 'failed', attempts: 1, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at, finished_at: new Date(), reason: a.reason,
+      job: w.job,
+      window_start: w.start,
+      generation: w.generation,
+      window_end: w.end,
+      window_key: w.key,
+      status: 'failed',
+      attempts: 1,
+      trigger: a.trigger,
+      workflow_id: a.workflowId,
+      started_at: a.at,
+      finished_at: new Date(),
+      reason: a.reason,
     })
-    .onConflict((oc) => oc.columns(['job', 'window_start', 'generation']).doUpdateSet({
-      status: 'failed', attempts: sql`job_windows.attempts + 1`, trigger: a.trigger, workflow_id: a.workflowId, started_at: a.at,
-      finished_at: new Date(), reason: a.reason,
-    }).where('job_windows.status', '<>', 'done'))
+    .onConflict((oc) =>
+      oc
+        .columns(['job', 'window_start', 'generation'])
+        .doUpdateSet({
+          status: 'failed',
+          attempts: sql`job_windows.attempts + 1`,
+          trigger: a.trigger,
+          workflow_id: a.workflowId,
+          started_at: a.at,
+          finished_at: new Date(),
+          reason: a.reason,
+        })
+        .where('job_windows.status', '<>', 'done'),
+    )
     .execute();
 }
 
@@ -133,10 +218,21 @@ export interface RunRecord {
 }
 
 export async function recordRun(db: Db, r: RunRecord): Promise<void> {
-  await db.insertInto('job_runs').values({
-    kind: r.kind, job: r.job, window_start: r.windowStart ?? null, generation: r.generation ?? null,
-    workflow_id: r.workflowId ?? null, attempt: r.attempt ?? null, started_at: r.startedAt, finished_at: r.finishedAt,
-    duration_ms: Math.max(0, r.finishedAt.getTime() - r.startedAt.getTime()), outcome: r.outcome, reason: r.reason ?? null,
-    details: JSON.stringify(r.details ?? {}),
-  }).execute();
+  await db
+    .insertInto('job_runs')
+    .values({
+      kind: r.kind,
+      job: r.job,
+      window_start: r.windowStart ?? null,
+      generation: r.generation ?? null,
+      workflow_id: r.workflowId ?? null,
+      attempt: r.attempt ?? null,
+      started_at: r.startedAt,
+      finished_at: r.finishedAt,
+      duration_ms: Math.max(0, r.finishedAt.getTime() - r.startedAt.getTime()),
+      outcome: r.outcome,
+      reason: r.reason ?? null,
+      details: JSON.stringify(r.details ?? {}),
+    })
+    .execute();
 }

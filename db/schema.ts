@@ -7,7 +7,12 @@ type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
 export const WINDOW_STATUS = Object.freeze({ done: 'done', failed: 'failed' } as const);
 export type WindowStatus = (typeof WINDOW_STATUS)[keyof typeof WINDOW_STATUS];
 
-export const RUN_KIND = Object.freeze({ tick: 'tick', window: 'window', backfill: 'backfill', rerun: 'rerun' } as const);
+export const RUN_KIND = Object.freeze({
+  tick: 'tick',
+  window: 'window',
+  backfill: 'backfill',
+  rerun: 'rerun',
+} as const);
 export type RunKind = (typeof RUN_KIND)[keyof typeof RUN_KIND];
 
 /** Per job: the end of the contiguous run of done windows. Only moves forward. */
@@ -82,7 +87,12 @@ export interface DailySalesTable {
 }
 
 export const EFFECT_STATUS = Object.freeze({
-  pending: 'pending', begun: 'begun', done: 'done', unknown: 'unknown', failed: 'failed', skipped: 'skipped',
+  pending: 'pending',
+  begun: 'begun',
+  done: 'done',
+  unknown: 'unknown',
+  failed: 'failed',
+  skipped: 'skipped',
 } as const);
 export type EffectStatus = (typeof EFFECT_STATUS)[keyof typeof EFFECT_STATUS];
 
@@ -142,28 +152,99 @@ export interface IncidentTable {
   details: ColumnType<unknown, string | undefined, string>;
 }
 
-export interface RawEventTable { id: Generated<string>; occurred_at: Timestamp; kind: string; value: ColumnType<string, string | number, string | number> }
-export interface DailyEventStatsTable { job: string; day: string; kind: string; events: number; total: ColumnType<string, string | number, string | number> }
-export interface BatchCheckpointTable { window_key: string; chunk: number; rows: number; committed_at: CreatedAt }
-export interface BatchPartialTable { window_key: string; chunk: number; day: string; kind: string; events: number; total: ColumnType<string, string | number, string | number> }
+export interface RawEventTable {
+  id: Generated<string>;
+  occurred_at: Timestamp;
+  kind: string;
+  value: ColumnType<string, string | number, string | number>;
+}
+export interface DailyEventStatsTable {
+  job: string;
+  day: string;
+  kind: string;
+  events: number;
+  total: ColumnType<string, string | number, string | number>;
+}
+export interface BatchCheckpointTable {
+  window_key: string;
+  chunk: number;
+  rows: number;
+  committed_at: CreatedAt;
+}
+export interface BatchPartialTable {
+  window_key: string;
+  chunk: number;
+  day: string;
+  kind: string;
+  events: number;
+  total: ColumnType<string, string | number, string | number>;
+}
 
-export interface PriceUpdateTable { id: Generated<string>; sku: string; price: ColumnType<string, string | number, string | number>; stock: number; effective_at: Timestamp }
+export interface PriceUpdateTable {
+  id: Generated<string>;
+  sku: string;
+  price: ColumnType<string, string | number, string | number>;
+  stock: number;
+  effective_at: Timestamp;
+}
 export interface MarketplaceItemTable {
-  marketplace: string; sku: string; version: Timestamp; price: ColumnType<string, string | number, string | number>; stock: number;
-  window_key: string; status: 'pending' | 'applied' | 'rejected'; reason: string | null; updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+  marketplace: string;
+  sku: string;
+  version: Timestamp;
+  price: ColumnType<string, string | number, string | number>;
+  stock: number;
+  window_key: string;
+  status: 'pending' | 'applied' | 'rejected';
+  reason: string | null;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
 export interface BackupTable {
-  job: string; window_key: string; window_start: Timestamp; destination: string; object_key: string; bytes: number; sha256: string;
-  encrypted: boolean; table_counts: ColumnType<unknown, string, string>; restore_checked: boolean; created_at: CreatedAt; deleted_at: Timestamp | null;
+  job: string;
+  window_key: string;
+  window_start: Timestamp;
+  destination: string;
+  object_key: string;
+  bytes: number;
+  sha256: string;
+  encrypted: boolean;
+  table_counts: ColumnType<unknown, string, string>;
+  restore_checked: boolean;
+  created_at: CreatedAt;
+  deleted_at: Timestamp | null;
 }
 
 export interface RerunRequestTable {
-  workflow_id: string; job: string; window_start: Timestamp; generation: number; reason: string; requested_by: string; requested_at: CreatedAt;
-  status: 'pending' | 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed'; decided_by: string | null; decided_at: Timestamp | null; note: string | null;
+  workflow_id: string;
+  job: string;
+  window_start: Timestamp;
+  generation: number;
+  reason: string;
+  requested_by: string;
+  requested_at: CreatedAt;
+  status: 'pending' | 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed';
+  decided_by: string | null;
+  decided_at: Timestamp | null;
+  note: string | null;
 }
-export interface ApprovalAuditTable { id: Generated<string>; request: string; actor: string; decision: string; accepted: boolean; reason: string | null; source: string; at: CreatedAt }
-export interface SalesWindowTotalTable { job: string; window_start: Timestamp; generation: number; day: string; order_count: number; total: ColumnType<string, string | number, string | number> }
+export interface ApprovalAuditTable {
+  id: Generated<string>;
+  request: string;
+  actor: string;
+  decision: string;
+  accepted: boolean;
+  reason: string | null;
+  source: string;
+  at: CreatedAt;
+}
+export interface SalesWindowTotalTable {
+  job: string;
+  window_start: Timestamp;
+  generation: number;
+  day: string;
+  order_count: number;
+  total: ColumnType<string, string | number, string | number>;
+}
 
 export interface Database {
   job_watermarks: JobWatermarkTable;

@@ -52,7 +52,12 @@ export async function closeSyncSources(): Promise<void> {
   sources.clear();
 }
 
-async function upsert(trx: Transaction<Database>, target: string, s: SyncSource, rows: Row[]): Promise<number> {
+async function upsert(
+  trx: Transaction<Database>,
+  target: string,
+  s: SyncSource,
+  rows: Row[],
+): Promise<number> {
   const cols = [s.key, ...s.columns, s.updatedAt];
   let n = 0;
   for (let i = 0; i < rows.length; i += BATCH) {
@@ -68,7 +73,12 @@ async function upsert(trx: Transaction<Database>, target: string, s: SyncSource,
   return n;
 }
 
-async function remove(trx: Transaction<Database>, target: string, s: SyncSource, rows: Row[]): Promise<number> {
+async function remove(
+  trx: Transaction<Database>,
+  target: string,
+  s: SyncSource,
+  rows: Row[],
+): Promise<number> {
   if (rows.length === 0) return 0;
   const result = await sql`
     delete from ${ident(target)} t
@@ -78,7 +88,13 @@ async function remove(trx: Transaction<Database>, target: string, s: SyncSource,
 }
 
 /** key -> checksum of the copied columns, for the given keys. */
-async function checksums(db: Kysely<Database> | Transaction<Database>, table: string, s: SyncSource, keys: string[], extra: RawBuilder<unknown> = sql`true`): Promise<Map<string, string>> {
+async function checksums(
+  db: Kysely<Database> | Transaction<Database>,
+  table: string,
+  s: SyncSource,
+  keys: string[],
+  extra: RawBuilder<unknown> = sql`true`,
+): Promise<Map<string, string>> {
   if (keys.length === 0) return new Map();
   const result = await sql<{ k: string; h: string }>`
     select ${sql.id(s.key)}::text as k, md5(row(${sql.join(s.columns.map((c) => sql.id(c)))})::text) as h
@@ -95,9 +111,15 @@ export function dataSync(opts: DataSyncOptions): JobSpec {
     // window's end may yet commit rows into it, so the window waits for it.
     const inflight = await sql<{ n: number }>`
       select count(*)::int as n from pg_stat_activity
-       where datname = current_database() and pid <> pg_backend_pid() and backend_xid is not null and xact_start < ${window.end}`.execute(src);
+       where datname = current_database() and pid <> pg_backend_pid() and backend_xid is not null and xact_start < ${window.end}`.execute(
+      src,
+    );
     if ((inflight.rows[0]?.n ?? 0) > 0) {
-      throw ApplicationFailure.create({ message: `source has ${inflight.rows[0]!.n} open transaction(s) that began before ${window.end.toISOString()}: waiting for them to commit`, type: 'SourceInFlight', nextRetryDelay: '2s' });
+      throw ApplicationFailure.create({
+        message: `source has ${inflight.rows[0]!.n} open transaction(s) that began before ${window.end.toISOString()}: waiting for them to commit`,
+        type: 'SourceInFlight',
+        nextRetryDelay: '2s',
+      });
     }
     const cols = [s.key, ...s.columns, s.updatedAt, ...(s.deletedAt ? [s.deletedAt] : [])];
     const read = await sql<Row>`
@@ -110,15 +132,31 @@ export function dataSync(opts: DataSyncOptions): JobSpec {
     const deleted = s.deletedAt ? good.filter((r) => r[s.deletedAt!] !== null) : [];
     const live = good.filter((r) => !deleted.includes(r));
     if (bad.length > 0) {
-      await trx.insertInto('quarantine').values(bad.map((r, i) => ({
-        job: ctx.job.name, window_start: window.start, generation: ctx.generation, record_key: `row-${i}`, reason: `${s.key} is missing`, payload: JSON.stringify(r),
-      }))).execute();
+      await trx
+        .insertInto('quarantine')
+        .values(
+          bad.map((r, i) => ({
+            job: ctx.job.name,
+            window_start: window.start,
+            generation: ctx.generation,
+            record_key: `row-${i}`,
+            reason: `${s.key} is missing`,
+            payload: JSON.stringify(r),
+          })),
+        )
+        .execute();
     }
 
     const findings: { subject: string; message: string }[] = [];
     const keys = good.map((r) => String(r[s.key]));
     // The source's state of this window's keys, where a later window has not changed them since.
-    const expected = await checksums(src, s.table, s, keys, sql`${sql.id(s.updatedAt)} < ${window.end}${s.deletedAt ? sql` and ${sql.id(s.deletedAt)} is null` : sql``}`);
+    const expected = await checksums(
+      src,
+      s.table,
+      s,
+      keys,
+      sql`${sql.id(s.updatedAt)} < ${window.end}${s.deletedAt ? sql` and ${sql.id(s.deletedAt)} is null` : sql``}`,
+    );
     const current = await checksums(src, s.table, s, keys);
     for (const t of targets) {
       await upsert(trx, t.table, s, live);
@@ -126,7 +164,9 @@ export function dataSync(opts: DataSyncOptions): JobSpec {
       // Reconcile: every key of the window must now look in the target as in the source.
       const got = await checksums(trx, t.table, s, keys);
       const differing = [
-        ...live.map((r) => String(r[s.key])).filter((k) => current.get(k) === expected.get(k) && got.get(k) !== expected.get(k)),
+        ...live
+          .map((r) => String(r[s.key]))
+          .filter((k) => current.get(k) === expected.get(k) && got.get(k) !== expected.get(k)),
         // A row deleted in this window (and not written again since) must be gone.
         ...deleted.map((r) => String(r[s.key])).filter((k) => !expected.has(k) && got.has(k)),
       ];

@@ -9,7 +9,11 @@ import type { JobSeeder } from '../schedules/job.js';
 /** Two days of raw events for the nightly rollup. */
 export const seedEvents: JobSeeder = async (db, { now }) => {
   const from = new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000 - 2 * 86_400_000);
-  const existing = await db.selectFrom('raw_events').select((eb) => eb.fn.countAll<number>().as('n')).where('occurred_at', '>=', from).executeTakeFirstOrThrow();
+  const existing = await db
+    .selectFrom('raw_events')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('occurred_at', '>=', from)
+    .executeTakeFirstOrThrow();
   if (Number(existing.n) > 0) return;
   await sql`insert into raw_events (occurred_at, kind, value)
     select ${from}::timestamptz + n * interval '8.64 seconds', (array['view', 'click', 'buy'])[1 + n % 3], (n % 97) / 4.0
@@ -21,7 +25,9 @@ export function seedFiles(stateDir: string): JobSeeder {
   return async () => {
     await mkdir(join(stateDir, 'logs'), { recursive: true });
     await mkdir(join(stateDir, 'tmp'), { recursive: true });
-    await writeFile(join(stateDir, 'logs', 'demo.log'), `${new Date().toISOString()} demo log line\n`, { flag: 'a' });
+    await writeFile(join(stateDir, 'logs', 'demo.log'), `${new Date().toISOString()} demo log line\n`, {
+      flag: 'a',
+    });
     await writeFile(join(stateDir, 'tmp', `scratch-${Date.now()}.tmp`), 'scratch');
   };
 }
@@ -35,14 +41,19 @@ export function seedCrm(sourceUrl: string): JobSeeder {
     try {
       await src.query(`create table if not exists customers (id text primary key, name text not null, email text,
         updated_at timestamptz not null default now(), deleted_at timestamptz)`);
-      await src.query(`insert into customers (id, name, email, updated_at)
+      await src.query(
+        `insert into customers (id, name, email, updated_at)
         select 'cust-' || n, 'Customer ' || n, 'c' || n || '@example.test', $1::timestamptz - n * interval '7 minutes'
-          from generate_series(1, 200) n on conflict (id) do nothing`, [now]);
+          from generate_series(1, 200) n on conflict (id) do nothing`,
+        [now],
+      );
     } finally {
       await src.end();
     }
     await sql`create schema if not exists crm_copy`.execute(db);
-    await sql`create table if not exists crm_copy.customers (id text primary key, name text not null, email text, updated_at timestamptz not null)`.execute(db);
+    await sql`create table if not exists crm_copy.customers (id text primary key, name text not null, email text, updated_at timestamptz not null)`.execute(
+      db,
+    );
   };
 }
 

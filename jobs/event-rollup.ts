@@ -16,13 +16,24 @@ export function eventRollup(opts: EventRollupOptions): JobSpec {
   const { chunkSize = 10_000, afterChunk, ...spec } = opts;
 
   const prepare: WindowPreparer = async ({ db, job, window, key, heartbeat, log }) => {
-    const bounds = await db.selectFrom('raw_events').select(({ fn }) => [fn.min<string>('id').as('lo'), fn.max<string>('id').as('hi')])
-      .where('occurred_at', '>=', window.start).where('occurred_at', '<', window.end).executeTakeFirstOrThrow();
+    const bounds = await db
+      .selectFrom('raw_events')
+      .select(({ fn }) => [fn.min<string>('id').as('lo'), fn.max<string>('id').as('hi')])
+      .where('occurred_at', '>=', window.start)
+      .where('occurred_at', '<', window.end)
+      .executeTakeFirstOrThrow();
     if (bounds.lo === null || bounds.hi === null) return;
     const [lo, hi] = [Number(bounds.lo), Number(bounds.hi)];
     const chunks = Math.floor((hi - lo) / chunkSize) + 1;
-    const done = new Set((await db.selectFrom('batch_checkpoints').select('chunk').where('window_key', '=', key).execute()).map((r) => r.chunk));
-    if (done.size > 0) log(`ROLLUP job=${job.name} window=${key} resuming: ${done.size} of ${chunks} chunks already committed`);
+    const done = new Set(
+      (await db.selectFrom('batch_checkpoints').select('chunk').where('window_key', '=', key).execute()).map(
+        (r) => r.chunk,
+      ),
+    );
+    if (done.size > 0)
+      log(
+        `ROLLUP job=${job.name} window=${key} resuming: ${done.size} of ${chunks} chunks already committed`,
+      );
     for (let chunk = 0; chunk < chunks; chunk++) {
       if (done.has(chunk)) continue;
       const [from, to] = [lo + chunk * chunkSize, lo + (chunk + 1) * chunkSize];
@@ -37,7 +48,10 @@ export function eventRollup(opts: EventRollupOptions): JobSpec {
             returning events
           )
           select coalesce(sum(events), 0)::int as n from part`.execute(trx);
-        await trx.insertInto('batch_checkpoints').values({ window_key: key, chunk, rows: r.rows[0]!.n }).execute();
+        await trx
+          .insertInto('batch_checkpoints')
+          .values({ window_key: key, chunk, rows: r.rows[0]!.n })
+          .execute();
       });
       log(`CHUNK job=${job.name} window=${key} chunk=${chunk + 1}/${chunks}`);
       heartbeat({ chunk });
@@ -62,5 +76,11 @@ export function eventRollup(opts: EventRollupOptions): JobSpec {
     return { input: n, applied: n, quarantined: 0 };
   };
 
-  return { description: 'Raw events rolled up into daily aggregates, in chunks', heartbeatTimeout: '1m', ...spec, prepare, handler };
+  return {
+    description: 'Raw events rolled up into daily aggregates, in chunks',
+    heartbeatTimeout: '1m',
+    ...spec,
+    prepare,
+    handler,
+  };
 }

@@ -18,8 +18,18 @@ export interface MarketplaceOptions extends Omit<JobSpec, 'handler' | 'seed' | '
   marketplaces: Marketplace[];
 }
 
-export interface ItemUpdate { sku: string; price: string; stock: number; version: string; idempotencyKey: string }
-export interface ItemResult { sku: string; status: 'applied' | 'stale' | 'rejected'; reason?: string }
+export interface ItemUpdate {
+  sku: string;
+  price: string;
+  stock: number;
+  version: string;
+  idempotencyKey: string;
+}
+export interface ItemResult {
+  sku: string;
+  status: 'applied' | 'stale' | 'rejected';
+  reason?: string;
+}
 
 export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   const { marketplaces, ...spec } = opts;
@@ -27,7 +37,9 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   const handler: WindowHandler = async ({ trx, window, key }) => {
     const effects: WindowEffect[] = [];
     const counted = await sql<{ n: number }>`
-      select count(distinct sku)::int as n from price_updates where effective_at >= ${window.start} and effective_at < ${window.end}`.execute(trx);
+      select count(distinct sku)::int as n from price_updates where effective_at >= ${window.start} and effective_at < ${window.end}`.execute(
+      trx,
+    );
     const input = counted.rows[0]!.n;
     let pushed = 0;
     for (const m of marketplaces) {
@@ -52,11 +64,21 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
       const size = m.batchSize ?? 100;
       for (let i = 0; i < r.rows.length; i += size) {
         const items: ItemUpdate[] = r.rows.slice(i, i + size).map((x) => ({
-          sku: x.sku, price: x.price, stock: x.stock, version: x.version.toISOString(), idempotencyKey: `${key}:${m.name}:${x.sku}`,
+          sku: x.sku,
+          price: x.price,
+          stock: x.stock,
+          version: x.version.toISOString(),
+          idempotencyKey: `${key}:${m.name}:${x.sku}`,
         }));
         effects.push({
-          name: `push:${m.name}:${i / size + 1}`, channel: 'http', policy: 'resend',
-          request: { method: 'POST', url: `${m.url.replace(/\/$/, '')}/v1/items:batchUpdate`, body: { items } },
+          name: `push:${m.name}:${i / size + 1}`,
+          channel: 'http',
+          policy: 'resend',
+          request: {
+            method: 'POST',
+            url: `${m.url.replace(/\/$/, '')}/v1/items:batchUpdate`,
+            body: { items },
+          },
         });
       }
     }
@@ -72,18 +94,41 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
       await db.transaction().execute(async (trx) => {
         for (const item of results) {
           const rejected = item.status === 'rejected';
-          await trx.updateTable('marketplace_items')
-            .set({ status: rejected ? 'rejected' : 'applied', reason: item.reason ?? (item.status === 'stale' ? 'the marketplace holds a newer version' : null), updated_at: new Date() })
-            .where('marketplace', '=', m).where('sku', '=', item.sku).where('window_key', '=', key).execute();
+          await trx
+            .updateTable('marketplace_items')
+            .set({
+              status: rejected ? 'rejected' : 'applied',
+              reason:
+                item.reason ?? (item.status === 'stale' ? 'the marketplace holds a newer version' : null),
+              updated_at: new Date(),
+            })
+            .where('marketplace', '=', m)
+            .where('sku', '=', item.sku)
+            .where('window_key', '=', key)
+            .execute();
           if (rejected) {
-            await trx.insertInto('quarantine').values({
-              job: job.name, window_start: window.start, generation, record_key: `${m}:${item.sku}`, reason: `${m} rejected ${item.sku}: ${item.reason ?? 'no reason given'}`, payload: JSON.stringify(item),
-            }).onConflict((oc) => oc.doNothing()).execute();
+            await trx
+              .insertInto('quarantine')
+              .values({
+                job: job.name,
+                window_start: window.start,
+                generation,
+                record_key: `${m}:${item.sku}`,
+                reason: `${m} rejected ${item.sku}: ${item.reason ?? 'no reason given'}`,
+                payload: JSON.stringify(item),
+              })
+              .onConflict((oc) => oc.doNothing())
+              .execute();
           }
         }
       });
     }
   };
 
-  return { description: `Prices and stock to ${marketplaces.map((m) => m.name).join(', ')}`, ...spec, handler, settle };
+  return {
+    description: `Prices and stock to ${marketplaces.map((m) => m.name).join(', ')}`,
+    ...spec,
+    handler,
+    settle,
+  };
 }

@@ -17,5 +17,8 @@ export const salesReportQuery: ReportOptions['query'] = async (trx, window, job)
       from orders
      where placed_at >= ${window.start} and placed_at < ${window.end} and amount >= 0
      group by 1 order by 1`.execute(trx);
-  return result.rows.map((r) => ({ ...r, hour: DateTime.fromJSDate(r.hour, { zone: job.timezone }).toFormat('yyyy-MM-dd HH:mm ZZ') }));
+  return result.rows.map((r) => ({
+    ...r,
+    hour: DateTime.fromJSDate(r.hour, { zone: job.timezone }).toFormat('yyyy-MM-dd HH:mm ZZ'),
+  }));
 };

@@ -24,26 +24,73 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
       if (!(err instanceof ScheduleNotFoundError)) throw err;
     }
     const watermark = await readWatermark(db, job.name);
-    const last = await db.selectFrom('job_runs').select(['window_start', 'outcome', 'duration_ms', 'finished_at'])
-      .where('job', '=', job.name).where('kind', '=', 'window').orderBy('id', 'desc').limit(1).executeTakeFirst();
+    const last = await db
+      .selectFrom('job_runs')
+      .select(['window_start', 'outcome', 'duration_ms', 'finished_at'])
+      .where('job', '=', job.name)
+      .where('kind', '=', 'window')
+      .orderBy('id', 'desc')
+      .limit(1)
+      .executeTakeFirst();
     rows.push({
-      job: job.name, description: job.description, grid: job.grid.label, timezone: job.timezone, schedule: `${job.tick.cron} ${job.tick.timezone}`,
-      scheduled: paused !== null, paused, pauseNote: paused ? note : null, nextFires: next,
-      watermark: watermark ? isoUtc(watermark) : null, lagWindows: watermark ? windowsBehind(job, watermark, now) : null,
-      lastRun: last ? { window: last.window_start ? isoUtc(last.window_start) : null, outcome: last.outcome, durationMs: last.duration_ms, finishedAt: isoUtc(last.finished_at) } : null,
+      job: job.name,
+      description: job.description,
+      grid: job.grid.label,
+      timezone: job.timezone,
+      schedule: `${job.tick.cron} ${job.tick.timezone}`,
+      scheduled: paused !== null,
+      paused,
+      pauseNote: paused ? note : null,
+      nextFires: next,
+      watermark: watermark ? isoUtc(watermark) : null,
+      lagWindows: watermark ? windowsBehind(job, watermark, now) : null,
+      lastRun: last
+        ? {
+            window: last.window_start ? isoUtc(last.window_start) : null,
+            outcome: last.outcome,
+            durationMs: last.duration_ms,
+            finishedAt: isoUtc(last.finished_at),
+          }
+        : null,
     });
   }
   return rows;
 }
 
 export async function recentWindows(db: Kysely<Database>, job: string, limit: number) {
-  const rows = await sql<{ window_key: string; window_start: Date; window_end: Date; generation: number; status: string; attempts: number; duration_ms: number | null; records_in: number | null; records_applied: number | null; records_quarantined: number | null; reason: string | null; workflow_id: string | null; effects: Record<string, number> | null }>`
+  const rows = await sql<{
+    window_key: string;
+    window_start: Date;
+    window_end: Date;
+    generation: number;
+    status: string;
+    attempts: number;
+    duration_ms: number | null;
+    records_in: number | null;
+    records_applied: number | null;
+    records_quarantined: number | null;
+    reason: string | null;
+    workflow_id: string | null;
+    effects: Record<string, number> | null;
+  }>`
     select w.window_key, w.window_start, w.window_end, w.generation, w.status, w.attempts, w.duration_ms, w.records_in, w.records_applied, w.records_quarantined, w.reason, w.workflow_id,
            (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from effects e where e.window_key = w.window_key group by status) s) as effects
-      from job_windows w where w.job = ${job} order by w.window_start desc, w.generation desc limit ${limit}`.execute(db);
+      from job_windows w where w.job = ${job} order by w.window_start desc, w.generation desc limit ${limit}`.execute(
+    db,
+  );
   return rows.rows.map((r) => ({
-    window: r.window_key, start: isoUtc(r.window_start), end: isoUtc(r.window_end), generation: r.generation, status: r.status, attempts: r.attempts,
-    durationMs: r.duration_ms, input: r.records_in, applied: r.records_applied, quarantined: r.records_quarantined, effects: r.effects ?? {},
-    reason: r.reason, workflowId: r.workflow_id,
+    window: r.window_key,
+    start: isoUtc(r.window_start),
+    end: isoUtc(r.window_end),
+    generation: r.generation,
+    status: r.status,
+    attempts: r.attempts,
+    durationMs: r.duration_ms,
+    input: r.records_in,
+    applied: r.records_applied,
+    quarantined: r.records_quarantined,
+    effects: r.effects ?? {},
+    reason: r.reason,
+    workflowId: r.workflow_id,
   }));
 }

@@ -15,47 +15,84 @@ export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';
 }
 
-export async function requestRerun(client: Client, config: Config, r: { job: Job; windowStart: Date; reason: string; requestedBy: string; now: Date }) {
+export async function requestRerun(
+  client: Client,
+  config: Config,
+  r: { job: Job; windowStart: Date; reason: string; requestedBy: string; now: Date },
+) {
   const key = windowKey(r.job.name, r.windowStart);
   const workflowId = `${key}/rerun-${isoUtc(r.now)}`;
   const handle = await client.workflow.start('rerun', {
-    taskQueue: config.TIDEMARK_TASK_QUEUE, workflowId,
-    args: [{
-      job: r.job.name, windowStart: isoUtc(r.windowStart), reason: r.reason, requestedBy: r.requestedBy, approvers: config.TIDEMARK_APPROVERS,
-      allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL, timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
-      ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
-    }],
-    typedSearchAttributes: searchAttributes('rerun', r.job.name, { start: isoUtc(r.windowStart), generation: 0 }),
+    taskQueue: config.TIDEMARK_TASK_QUEUE,
+    workflowId,
+    args: [
+      {
+        job: r.job.name,
+        windowStart: isoUtc(r.windowStart),
+        reason: r.reason,
+        requestedBy: r.requestedBy,
+        approvers: config.TIDEMARK_APPROVERS,
+        allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL,
+        timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
+        ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+      },
+    ],
+    typedSearchAttributes: searchAttributes('rerun', r.job.name, {
+      start: isoUtc(r.windowStart),
+      generation: 0,
+    }),
     staticSummary: `rerun request for ${key} by ${r.requestedBy}: ${r.reason}`,
   });
   return handle;
 }
 
 /** Waits until the request has been recorded (its generation is known) and returns its state. */
-export async function requestState(client: Client, requestId: string, timeoutMs = 20_000): Promise<RerunState> {
+export async function requestState(
+  client: Client,
+  requestId: string,
+  timeoutMs = 20_000,
+): Promise<RerunState> {
   const handle = client.workflow.getHandle(requestId);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const state = await handle.query<RerunState>('state').catch(() => undefined);
     if (state?.request || (state && state.status !== 'pending')) return state;
     const described = await handle.describe();
-    if (described.status.name !== 'RUNNING') throw new Error(`rerun request ${requestId} ended (${described.status.name}): ${(await handle.result().catch((e: Error) => e.message)) as string}`);
+    if (described.status.name !== 'RUNNING')
+      throw new Error(
+        `rerun request ${requestId} ended (${described.status.name}): ${(await handle.result().catch((e: Error) => e.message)) as string}`,
+      );
     if (Date.now() > deadline) throw new Error(`rerun request ${requestId} did not start in time`);
     await new Promise((r) => setTimeout(r, 200));
   }
 }
 
-export async function decide(client: Client, db: Kysely<Database>, requestId: string, d: RerunDecision): Promise<void> {
+export async function decide(
+  client: Client,
+  db: Kysely<Database>,
+  requestId: string,
+  d: RerunDecision,
+): Promise<void> {
   try {
     await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
   } catch (err) {
     if (!(err instanceof WorkflowUpdateFailedError)) throw err;
     const reason = (err.cause as Error | undefined)?.message ?? err.message;
-    await db.insertInto('approval_audit').values({ request: requestId, actor: d.by, decision: d.decision, accepted: false, reason, source: d.source }).execute();
+    await db
+      .insertInto('approval_audit')
+      .values({
+        request: requestId,
+        actor: d.by,
+        decision: d.decision,
+        accepted: false,
+        reason,
+        source: d.source,
+      })
+      .execute();
     throw new DecisionRefused(`${d.decision} by ${d.by} refused: ${reason}`);
   }
 }
 
 export async function rerunResult(client: Client, requestId: string): Promise<RerunResult> {
-  return await client.workflow.getHandle(requestId).result() as RerunResult;
+  return (await client.workflow.getHandle(requestId).result()) as RerunResult;
 }

@@ -29,10 +29,30 @@ export interface WindowContext {
  * `<window key>:<name>`. `policy` says what to do when its outcome is unknown.
  */
 export type WindowEffect =
-  | { readonly name: string; readonly channel: 'email'; readonly request: EmailRequest; readonly policy?: EffectPolicy }
-  | { readonly name: string; readonly channel: 'slack'; readonly request: SlackRequest; readonly policy?: EffectPolicy }
-  | { readonly name: string; readonly channel: 'telegram'; readonly request: TelegramRequest; readonly policy?: EffectPolicy }
-  | { readonly name: string; readonly channel: 'http'; readonly request: HttpRequest; readonly policy?: EffectPolicy };
+  | {
+      readonly name: string;
+      readonly channel: 'email';
+      readonly request: EmailRequest;
+      readonly policy?: EffectPolicy;
+    }
+  | {
+      readonly name: string;
+      readonly channel: 'slack';
+      readonly request: SlackRequest;
+      readonly policy?: EffectPolicy;
+    }
+  | {
+      readonly name: string;
+      readonly channel: 'telegram';
+      readonly request: TelegramRequest;
+      readonly policy?: EffectPolicy;
+    }
+  | {
+      readonly name: string;
+      readonly channel: 'http';
+      readonly request: HttpRequest;
+      readonly policy?: EffectPolicy;
+    };
 
 /** What a handler reports; applied + quarantined must equal input. */
 export interface WindowCounts {
@@ -64,10 +84,12 @@ export interface WindowScope {
  * `heartbeat` after each chunk so a dead worker is noticed quickly. The handler then folds its
  * results in with the window's done marker.
  */
-export type WindowPreparer = (ctx: WindowScope & {
-  readonly heartbeat: (details?: unknown) => void;
-  readonly log: (line: string) => void;
-}) => Promise<void>;
+export type WindowPreparer = (
+  ctx: WindowScope & {
+    readonly heartbeat: (details?: unknown) => void;
+    readonly log: (line: string) => void;
+  },
+) => Promise<void>;
 
 /**
  * After a window's effects ran: read what the providers answered (per-item results of a batch)
@@ -131,7 +153,11 @@ export interface Job {
   readonly tick: { readonly cron: string; readonly timezone: string; readonly derived: boolean };
   readonly retry: RetrySpec;
   readonly attemptTimeoutMs: number;
-  readonly alerts: { readonly email: readonly string[]; readonly slack: readonly string[]; readonly telegram: readonly string[] };
+  readonly alerts: {
+    readonly email: readonly string[];
+    readonly slack: readonly string[];
+    readonly telegram: readonly string[];
+  };
   readonly lagThreshold: number;
   readonly effectTimeoutMs: number;
   readonly handler: WindowHandler;
@@ -144,61 +170,102 @@ export interface Job {
 
 export class JobDefinitionError extends Error {
   readonly code = 'JOB_DEFINITION';
-  constructor(readonly job: string, readonly field: string, detail: string) {
+  constructor(
+    readonly job: string,
+    readonly field: string,
+    detail: string,
+  ) {
     super(`job "${job}": ${field}: ${detail}`);
     this.name = 'JobDefinitionError';
   }
 }
 
-const DEFAULT_RETRY: RetrySpec = Object.freeze({ maximumAttempts: 5, initialInterval: '1s', maximumInterval: '1m', backoffCoefficient: 2 });
+const DEFAULT_RETRY: RetrySpec = Object.freeze({
+  maximumAttempts: 5,
+  initialInterval: '1s',
+  maximumInterval: '1m',
+  backoffCoefficient: 2,
+});
 
-const durationText = z.string().refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
+const durationText = z
+  .string()
+  .refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
 
-const clockTime = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/, 'a local time such as "01:30" or "01:30:00"');
+const clockTime = z
+  .string()
+  .regex(/^([01]\d|2[0-3]):[0-5]\d(:[0-5]\d)?$/, 'a local time such as "01:30" or "01:30:00"');
 
-const specSchema = z.object({
-  name: z.string().regex(/^[a-z][a-z0-9-]{0,62}$/, 'use 1-63 lowercase letters, digits and dashes, starting with a letter'),
-  description: z.string().optional(),
-  grid: z.string(),
-  timezone: z.string().default('UTC'),
-  lateness: durationText.default('0m'),
-  maxCatchUp: z.number().int('must be a whole number').min(1, 'must be at least 1').default(24),
-  start: z.iso.datetime({ offset: true, message: 'not an ISO-8601 instant such as 2026-01-01T00:00:00Z' }).optional(),
-  tick: z.object({ cron: z.string(), timezone: z.string().optional() }).strict().optional(),
-  retry: z.object({
-    maximumAttempts: z.number().int().min(1, 'must be at least 1').optional(),
-    initialInterval: durationText.optional(),
-    maximumInterval: durationText.optional(),
-    backoffCoefficient: z.number().min(1, 'must be at least 1').optional(),
-  }).strict().optional(),
-  attemptTimeout: durationText.default('10m'),
-  alerts: z.object({
-    email: z.array(z.email()).default([]),
-    slack: z.array(z.string().min(1)).default([]),
-    telegram: z.array(z.string().min(1)).default([]),
-  }).strict().default({ email: [], slack: [], telegram: [] }),
-  lagThreshold: z.number().int('must be a whole number').min(1, 'must be at least 1').default(3),
-  effectTimeout: durationText.default('1m'),
-  handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
-  seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
-  prepare: z.custom<WindowPreparer>((v) => typeof v === 'function', 'must be a function').optional(),
-  settle: z.custom<WindowSettler>((v) => typeof v === 'function', 'must be a function').optional(),
-  heartbeatTimeout: durationText.optional(),
-  allowedHours: z.object({ from: clockTime, to: clockTime }).strict().optional(),
-}).strict();
+const specSchema = z
+  .object({
+    name: z
+      .string()
+      .regex(
+        /^[a-z][a-z0-9-]{0,62}$/,
+        'use 1-63 lowercase letters, digits and dashes, starting with a letter',
+      ),
+    description: z.string().optional(),
+    grid: z.string(),
+    timezone: z.string().default('UTC'),
+    lateness: durationText.default('0m'),
+    maxCatchUp: z.number().int('must be a whole number').min(1, 'must be at least 1').default(24),
+    start: z.iso
+      .datetime({ offset: true, message: 'not an ISO-8601 instant such as 2026-01-01T00:00:00Z' })
+      .optional(),
+    tick: z.object({ cron: z.string(), timezone: z.string().optional() }).strict().optional(),
+    retry: z
+      .object({
+        maximumAttempts: z.number().int().min(1, 'must be at least 1').optional(),
+        initialInterval: durationText.optional(),
+        maximumInterval: durationText.optional(),
+        backoffCoefficient: z.number().min(1, 'must be at least 1').optional(),
+      })
+      .strict()
+      .optional(),
+    attemptTimeout: durationText.default('10m'),
+    alerts: z
+      .object({
+        email: z.array(z.email()).default([]),
+        slack: z.array(z.string().min(1)).default([]),
+        telegram: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .default({ email: [], slack: [], telegram: [] }),
+    lagThreshold: z.number().int('must be a whole number').min(1, 'must be at least 1').default(3),
+    effectTimeout: durationText.default('1m'),
+    handler: z.custom<WindowHandler>((v) => typeof v === 'function', 'must be a function (ctx) => counts'),
+    seed: z.custom<JobSeeder>((v) => typeof v === 'function', 'must be a function').optional(),
+    prepare: z.custom<WindowPreparer>((v) => typeof v === 'function', 'must be a function').optional(),
+    settle: z.custom<WindowSettler>((v) => typeof v === 'function', 'must be a function').optional(),
+    heartbeatTimeout: durationText.optional(),
+    allowedHours: z.object({ from: clockTime, to: clockTime }).strict().optional(),
+  })
+  .strict();
 
 function checkZone(name: string, field: string, zone: string): void {
-  if (!IANAZone.isValidZone(zone)) throw new JobDefinitionError(name, field, `unknown time zone "${zone}": use an IANA name such as "Europe/Berlin" or "UTC"`);
+  if (!IANAZone.isValidZone(zone))
+    throw new JobDefinitionError(
+      name,
+      field,
+      `unknown time zone "${zone}": use an IANA name such as "Europe/Berlin" or "UTC"`,
+    );
 }
 
 /** Checks a 5-field cron and returns it; both day fields restricted at once is refused (engines disagree on OR/AND). */
 export function checkCron(name: string, cron: string, zone: string): string {
   const fields = cron.trim().split(/\s+/);
   if (fields.length !== 5) {
-    throw new JobDefinitionError(name, 'tick.cron', `"${cron}" must have 5 fields: minute hour day-of-month month day-of-week`);
+    throw new JobDefinitionError(
+      name,
+      'tick.cron',
+      `"${cron}" must have 5 fields: minute hour day-of-month month day-of-week`,
+    );
   }
   if (fields[2] !== '*' && fields[4] !== '*') {
-    throw new JobDefinitionError(name, 'tick.cron', `"${cron}" restricts both day-of-month and day-of-week; restrict one and leave the other "*"`);
+    throw new JobDefinitionError(
+      name,
+      'tick.cron',
+      `"${cron}" restricts both day-of-month and day-of-week; restrict one and leave the other "*"`,
+    );
   }
   try {
     new Cron(cron, { timezone: zone, mode: '5-part', paused: true });
@@ -219,15 +286,21 @@ export function defaultTickCron(grid: Grid, latenessMs: number): string {
   if (grid.kind === 'fixed') {
     const gridMinutes = grid.ms / 60_000;
     if (gridMinutes < 60 && 60 % gridMinutes === 0) {
-      if (lateMinutes % gridMinutes === 0) return gridMinutes === 1 ? '* * * * *' : `*/${gridMinutes} * * * *`;
-      const minutes = Array.from({ length: 60 / gridMinutes }, (_, i) => (i * gridMinutes + lateMinutes) % 60).sort((a, b) => a - b);
+      if (lateMinutes % gridMinutes === 0)
+        return gridMinutes === 1 ? '* * * * *' : `*/${gridMinutes} * * * *`;
+      const minutes = Array.from(
+        { length: 60 / gridMinutes },
+        (_, i) => (i * gridMinutes + lateMinutes) % 60,
+      ).sort((a, b) => a - b);
       return `${minutes.join(',')} * * * *`;
     }
     const gridHours = gridMinutes / 60;
     if (gridHours === 1) return `${minute} * * * *`;
     if (Number.isInteger(gridHours) && gridHours < 24 && 24 % gridHours === 0) {
       const offsetHours = Math.floor(lateMinutes / 60);
-      const hours = Array.from({ length: 24 / gridHours }, (_, i) => (i * gridHours + offsetHours) % 24).sort((a, b) => a - b);
+      const hours = Array.from({ length: 24 / gridHours }, (_, i) => (i * gridHours + offsetHours) % 24).sort(
+        (a, b) => a - b,
+      );
       return `${minute} ${hours.join(',')} * * *`;
     }
   }
@@ -254,11 +327,19 @@ export function defineJob(spec: JobSpec): Job {
     : { cron: defaultTickCron(grid, latenessMs), timezone: 'UTC', derived: true };
   const retry = { ...DEFAULT_RETRY, ...s.retry };
   if (parseDuration(retry.maximumInterval)! < parseDuration(retry.initialInterval)!) {
-    throw new JobDefinitionError(name, 'retry.maximumInterval', 'must not be shorter than retry.initialInterval');
+    throw new JobDefinitionError(
+      name,
+      'retry.maximumInterval',
+      'must not be shorter than retry.initialInterval',
+    );
   }
   const start = s.start === undefined ? undefined : new Date(s.start);
   if (start && !isAligned(grid, s.timezone, start)) {
-    throw new JobDefinitionError(name, 'start', `${start.toISOString()} is not a window boundary of grid "${grid.label}" in ${s.timezone}`);
+    throw new JobDefinitionError(
+      name,
+      'start',
+      `${start.toISOString()} is not a window boundary of grid "${grid.label}" in ${s.timezone}`,
+    );
   }
   return Object.freeze({
     name: s.name,
@@ -292,17 +373,23 @@ export interface Catalog {
 
 export class UnknownJobError extends Error {
   readonly code = 'UNKNOWN_JOB';
-  constructor(readonly job: string, known: readonly string[]) {
+  constructor(
+    readonly job: string,
+    known: readonly string[],
+  ) {
     super(`unknown job "${job}"; the catalog has: ${known.join(', ') || '(none)'}`);
     this.name = 'UnknownJobError';
   }
 }
 
 export function defineCatalog(specs: readonly (JobSpec | Job)[]): Catalog {
-  const jobs = specs.map((s) => (Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec)));
+  const jobs = specs.map((s) =>
+    Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec),
+  );
   const byName = new Map<string, Job>();
   for (const job of jobs) {
-    if (byName.has(job.name)) throw new JobDefinitionError(job.name, 'name', 'duplicate job name: each job is declared once');
+    if (byName.has(job.name))
+      throw new JobDefinitionError(job.name, 'name', 'duplicate job name: each job is declared once');
     byName.set(job.name, job);
   }
   const names = [...byName.keys()];

@@ -14,7 +14,9 @@ export function previewJob(job: Job, now: Date, count = 5): JobPreview {
   const next = cron.nextRuns(count, now).map(isoUtc);
   const first = windowAt(job.grid, job.timezone, now).start;
   const windows = [...windowsFrom(job.grid, job.timezone, first, () => true, count)].map((w) => ({
-    start: isoUtc(w.start), end: isoUtc(w.end), processableFrom: isoUtc(new Date(w.end.getTime() + job.latenessMs)),
+    start: isoUtc(w.start),
+    end: isoUtc(w.end),
+    processableFrom: isoUtc(new Date(w.end.getTime() + job.latenessMs)),
   }));
   return { job: job.name, tick: { ...job.tick, next }, windows };
 }

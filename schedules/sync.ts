@@ -3,7 +3,12 @@
 // tidemark schedules whose job left the catalog. Every policy is set explicitly.
 import { createHash } from 'node:crypto';
 import type { Duration } from '@temporalio/common';
-import { ScheduleNotFoundError, ScheduleOverlapPolicy, type Client, type ScheduleOptions } from '@temporalio/client';
+import {
+  ScheduleNotFoundError,
+  ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleOptions,
+} from '@temporalio/client';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
 
@@ -28,13 +33,22 @@ export interface SyncPlan {
 
 /** The watch's schedule: every few minutes, in UTC, on the same task queue. */
 export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions {
-  const hash = createHash('sha256').update(JSON.stringify({ cron, taskQueue, v: 2 })).digest('hex').slice(0, 16);
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ cron, taskQueue, v: 2 }))
+    .digest('hex')
+    .slice(0, 16);
   return {
     scheduleId: WATCH_SCHEDULE_ID,
     spec: { cronExpressions: [cron], timezone: 'UTC' },
     action: {
-      type: 'startWorkflow', workflowType: 'watch', taskQueue, workflowId: 'tidemark/watch', args: [{}], memo: { [SPEC_MEMO]: hash },
-      typedSearchAttributes: searchAttributes('watch', null), staticSummary: 'watch: alert when a job falls behind',
+      type: 'startWorkflow',
+      workflowType: 'watch',
+      taskQueue,
+      workflowId: 'tidemark/watch',
+      args: [{}],
+      memo: { [SPEC_MEMO]: hash },
+      typedSearchAttributes: searchAttributes('watch', null),
+      staticSummary: 'watch: alert when a job falls behind',
     },
     policies: { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes', pauseOnFailure: false },
   };
@@ -43,8 +57,15 @@ export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions 
 /** The Schedule one job should have. The tick's own schedule is in UTC unless the job says otherwise. */
 export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
   const core = {
-    cron: job.tick.cron, timezone: job.tick.timezone, taskQueue, workflowType: 'tick', args: [{ job: job.name }],
-    overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '1 day', pauseOnFailure: false, searchAttributes: { TidemarkKind: 'tick', TidemarkJob: job.name },
+    cron: job.tick.cron,
+    timezone: job.tick.timezone,
+    taskQueue,
+    workflowType: 'tick',
+    args: [{ job: job.name }],
+    overlap: ScheduleOverlapPolicy.SKIP,
+    catchupWindow: '1 day',
+    pauseOnFailure: false,
+    searchAttributes: { TidemarkKind: 'tick', TidemarkJob: job.name },
   };
   const hash = createHash('sha256').update(JSON.stringify(core)).digest('hex').slice(0, 16);
   return {
@@ -61,7 +82,11 @@ export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
       typedSearchAttributes: searchAttributes('tick', job.name),
       staticSummary: `tick of ${job.name}: start its closed windows`,
     },
-    policies: { overlap: core.overlap, catchupWindow: core.catchupWindow as Duration, pauseOnFailure: core.pauseOnFailure },
+    policies: {
+      overlap: core.overlap,
+      catchupWindow: core.catchupWindow as Duration,
+      pauseOnFailure: core.pauseOnFailure,
+    },
     memo: { job: job.name },
   };
 }
@@ -73,12 +98,17 @@ function memoHash(action: unknown): string | undefined {
 
 async function listOurs(client: Client): Promise<string[]> {
   const ids: string[] = [];
-  for await (const s of client.schedule.list()) if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) ids.push(s.scheduleId);
+  for await (const s of client.schedule.list())
+    if (s.scheduleId.startsWith(SCHEDULE_PREFIX)) ids.push(s.scheduleId);
   return ids;
 }
 
 /** Compares the catalog with the server; with `apply`, makes the server match. */
-export async function syncSchedules(client: Client, catalog: Catalog, opts: { taskQueue: string; apply: boolean; watchCron?: string }): Promise<SyncPlan> {
+export async function syncSchedules(
+  client: Client,
+  catalog: Catalog,
+  opts: { taskQueue: string; apply: boolean; watchCron?: string },
+): Promise<SyncPlan> {
   const plan: SyncPlan = { failed: [], create: [], update: [], unchanged: [], delete: [], paused: [] };
   const wanted = new Map(catalog.jobs.map((j) => [scheduleIdOf(j.name), desiredSchedule(j, opts.taskQueue)]));
   wanted.set(WATCH_SCHEDULE_ID, watchSchedule(opts.taskQueue, opts.watchCron ?? '*/5 * * * *'));
@@ -87,29 +117,47 @@ export async function syncSchedules(client: Client, catalog: Catalog, opts: { ta
     existing = new Set(await listOurs(client));
   } catch (err) {
     // Without the list no orphan can be found; creating and updating are still tried below.
-    plan.failed.push({ id: `${SCHEDULE_PREFIX}*`, job: SYSTEM_JOB, error: `listing schedules: ${(err as Error).message}` });
+    plan.failed.push({
+      id: `${SCHEDULE_PREFIX}*`,
+      job: SYSTEM_JOB,
+      error: `listing schedules: ${(err as Error).message}`,
+    });
   }
 
   for (const [id, desired] of wanted) {
     try {
       await syncOne(client, plan, id, desired, opts.apply);
     } catch (err) {
-      plan.failed.push({ id, job: id === WATCH_SCHEDULE_ID ? SYSTEM_JOB : id.slice(SCHEDULE_PREFIX.length), error: (err as Error).message });
+      plan.failed.push({
+        id,
+        job: id === WATCH_SCHEDULE_ID ? SYSTEM_JOB : id.slice(SCHEDULE_PREFIX.length),
+        error: (err as Error).message,
+      });
     }
   }
   for (const id of existing) {
     if (wanted.has(id)) continue;
     plan.delete.push(id);
     if (opts.apply) {
-      await client.schedule.getHandle(id).delete().catch((err: unknown) => {
-        if (!(err instanceof ScheduleNotFoundError)) plan.failed.push({ id, job: id.slice(SCHEDULE_PREFIX.length), error: (err as Error).message });
-      });
+      await client.schedule
+        .getHandle(id)
+        .delete()
+        .catch((err: unknown) => {
+          if (!(err instanceof ScheduleNotFoundError))
+            plan.failed.push({ id, job: id.slice(SCHEDULE_PREFIX.length), error: (err as Error).message });
+        });
     }
   }
   return plan;
 }
 
-async function syncOne(client: Client, plan: SyncPlan, id: string, desired: ScheduleOptions, apply: boolean): Promise<void> {
+async function syncOne(
+  client: Client,
+  plan: SyncPlan,
+  id: string,
+  desired: ScheduleOptions,
+  apply: boolean,
+): Promise<void> {
   const handle = client.schedule.getHandle(id);
   let current;
   try {
@@ -129,7 +177,12 @@ async function syncOne(client: Client, plan: SyncPlan, id: string, desired: Sche
   }
   plan.update.push(id);
   if (apply) {
-    await handle.update((prev) => ({ spec: desired.spec, action: desired.action, policies: desired.policies, state: prev.state }));
+    await handle.update((prev) => ({
+      spec: desired.spec,
+      action: desired.action,
+      policies: desired.policies,
+      state: prev.state,
+    }));
   }
 }
 

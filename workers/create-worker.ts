@@ -2,14 +2,23 @@
 // on any number of hosts, may poll one task queue: they all register the same code.
 import { fileURLToPath } from 'node:url';
 import type { Duration } from '@temporalio/common';
-import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundle, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  Worker,
+  type NativeConnection,
+  type WorkflowBundle,
+  type WorkflowBundleWithSourceMap,
+} from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 /** Bundles the workflow code once; reuse the bundle for every worker of a process or test file. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} } });
+  return bundleWorkflowCode({
+    workflowsPath,
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
 }
 
 export interface WorkerOptions {

@@ -10,10 +10,17 @@ import type { Catalog } from '../schedules/job.js';
 
 /** A logger that never prints a secret, whatever the message carries. */
 export function redactingLogger(inner: Logger, redact: (s: string) => string): Logger {
-  return { info: (m) => inner.info(redact(m)), warn: (m) => inner.warn(redact(m)), error: (m) => inner.error(redact(m)) };
+  return {
+    info: (m) => inner.info(redact(m)),
+    warn: (m) => inner.warn(redact(m)),
+    error: (m) => inner.error(redact(m)),
+  };
 }
 
-export function buildDeps(config: Config, parts: { db: Kysely<Database>; catalog: Catalog; client?: Client; logger?: Logger }): ActivityDeps {
+export function buildDeps(
+  config: Config,
+  parts: { db: Kysely<Database>; catalog: Catalog; client?: Client; logger?: Logger },
+): ActivityDeps {
   const redact = redactorFromConfig(config);
   return {
     db: parts.db,
@@ -22,9 +29,15 @@ export function buildDeps(config: Config, parts: { db: Kysely<Database>; catalog
     now: () => new Date(),
     channels: channelsFromConfig(config),
     redact,
-    alertDefaults: { email: config.TIDEMARK_ALERT_EMAIL, slack: config.TIDEMARK_ALERT_SLACK, telegram: config.TIDEMARK_ALERT_TELEGRAM },
+    alertDefaults: {
+      email: config.TIDEMARK_ALERT_EMAIL,
+      slack: config.TIDEMARK_ALERT_SLACK,
+      telegram: config.TIDEMARK_ALERT_TELEGRAM,
+    },
     webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
-    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL ? { approvals: { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL } } : {}),
+    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
+      ? { approvals: { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL } }
+      : {}),
     ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
   };
 }

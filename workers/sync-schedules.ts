@@ -6,15 +6,27 @@ import { raiseNow, resolveNow } from '../activities/direct-alerts.js';
 import type { Catalog } from '../schedules/job.js';
 import { SYSTEM_JOB, syncSchedules, type SyncPlan } from '../schedules/sync.js';
 
-export async function syncSchedulesWithAlerts(deps: ActivityDeps, client: Client, catalog: Catalog, opts: { taskQueue: string; apply: boolean; watchCron?: string }): Promise<SyncPlan> {
+export async function syncSchedulesWithAlerts(
+  deps: ActivityDeps,
+  client: Client,
+  catalog: Catalog,
+  opts: { taskQueue: string; apply: boolean; watchCron?: string },
+): Promise<SyncPlan> {
   const plan = await syncSchedules(client, catalog, opts);
   if (!opts.apply) return plan;
   const failedJobs = new Set(plan.failed.map((f) => f.job));
   for (const f of plan.failed) {
-    await raiseNow(deps, { job: f.job, subject: 'schedules', kind: 'schedule-sync-failed', error: `schedule ${f.id}: ${f.error}`, attempts: 1 });
+    await raiseNow(deps, {
+      job: f.job,
+      subject: 'schedules',
+      kind: 'schedule-sync-failed',
+      error: `schedule ${f.id}: ${f.error}`,
+      attempts: 1,
+    });
   }
   for (const job of [...catalog.jobs.map((j) => j.name), SYSTEM_JOB]) {
-    if (!failedJobs.has(job)) await resolveNow(deps, { job, subject: 'schedules', note: 'schedules are in sync' });
+    if (!failedJobs.has(job))
+      await resolveNow(deps, { job, subject: 'schedules', note: 'schedules are in sync' });
   }
   return plan;
 }

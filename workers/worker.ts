@@ -27,9 +27,15 @@ async function main(): Promise<void> {
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const deps = buildDeps(config, { db, catalog, client });
     const worker = await createWorker({
-      connection, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TIDEMARK_TASK_QUEUE, deps, bundle: await bundleWorkflows(),
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      deps,
+      bundle: await bundleWorkflows(),
     });
-    deps.logger.info(`worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`);
+    deps.logger.info(
+      `worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+    );
     await worker.run();
   } finally {
     await connection?.close();

@@ -9,7 +9,12 @@ import { bookkeeping } from './policy.js';
 /** Deliveries retry a few times; a channel still down after that is recorded as failed. */
 const delivery = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
-  retry: { maximumAttempts: 5, initialInterval: '500ms', maximumInterval: '5s', nonRetryableErrorTypes: ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'] },
+  retry: {
+    maximumAttempts: 5,
+    initialInterval: '500ms',
+    maximumInterval: '5s',
+    nonRetryableErrorTypes: ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'],
+  },
 });
 
 export async function deliver(keys: readonly string[] | undefined): Promise<void> {

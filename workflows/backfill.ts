@@ -11,14 +11,21 @@ export const BACKFILL_PAGE = 500;
 export const progressQuery = defineQuery<BackfillProgress>('progress');
 
 export async function backfill(input: BackfillInput): Promise<BackfillResult> {
-  const totals: BackfillTotals = input.totals ? { ...input.totals, failed: [...input.totals.failed] } : { processed: 0, alreadyDone: 0, running: 0, failed: [] };
+  const totals: BackfillTotals = input.totals
+    ? { ...input.totals, failed: [...input.totals.failed] }
+    : { processed: 0, alreadyDone: 0, running: 0, failed: [] };
   const startedAt = input.startedAt ?? new Date().toISOString();
   const cursor = input.cursor ?? input.from;
   const concurrency = Math.max(1, Math.floor(input.concurrency ?? 8));
   let inFlight = 0;
   setHandler(progressQuery, () => ({ ...totals, failed: [...totals.failed], cursor, inFlight }));
 
-  const page = await bookkeeping.planBackfill({ job: input.job, from: cursor, to: input.to, limit: input.pageSize ?? BACKFILL_PAGE });
+  const page = await bookkeeping.planBackfill({
+    job: input.job,
+    from: cursor,
+    to: input.to,
+    limit: input.pageSize ?? BACKFILL_PAGE,
+  });
   totals.alreadyDone += page.alreadyDone;
   const queue: WindowSpec[] = [...page.windows];
 
@@ -27,7 +34,10 @@ export async function backfill(input: BackfillInput): Promise<BackfillResult> {
       inFlight++;
       try {
         const started = await startWindow(w, 'backfill', page.policy);
-        if (!started.handle) { totals.running++; continue; }
+        if (!started.handle) {
+          totals.running++;
+          continue;
+        }
         const result = await started.handle.result();
         if (result.outcome === 'processed') totals.processed++;
         else totals.alreadyDone++;

@@ -1,15 +1,27 @@
 // Starting window children: one id per window, abandoned when the parent closes, and a
 // window that is already running elsewhere reported as such instead of failing.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
-import { ParentClosePolicy, startChild, WorkflowIdReusePolicy, type ChildWorkflowHandle } from '@temporalio/workflow';
+import {
+  ParentClosePolicy,
+  startChild,
+  WorkflowIdReusePolicy,
+  type ChildWorkflowHandle,
+} from '@temporalio/workflow';
 import { searchAttributes } from './search-attributes.js';
 import type { ActivityPolicy, Trigger, WindowSpec } from './types.js';
 import { window } from './window.js';
 
 /** `handle` is null when the window was already running elsewhere. */
-export interface ChildStart { key: string; handle: ChildWorkflowHandle<typeof window> | null }
+export interface ChildStart {
+  key: string;
+  handle: ChildWorkflowHandle<typeof window> | null;
+}
 
-export async function startWindow(w: WindowSpec, trigger: Trigger, policy: ActivityPolicy): Promise<ChildStart> {
+export async function startWindow(
+  w: WindowSpec,
+  trigger: Trigger,
+  policy: ActivityPolicy,
+): Promise<ChildStart> {
   try {
     const handle = await startChild(window, {
       workflowId: w.key,

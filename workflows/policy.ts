@@ -11,8 +11,10 @@ export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'Cou
 export function retryOf(policy: ActivityPolicy, extraNonRetryable: string[] = []): RetryPolicy {
   const r = policy.retry;
   return {
-    maximumAttempts: r.maximumAttempts, backoffCoefficient: r.backoffCoefficient,
-    initialInterval: r.initialInterval as Duration, maximumInterval: r.maximumInterval as Duration,
+    maximumAttempts: r.maximumAttempts,
+    backoffCoefficient: r.backoffCoefficient,
+    initialInterval: r.initialInterval as Duration,
+    maximumInterval: r.maximumInterval as Duration,
     nonRetryableErrorTypes: [...NON_RETRYABLE, ...extraNonRetryable],
   };
 }
@@ -20,7 +22,12 @@ export function retryOf(policy: ActivityPolicy, extraNonRetryable: string[] = []
 /** Short bookkeeping activities (planning, records). */
 export const bookkeeping = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
-  retry: { maximumAttempts: 10, initialInterval: '1s', maximumInterval: '30s', nonRetryableErrorTypes: NON_RETRYABLE },
+  retry: {
+    maximumAttempts: 10,
+    initialInterval: '1s',
+    maximumInterval: '30s',
+    nonRetryableErrorTypes: NON_RETRYABLE,
+  },
 });
 
 /** The window activity, with the job's own retry policy and attempt timeout. */

@@ -1,14 +1,32 @@
 // rerun: asks for approval to run a completed window again, as a new generation whose effects
 // replace the earlier ones. The decision is an Update with a validator (who may decide, once);
 // rejected and timed-out are results, not failures.
-import { condition, defineQuery, defineUpdate, executeChild, ParentClosePolicy, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  defineQuery,
+  defineUpdate,
+  executeChild,
+  ParentClosePolicy,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import { searchAttributes } from './search-attributes.js';
-import type { RerunDecision, RerunInput, RerunRequest, RerunResult, RerunState, WindowRunResult } from './types.js';
+import type {
+  RerunDecision,
+  RerunInput,
+  RerunRequest,
+  RerunResult,
+  RerunState,
+  WindowRunResult,
+} from './types.js';
 import { window } from './window.js';
 
-export const decideRerun = defineUpdate<{ accepted: true; decision: RerunDecision['decision'] }, [RerunDecision]>('decide');
+export const decideRerun = defineUpdate<
+  { accepted: true; decision: RerunDecision['decision'] },
+  [RerunDecision]
+>('decide');
 export const rerunState = defineQuery<RerunState>('state');
 
 const DAY_MS = 86_400_000;
@@ -19,30 +37,59 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let request: RerunRequest | null = null;
   let decision: RerunDecision | undefined;
   setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
-  setHandler(decideRerun, async (d) => {
-    decision = d;
-    await bookkeeping.auditDecision({ request: workflowId, actor: d.by, decision: d.decision, accepted: true, reason: d.note ?? null, source: d.source });
-    return { accepted: true, decision: d.decision };
-  }, {
-    validator: (d) => {
-      if (decision) throw new Error(`already ${decision.decision === 'approve' ? 'approved' : 'rejected'} by ${decision.by}`);
-      if (d.decision !== 'approve' && d.decision !== 'reject') throw new Error(`decision must be approve or reject, not "${String(d.decision)}"`);
-      const requester = d.by === input.requestedBy;
-      if (requester && d.decision === 'approve' && !input.allowSelfApproval) throw new Error(`${d.by} asked for this rerun and may not approve it`);
-      // The requester may withdraw (reject) their own request; anyone else must be an approver.
-      const inGroup = !!input.approverGroup && d.viaGroup === input.approverGroup;
-      if (!input.approvers.includes(d.by) && !inGroup && !(requester && d.decision === 'reject')) {
-        const who = [...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []), ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : [])];
-        throw new Error(`${d.by} may not decide reruns${who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)'}`);
-      }
+  setHandler(
+    decideRerun,
+    async (d) => {
+      decision = d;
+      await bookkeeping.auditDecision({
+        request: workflowId,
+        actor: d.by,
+        decision: d.decision,
+        accepted: true,
+        reason: d.note ?? null,
+        source: d.source,
+      });
+      return { accepted: true, decision: d.decision };
     },
-  });
+    {
+      validator: (d) => {
+        if (decision)
+          throw new Error(
+            `already ${decision.decision === 'approve' ? 'approved' : 'rejected'} by ${decision.by}`,
+          );
+        if (d.decision !== 'approve' && d.decision !== 'reject')
+          throw new Error(`decision must be approve or reject, not "${String(d.decision)}"`);
+        const requester = d.by === input.requestedBy;
+        if (requester && d.decision === 'approve' && !input.allowSelfApproval)
+          throw new Error(`${d.by} asked for this rerun and may not approve it`);
+        // The requester may withdraw (reject) their own request; anyone else must be an approver.
+        const inGroup = !!input.approverGroup && d.viaGroup === input.approverGroup;
+        if (!input.approvers.includes(d.by) && !inGroup && !(requester && d.decision === 'reject')) {
+          const who = [
+            ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
+            ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
+          ];
+          throw new Error(
+            `${d.by} may not decide reruns${who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)'}`,
+          );
+        }
+      },
+    },
+  );
 
-  request = await bookkeeping.requestRerun({ job: input.job, windowStart: input.windowStart, reason: input.reason, requestedBy: input.requestedBy, workflowId });
+  request = await bookkeeping.requestRerun({
+    job: input.job,
+    windowStart: input.windowStart,
+    reason: input.reason,
+    requestedBy: input.requestedBy,
+    workflowId,
+  });
   const generation = request.window.generation;
-  const what = `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
+  const what =
+    `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
     `asked by ${input.requestedBy}: ${input.reason}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
-  const notice = async (event: 'requested' | 'decided' | 'finished', text: string) => deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
+  const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
+    deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
   await notice('requested', what);
   if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
     status = 'timed-out';
@@ -61,21 +108,30 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
   await notice('decided', `${what}\n*Approved* by ${d.by}: running generation ${generation} ...`);
   try {
-    const result = await executeChild(window, {
+    const result = (await executeChild(window, {
       workflowId: request.window.key,
       args: [{ ...request.window, trigger: 'rerun', policy: request.policy }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
-      typedSearchAttributes: searchAttributes('rerun', input.job, { start: request.window.start, generation }),
+      typedSearchAttributes: searchAttributes('rerun', input.job, {
+        start: request.window.start,
+        generation,
+      }),
       staticSummary: `${input.job}: rerun of window ${request.window.start} as generation ${generation}, approved by ${d.by}`,
-    }) as WindowRunResult;
+    })) as WindowRunResult;
     status = 'done';
     await bookkeeping.settleRerun({ request: workflowId, status });
-    await notice('finished', `${what}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`);
+    await notice(
+      'finished',
+      `${what}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
+    );
     return { outcome: 'done', generation, decidedBy: d.by, window: result };
   } catch (err) {
     status = 'failed';
     await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
-    await notice('finished', `${what}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`);
+    await notice(
+      'finished',
+      `${what}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
+    );
     throw err;
   }
 }

@@ -11,10 +11,19 @@ export const SEARCH_ATTRIBUTES = [SA_JOB, SA_WINDOW_START, SA_GENERATION, SA_KIN
 
 export type RunKindName = 'tick' | 'window' | 'backfill' | 'rerun' | 'watch';
 
-export function searchAttributes(kind: RunKindName, job: string | null, window?: { start: string; generation: number }): SearchAttributePair[] {
+export function searchAttributes(
+  kind: RunKindName,
+  job: string | null,
+  window?: { start: string; generation: number },
+): SearchAttributePair[] {
   return [
     { key: SA_KIND, value: kind },
     ...(job ? [{ key: SA_JOB, value: job }] : []),
-    ...(window ? [{ key: SA_WINDOW_START, value: new Date(window.start) }, { key: SA_GENERATION, value: window.generation }] : []),
+    ...(window
+      ? [
+          { key: SA_WINDOW_START, value: new Date(window.start) },
+          { key: SA_GENERATION, value: window.generation },
+        ]
+      : []),
   ] as SearchAttributePair[];
 }

@@ -21,7 +21,14 @@ export async function tick(input: TickInput): Promise<TickResult> {
     return await runTick(input);
   } catch (err) {
     const { workflowId, runId } = workflowInfo();
-    await raise({ job: input.job, subject: 'tick', kind: 'tick-failed', error: describeFailure(err), workflowId, runId });
+    await raise({
+      job: input.job,
+      subject: 'tick',
+      kind: 'tick-failed',
+      error: describeFailure(err),
+      workflowId,
+      runId,
+    });
     throw err;
   }
 }

@@ -3,7 +3,12 @@
 
 /** How a window's activity retries and how long one attempt may take, from the job's definition. */
 export interface ActivityPolicy {
-  readonly retry: { maximumAttempts: number; initialInterval: string; maximumInterval: string; backoffCoefficient: number };
+  readonly retry: {
+    maximumAttempts: number;
+    initialInterval: string;
+    maximumInterval: string;
+    backoffCoefficient: number;
+  };
   readonly startToCloseTimeoutMs: number;
   /** Start-to-close limit of one attempt at one of the window's external effects. */
   readonly effectTimeoutMs?: number;
@@ -25,7 +30,12 @@ export interface WindowSpec {
   readonly key: string;
 }
 
-export const TRIGGER = Object.freeze({ schedule: 'schedule', backfill: 'backfill', manual: 'manual', rerun: 'rerun' } as const);
+export const TRIGGER = Object.freeze({
+  schedule: 'schedule',
+  backfill: 'backfill',
+  manual: 'manual',
+  rerun: 'rerun',
+} as const);
 export type Trigger = (typeof TRIGGER)[keyof typeof TRIGGER];
 
 export interface TickInput {

@@ -5,7 +5,13 @@ import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@tempo
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { bookkeeping, retryOf, windowActivity } from './policy.js';
-import type { ActivityPolicy, EffectOutcomeDto, WindowInput, WindowResult, WindowRunResult } from './types.js';
+import type {
+  ActivityPolicy,
+  EffectOutcomeDto,
+  WindowInput,
+  WindowResult,
+  WindowRunResult,
+} from './types.js';
 
 function effectActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
@@ -20,8 +26,17 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   const key = input.key || workflowId;
   // Heavy jobs run only in their allowed hours: the run waits for them, durably.
   if (input.policy.allowedHours) {
-    for (let wait = await bookkeeping.msUntilAllowed({ now: new Date().toISOString(), hours: input.policy.allowedHours }); wait > 0;
-      wait = await bookkeeping.msUntilAllowed({ now: new Date().toISOString(), hours: input.policy.allowedHours })) {
+    for (
+      let wait = await bookkeeping.msUntilAllowed({
+        now: new Date().toISOString(),
+        hours: input.policy.allowedHours,
+      });
+      wait > 0;
+      wait = await bookkeeping.msUntilAllowed({
+        now: new Date().toISOString(),
+        hours: input.policy.allowedHours,
+      })
+    ) {
       await sleep(wait);
     }
   }
@@ -29,7 +44,14 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   try {
     result = await processWindow({ ...input, key });
   } catch (err) {
-    await raise({ job: input.job, subject: key, kind: 'window-failed', error: describeFailure(err), workflowId, runId });
+    await raise({
+      job: input.job,
+      subject: key,
+      kind: 'window-failed',
+      error: describeFailure(err),
+      workflowId,
+      runId,
+    });
     throw err;
   }
   await deliver(result.recovery);
@@ -46,7 +68,14 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
       const r = await performEffect({ key: effectKey });
       effectOutcomes.push({ key: effectKey, outcome: r.outcome, error: r.error });
       if (r.outcome === 'unknown') {
-        await raise({ job: input.job, subject: effectKey, kind: 'effect-unknown', error: `${r.error ?? 'outcome unknown'}; resend or skip it: tidemark effects decide ${effectKey} --resend|--skip`, workflowId, runId });
+        await raise({
+          job: input.job,
+          subject: effectKey,
+          kind: 'effect-unknown',
+          error: `${r.error ?? 'outcome unknown'}; resend or skip it: tidemark effects decide ${effectKey} --resend|--skip`,
+          workflowId,
+          runId,
+        });
       }
     } catch (err) {
       const error = describeFailure(err);
@@ -57,7 +86,10 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   if (input.policy.settles) await bookkeeping.settleWindow({ ...input, key });
   const open = effectOutcomes.filter((o) => o.outcome === 'unknown' || o.outcome === 'failed');
   if (open.length > 0) {
-    throw ApplicationFailure.nonRetryable(`window ${key} committed, but ${open.length} effect(s) are not done: ${open.map((o) => `${o.key} ${o.outcome}`).join(', ')}`, 'EffectsIncomplete');
+    throw ApplicationFailure.nonRetryable(
+      `window ${key} committed, but ${open.length} effect(s) are not done: ${open.map((o) => `${o.key} ${o.outcome}`).join(', ')}`,
+      'EffectsIncomplete',
+    );
   }
   return { ...result, effectOutcomes };
 }

@@ -9,20 +9,33 @@ import { telegramProvider } from './telegram.js';
 export function channelsFromConfig(config: Config): Channels {
   return {
     http: httpApiProvider(),
-    ...(config.SMTP_HOST ? {
-      email: emailProvider({
-        host: config.SMTP_HOST, port: config.SMTP_PORT, secure: config.SMTP_SECURE, rejectUnauthorized: config.SMTP_TLS_REJECT_UNAUTHORIZED,
-        user: config.SMTP_USER, password: config.SMTP_PASSWORD, from: config.SMTP_FROM,
-      }),
-    } : {}),
-    ...(config.SLACK_BOT_TOKEN ? { slack: slackProvider({ token: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL }) } : {}),
-    ...(config.TELEGRAM_BOT_TOKEN ? { telegram: telegramProvider({ token: config.TELEGRAM_BOT_TOKEN, apiUrl: config.TELEGRAM_API_URL }) } : {}),
+    ...(config.SMTP_HOST
+      ? {
+          email: emailProvider({
+            host: config.SMTP_HOST,
+            port: config.SMTP_PORT,
+            secure: config.SMTP_SECURE,
+            rejectUnauthorized: config.SMTP_TLS_REJECT_UNAUTHORIZED,
+            user: config.SMTP_USER,
+            password: config.SMTP_PASSWORD,
+            from: config.SMTP_FROM,
+          }),
+        }
+      : {}),
+    ...(config.SLACK_BOT_TOKEN
+      ? { slack: slackProvider({ token: config.SLACK_BOT_TOKEN, apiUrl: config.SLACK_API_URL }) }
+      : {}),
+    ...(config.TELEGRAM_BOT_TOKEN
+      ? { telegram: telegramProvider({ token: config.TELEGRAM_BOT_TOKEN, apiUrl: config.TELEGRAM_API_URL }) }
+      : {}),
   };
 }
 
 /** Replaces every secret value (and its URL-encoded form) with "***". */
 export function redactor(secrets: readonly string[]): (text: string) => string {
-  const needles = [...new Set(secrets.flatMap((s) => [s, encodeURIComponent(s)]))].filter((s) => s.length >= 4).sort((a, b) => b.length - a.length);
+  const needles = [...new Set(secrets.flatMap((s) => [s, encodeURIComponent(s)]))]
+    .filter((s) => s.length >= 4)
+    .sort((a, b) => b.length - a.length);
   return (text) => needles.reduce((t, s) => t.split(s).join('***'), text);
 }
 

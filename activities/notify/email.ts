@@ -22,7 +22,12 @@ export function messageIdFor(providerKey: string): string {
   return `<${createHash('sha256').update(providerKey).digest('hex').slice(0, 40)}@tidemark>`;
 }
 
-interface SmtpFailure { code?: string; responseCode?: number; command?: string; message?: string }
+interface SmtpFailure {
+  code?: string;
+  responseCode?: number;
+  command?: string;
+  message?: string;
+}
 
 /** Tells a definite failure (the server said no, or nothing was sent) from an unknown outcome. */
 export function classifySmtpError(err: unknown): EffectError {
@@ -34,7 +39,8 @@ export function classifySmtpError(err: unknown): EffectError {
   if (e.code === 'EENVELOPE') return new EffectError('rejected', text);
   // Only a connection that never opened is certainly not sent: nodemailer reports a connection
   // lost after DATA as command "CONN" too, so a broken conversation is an unknown outcome.
-  if (/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/.test(e.message ?? '')) return new EffectError('not-sent', text);
+  if (/ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ENETUNREACH/.test(e.message ?? ''))
+    return new EffectError('not-sent', text);
   return new EffectError('unknown', `${text} (the message may have been stored)`);
 }
 
@@ -60,7 +66,12 @@ export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
           subject: request.subject,
           text: request.text,
           ...(request.html ? { html: request.html } : {}),
-          attachments: (request.attachments ?? []).map((a) => ({ filename: a.filename, content: Buffer.from(a.contentBase64, 'base64'), contentType: a.contentType, ...(a.cid ? { cid: a.cid } : {}) })),
+          attachments: (request.attachments ?? []).map((a) => ({
+            filename: a.filename,
+            content: Buffer.from(a.contentBase64, 'base64'),
+            contentType: a.contentType,
+            ...(a.cid ? { cid: a.cid } : {}),
+          })),
           messageId: messageIdFor(providerKey),
         });
         return { providerId: info.messageId ?? null };

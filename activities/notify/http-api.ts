@@ -12,7 +12,9 @@ export interface HttpRequest {
   statusUrl?: string;
 }
 
-export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<string, string> } = {}): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
+export function httpApiProvider(
+  opts: { timeoutMs?: number; headers?: Record<string, string> } = {},
+): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
   return {
     channel: 'http',
     idempotent: true,
@@ -30,9 +32,15 @@ export function httpApiProvider(opts: { timeoutMs?: number; headers?: Record<str
         throw fetchFailure(err, what);
       }
       const text = await response.text().catch(() => '');
-      if (response.status === 429) throw new EffectError('not-sent', `${what}: rate limited`, retryAfter(response.headers.get('retry-after') ?? undefined));
+      if (response.status === 429)
+        throw new EffectError(
+          'not-sent',
+          `${what}: rate limited`,
+          retryAfter(response.headers.get('retry-after') ?? undefined),
+        );
       if (response.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${response.status}`);
-      if (response.status >= 400) throw new EffectError('rejected', `${what}: HTTP ${response.status} ${text.slice(0, 200)}`);
+      if (response.status >= 400)
+        throw new EffectError('rejected', `${what}: HTTP ${response.status} ${text.slice(0, 200)}`);
       let result: unknown;
       try {
         result = text ? JSON.parse(text) : undefined;

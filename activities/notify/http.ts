@@ -21,8 +21,12 @@ function causeCode(err: unknown): string | undefined {
 /** A fetch that threw: a connection that never opened was not sent; anything later is unknown. */
 export function fetchFailure(err: unknown, what: string): EffectError {
   const code = causeCode(err);
-  if (code && NOT_SENT_CODES.has(code)) return new EffectError('not-sent', `${what}: connection failed (${code})`);
-  return new EffectError('unknown', `${what}: no reply (${code ?? (err as Error).name}); the request may have been received`);
+  if (code && NOT_SENT_CODES.has(code))
+    return new EffectError('not-sent', `${what}: connection failed (${code})`);
+  return new EffectError(
+    'unknown',
+    `${what}: no reply (${code ?? (err as Error).name}); the request may have been received`,
+  );
 }
 
 /** Seconds in a Retry-After header (or a body field) as milliseconds. */
@@ -32,7 +36,11 @@ export function retryAfter(seconds: unknown): number | undefined {
 }
 
 /** POSTs JSON; `what` names the call in errors (never the URL, which may carry a token). */
-export async function postJson(url: string, body: unknown, opts: { what: string; headers?: Record<string, string>; timeoutMs: number }): Promise<JsonReply> {
+export async function postJson(
+  url: string,
+  body: unknown,
+  opts: { what: string; headers?: Record<string, string>; timeoutMs: number },
+): Promise<JsonReply> {
   let response: Response;
   try {
     response = await fetch(url, {
@@ -48,18 +56,27 @@ export async function postJson(url: string, body: unknown, opts: { what: string;
   try {
     parsed = (await response.json()) as Record<string, unknown>;
   } catch {
-    if (response.ok) throw new EffectError('unknown', `${opts.what}: HTTP ${response.status} with a body that is not JSON`);
+    if (response.ok)
+      throw new EffectError('unknown', `${opts.what}: HTTP ${response.status} with a body that is not JSON`);
   }
-  return { status: response.status, body: parsed, retryAfterMs: retryAfter(response.headers.get('retry-after') ?? undefined) };
+  return {
+    status: response.status,
+    body: parsed,
+    retryAfterMs: retryAfter(response.headers.get('retry-after') ?? undefined),
+  };
 }
 
 /** Waits out a 429 in place when it is short, so a rate limit costs no retry; longer ones go back to Temporal. */
-export async function honourRateLimit<T>(call: () => Promise<T | { rateLimitedMs: number }>, opts: { maxWaitMs: number; what: string }): Promise<T> {
+export async function honourRateLimit<T>(
+  call: () => Promise<T | { rateLimitedMs: number }>,
+  opts: { maxWaitMs: number; what: string },
+): Promise<T> {
   for (let waited = 0; ;) {
     const result = await call();
     if (typeof result !== 'object' || result === null || !('rateLimitedMs' in result)) return result as T;
     const ms = result.rateLimitedMs;
-    if (waited + ms > opts.maxWaitMs) throw new EffectError('not-sent', `${opts.what}: rate limited, retry after ${ms} ms`, ms);
+    if (waited + ms > opts.maxWaitMs)
+      throw new EffectError('not-sent', `${opts.what}: rate limited, retry after ${ms} ms`, ms);
     await new Promise((r) => setTimeout(r, ms));
     waited += ms;
   }

@@ -10,7 +10,12 @@ import type { HttpRequest } from './http-api.js';
 export type FailureKind = 'not-sent' | 'rejected' | 'unknown';
 
 export class EffectError extends Error {
-  constructor(readonly kind: FailureKind, message: string, readonly retryAfterMs?: number, options?: { cause?: unknown }) {
+  constructor(
+    readonly kind: FailureKind,
+    message: string,
+    readonly retryAfterMs?: number,
+    options?: { cause?: unknown },
+  ) {
     super(message, options);
     this.name = 'EffectError';
   }
@@ -35,8 +40,16 @@ export interface EmailRequest {
   attachments?: { filename: string; contentBase64: string; contentType: string; cid?: string }[];
 }
 /** A Slack message; with `ts` it replaces the message posted earlier (chat.update). */
-export interface SlackRequest { channel: string; text: string; blocks?: unknown[]; ts?: string }
-export interface TelegramRequest { chatId: string; text: string }
+export interface SlackRequest {
+  channel: string;
+  text: string;
+  blocks?: unknown[];
+  ts?: string;
+}
+export interface TelegramRequest {
+  chatId: string;
+  text: string;
+}
 
 /** The channels a worker can use; a channel missing here is not configured. */
 export interface Channels {

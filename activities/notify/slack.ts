@@ -3,7 +3,12 @@
 import { EffectError, type Provider, type SlackRequest } from './provider.js';
 import { honourRateLimit, postJson } from './http.js';
 
-export function slackProvider(opts: { token: string; apiUrl: string; timeoutMs?: number; maxRateLimitWaitMs?: number }): Provider<SlackRequest> {
+export function slackProvider(opts: {
+  token: string;
+  apiUrl: string;
+  timeoutMs?: number;
+  maxRateLimitWaitMs?: number;
+}): Provider<SlackRequest> {
   const base = opts.apiUrl.replace(/\/$/, '');
   return {
     channel: 'slack',
@@ -11,17 +16,29 @@ export function slackProvider(opts: { token: string; apiUrl: string; timeoutMs?:
     async perform(request) {
       const method = request.ts ? 'chat.update' : 'chat.postMessage';
       const what = `slack ${method} to ${request.channel}`;
-      const body = { channel: request.channel, text: request.text, ...(request.blocks ? { blocks: request.blocks } : {}), ...(request.ts ? { ts: request.ts } : { unfurl_links: false }) };
-      return await honourRateLimit<{ providerId: string | null }>(async () => {
-        const reply = await postJson(`${base}/${method}`, body,
-          { what, headers: { authorization: `Bearer ${opts.token}` }, timeoutMs: opts.timeoutMs ?? 15_000 });
-        if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
-        if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);
-        if (reply.body.ok === true) return { providerId: typeof reply.body.ts === 'string' ? reply.body.ts : null };
-        const error = typeof reply.body.error === 'string' ? reply.body.error : `HTTP ${reply.status}`;
-        if (error === 'ratelimited') return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
-        throw new EffectError('rejected', `${what}: ${error}`);
-      }, { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what });
+      const body = {
+        channel: request.channel,
+        text: request.text,
+        ...(request.blocks ? { blocks: request.blocks } : {}),
+        ...(request.ts ? { ts: request.ts } : { unfurl_links: false }),
+      };
+      return await honourRateLimit<{ providerId: string | null }>(
+        async () => {
+          const reply = await postJson(`${base}/${method}`, body, {
+            what,
+            headers: { authorization: `Bearer ${opts.token}` },
+            timeoutMs: opts.timeoutMs ?? 15_000,
+          });
+          if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
+          if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);
+          if (reply.body.ok === true)
+            return { providerId: typeof reply.body.ts === 'string' ? reply.body.ts : null };
+          const error = typeof reply.body.error === 'string' ? reply.body.error : `HTTP ${reply.status}`;
+          if (error === 'ratelimited') return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
+          throw new EffectError('rejected', `${what}: ${error}`);
+        },
+        { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what },
+      );
     },
   };
 }

@@ -17,58 +17,89 @@ export const backfillCommand: Command = {
   name: 'backfill',
   summary: 'process every closed window whose start lies in [from, to); windows already done are skipped',
   usage: ['backfill <job> --from DATE --to DATE [--concurrency N] [--dry-run] [--no-wait] [--json]'],
-  options: { from: { type: 'string' }, to: { type: 'string' }, concurrency: { type: 'string' }, 'dry-run': { type: 'boolean' }, 'no-wait': { type: 'boolean' } },
+  options: {
+    from: { type: 'string' },
+    to: { type: 'string' },
+    concurrency: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+    'no-wait': { type: 'boolean' },
+  },
   async run(ctx, { positionals, values }) {
     const job = ctx.job(positionals[0], 'backfill');
     if (!values.from || !values.to) throw new UsageError('backfill: --from and --to are required');
     const from = parseWhen('--from', values.from as string, job.timezone);
     const to = parseWhen('--to', values.to as string, job.timezone);
-    if (!(from < to)) throw new UsageError(`backfill: --from (${isoUtc(from)}) must be before --to (${isoUtc(to)})`);
+    if (!(from < to))
+      throw new UsageError(`backfill: --from (${isoUtc(from)}) must be before --to (${isoUtc(to)})`);
     const concurrency = positiveInt('concurrency', values.concurrency as string | undefined, 8);
     const windows = windowsInRange(job.grid, job.timezone, from, to, 100_000);
 
     if (values['dry-run']) {
-      const done = windows.length ? await doneStarts(await ctx.db(), job.name, windows[0]!.start, windows.at(-1)!.end) : new Set<number>();
+      const done = windows.length
+        ? await doneStarts(await ctx.db(), job.name, windows[0]!.start, windows.at(-1)!.end)
+        : new Set<number>();
       const now = new Date();
       const plan = windows.map((w) => ({
-        window: windowKey(job.name, w.start), start: isoUtc(w.start), end: isoUtc(w.end),
-        action: done.has(w.start.getTime()) ? 'skip: already done' : isClosed(w, now, job.latenessMs) ? 'process' : 'skip: not closed yet',
+        window: windowKey(job.name, w.start),
+        start: isoUtc(w.start),
+        end: isoUtc(w.end),
+        action: done.has(w.start.getTime())
+          ? 'skip: already done'
+          : isClosed(w, now, job.latenessMs)
+            ? 'process'
+            : 'skip: not closed yet',
       }));
       const count = (a: string) => plan.filter((p) => p.action === a).length;
       return {
         json: { job: job.name, from: isoUtc(from), to: isoUtc(to), windows: plan },
-        lines: [...table(['WINDOW', 'END', 'WOULD'], plan.map((p) => [p.window, p.end, p.action])),
-          `dry run: ${count('process')} to process, ${count('skip: already done')} already done, ${count('skip: not closed yet')} not closed yet`],
+        lines: [
+          ...table(
+            ['WINDOW', 'END', 'WOULD'],
+            plan.map((p) => [p.window, p.end, p.action]),
+          ),
+          `dry run: ${count('process')} to process, ${count('skip: already done')} already done, ${count('skip: not closed yet')} not closed yet`,
+        ],
       };
     }
 
     const client = await ctx.client();
     const workflowId = `${job.name}/backfill-${isoUtc(from)}-${isoUtc(to)}`;
     const handle = await client.workflow.start('backfill', {
-      taskQueue: ctx.config.TIDEMARK_TASK_QUEUE, workflowId, workflowIdConflictPolicy: 'USE_EXISTING',
+      taskQueue: ctx.config.TIDEMARK_TASK_QUEUE,
+      workflowId,
+      workflowIdConflictPolicy: 'USE_EXISTING',
       args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency }],
       typedSearchAttributes: searchAttributes('backfill', job.name),
       staticSummary: `backfill of ${job.name}, windows starting in [${isoUtc(from)}, ${isoUtc(to)})`,
     });
-    if (values['no-wait']) return { json: { job: job.name, workflowId, started: true }, lines: [`backfill ${workflowId} started`] };
+    if (values['no-wait'])
+      return {
+        json: { job: job.name, workflowId, started: true },
+        lines: [`backfill ${workflowId} started`],
+      };
     const say = (line: string) => (ctx.io.json ? ctx.io.err(line) : ctx.io.out(line));
     say(`backfill ${workflowId}: ${windows.length} windows, ${concurrency} at once`);
     let last = '';
     const timer = setInterval(() => {
-      handle.query<BackfillProgress>('progress').then((p) => {
-        const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, windows.length)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
-        if (line === last) return;
-        last = line;
-        if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
-        else say(line);
-      }, () => undefined);
+      handle.query<BackfillProgress>('progress').then(
+        (p) => {
+          const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, windows.length)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
+          if (line === last) return;
+          last = line;
+          if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
+          else say(line);
+        },
+        () => undefined,
+      );
     }, 1_000);
     try {
-      const r = await handle.result() as BackfillResult;
+      const r = (await handle.result()) as BackfillResult;
       if (ctx.io.tty && !ctx.io.json && last) process.stdout.write('\n');
       return {
         json: { workflowId, ...r },
-        lines: [`done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${r.failed.join(', ')})` : ''}`],
+        lines: [
+          `done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${r.failed.join(', ')})` : ''}`,
+        ],
       };
     } finally {
       clearInterval(timer);

@@ -10,34 +10,46 @@ async function schedule(ctx: CliContext, name: string | undefined, command: stri
   try {
     return { job, handle, state: (await handle.describe()).state };
   } catch (err) {
-    if (err instanceof ScheduleNotFoundError) throw new Error(`job ${job.name} has no schedule yet: run "tidemark schedules sync"`);
+    if (err instanceof ScheduleNotFoundError)
+      throw new Error(`job ${job.name} has no schedule yet: run "tidemark schedules sync"`);
     throw err;
   }
 }
 
 export const triggerCommand: Command = {
   name: 'trigger',
-  summary: 'fire a job\'s tick now (its closed windows start; nothing runs twice)',
+  summary: "fire a job's tick now (its closed windows start; nothing runs twice)",
   usage: ['trigger <job> [--json]'],
   options: {},
   async run(ctx, { positionals }) {
     const { job, handle } = await schedule(ctx, positionals[0], 'trigger');
     await handle.trigger();
-    return { json: { job: job.name, triggered: true }, lines: [`tick of ${job.name} fired; its runs show as ${job.name}/tick-<time> in the Web UI`] };
+    return {
+      json: { job: job.name, triggered: true },
+      lines: [`tick of ${job.name} fired; its runs show as ${job.name}/tick-<time> in the Web UI`],
+    };
   },
 };
 
 export const pauseCommand: Command = {
   name: 'pause',
-  summary: 'pause a job\'s schedule (windows keep closing; they are caught up on resume)',
+  summary: "pause a job's schedule (windows keep closing; they are caught up on resume)",
   usage: ['pause <job> --reason TEXT [--json]'],
   options: { reason: { type: 'string' } },
   async run(ctx, { positionals, values }) {
     const reason = values.reason as string | undefined;
-    if (!reason?.trim()) throw new UsageError('pause: --reason is required (it is shown to everyone who looks at the job)');
+    if (!reason?.trim())
+      throw new UsageError('pause: --reason is required (it is shown to everyone who looks at the job)');
     const { job, handle, state } = await schedule(ctx, positionals[0], 'pause');
     if (!state.paused) await handle.pause(reason);
-    return { json: { job: job.name, paused: true, reason, wasPaused: state.paused }, lines: [state.paused ? `${job.name} was paused already (${state.note ?? 'no note'})` : `${job.name} paused: ${reason}`] };
+    return {
+      json: { job: job.name, paused: true, reason, wasPaused: state.paused },
+      lines: [
+        state.paused
+          ? `${job.name} was paused already (${state.note ?? 'no note'})`
+          : `${job.name} paused: ${reason}`,
+      ],
+    };
   },
 };
 
@@ -49,6 +61,9 @@ export const resumeCommand: Command = {
   async run(ctx, { positionals, values }) {
     const { job, handle, state } = await schedule(ctx, positionals[0], 'resume');
     if (state.paused) await handle.unpause((values.reason as string | undefined) ?? 'resumed from the CLI');
-    return { json: { job: job.name, paused: false, wasPaused: state.paused }, lines: [state.paused ? `${job.name} resumed` : `${job.name} was not paused`] };
+    return {
+      json: { job: job.name, paused: false, wasPaused: state.paused },
+      lines: [state.paused ? `${job.name} resumed` : `${job.name} was not paused`],
+    };
   },
 };

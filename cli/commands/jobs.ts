@@ -12,10 +12,23 @@ export const jobsCommand: Command = {
     const rows = await jobsOverview(await ctx.db(), await ctx.client(), ctx.catalog);
     return {
       json: rows,
-      lines: table(['JOB', 'GRID', 'SCHEDULE', 'STATE', 'NEXT FIRE', 'WATERMARK', 'LAG', 'LAST RUN'], rows.map((r) => [
-        r.job, r.grid, r.schedule, !r.scheduled ? 'no schedule' : r.paused ? `paused${r.pauseNote ? ` (${r.pauseNote})` : ''}` : 'active',
-        r.nextFires[0] ?? null, r.watermark, r.lagWindows, r.lastRun ? `${r.lastRun.outcome} ${r.lastRun.durationMs} ms at ${r.lastRun.finishedAt}` : null,
-      ])),
+      lines: table(
+        ['JOB', 'GRID', 'SCHEDULE', 'STATE', 'NEXT FIRE', 'WATERMARK', 'LAG', 'LAST RUN'],
+        rows.map((r) => [
+          r.job,
+          r.grid,
+          r.schedule,
+          !r.scheduled
+            ? 'no schedule'
+            : r.paused
+              ? `paused${r.pauseNote ? ` (${r.pauseNote})` : ''}`
+              : 'active',
+          r.nextFires[0] ?? null,
+          r.watermark,
+          r.lagWindows,
+          r.lastRun ? `${r.lastRun.outcome} ${r.lastRun.durationMs} ms at ${r.lastRun.finishedAt}` : null,
+        ]),
+      ),
     };
   },
 };

@@ -13,7 +13,7 @@ import { parseWhen } from '../dates.js';
 
 export const previewCommand: Command = {
   name: 'preview',
-  summary: 'a job\'s next tick fire times and next windows (no server needed)',
+  summary: "a job's next tick fire times and next windows (no server needed)",
   usage: ['preview <job> [--count N] [--now DATE] [--json]'],
   options: { count: { type: 'string' }, now: { type: 'string' } },
   async run(ctx, { positionals, values }) {
@@ -32,38 +32,102 @@ export const schedulesCommand: Command = {
   async run(ctx, { positionals, values }) {
     if (positionals[0] !== 'sync') throw new UsageError('schedules: the only subcommand is "sync"');
     const [db, client] = [await ctx.db(), await ctx.client()];
-    const plan = await syncSchedulesWithAlerts(buildDeps(ctx.config, { db, catalog: ctx.catalog, client }), client, ctx.catalog, { taskQueue: ctx.config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] });
-    if (plan.failed.length > 0) throw new Error(`${plan.failed.length} schedule(s) could not be synced (alerted):\n${describePlan(plan)}`);
-    return { json: plan, lines: [`${values['dry-run'] ? 'would apply (dry run)' : 'applied'}:`, ...describePlan(plan).split('\n')] };
+    const plan = await syncSchedulesWithAlerts(
+      buildDeps(ctx.config, { db, catalog: ctx.catalog, client }),
+      client,
+      ctx.catalog,
+      { taskQueue: ctx.config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] },
+    );
+    if (plan.failed.length > 0)
+      throw new Error(
+        `${plan.failed.length} schedule(s) could not be synced (alerted):\n${describePlan(plan)}`,
+      );
+    return {
+      json: plan,
+      lines: [
+        `${values['dry-run'] ? 'would apply (dry run)' : 'applied'}:`,
+        ...describePlan(plan).split('\n'),
+      ],
+    };
   },
 };
 
 export const effectsCommand: Command = {
   name: 'effects',
   summary: 'external effects and their state; decide one whose outcome is unknown, retry a failed one',
-  usage: ['effects list [--window KEY] [--job J] [--status S[,S]] [--json]', 'effects decide <effect key> --resend|--skip [--by NAME] [--json]', 'effects retry <effect key> [--by NAME] [--json]'],
-  options: { window: { type: 'string' }, job: { type: 'string' }, status: { type: 'string' }, resend: { type: 'boolean' }, skip: { type: 'boolean' }, by: { type: 'string' } },
+  usage: [
+    'effects list [--window KEY] [--job J] [--status S[,S]] [--json]',
+    'effects decide <effect key> --resend|--skip [--by NAME] [--json]',
+    'effects retry <effect key> [--by NAME] [--json]',
+  ],
+  options: {
+    window: { type: 'string' },
+    job: { type: 'string' },
+    status: { type: 'string' },
+    resend: { type: 'boolean' },
+    skip: { type: 'boolean' },
+    by: { type: 'string' },
+  },
   async run(ctx, { positionals, values }) {
     if (positionals[0] === 'list') {
       const statuses = (values.status as string | undefined)?.split(',').map((x) => x.trim()) ?? [];
       const bad = statuses.filter((x) => !(x in EFFECT_STATUS));
-      if (bad.length) throw new UsageError(`--status: "${bad.join(',')}" is not one of ${Object.keys(EFFECT_STATUS).join(', ')}`);
+      if (bad.length)
+        throw new UsageError(
+          `--status: "${bad.join(',')}" is not one of ${Object.keys(EFFECT_STATUS).join(', ')}`,
+        );
       const db = await ctx.db();
-      const rows = await listEffects(db, { windowKey: values.window as string | undefined, job: values.job as string | undefined, status: statuses as EffectStatus[] });
-      const json = rows.map((r) => ({ key: r.effect_key, channel: r.channel, status: r.status, policy: r.policy, attempts: r.attempts, providerId: r.provider_id, lastError: r.last_error, doneAt: r.done_at ? isoUtc(r.done_at) : null }));
-      return { json, lines: json.length ? table(['STATUS', 'EFFECT', 'CHANNEL', 'ATTEMPTS', 'PROVIDER ID', 'LAST ERROR'], json.map((r) => [r.status, r.key, r.channel, r.attempts, r.providerId, r.lastError])) : ['(no effects)'] };
+      const rows = await listEffects(db, {
+        windowKey: values.window as string | undefined,
+        job: values.job as string | undefined,
+        status: statuses as EffectStatus[],
+      });
+      const json = rows.map((r) => ({
+        key: r.effect_key,
+        channel: r.channel,
+        status: r.status,
+        policy: r.policy,
+        attempts: r.attempts,
+        providerId: r.provider_id,
+        lastError: r.last_error,
+        doneAt: r.done_at ? isoUtc(r.done_at) : null,
+      }));
+      return {
+        json,
+        lines: json.length
+          ? table(
+              ['STATUS', 'EFFECT', 'CHANNEL', 'ATTEMPTS', 'PROVIDER ID', 'LAST ERROR'],
+              json.map((r) => [r.status, r.key, r.channel, r.attempts, r.providerId, r.lastError]),
+            )
+          : ['(no effects)'],
+      };
     }
     if (positionals[0] === 'decide') {
       const key = positionals[1];
-      if (!key) throw new UsageError('effects decide: name the effect key (see: effects list --status unknown)');
-      if (!!values.resend === !!values.skip) throw new UsageError('effects decide: give exactly one of --resend or --skip');
-      const result = await decideUnknownEffect(buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }), key, values.resend ? 'resend' : 'skip', (values.by as string | undefined) ?? process.env.USER ?? 'cli');
-      return { json: result, lines: [`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`] };
+      if (!key)
+        throw new UsageError('effects decide: name the effect key (see: effects list --status unknown)');
+      if (!!values.resend === !!values.skip)
+        throw new UsageError('effects decide: give exactly one of --resend or --skip');
+      const result = await decideUnknownEffect(
+        buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }),
+        key,
+        values.resend ? 'resend' : 'skip',
+        (values.by as string | undefined) ?? process.env.USER ?? 'cli',
+      );
+      return {
+        json: result,
+        lines: [`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`],
+      };
     }
     if (positionals[0] === 'retry') {
       const key = positionals[1];
-      if (!key) throw new UsageError('effects retry: name the effect key (see: effects list --status failed)');
-      const result = await retryFailedEffect(buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }), key, (values.by as string | undefined) ?? process.env.USER ?? 'cli');
+      if (!key)
+        throw new UsageError('effects retry: name the effect key (see: effects list --status failed)');
+      const result = await retryFailedEffect(
+        buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }),
+        key,
+        (values.by as string | undefined) ?? process.env.USER ?? 'cli',
+      );
       return { json: result, lines: [`${key}: ${result.outcome}`] };
     }
     throw new UsageError('effects: use "effects list", "effects decide" or "effects retry"');
@@ -77,7 +141,23 @@ export const incidentsCommand: Command = {
   options: { job: { type: 'string' } },
   async run(ctx, { values }) {
     const rows = await openIncidents(await ctx.db(), values.job as string | undefined);
-    const json = rows.map((i) => ({ id: i.id, job: i.job, subject: i.subject, kind: i.kind, since: isoUtc(i.opened_at), occurrences: i.occurrences, lastError: i.last_error }));
-    return { json, lines: json.length ? table(['ID', 'JOB', 'SUBJECT', 'KIND', 'SINCE', 'TIMES', 'LAST ERROR'], json.map((i) => [i.id, i.job, i.subject, i.kind, i.since, i.occurrences, i.lastError])) : ['(no open incidents)'] };
+    const json = rows.map((i) => ({
+      id: i.id,
+      job: i.job,
+      subject: i.subject,
+      kind: i.kind,
+      since: isoUtc(i.opened_at),
+      occurrences: i.occurrences,
+      lastError: i.last_error,
+    }));
+    return {
+      json,
+      lines: json.length
+        ? table(
+            ['ID', 'JOB', 'SUBJECT', 'KIND', 'SINCE', 'TIMES', 'LAST ERROR'],
+            json.map((i) => [i.id, i.job, i.subject, i.kind, i.since, i.occurrences, i.lastError]),
+          )
+        : ['(no open incidents)'],
+    };
   },
 };

@@ -9,16 +9,29 @@ const who = (by: unknown) => (typeof by === 'string' && by) || process.env.USER 
 
 export const rerunCommand: Command = {
   name: 'rerun',
-  summary: 'ask to run a completed window again (a new generation); approvers decide with approve/reject or in Slack',
+  summary:
+    'ask to run a completed window again (a new generation); approvers decide with approve/reject or in Slack',
   usage: ['rerun <job> --window DATE --reason TEXT [--by NAME] [--wait] [--json]'],
-  options: { window: { type: 'string' }, reason: { type: 'string' }, by: { type: 'string' }, wait: { type: 'boolean' } },
+  options: {
+    window: { type: 'string' },
+    reason: { type: 'string' },
+    by: { type: 'string' },
+    wait: { type: 'boolean' },
+  },
   async run(ctx, { positionals, values }) {
     const job = ctx.job(positionals[0], 'rerun');
     if (!values.window) throw new UsageError('rerun: --window is required (the start of the window)');
-    if (!(values.reason as string | undefined)?.trim()) throw new UsageError('rerun: --reason is required (approvers see it)');
+    if (!(values.reason as string | undefined)?.trim())
+      throw new UsageError('rerun: --reason is required (approvers see it)');
     const start = parseWhen('--window', values.window as string, job.timezone);
     const client = await ctx.client();
-    const handle = await requestRerun(client, ctx.config, { job, windowStart: start, reason: values.reason as string, requestedBy: who(values.by), now: new Date() });
+    const handle = await requestRerun(client, ctx.config, {
+      job,
+      windowStart: start,
+      reason: values.reason as string,
+      requestedBy: who(values.by),
+      now: new Date(),
+    });
     const state = await requestState(client, handle.workflowId);
     const lines = [
       `rerun requested: ${handle.workflowId}`,
@@ -28,22 +41,36 @@ export const rerunCommand: Command = {
     if (!values.wait) return { json: { id: handle.workflowId, ...state }, lines };
     (ctx.io.json ? ctx.io.err : ctx.io.out)(lines.join('\n'));
     const r = await rerunResult(client, handle.workflowId);
-    return { json: { id: handle.workflowId, ...r }, lines: [`${r.outcome}${r.decidedBy ? ` (decided by ${r.decidedBy})` : ''}`] };
+    return {
+      json: { id: handle.workflowId, ...r },
+      lines: [`${r.outcome}${r.decidedBy ? ` (decided by ${r.decidedBy})` : ''}`],
+    };
   },
 };
 
 function decision(kind: 'approve' | 'reject'): Command {
   return {
     name: kind,
-    summary: kind === 'approve' ? 'approve a rerun request (approvers only; not your own)' : 'reject a rerun request (approvers, or its requester)',
+    summary:
+      kind === 'approve'
+        ? 'approve a rerun request (approvers only; not your own)'
+        : 'reject a rerun request (approvers, or its requester)',
     usage: [`${kind} <request id> [--by NAME] [--note TEXT] [--json]`],
     options: { by: { type: 'string' }, note: { type: 'string' } },
     async run(ctx: CliContext, { positionals, values }) {
       const id = positionals[0];
       if (!id) throw new UsageError(`${kind}: name the request (see: npx tidemark reruns)`);
       const by = who(values.by);
-      await decide(await ctx.client(), await ctx.db(), id, { decision: kind, by, source: 'cli', ...(values.note ? { note: values.note as string } : {}) });
-      return { json: { request: id, decision: kind, by }, lines: [`${id}: ${kind === 'approve' ? 'approved' : 'rejected'} by ${by}`] };
+      await decide(await ctx.client(), await ctx.db(), id, {
+        decision: kind,
+        by,
+        source: 'cli',
+        ...(values.note ? { note: values.note as string } : {}),
+      });
+      return {
+        json: { request: id, decision: kind, by },
+        lines: [`${id}: ${kind === 'approve' ? 'approved' : 'rejected'} by ${by}`],
+      };
     },
   };
 }
@@ -57,9 +84,30 @@ export const rerunsCommand: Command = {
   usage: ['reruns [--job J] [--json]'],
   options: { job: { type: 'string' } },
   async run(ctx, { values }) {
-    let q = (await ctx.db()).selectFrom('rerun_requests').selectAll().orderBy('requested_at', 'desc').limit(50);
+    let q = (await ctx.db())
+      .selectFrom('rerun_requests')
+      .selectAll()
+      .orderBy('requested_at', 'desc')
+      .limit(50);
     if (values.job) q = q.where('job', '=', values.job as string);
-    const rows = (await q.execute()).map((r) => ({ request: r.workflow_id, job: r.job, window: isoUtc(r.window_start), generation: r.generation, status: r.status, requestedBy: r.requested_by, decidedBy: r.decided_by, reason: r.reason }));
-    return { json: rows, lines: rows.length ? table(['REQUEST', 'STATUS', 'GEN', 'BY', 'DECIDED BY', 'REASON'], rows.map((r) => [r.request, r.status, r.generation, r.requestedBy, r.decidedBy, r.reason])) : ['(no rerun requests)'] };
+    const rows = (await q.execute()).map((r) => ({
+      request: r.workflow_id,
+      job: r.job,
+      window: isoUtc(r.window_start),
+      generation: r.generation,
+      status: r.status,
+      requestedBy: r.requested_by,
+      decidedBy: r.decided_by,
+      reason: r.reason,
+    }));
+    return {
+      json: rows,
+      lines: rows.length
+        ? table(
+            ['REQUEST', 'STATUS', 'GEN', 'BY', 'DECIDED BY', 'REASON'],
+            rows.map((r) => [r.request, r.status, r.generation, r.requestedBy, r.decidedBy, r.reason]),
+          )
+        : ['(no rerun requests)'],
+    };
   },
 };

@@ -6,7 +6,7 @@ import { positiveInt, table, UsageError } from '../context.js';
 
 export const statusCommand: Command = {
   name: 'status',
-  summary: 'a job\'s recent windows: outcome, attempts, duration, counts, effects',
+  summary: "a job's recent windows: outcome, attempts, duration, counts, effects",
   usage: ['status <job> [--limit N] [--json]'],
   options: { limit: { type: 'string' } },
   async run(ctx, { positionals, values }) {
@@ -16,31 +16,64 @@ export const statusCommand: Command = {
     const json = await recentWindows(db, job.name, limit);
     return {
       json,
-      lines: json.length === 0 ? [`${job.name}: no windows yet`] : table(['WINDOW', 'STATUS', 'ATTEMPTS', 'MS', 'IN', 'APPLIED', 'ASIDE', 'EFFECTS', 'REASON'], json.map((r) => [
-        r.window, r.status, r.attempts, r.durationMs, r.input, r.applied, r.quarantined,
-        Object.entries(r.effects).map(([k, v]) => `${v} ${k}`).join(', ') || null, r.reason,
-      ])),
+      lines:
+        json.length === 0
+          ? [`${job.name}: no windows yet`]
+          : table(
+              ['WINDOW', 'STATUS', 'ATTEMPTS', 'MS', 'IN', 'APPLIED', 'ASIDE', 'EFFECTS', 'REASON'],
+              json.map((r) => [
+                r.window,
+                r.status,
+                r.attempts,
+                r.durationMs,
+                r.input,
+                r.applied,
+                r.quarantined,
+                Object.entries(r.effects)
+                  .map(([k, v]) => `${v} ${k}`)
+                  .join(', ') || null,
+                r.reason,
+              ]),
+            ),
     };
   },
 };
 
 export const runsCommand: Command = {
   name: 'runs',
-  summary: 'a job\'s run records: ticks, window attempts, backfills',
+  summary: "a job's run records: ticks, window attempts, backfills",
   usage: ['runs <job> [--kind tick|window|backfill|rerun] [--limit N] [--json]'],
   options: { limit: { type: 'string' }, kind: { type: 'string' } },
   async run(ctx, { positionals, values }) {
     const job = ctx.job(positionals[0], 'runs');
     const kind = values.kind as string | undefined;
-    if (kind && !['tick', 'window', 'backfill', 'rerun'].includes(kind)) throw new UsageError(`--kind: "${kind}" is not one of tick, window, backfill, rerun`);
+    if (kind && !['tick', 'window', 'backfill', 'rerun'].includes(kind))
+      throw new UsageError(`--kind: "${kind}" is not one of tick, window, backfill, rerun`);
     const db = await ctx.db();
-    let q = db.selectFrom('job_runs').selectAll().where('job', '=', job.name).orderBy('id', 'desc').limit(positiveInt('limit', values.limit as string | undefined, 20));
+    let q = db
+      .selectFrom('job_runs')
+      .selectAll()
+      .where('job', '=', job.name)
+      .orderBy('id', 'desc')
+      .limit(positiveInt('limit', values.limit as string | undefined, 20));
     if (kind) q = q.where('kind', '=', kind as 'tick');
     const rows = await q.execute();
     const json = rows.map((r) => ({
-      kind: r.kind, window: r.window_start ? isoUtc(r.window_start) : null, attempt: r.attempt, workflowId: r.workflow_id,
-      startedAt: isoUtc(r.started_at), durationMs: r.duration_ms, outcome: r.outcome, reason: r.reason,
+      kind: r.kind,
+      window: r.window_start ? isoUtc(r.window_start) : null,
+      attempt: r.attempt,
+      workflowId: r.workflow_id,
+      startedAt: isoUtc(r.started_at),
+      durationMs: r.duration_ms,
+      outcome: r.outcome,
+      reason: r.reason,
     }));
-    return { json, lines: table(['KIND', 'WINDOW', 'ATTEMPT', 'STARTED', 'MS', 'OUTCOME', 'REASON'], json.map((r) => [r.kind, r.window, r.attempt, r.startedAt, r.durationMs, r.outcome, r.reason])) };
+    return {
+      json,
+      lines: table(
+        ['KIND', 'WINDOW', 'ATTEMPT', 'STARTED', 'MS', 'OUTCOME', 'REASON'],
+        json.map((r) => [r.kind, r.window, r.attempt, r.startedAt, r.durationMs, r.outcome, r.reason]),
+      ),
+    };
   },
 };

@@ -2,13 +2,15 @@
 import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await db.schema.createTable('job_watermarks')
+  await db.schema
+    .createTable('job_watermarks')
     .addColumn('job', 'text', (c) => c.primaryKey())
     .addColumn('watermark', 'timestamptz', (c) => c.notNull())
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
 
-  await db.schema.createTable('job_windows')
+  await db.schema
+    .createTable('job_windows')
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_start', 'timestamptz', (c) => c.notNull())
     .addColumn('generation', 'integer', (c) => c.notNull().defaultTo(0))
@@ -28,9 +30,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addPrimaryKeyConstraint('job_windows_pk', ['job', 'window_start', 'generation'])
     .addCheckConstraint('job_windows_half_open', sql`window_end > window_start`)
     .execute();
-  await db.schema.createIndex('job_windows_status_idx').on('job_windows').columns(['job', 'status', 'window_start']).execute();
+  await db.schema
+    .createIndex('job_windows_status_idx')
+    .on('job_windows')
+    .columns(['job', 'status', 'window_start'])
+    .execute();
 
-  await db.schema.createTable('job_runs')
+  await db.schema
+    .createTable('job_runs')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('kind', 'text', (c) => c.notNull().check(sql`kind in ('tick', 'window', 'backfill', 'rerun')`))
     .addColumn('job', 'text', (c) => c.notNull())
@@ -45,9 +52,14 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('reason', 'text')
     .addColumn('details', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))
     .execute();
-  await db.schema.createIndex('job_runs_job_idx').on('job_runs').columns(['job', 'kind', 'started_at']).execute();
+  await db.schema
+    .createIndex('job_runs_job_idx')
+    .on('job_runs')
+    .columns(['job', 'kind', 'started_at'])
+    .execute();
 
-  await db.schema.createTable('quarantine')
+  await db.schema
+    .createTable('quarantine')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_start', 'timestamptz', (c) => c.notNull())
@@ -61,5 +73,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const table of ['quarantine', 'job_runs', 'job_windows', 'job_watermarks']) await db.schema.dropTable(table).execute();
+  for (const table of ['quarantine', 'job_runs', 'job_windows', 'job_watermarks'])
+    await db.schema.dropTable(table).execute();
 }

@@ -3,14 +3,17 @@
 import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await db.schema.createTable('effects')
+  await db.schema
+    .createTable('effects')
     .addColumn('effect_key', 'text', (c) => c.primaryKey())
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_key', 'text')
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('channel', 'text', (c) => c.notNull())
     .addColumn('policy', 'text', (c) => c.notNull().check(sql`policy in ('ask', 'resend', 'skip')`))
-    .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('pending', 'begun', 'done', 'unknown', 'failed', 'skipped')`))
+    .addColumn('status', 'text', (c) =>
+      c.notNull().check(sql`status in ('pending', 'begun', 'done', 'unknown', 'failed', 'skipped')`),
+    )
     .addColumn('fence', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('attempts', 'integer', (c) => c.notNull().defaultTo(0))
     .addColumn('request', 'jsonb', (c) => c.notNull())
@@ -27,9 +30,15 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('decided_at', 'timestamptz')
     .execute();
   await db.schema.createIndex('effects_window_idx').on('effects').column('window_key').execute();
-  await db.schema.createIndex('effects_open_idx').on('effects').columns(['status', 'job']).where(sql.ref('status'), 'in', ['pending', 'begun', 'unknown', 'failed']).execute();
+  await db.schema
+    .createIndex('effects_open_idx')
+    .on('effects')
+    .columns(['status', 'job'])
+    .where(sql.ref('status'), 'in', ['pending', 'begun', 'unknown', 'failed'])
+    .execute();
 
-  await db.schema.createTable('effect_attempts')
+  await db.schema
+    .createTable('effect_attempts')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('effect_key', 'text', (c) => c.notNull().references('effects.effect_key'))
     .addColumn('fence', 'integer', (c) => c.notNull())
@@ -42,7 +51,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await db.schema.createIndex('effect_attempts_key_idx').on('effect_attempts').column('effect_key').execute();
 
-  await db.schema.createTable('incidents')
+  await db.schema
+    .createTable('incidents')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('subject', 'text', (c) => c.notNull())
@@ -53,7 +63,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('last_error', 'text', (c) => c.notNull())
     .addColumn('details', 'jsonb', (c) => c.notNull().defaultTo(sql`'{}'::jsonb`))
     .execute();
-  await db.schema.createIndex('incidents_one_open').on('incidents').columns(['job', 'subject']).unique().where(sql.ref('closed_at'), 'is', null).execute();
+  await db.schema
+    .createIndex('incidents_one_open')
+    .on('incidents')
+    .columns(['job', 'subject'])
+    .unique()
+    .where(sql.ref('closed_at'), 'is', null)
+    .execute();
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {

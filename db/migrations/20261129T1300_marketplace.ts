@@ -4,15 +4,21 @@ import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('effects').addColumn('result', 'jsonb').execute();
-  await db.schema.createTable('price_updates')
+  await db.schema
+    .createTable('price_updates')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('sku', 'text', (c) => c.notNull())
     .addColumn('price', 'numeric(12, 2)', (c) => c.notNull())
     .addColumn('stock', 'integer', (c) => c.notNull())
     .addColumn('effective_at', 'timestamptz', (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('price_updates_effective_idx').on('price_updates').columns(['effective_at', 'sku']).execute();
-  await db.schema.createTable('marketplace_items')
+  await db.schema
+    .createIndex('price_updates_effective_idx')
+    .on('price_updates')
+    .columns(['effective_at', 'sku'])
+    .execute();
+  await db.schema
+    .createTable('marketplace_items')
     .addColumn('marketplace', 'text', (c) => c.notNull())
     .addColumn('sku', 'text', (c) => c.notNull())
     .addColumn('version', 'timestamptz', (c) => c.notNull())

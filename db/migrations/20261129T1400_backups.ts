@@ -2,7 +2,8 @@
 import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await db.schema.createTable('backups')
+  await db.schema
+    .createTable('backups')
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_key', 'text', (c) => c.notNull())
     .addColumn('window_start', 'timestamptz', (c) => c.notNull())

@@ -3,7 +3,8 @@
 import { sql, type Kysely } from 'kysely';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
-  await db.schema.createTable('rerun_requests')
+  await db.schema
+    .createTable('rerun_requests')
     .addColumn('workflow_id', 'text', (c) => c.primaryKey())
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_start', 'timestamptz', (c) => c.notNull())
@@ -11,12 +12,15 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('reason', 'text', (c) => c.notNull())
     .addColumn('requested_by', 'text', (c) => c.notNull())
     .addColumn('requested_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
-    .addColumn('status', 'text', (c) => c.notNull().check(sql`status in ('pending', 'approved', 'rejected', 'timed-out', 'done', 'failed')`))
+    .addColumn('status', 'text', (c) =>
+      c.notNull().check(sql`status in ('pending', 'approved', 'rejected', 'timed-out', 'done', 'failed')`),
+    )
     .addColumn('decided_by', 'text')
     .addColumn('decided_at', 'timestamptz')
     .addColumn('note', 'text')
     .execute();
-  await db.schema.createTable('approval_audit')
+  await db.schema
+    .createTable('approval_audit')
     .addColumn('id', 'bigserial', (c) => c.primaryKey())
     .addColumn('request', 'text', (c) => c.notNull())
     .addColumn('actor', 'text', (c) => c.notNull())
@@ -26,7 +30,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('source', 'text', (c) => c.notNull())
     .addColumn('at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute();
-  await db.schema.createTable('sales_window_totals')
+  await db.schema
+    .createTable('sales_window_totals')
     .addColumn('job', 'text', (c) => c.notNull())
     .addColumn('window_start', 'timestamptz', (c) => c.notNull())
     .addColumn('generation', 'integer', (c) => c.notNull())
@@ -38,5 +43,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const t of ['sales_window_totals', 'approval_audit', 'rerun_requests']) await db.schema.dropTable(t).execute();
+  for (const t of ['sales_window_totals', 'approval_audit', 'rerun_requests'])
+    await db.schema.dropTable(t).execute();
 }

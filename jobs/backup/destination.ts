@@ -6,7 +6,13 @@ import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { CopyObjectCommand, DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import {
+  CopyObjectCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 
 export interface Destination {
@@ -82,18 +88,32 @@ export function s3Destination(s: S3Settings): Destination {
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
   });
-  const get = async (key: string) => (await client.send(new GetObjectCommand({ Bucket: s.bucket, Key: key }))).Body as Readable;
-  const del = async (key: string) => { await client.send(new DeleteObjectCommand({ Bucket: s.bucket, Key: key })); };
+  const get = async (key: string) =>
+    (await client.send(new GetObjectCommand({ Bucket: s.bucket, Key: key }))).Body as Readable;
+  const del = async (key: string) => {
+    await client.send(new DeleteObjectCommand({ Bucket: s.bucket, Key: key }));
+  };
   return {
     describe: `s3://${s.bucket}${s.endpoint ? ` at ${new URL(s.endpoint).host}` : ''}`,
     async putStaging(key, body) {
       // Multipart for large dumps; an upload that fails is aborted, so no object appears.
-      const upload = new Upload({ client, params: { Bucket: s.bucket, Key: STAGING + key, Body: body }, partSize: s.partSize ?? 8 * 1024 * 1024, leavePartsOnError: false });
+      const upload = new Upload({
+        client,
+        params: { Bucket: s.bucket, Key: STAGING + key, Body: body },
+        partSize: s.partSize ?? 8 * 1024 * 1024,
+        leavePartsOnError: false,
+      });
       await upload.done();
     },
     readStaging: (key) => get(STAGING + key),
     async publish(key) {
-      await client.send(new CopyObjectCommand({ Bucket: s.bucket, Key: key, CopySource: `${s.bucket}/${encodeURIComponent(STAGING + key).replace(/%2F/g, '/')}` }));
+      await client.send(
+        new CopyObjectCommand({
+          Bucket: s.bucket,
+          Key: key,
+          CopySource: `${s.bucket}/${encodeURIComponent(STAGING + key).replace(/%2F/g, '/')}`,
+        }),
+      );
       await del(STAGING + key);
     },
     discardStaging: (key) => del(STAGING + key).catch(() => undefined),
@@ -102,7 +122,9 @@ export function s3Destination(s: S3Settings): Destination {
       const keys: string[] = [];
       let token: string | undefined;
       do {
-        const r = await client.send(new ListObjectsV2Command({ Bucket: s.bucket, Prefix: prefix, ContinuationToken: token }));
+        const r = await client.send(
+          new ListObjectsV2Command({ Bucket: s.bucket, Prefix: prefix, ContinuationToken: token }),
+        );
         keys.push(...(r.Contents ?? []).map((c) => c.Key!).filter((k) => !k.startsWith(STAGING)));
         token = r.NextContinuationToken;
       } while (token);

@@ -43,17 +43,29 @@ async function sha256Of(stream: Readable): Promise<{ hex: string; bytes: number 
 async function countRows(client: pg.Client, tables: string[]): Promise<Record<string, number>> {
   const out: Record<string, number> = {};
   for (const t of tables) {
-    const r = await client.query<{ n: string }>(`select count(*) as n from ${t.split('.').map((p) => pg.escapeIdentifier(p)).join('.')}`);
+    const r = await client.query<{ n: string }>(
+      `select count(*) as n from ${t
+        .split('.')
+        .map((p) => pg.escapeIdentifier(p))
+        .join('.')}`,
+    );
     out[t] = Number(r.rows[0]!.n);
   }
   return out;
 }
 
 /** Which backups retention keeps: the newest N, the newest of the last N ISO weeks, and of the last N months. */
-export function keepSet(starts: { key: string; start: Date }[], r: BackupOptions['retention'], zone: string): Set<string> {
+export function keepSet(
+  starts: { key: string; start: Date }[],
+  r: BackupOptions['retention'],
+  zone: string,
+): Set<string> {
   const sorted = [...starts].sort((a, b) => b.start.getTime() - a.start.getTime());
   const keep = new Set(sorted.slice(0, r.daily).map((b) => b.key));
-  for (const [unit, n] of [['week', r.weekly], ['month', r.monthly]] as const) {
+  for (const [unit, n] of [
+    ['week', r.weekly],
+    ['month', r.monthly],
+  ] as const) {
     const seen = new Set<string>();
     for (const b of sorted) {
       const bucket = DateTime.fromJSDate(b.start, { zone }).startOf(unit).toISODate()!;
@@ -100,28 +112,61 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     try {
       const stored = await sha256Of(await destination.readStaging(objectKey));
       if (stored.hex !== written.hex || stored.bytes !== written.bytes) {
-        throw new Error(`checksum mismatch for ${objectKey}: wrote ${written.bytes} bytes sha256 ${written.hex}, read back ${stored.bytes} bytes sha256 ${stored.hex}`);
+        throw new Error(
+          `checksum mismatch for ${objectKey}: wrote ${written.bytes} bytes sha256 ${written.hex}, read back ${stored.bytes} bytes sha256 ${stored.hex}`,
+        );
       }
       const listing = await pgRestore(plain(await destination.readStaging(objectKey)), ['--list']);
-      if (!/TABLE DATA/.test(listing)) throw new Error(`pg_restore --list of ${objectKey} shows no table data`);
+      if (!/TABLE DATA/.test(listing))
+        throw new Error(`pg_restore --list of ${objectKey} shows no table data`);
       const index = Math.round((window.start.getTime() - (job.start ?? window.start).getTime()) / 86_400_000);
       const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
       if (checkRestore) await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl);
       await destination.publish(objectKey);
-      log(`BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`);
-      await trx.insertInto('backups').values({
-        job: job.name, window_key: key, window_start: window.start, destination: destination.describe, object_key: objectKey, bytes: written.bytes,
-        sha256: written.hex, encrypted: !!encryptionKey, table_counts: JSON.stringify(counts), restore_checked: checkRestore,
-      }).onConflict((oc) => oc.columns(['job', 'window_key']).doUpdateSet({ bytes: written.bytes, sha256: written.hex, object_key: objectKey, deleted_at: null })).execute();
+      log(
+        `BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`,
+      );
+      await trx
+        .insertInto('backups')
+        .values({
+          job: job.name,
+          window_key: key,
+          window_start: window.start,
+          destination: destination.describe,
+          object_key: objectKey,
+          bytes: written.bytes,
+          sha256: written.hex,
+          encrypted: !!encryptionKey,
+          table_counts: JSON.stringify(counts),
+          restore_checked: checkRestore,
+        })
+        .onConflict((oc) =>
+          oc.columns(['job', 'window_key']).doUpdateSet({
+            bytes: written.bytes,
+            sha256: written.hex,
+            object_key: objectKey,
+            deleted_at: null,
+          }),
+        )
+        .execute();
     } catch (err) {
       await destination.discardStaging(objectKey);
       throw err;
     }
     const removed = await applyRetention(trx, job.name, job.timezone);
-    return { input: 1, applied: 1, quarantined: 0, details: { objectKey, bytes: written.bytes, sha256: written.hex, counts, removed } };
+    return {
+      input: 1,
+      applied: 1,
+      quarantined: 0,
+      details: { objectKey, bytes: written.bytes, sha256: written.hex, counts, removed },
+    };
   };
 
-  async function restoreAndCompare(objectKey: string, expected: Record<string, number>, scratchUrl: string): Promise<void> {
+  async function restoreAndCompare(
+    objectKey: string,
+    expected: Record<string, number>,
+    scratchUrl: string,
+  ): Promise<void> {
     const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
     const admin = new URL(scratchUrl);
     admin.pathname = '/postgres';
@@ -134,29 +179,58 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     await drop();
     await ensureDatabase(scratchUrl);
     try {
-      await pgRestore(plain(await destination.readStaging(objectKey)), ['--no-owner', '--exit-on-error'], scratchUrl);
+      await pgRestore(
+        plain(await destination.readStaging(objectKey)),
+        ['--no-owner', '--exit-on-error'],
+        scratchUrl,
+      );
       const c = new pg.Client({ connectionString: scratchUrl });
       await c.connect();
       const got = await countRows(c, Object.keys(expected)).finally(() => c.end());
       const wrong = Object.keys(expected).filter((t) => got[t] !== expected[t]);
-      if (wrong.length) throw new Error(`restore check of ${objectKey}: row counts differ for ${wrong.map((t) => `${t} (${got[t]} restored, ${expected[t]} dumped)`).join(', ')}`);
+      if (wrong.length)
+        throw new Error(
+          `restore check of ${objectKey}: row counts differ for ${wrong.map((t) => `${t} (${got[t]} restored, ${expected[t]} dumped)`).join(', ')}`,
+        );
     } finally {
       await drop();
     }
   }
 
-  async function applyRetention(trx: Transaction<Database>, jobName: string, zone: string): Promise<string[]> {
-    const live = await trx.selectFrom('backups').select(['window_key', 'window_start', 'object_key']).where('job', '=', jobName).where('deleted_at', 'is', null).execute();
-    const keep = keepSet(live.map((b) => ({ key: b.window_key, start: b.window_start })), retention, zone);
+  async function applyRetention(
+    trx: Transaction<Database>,
+    jobName: string,
+    zone: string,
+  ): Promise<string[]> {
+    const live = await trx
+      .selectFrom('backups')
+      .select(['window_key', 'window_start', 'object_key'])
+      .where('job', '=', jobName)
+      .where('deleted_at', 'is', null)
+      .execute();
+    const keep = keepSet(
+      live.map((b) => ({ key: b.window_key, start: b.window_start })),
+      retention,
+      zone,
+    );
     const removed: string[] = [];
     for (const b of live) {
       if (keep.has(b.window_key)) continue;
       await destination.remove(b.object_key);
-      await trx.updateTable('backups').set({ deleted_at: new Date() }).where('job', '=', jobName).where('window_key', '=', b.window_key).execute();
+      await trx
+        .updateTable('backups')
+        .set({ deleted_at: new Date() })
+        .where('job', '=', jobName)
+        .where('window_key', '=', b.window_key)
+        .execute();
       removed.push(b.object_key);
     }
     return removed;
   }
 
-  return { description: `Backups of ${new URL(database).pathname.slice(1)} to ${destination.describe}`, ...spec, handler };
+  return {
+    description: `Backups of ${new URL(database).pathname.slice(1)} to ${destination.describe}`,
+    ...spec,
+    handler,
+  };
 }

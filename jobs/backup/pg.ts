@@ -9,26 +9,48 @@ function connection(url: string): { args: string[]; env: NodeJS.ProcessEnv } {
   const u = new URL(url);
   const password = decodeURIComponent(u.password);
   u.password = '';
-  return { args: [`--dbname=${u.toString()}`], env: { ...process.env, ...(password ? { PGPASSWORD: password } : {}) } };
+  return {
+    args: [`--dbname=${u.toString()}`],
+    env: { ...process.env, ...(password ? { PGPASSWORD: password } : {}) },
+  };
 }
 
-export interface Dump { stream: Readable; child: ChildProcess; done: Promise<void> }
+export interface Dump {
+  stream: Readable;
+  child: ChildProcess;
+  done: Promise<void>;
+}
 
 export function startDump(url: string, opts: { snapshot?: string } = {}): Dump {
   const c = connection(url);
-  const child = spawn('pg_dump', ['--format=custom', '--compress=6', '--no-password', ...(opts.snapshot ? [`--snapshot=${opts.snapshot}`] : []), ...c.args], { env: c.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    'pg_dump',
+    [
+      '--format=custom',
+      '--compress=6',
+      '--no-password',
+      ...(opts.snapshot ? [`--snapshot=${opts.snapshot}`] : []),
+      ...c.args,
+    ],
+    { env: c.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const out = new PassThrough();
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
   child.stdout!.pipe(out, { end: false });
   const done = new Promise<void>((resolve, reject) => {
-    child.once('error', (err) => { out.destroy(err); reject(err); });
+    child.once('error', (err) => {
+      out.destroy(err);
+      reject(err);
+    });
     child.once('close', (code, signal) => {
       if (code === 0) {
         out.end();
         resolve();
       } else {
-        const err = new Error(`pg_dump ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${stderr.trim() || 'no output'}`);
+        const err = new Error(
+          `pg_dump ${signal ? `was killed (${signal})` : `exited with ${code}`}: ${stderr.trim() || 'no output'}`,
+        );
         out.destroy(err);
         reject(err);
       }
@@ -48,7 +70,10 @@ export async function pgRestore(input: Readable, args: string[], url?: string): 
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
   const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
   // pg_restore --list stops reading after the table of contents: a closed stdin is no error then.
-  const fed = await pipeline(input, child.stdin!).then(() => null, (err: unknown) => err as NodeJS.ErrnoException);
+  const fed = await pipeline(input, child.stdin!).then(
+    () => null,
+    (err: unknown) => err as NodeJS.ErrnoException,
+  );
   const code = await exited;
   if (fed && !(fed.code === 'EPIPE' && code === 0)) throw fed;
   if (code !== 0) throw new Error(`pg_restore ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);

@@ -6,17 +6,28 @@ import { basename, join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createGzip } from 'node:zlib';
 
-export interface LogRotation { dir: string; file: string; keep: number }
+export interface LogRotation {
+  dir: string;
+  file: string;
+  keep: number;
+}
 
 /**
  * Rotates `dir/file` to `file.<stamp>.gz` (the stamp names the window, so a second run of the
  * same window finds its rotation done), starts an empty log, and keeps the newest `keep`.
  */
-export async function rotateLog(task: LogRotation, stamp: string): Promise<{ rotated: string | null; removed: string[] }> {
+export async function rotateLog(
+  task: LogRotation,
+  stamp: string,
+): Promise<{ rotated: string | null; removed: string[] }> {
   const live = join(task.dir, task.file);
   const target = join(task.dir, `${task.file}.${stamp}.gz`);
   let rotated: string | null = null;
-  const exists = async (p: string) => lstat(p).then(() => true, () => false);
+  const exists = async (p: string) =>
+    lstat(p).then(
+      () => true,
+      () => false,
+    );
   if (!(await exists(target)) && (await exists(live)) && (await lstat(live)).isFile()) {
     const moving = `${live}.${stamp}`;
     if (!(await exists(moving))) {
@@ -35,18 +46,31 @@ export async function rotateLog(task: LogRotation, stamp: string): Promise<{ rot
   }
   const prefix = `${task.file}.`;
   const entries = await readdir(task.dir, { withFileTypes: true });
-  const archives = entries.filter((e) => e.isFile() && e.name.startsWith(prefix) && e.name.endsWith('.gz')).map((e) => e.name).sort().reverse();
+  const archives = entries
+    .filter((e) => e.isFile() && e.name.startsWith(prefix) && e.name.endsWith('.gz'))
+    .map((e) => e.name)
+    .sort()
+    .reverse();
   const removed: string[] = [];
   for (const name of archives.slice(task.keep)) {
-    await unlink(join(task.dir, name)).then(() => removed.push(name), () => undefined);
+    await unlink(join(task.dir, name)).then(
+      () => removed.push(name),
+      () => undefined,
+    );
   }
   return { rotated, removed };
 }
 
-export interface TempCleanup { dir: string; maxAgeMs: number }
+export interface TempCleanup {
+  dir: string;
+  maxAgeMs: number;
+}
 
 /** Removes regular files older than the age under `dir`, descending into real directories only. */
-export async function cleanTemp(task: TempCleanup, now: Date): Promise<{ removed: string[]; skippedLinks: number }> {
+export async function cleanTemp(
+  task: TempCleanup,
+  now: Date,
+): Promise<{ removed: string[]; skippedLinks: number }> {
   const removed: string[] = [];
   let skippedLinks = 0;
   async function walk(dir: string): Promise<void> {
@@ -63,7 +87,10 @@ export async function cleanTemp(task: TempCleanup, now: Date): Promise<{ removed
       if (!entry.isFile()) continue;
       const info = await lstat(path);
       if (now.getTime() - info.mtimeMs >= task.maxAgeMs) {
-        await unlink(path).then(() => removed.push(path.slice(task.dir.length + 1)), () => undefined);
+        await unlink(path).then(
+          () => removed.push(path.slice(task.dir.length + 1)),
+          () => undefined,
+        );
       }
     }
   }

@@ -28,7 +28,10 @@ export function maintenance(opts: MaintenanceOptions): JobSpec {
     let candidates = 0;
     let removed = 0;
     for (const s of sessions) {
-      const r = await sql`delete from ${sql.id(...s.table.split('.'))} where ${sql.id(s.expiresColumn)} < ${window.end}`.execute(trx);
+      const r =
+        await sql`delete from ${sql.id(...s.table.split('.'))} where ${sql.id(s.expiresColumn)} < ${window.end}`.execute(
+          trx,
+        );
       const n = Number(r.numAffectedRows ?? 0);
       report[`sessions:${s.table}`] = { removed: n };
       candidates += n;
@@ -36,7 +39,11 @@ export function maintenance(opts: MaintenanceOptions): JobSpec {
     }
     for (const r of redis) {
       const res = await cleanRedis(r);
-      report[`redis:${r.pattern}`] = { scanned: res.scanned, removed: res.removed.length, keys: res.removed.slice(0, 100) };
+      report[`redis:${r.pattern}`] = {
+        scanned: res.scanned,
+        removed: res.removed.length,
+        keys: res.removed.slice(0, 100),
+      };
       candidates += res.scanned;
       removed += res.removed.length;
     }
@@ -49,7 +56,11 @@ export function maintenance(opts: MaintenanceOptions): JobSpec {
     for (const t of temp) {
       // Age is measured at the window's end, so a rerun of the window removes the same set.
       const res = await cleanTemp(t, window.end);
-      report[`temp:${t.dir}`] = { removed: res.removed.length, files: res.removed.slice(0, 100), skippedLinks: res.skippedLinks };
+      report[`temp:${t.dir}`] = {
+        removed: res.removed.length,
+        files: res.removed.slice(0, 100),
+        skippedLinks: res.skippedLinks,
+      };
       candidates += res.removed.length;
       removed += res.removed.length;
     }

@@ -2,7 +2,11 @@
 // (OBJECT IDLETIME), found with SCAN so a large keyspace is never blocked.
 import { Redis } from 'ioredis';
 
-export interface RedisCleanup { url: string; pattern: string; maxIdleSeconds: number }
+export interface RedisCleanup {
+  url: string;
+  pattern: string;
+  maxIdleSeconds: number;
+}
 
 export async function cleanRedis(task: RedisCleanup): Promise<{ scanned: number; removed: string[] }> {
   const redis = new Redis(task.url, { lazyConnect: true, maxRetriesPerRequest: 2 });

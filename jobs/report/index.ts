@@ -35,19 +35,45 @@ export function report(opts: ReportOptions): JobSpec {
     const { trx, job, window } = ctx;
     const previous = windowAt(job.grid, job.timezone, new Date(window.start.getTime() - 1));
     const [rows, previousRows] = [await query(trx, window, job), await query(trx, previous, job)];
-    const r = renderReport({ title, period: periodLabel(job, window), corrected: ctx.generation > 0, columns, valueColumn, rows, previousRows });
+    const r = renderReport({
+      title,
+      period: periodLabel(job, window),
+      corrected: ctx.generation > 0,
+      columns,
+      valueColumn,
+      rows,
+      previousRows,
+    });
     return {
-      input: rows.length, applied: rows.length, quarantined: 0,
-      effects: [{
-        name: 'report', channel: 'email', policy: 'ask',
-        request: {
-          to: recipients, subject: r.subject, text: r.text, html: r.html,
-          attachments: [
-            { filename: 'chart.png', contentType: 'image/png', contentBase64: r.chartPng.toString('base64'), cid: 'chart' },
-            { filename: `${job.name}-${periodLabel(job, window).replace(/[^0-9A-Za-z-]+/g, '_')}.csv`, contentType: 'text/csv', contentBase64: Buffer.from(r.csv).toString('base64') },
-          ],
+      input: rows.length,
+      applied: rows.length,
+      quarantined: 0,
+      effects: [
+        {
+          name: 'report',
+          channel: 'email',
+          policy: 'ask',
+          request: {
+            to: recipients,
+            subject: r.subject,
+            text: r.text,
+            html: r.html,
+            attachments: [
+              {
+                filename: 'chart.png',
+                contentType: 'image/png',
+                contentBase64: r.chartPng.toString('base64'),
+                cid: 'chart',
+              },
+              {
+                filename: `${job.name}-${periodLabel(job, window).replace(/[^0-9A-Za-z-]+/g, '_')}.csv`,
+                contentType: 'text/csv',
+                contentBase64: Buffer.from(r.csv).toString('base64'),
+              },
+            ],
+          },
         },
-      }],
+      ],
     };
   };
   return { description: `${title}, e-mailed to ${recipients.join(', ')}`, ...spec, handler };

@@ -4,7 +4,12 @@ import { stringify } from 'csv-stringify/sync';
 import { barChartPng } from './chart.js';
 
 /** A report column; numeric ones are summed in the totals row and shown with `decimals` places (default 2). */
-export interface ReportColumn { key: string; label: string; numeric?: boolean; decimals?: number }
+export interface ReportColumn {
+  key: string;
+  label: string;
+  numeric?: boolean;
+  decimals?: number;
+}
 export type ReportRow = Record<string, string | number | null>;
 
 export interface RenderedReport {
@@ -17,9 +22,11 @@ export interface RenderedReport {
   previousTotal: number;
 }
 
-const escape = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const escape = (s: string) =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const num = (v: unknown) => (v === null || v === undefined || v === '' ? 0 : Number(v));
-const fmt = (n: number, decimals = 2) => n.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+const fmt = (n: number, decimals = 2) =>
+  n.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
 
 /** "+12.5 %", "-3.0 %", or "n/a" when the previous period had nothing. */
 export function change(current: number, previous: number): string {
@@ -29,39 +36,63 @@ export function change(current: number, previous: number): string {
 }
 
 export function renderReport(r: {
-  title: string; period: string; corrected: boolean; columns: readonly ReportColumn[]; valueColumn: string;
-  rows: readonly ReportRow[]; previousRows: readonly ReportRow[];
+  title: string;
+  period: string;
+  corrected: boolean;
+  columns: readonly ReportColumn[];
+  valueColumn: string;
+  rows: readonly ReportRow[];
+  previousRows: readonly ReportRow[];
 }): RenderedReport {
   const numeric = r.columns.filter((c) => c.numeric);
-  const totals = Object.fromEntries(numeric.map((c) => [c.key, r.rows.reduce((s, row) => s + num(row[c.key]), 0)]));
+  const totals = Object.fromEntries(
+    numeric.map((c) => [c.key, r.rows.reduce((s, row) => s + num(row[c.key]), 0)]),
+  );
   const total = totals[r.valueColumn] ?? 0;
   const previousTotal = r.previousRows.reduce((s, row) => s + num(row[r.valueColumn]), 0);
   const mark = r.corrected ? '[corrected] ' : '';
   const subject = `${mark}${r.title} ${r.period}`;
   const valueLabel = r.columns.find((c) => c.key === r.valueColumn)?.label ?? r.valueColumn;
   const comparison = `${valueLabel}: ${fmt(total)} (previous period ${fmt(previousTotal)}, ${change(total, previousTotal)})`;
-  const cell = (c: ReportColumn, v: unknown) => (c.numeric ? fmt(num(v), c.decimals) : escape(String(v ?? '')));
+  const cell = (c: ReportColumn, v: unknown) =>
+    c.numeric ? fmt(num(v), c.decimals) : escape(String(v ?? ''));
   const html = [
     '<!doctype html><html><body style="font-family:Arial,sans-serif">',
     `<h2>${escape(subject)}</h2>`,
-    r.corrected ? '<p><strong>This corrected report replaces the one sent earlier for this period.</strong></p>' : '',
+    r.corrected
+      ? '<p><strong>This corrected report replaces the one sent earlier for this period.</strong></p>'
+      : '',
     `<p>${escape(comparison)}</p>`,
     '<img src="cid:chart" alt="chart" width="600" height="200">',
     '<table border="1" cellpadding="4" cellspacing="0" style="border-collapse:collapse">',
     `<thead><tr>${r.columns.map((c) => `<th>${escape(c.label)}</th>`).join('')}</tr></thead>`,
     '<tbody>',
-    ...r.rows.map((row) => `<tr>${r.columns.map((c) => `<td${c.numeric ? ' align="right"' : ''}>${cell(c, row[c.key])}</td>`).join('')}</tr>`),
+    ...r.rows.map(
+      (row) =>
+        `<tr>${r.columns.map((c) => `<td${c.numeric ? ' align="right"' : ''}>${cell(c, row[c.key])}</td>`).join('')}</tr>`,
+    ),
     '</tbody>',
     `<tfoot><tr>${r.columns.map((c, i) => `<th${c.numeric ? ' align="right"' : ''}>${c.numeric ? fmt(totals[c.key] ?? 0, c.decimals) : i === 0 ? 'Total' : ''}</th>`).join('')}</tr></tfoot>`,
     '</table>',
     '</body></html>',
   ].join('\n');
   const text = [
-    subject, ...(r.corrected ? ['This corrected report replaces the one sent earlier for this period.'] : []), comparison, '',
-    ...r.rows.map((row) => r.columns.map((c) => `${c.label}: ${c.numeric ? fmt(num(row[c.key]), c.decimals) : String(row[c.key] ?? '')}`).join('  ')),
-    '', `Total ${numeric.map((c) => `${c.label}: ${fmt(totals[c.key] ?? 0, c.decimals)}`).join('  ')}`,
+    subject,
+    ...(r.corrected ? ['This corrected report replaces the one sent earlier for this period.'] : []),
+    comparison,
+    '',
+    ...r.rows.map((row) =>
+      r.columns
+        .map((c) => `${c.label}: ${c.numeric ? fmt(num(row[c.key]), c.decimals) : String(row[c.key] ?? '')}`)
+        .join('  '),
+    ),
+    '',
+    `Total ${numeric.map((c) => `${c.label}: ${fmt(totals[c.key] ?? 0, c.decimals)}`).join('  ')}`,
   ].join('\n');
-  const csv = stringify([r.columns.map((c) => c.label), ...r.rows.map((row) => r.columns.map((c) => row[c.key] ?? ''))]);
+  const csv = stringify([
+    r.columns.map((c) => c.label),
+    ...r.rows.map((row) => r.columns.map((c) => row[c.key] ?? '')),
+  ]);
   const chartPng = barChartPng(r.rows.map((row) => num(row[r.valueColumn])));
   return { subject, text, html, csv, chartPng, total, previousTotal };
 }

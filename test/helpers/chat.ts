@@ -5,7 +5,18 @@ import { createServer, type IncomingMessage } from 'node:http';
 
 export type ChatAnswer = 'ok' | 'error-500' | 'rate-limit';
 
-export interface ChatMessage { api: 'slack' | 'telegram'; target: string; text: string; at: number; auth: string | undefined; path: string; method: string; blocks?: unknown; ts?: string; user?: string }
+export interface ChatMessage {
+  api: 'slack' | 'telegram';
+  target: string;
+  text: string;
+  at: number;
+  auth: string | undefined;
+  path: string;
+  method: string;
+  blocks?: unknown;
+  ts?: string;
+  user?: string;
+}
 
 export interface TestChat {
   url: string;
@@ -27,15 +38,18 @@ async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
   const text = Buffer.concat(chunks).toString('utf8');
-  if ((req.headers['content-type'] ?? '').includes('application/x-www-form-urlencoded')) return Object.fromEntries(new URLSearchParams(text));
+  if ((req.headers['content-type'] ?? '').includes('application/x-www-form-urlencoded'))
+    return Object.fromEntries(new URLSearchParams(text));
   return JSON.parse(text || '{}') as Record<string, unknown>;
 }
 
 export async function startChat(): Promise<TestChat> {
   const state = {
-    messages: [] as ChatMessage[], requests: [] as TestChat['requests'],
+    messages: [] as ChatMessage[],
+    requests: [] as TestChat['requests'],
     plan: { slack: [] as ChatAnswer[], telegram: [] as ChatAnswer[] },
-    fallback: { slack: 'ok' as ChatAnswer, telegram: 'ok' as ChatAnswer }, retryAfterSeconds: 1,
+    fallback: { slack: 'ok' as ChatAnswer, telegram: 'ok' as ChatAnswer },
+    retryAfterSeconds: 1,
     groups: {} as Record<string, string[]>,
   };
   let ts = 1_000;
@@ -49,8 +63,19 @@ export async function startChat(): Promise<TestChat> {
       if (req.url === '/api/usergroups.users.list') {
         return send(200, { ok: true, users: state.groups[String(json.usergroup)] ?? [] });
       }
-      if (req.url === '/api/auth.test') return send(200, { ok: true, url: 'https://test.slack.example/', team: 'test', user: 'tidemark', team_id: 'T1', user_id: 'UBOT', bot_id: 'BBOT' });
-      const slackMethod = /^\/api\/(chat\.postMessage|chat\.update|chat\.postEphemeral)$/.exec(req.url ?? '')?.[1];
+      if (req.url === '/api/auth.test')
+        return send(200, {
+          ok: true,
+          url: 'https://test.slack.example/',
+          team: 'test',
+          user: 'tidemark',
+          team_id: 'T1',
+          user_id: 'UBOT',
+          bot_id: 'BBOT',
+        });
+      const slackMethod = /^\/api\/(chat\.postMessage|chat\.update|chat\.postEphemeral)$/.exec(
+        req.url ?? '',
+      )?.[1];
       const api = slackMethod ? 'slack' : /^\/bot[^/]+\/sendMessage$/.test(req.url ?? '') ? 'telegram' : null;
       if (!api) return send(404, { ok: false, error: 'unknown_method' });
       const answer = state.plan[api].shift() ?? state.fallback[api];
@@ -59,14 +84,27 @@ export async function startChat(): Promise<TestChat> {
       if (answer === 'rate-limit') {
         return api === 'slack'
           ? send(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(state.retryAfterSeconds) })
-          : send(429, { ok: false, error_code: 429, description: 'Too Many Requests', parameters: { retry_after: state.retryAfterSeconds } });
+          : send(429, {
+              ok: false,
+              error_code: 429,
+              description: 'Too Many Requests',
+              parameters: { retry_after: state.retryAfterSeconds },
+            });
       }
       const target = String(api === 'slack' ? json.channel : json.chat_id);
       ts++;
       const messageTs = slackMethod === 'chat.update' ? String(json.ts) : `${ts}.000100`;
       state.messages.push({
-        api, target, text: String(json.text), at: Date.now(), auth: req.headers.authorization, path: req.url ?? '', method: slackMethod ?? 'sendMessage',
-        ...(json.blocks ? { blocks: json.blocks } : {}), ...(api === 'slack' ? { ts: messageTs } : {}), ...(json.user ? { user: String(json.user) } : {}),
+        api,
+        target,
+        text: String(json.text),
+        at: Date.now(),
+        auth: req.headers.authorization,
+        path: req.url ?? '',
+        method: slackMethod ?? 'sendMessage',
+        ...(json.blocks ? { blocks: json.blocks } : {}),
+        ...(api === 'slack' ? { ts: messageTs } : {}),
+        ...(json.user ? { user: String(json.user) } : {}),
       });
       return api === 'slack'
         ? send(200, { ok: true, channel: target, ts: messageTs })
@@ -77,7 +115,13 @@ export async function startChat(): Promise<TestChat> {
   const { port } = server.address() as { port: number };
   const url = `http://127.0.0.1:${port}`;
   return Object.assign(state, {
-    url, slackUrl: `${url}/api`, telegramUrl: url,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    url,
+    slackUrl: `${url}/api`,
+    telegramUrl: url,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   });
 }

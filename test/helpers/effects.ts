@@ -11,18 +11,48 @@ import type { Catalog } from '../../schedules/job.js';
 import type { TestChat } from './chat.js';
 import type { TestSmtp } from './smtp.js';
 
-export interface ChannelSecrets { smtpUser?: string; smtpPassword?: string; slackToken: string; telegramToken: string }
+export interface ChannelSecrets {
+  smtpUser?: string;
+  smtpPassword?: string;
+  slackToken: string;
+  telegramToken: string;
+}
 
-export function depsWithChannels(db: Kysely<Database>, catalog: Catalog, smtp: TestSmtp, chat: TestChat, opts: { secrets?: ChannelSecrets; slackUrl?: string } = {}): ActivityDeps & { logger: ReturnType<typeof memoryLogger> } {
-  const secrets = opts.secrets ?? { smtpUser: 'tidemark', smtpPassword: 'test-password', slackToken: 'xoxb-test', telegramToken: '123:test' };
+export function depsWithChannels(
+  db: Kysely<Database>,
+  catalog: Catalog,
+  smtp: TestSmtp,
+  chat: TestChat,
+  opts: { secrets?: ChannelSecrets; slackUrl?: string } = {},
+): ActivityDeps & { logger: ReturnType<typeof memoryLogger> } {
+  const secrets = opts.secrets ?? {
+    smtpUser: 'tidemark',
+    smtpPassword: 'test-password',
+    slackToken: 'xoxb-test',
+    telegramToken: '123:test',
+  };
   return {
-    db, catalog, logger: memoryLogger(), now: () => new Date(),
+    db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
     channels: {
-      email: emailProvider({ host: '127.0.0.1', port: smtp.port, secure: false, rejectUnauthorized: false, user: secrets.smtpUser, password: secrets.smtpPassword, from: 'tidemark <tidemark@test>', socketTimeoutMs: 5_000 }),
+      email: emailProvider({
+        host: '127.0.0.1',
+        port: smtp.port,
+        secure: false,
+        rejectUnauthorized: false,
+        user: secrets.smtpUser,
+        password: secrets.smtpPassword,
+        from: 'tidemark <tidemark@test>',
+        socketTimeoutMs: 5_000,
+      }),
       slack: slackProvider({ token: secrets.slackToken, apiUrl: opts.slackUrl ?? chat.slackUrl }),
       telegram: telegramProvider({ token: secrets.telegramToken, apiUrl: chat.telegramUrl }),
     },
-    redact: redactor([secrets.smtpPassword, secrets.slackToken, secrets.telegramToken].filter((s): s is string => !!s)),
+    redact: redactor(
+      [secrets.smtpPassword, secrets.slackToken, secrets.telegramToken].filter((s): s is string => !!s),
+    ),
     webUi: { url: 'http://127.0.0.1:8233', namespace: 'default' },
   };
 }
@@ -32,9 +62,15 @@ export async function effectRow(db: Kysely<Database>, key: string) {
 }
 
 export async function attemptOutcomes(db: Kysely<Database>, key: string): Promise<string[]> {
-  const rows = await db.selectFrom('effect_attempts').select('outcome').where('effect_key', '=', key).orderBy('id').execute();
+  const rows = await db
+    .selectFrom('effect_attempts')
+    .select('outcome')
+    .where('effect_key', '=', key)
+    .orderBy('id')
+    .execute();
   return rows.map((r) => r.outcome);
 }
 
 /** The text of every chat message to one API. */
-export const chatTexts = (chat: TestChat, api: 'slack' | 'telegram'): string[] => chat.messages.filter((m) => m.api === api).map((m) => m.text);
+export const chatTexts = (chat: TestChat, api: 'slack' | 'telegram'): string[] =>
+  chat.messages.filter((m) => m.api === api).map((m) => m.text);

@@ -34,12 +34,19 @@ export function salesJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
   return { name, grid: '1h', timezone: 'UTC', lateness: '5m', handler: summariseWindow, ...extra };
 }
 
-export interface Order { key: string; at: string; amount: number | null }
+export interface Order {
+  key: string;
+  at: string;
+  amount: number | null;
+}
 
 /** Inserts orders; returns them for an independent reference computation. */
 export async function insertOrders(db: Kysely<Database>, orders: Order[]): Promise<Order[]> {
   if (orders.length > 0) {
-    await db.insertInto('orders').values(orders.map((o) => ({ order_key: o.key, placed_at: o.at, amount: o.amount }))).execute();
+    await db
+      .insertInto('orders')
+      .values(orders.map((o) => ({ order_key: o.key, placed_at: o.at, amount: o.amount })))
+      .execute();
   }
   return orders;
 }
@@ -51,18 +58,41 @@ export function ordersBetween(prefix: string, from: string, to: string, n: numbe
   return Array.from({ length: n }, (_, i) => ({
     key: `${prefix}-${i}`,
     at: new Date(a + Math.floor(i * step)).toISOString(),
-    amount: badEvery > 0 && i % badEvery === badEvery - 1 ? null : Math.round((5 + ((i * 37) % 200)) * 100 + 7) / 100,
+    amount:
+      badEvery > 0 && i % badEvery === badEvery - 1
+        ? null
+        : Math.round((5 + ((i * 37) % 200)) * 100 + 7) / 100,
   }));
 }
 
 /** The reference: what the summary must hold for orders in [from, to), computed in JS. */
-export function reference(orders: Order[], from: string, to: string): { count: number; totalCents: number; bad: number } {
-  const inRange = orders.filter((o) => o.at >= new Date(from).toISOString() && o.at < new Date(to).toISOString());
+export function reference(
+  orders: Order[],
+  from: string,
+  to: string,
+): { count: number; totalCents: number; bad: number } {
+  const inRange = orders.filter(
+    (o) => o.at >= new Date(from).toISOString() && o.at < new Date(to).toISOString(),
+  );
   const good = inRange.filter((o) => o.amount !== null && o.amount >= 0);
-  return { count: good.length, totalCents: good.reduce((s, o) => s + Math.round(o.amount! * 100), 0), bad: inRange.length - good.length };
+  return {
+    count: good.length,
+    totalCents: good.reduce((s, o) => s + Math.round(o.amount! * 100), 0),
+    bad: inRange.length - good.length,
+  };
 }
 
-export async function summaryOf(db: Kysely<Database>, job: string): Promise<{ count: number; totalCents: number }> {
-  const rows = await db.selectFrom('daily_sales').select(['order_count', 'total']).where('job', '=', job).execute();
-  return { count: rows.reduce((s, r) => s + r.order_count, 0), totalCents: rows.reduce((s, r) => s + Math.round(Number(r.total) * 100), 0) };
+export async function summaryOf(
+  db: Kysely<Database>,
+  job: string,
+): Promise<{ count: number; totalCents: number }> {
+  const rows = await db
+    .selectFrom('daily_sales')
+    .select(['order_count', 'total'])
+    .where('job', '=', job)
+    .execute();
+  return {
+    count: rows.reduce((s, r) => s + r.order_count, 0),
+    totalCents: rows.reduce((s, r) => s + Math.round(Number(r.total) * 100), 0),
+  };
 }

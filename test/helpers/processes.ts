@@ -35,12 +35,22 @@ export async function spawnWorker(name: string, env: Record<string, string>): Pr
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`worker ${name} did not start:\n${out}`)), 60_000);
-    const check = () => { if (out.includes('READY')) { clearTimeout(timer); resolve(); } };
+    const check = () => {
+      if (out.includes('READY')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
     child.stdout!.on('data', check);
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`worker ${name} exited with ${code}:\n${out}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker ${name} exited with ${code}:\n${out}`));
+    });
   });
   return {
-    name, child, output: () => out,
+    name,
+    child,
+    output: () => out,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       await exited;

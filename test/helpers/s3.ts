@@ -6,7 +6,12 @@ import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
 import { ensureVenvProgram, MOTO_SPEC } from '../../scripts/temporal-cli.js';
 import { freePort } from './net.js';
 
-export interface TestS3 { endpoint: string; process: ChildProcess; createBucket(name: string): Promise<void>; close(): Promise<void> }
+export interface TestS3 {
+  endpoint: string;
+  process: ChildProcess;
+  createBucket(name: string): Promise<void>;
+  close(): Promise<void>;
+}
 
 export async function startS3(): Promise<TestS3> {
   const program = ensureVenvProgram(MOTO_SPEC, 'moto_server');
@@ -22,21 +27,35 @@ export async function startS3(): Promise<TestS3> {
       await new Promise((r) => setTimeout(r, 200));
     }
   }
-  const client = new S3Client({ region: 'us-east-1', endpoint, forcePathStyle: true, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
+  const client = new S3Client({
+    region: 'us-east-1',
+    endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+  });
   return {
-    endpoint, process: child,
-    createBucket: async (name) => { await client.send(new CreateBucketCommand({ Bucket: name })); },
-    close: async () => { child.kill('SIGTERM'); await new Promise((r) => child.once('exit', r)); },
+    endpoint,
+    process: child,
+    createBucket: async (name) => {
+      await client.send(new CreateBucketCommand({ Bucket: name }));
+    },
+    close: async () => {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    },
   };
 }
 
-export type ProxyMode = { kind: 'pass' } | { kind: 'cut-after'; bytes: number } | { kind: 'flip-byte'; at: number };
+export type ProxyMode =
+  { kind: 'pass' } | { kind: 'cut-after'; bytes: number } | { kind: 'flip-byte'; at: number };
 
 /**
  * Forwards to `target`. In `cut-after` mode it closes a connection once that many request bytes
  * went through; in `flip-byte` it changes one byte of the first request body larger than `at`.
  */
-export async function startProxy(target: string): Promise<{ url: string; mode: ProxyMode; close(): Promise<void> }> {
+export async function startProxy(
+  target: string,
+): Promise<{ url: string; mode: ProxyMode; close(): Promise<void> }> {
   const { hostname, port } = new URL(target);
   const state: { mode: ProxyMode } = { mode: { kind: 'pass' } };
   let flipped = false;
@@ -56,7 +75,12 @@ export async function startProxy(target: string): Promise<{ url: string; mode: P
         if (bodyAt < 0) {
           const headerEnd = chunk.indexOf('\r\n\r\n');
           const head = chunk.subarray(0, Math.max(0, headerEnd)).toString('latin1');
-          if (headerEnd >= 0 && /^PUT /.test(head) && !/partNumber|uploadId/i.test(head.split('\r\n')[0] ?? '')) bodyAt = sent + headerEnd + 4;
+          if (
+            headerEnd >= 0 &&
+            /^PUT /.test(head) &&
+            !/partNumber|uploadId/i.test(head.split('\r\n')[0] ?? '')
+          )
+            bodyAt = sent + headerEnd + 4;
         }
         const offset = bodyAt >= 0 ? bodyAt + mode.at - sent : -1;
         if (offset >= 0 && offset < chunk.length) {
@@ -78,8 +102,13 @@ export async function startProxy(target: string): Promise<{ url: string; mode: P
   const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {
     url,
-    get mode() { return state.mode; },
-    set mode(m: ProxyMode) { state.mode = m; flipped = false; },
+    get mode() {
+      return state.mode;
+    },
+    set mode(m: ProxyMode) {
+      state.mode = m;
+      flipped = false;
+    },
     close: () => new Promise<void>((r) => server.close(() => r())),
   };
 }

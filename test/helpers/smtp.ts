@@ -18,7 +18,12 @@ export interface TestSmtp {
 }
 
 export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<TestSmtp> {
-  const state = { messages: [] as ParsedMail[], plan: [] as SmtpAnswer[], offered: 0, auths: [] as { username: string; password: string }[] };
+  const state = {
+    messages: [] as ParsedMail[],
+    plan: [] as SmtpAnswer[],
+    offered: 0,
+    auths: [] as { username: string; password: string }[],
+  };
   const server: SMTPServer = new SMTPServer({
     disabledCommands: opts.requireAuth ? ['STARTTLS'] : ['STARTTLS', 'AUTH'],
     authOptional: !opts.requireAuth,
@@ -35,11 +40,15 @@ export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<T
       stream.on('data', (c: Buffer) => chunks.push(c));
       stream.on('end', () => {
         void (async () => {
-          if (answer === 'defer') return callback(Object.assign(new Error('mailbox busy, try again later'), { responseCode: 451 }));
-          if (answer === 'reject') return callback(Object.assign(new Error('no such mailbox'), { responseCode: 550 }));
+          if (answer === 'defer')
+            return callback(Object.assign(new Error('mailbox busy, try again later'), { responseCode: 451 }));
+          if (answer === 'reject')
+            return callback(Object.assign(new Error('no such mailbox'), { responseCode: 550 }));
           state.messages.push(await simpleParser(Buffer.concat(chunks)));
           if (answer === 'store-then-drop') {
-            const connections = (server as unknown as { connections: Set<{ id: string; _socket: { destroy(): void } }> }).connections;
+            const connections = (
+              server as unknown as { connections: Set<{ id: string; _socket: { destroy(): void } }> }
+            ).connections;
             for (const c of connections) if (c.id === session.id) c._socket.destroy();
             return;
           }

@@ -28,14 +28,29 @@ export async function startTemporal(): Promise<TestWorkflowEnvironment> {
 
 export const uniqueQueue = (name: string): string => `${name}-${randomBytes(4).toString('hex')}`;
 
-export async function startWorker(env: TestWorkflowEnvironment, taskQueue: string, deps: ActivityDeps): Promise<{ worker: Worker; running: Promise<void> }> {
-  const worker = await createWorker({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, deps, bundle: await sharedBundle(), shutdownGraceTime: '1s' });
+export async function startWorker(
+  env: TestWorkflowEnvironment,
+  taskQueue: string,
+  deps: ActivityDeps,
+): Promise<{ worker: Worker; running: Promise<void> }> {
+  const worker = await createWorker({
+    connection: env.nativeConnection,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+    deps,
+    bundle: await sharedBundle(),
+    shutdownGraceTime: '1s',
+  });
   const running = worker.run();
   return { worker, running };
 }
 
 /** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
-export async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20_000, what = 'condition'): Promise<T> {
+export async function eventually<T>(
+  probe: () => Promise<T | undefined>,
+  ms = 20_000,
+  what = 'condition',
+): Promise<T> {
   const deadline = Date.now() + ms;
   for (;;) {
     const value = await probe();
@@ -49,7 +64,10 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, ms = 20
  * A test file's real stack: its own Temporal dev server and its own migrated database,
  * started before its tests and torn down after them.
  */
-export function realStack(setup?: (stack: { env: TestWorkflowEnvironment; t: TestDb }) => Promise<void>): { readonly env: TestWorkflowEnvironment; readonly t: TestDb } {
+export function realStack(setup?: (stack: { env: TestWorkflowEnvironment; t: TestDb }) => Promise<void>): {
+  readonly env: TestWorkflowEnvironment;
+  readonly t: TestDb;
+} {
   const stack = {} as { env: TestWorkflowEnvironment; t: TestDb };
   before(async () => {
     [stack.env, stack.t] = await Promise.all([startTemporal(), createTestDb()]);
@@ -64,7 +82,12 @@ export function realStack(setup?: (stack: { env: TestWorkflowEnvironment; t: Tes
 }
 
 /** Runs `fn` with a worker polling `taskQueue`, and shuts it down afterwards. */
-export async function withWorker<T>(env: TestWorkflowEnvironment, taskQueue: string, deps: ActivityDeps, fn: () => Promise<T>): Promise<T> {
+export async function withWorker<T>(
+  env: TestWorkflowEnvironment,
+  taskQueue: string,
+  deps: ActivityDeps,
+  fn: () => Promise<T>,
+): Promise<T> {
   const { worker, running } = await startWorker(env, taskQueue, deps);
   try {
     return await fn();

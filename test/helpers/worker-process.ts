@@ -13,43 +13,110 @@ import { defineCatalog } from '../../schedules/job.js';
 import { createWorker } from '../../workers/create-worker.js';
 
 const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
-  name: string; grid: string; start: string; holdMs: number; attemptTimeout?: string;
+  name: string;
+  grid: string;
+  start: string;
+  holdMs: number;
+  attemptTimeout?: string;
   /** Send a report e-mail per window through this SMTP port; alerts go to Telegram at this URL. */
-  smtpPort?: number; telegramUrl?: string; effectTimeout?: string;
+  smtpPort?: number;
+  telegramUrl?: string;
+  effectTimeout?: string;
   /** Die (SIGKILL) right after the effect, before its done marker. */
   killAfterEffect?: boolean;
   /** A nightly rollup instead of the sales summary: chunk size, and the chunk after which to die. */
   rollup?: { chunkSize: number; killAfterChunk?: number; heartbeatTimeout: string };
 };
 const db = createDb(process.env.DATABASE_URL!);
-const rollupJob = spec.rollup && eventRollup({
-  name: spec.name, grid: spec.grid, start: spec.start, chunkSize: spec.rollup.chunkSize, heartbeatTimeout: spec.rollup.heartbeatTimeout,
-  retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
-  afterChunk: (chunk) => { if (chunk === spec.rollup?.killAfterChunk) process.kill(process.pid, 'SIGKILL'); },
-});
-const catalog = defineCatalog(rollupJob ? [rollupJob] : [{
-  name: spec.name, grid: spec.grid, start: spec.start, lateness: '0m', attemptTimeout: spec.attemptTimeout ?? '30s',
-  retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
-  effectTimeout: spec.effectTimeout ?? '1m',
-  alerts: spec.telegramUrl ? { telegram: ['ops-chat'] } : {},
-  // Holds the transaction open after the marker is claimed, so racing attempts meet there.
-  handler: async (ctx) => {
-    const counts = await summariseWindow(ctx);
-    await sleep(spec.holdMs);
-    if (!spec.smtpPort) return counts;
-    return { ...counts, effects: [{ name: 'report', channel: 'email' as const, request: { to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}` } }] };
-  },
-}]);
+const rollupJob =
+  spec.rollup &&
+  eventRollup({
+    name: spec.name,
+    grid: spec.grid,
+    start: spec.start,
+    chunkSize: spec.rollup.chunkSize,
+    heartbeatTimeout: spec.rollup.heartbeatTimeout,
+    retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
+    afterChunk: (chunk) => {
+      if (chunk === spec.rollup?.killAfterChunk) process.kill(process.pid, 'SIGKILL');
+    },
+  });
+const catalog = defineCatalog(
+  rollupJob
+    ? [rollupJob]
+    : [
+        {
+          name: spec.name,
+          grid: spec.grid,
+          start: spec.start,
+          lateness: '0m',
+          attemptTimeout: spec.attemptTimeout ?? '30s',
+          retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
+          effectTimeout: spec.effectTimeout ?? '1m',
+          alerts: spec.telegramUrl ? { telegram: ['ops-chat'] } : {},
+          // Holds the transaction open after the marker is claimed, so racing attempts meet there.
+          handler: async (ctx) => {
+            const counts = await summariseWindow(ctx);
+            await sleep(spec.holdMs);
+            if (!spec.smtpPort) return counts;
+            return {
+              ...counts,
+              effects: [
+                {
+                  name: 'report',
+                  channel: 'email' as const,
+                  request: {
+                    to: ['ops@example.test'],
+                    subject: `report ${ctx.key}`,
+                    text: `orders: ${counts.applied}`,
+                  },
+                },
+              ],
+            };
+          },
+        },
+      ],
+);
 const channels = {
-  ...(spec.smtpPort ? { email: emailProvider({ host: '127.0.0.1', port: spec.smtpPort, secure: false, rejectUnauthorized: false, from: 'tidemark@test', socketTimeoutMs: 5_000 }) } : {}),
-  ...(spec.telegramUrl ? { telegram: telegramProvider({ token: 'test-token', apiUrl: spec.telegramUrl }) } : {}),
+  ...(spec.smtpPort
+    ? {
+        email: emailProvider({
+          host: '127.0.0.1',
+          port: spec.smtpPort,
+          secure: false,
+          rejectUnauthorized: false,
+          from: 'tidemark@test',
+          socketTimeoutMs: 5_000,
+        }),
+      }
+    : {}),
+  ...(spec.telegramUrl
+    ? { telegram: telegramProvider({ token: 'test-token', apiUrl: spec.telegramUrl }) }
+    : {}),
 };
-const hooks = spec.killAfterEffect ? { afterEffect: () => { process.kill(process.pid, 'SIGKILL'); } } : {};
+const hooks = spec.killAfterEffect
+  ? {
+      afterEffect: () => {
+        process.kill(process.pid, 'SIGKILL');
+      },
+    }
+  : {};
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const worker = await createWorker({
-  connection, namespace: 'default', taskQueue: process.env.TIDEMARK_TASK_QUEUE!,
-  ...(process.env.WORKFLOW_BUNDLE ? { bundle: { code: await readFile(process.env.WORKFLOW_BUNDLE, 'utf8') } } : {}),
-  deps: { db, catalog, logger: consoleLogger(`[${process.env.WORKER_NAME}] `), now: () => new Date(), channels, hooks },
+  connection,
+  namespace: 'default',
+  taskQueue: process.env.TIDEMARK_TASK_QUEUE!,
+  ...(process.env.WORKFLOW_BUNDLE
+    ? { bundle: { code: await readFile(process.env.WORKFLOW_BUNDLE, 'utf8') } }
+    : {}),
+  deps: {
+    db,
+    catalog,
+    logger: consoleLogger(`[${process.env.WORKER_NAME}] `),
+    now: () => new Date(),
+    channels,
+    hooks,
+  },
   shutdownGraceTime: '1s',
 });
 process.on('SIGTERM', () => worker.shutdown());

@@ -31,7 +31,9 @@ const everywhere = { email: ['ops@example.test'], slack: ['#ops'], telegram: ['o
 
 function failingJob(name: string, fail: () => boolean, extra: Partial<JobSpec> = {}): JobSpec {
   return salesJob(name, {
-    start: '2026-09-01T00:00:00Z', alerts: everywhere, retry: { maximumAttempts: 1 },
+    start: '2026-09-01T00:00:00Z',
+    alerts: everywhere,
+    retry: { maximumAttempts: 1 },
     handler: async (ctx) => {
       if (fail()) throw new Error('the source database refused the query');
       return await summariseWindow(ctx);
@@ -40,17 +42,34 @@ function failingJob(name: string, fail: () => boolean, extra: Partial<JobSpec> =
   });
 }
 
-async function runTick(client: Client, taskQueue: string, job: string, now: string, n: number): Promise<PromiseSettledResult<unknown>[]> {
-  const r = await client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now }] }) as TickResult;
+async function runTick(
+  client: Client,
+  taskQueue: string,
+  job: string,
+  now: string,
+  n: number,
+): Promise<PromiseSettledResult<unknown>[]> {
+  const r = (await client.workflow.execute('tick', {
+    taskQueue,
+    workflowId: `${job}/tick-${n}`,
+    args: [{ job, now }],
+  })) as TickResult;
   return await Promise.allSettled(r.started.map((k) => client.workflow.getHandle(k).result()));
 }
 
 function counts() {
-  return { mail: smtp.messages.length, slack: chatTexts(chat, 'slack').length, telegram: chatTexts(chat, 'telegram').length };
+  return {
+    mail: smtp.messages.length,
+    slack: chatTexts(chat, 'slack').length,
+    telegram: chatTexts(chat, 'telegram').length,
+  };
 }
 
 test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, the Slack failure recorded', async () => {
-  for (const [job, slackUrl] of [['down-500', undefined], ['down-refused', `http://127.0.0.1:${await freePort()}/api`]] as const) {
+  for (const [job, slackUrl] of [
+    ['down-500', undefined],
+    ['down-refused', `http://127.0.0.1:${await freePort()}/api`],
+  ] as const) {
     const catalog = defineCatalog([failingJob(job, () => true)]);
     const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, slackUrl ? { slackUrl } : {});
     const taskQueue = uniqueQueue(job);
@@ -65,11 +84,23 @@ test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, th
       chat.fallback.slack = 'ok';
     }
     const now = counts();
-    assert.deepEqual([now.mail - before.mail, now.slack - before.slack, now.telegram - before.telegram], [1, 0, 1], job);
+    assert.deepEqual(
+      [now.mail - before.mail, now.slack - before.slack, now.telegram - before.telegram],
+      [1, 0, 1],
+      job,
+    );
     assert.match(smtp.messages.at(-1)!.subject ?? '', new RegExp(`\\[tidemark\\] ${job}: window failed`));
     assert.match(smtp.messages.at(-1)!.text ?? '', /error: the source database refused the query/);
-    assert.match(smtp.messages.at(-1)!.text ?? '', /run: http:\/\/127\.0\.0\.1:8233\/namespaces\/default\/workflows\/down-/);
-    const slackEffect = await stack.t.db.selectFrom('effects').selectAll().where('job', '=', job).where('channel', '=', 'slack').executeTakeFirstOrThrow();
+    assert.match(
+      smtp.messages.at(-1)!.text ?? '',
+      /run: http:\/\/127\.0\.0\.1:8233\/namespaces\/default\/workflows\/down-/,
+    );
+    const slackEffect = await stack.t.db
+      .selectFrom('effects')
+      .selectAll()
+      .where('job', '=', job)
+      .where('channel', '=', 'slack')
+      .executeTakeFirstOrThrow();
     assert.equal(slackEffect.status, 'failed');
     assert.match(slackEffect.last_error ?? '', slackUrl ? /connection failed \(ECONNREFUSED\)/ : /HTTP 500/);
     assert.equal(slackEffect.attempts, 5, 'retried, then recorded');
@@ -80,7 +111,9 @@ test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, th
 for (const api of ['slack', 'telegram'] as const) {
   test(`a ${api} 429 with its retry delay is honoured: one message, sent after the delay`, async () => {
     const job = `rate-limited-${api}`;
-    const catalog = defineCatalog([failingJob(job, () => true, { alerts: { [api]: [api === 'slack' ? '#ops' : 'ops-chat'] } })]);
+    const catalog = defineCatalog([
+      failingJob(job, () => true, { alerts: { [api]: [api === 'slack' ? '#ops' : 'ops-chat'] } }),
+    ]);
     const taskQueue = uniqueQueue(job);
     const before = chat.requests.length;
     chat.plan[api].push('rate-limit');
@@ -89,25 +122,51 @@ for (const api of ['slack', 'telegram'] as const) {
       await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
     });
     const requests = chat.requests.slice(before).filter((r) => r.api === api);
-    assert.deepEqual(requests.map((r) => r.answer), ['rate-limit', 'ok']);
-    assert.ok(requests[1]!.at - requests[0]!.at >= 1_000, `resent after ${requests[1]!.at - requests[0]!.at} ms`);
+    assert.deepEqual(
+      requests.map((r) => r.answer),
+      ['rate-limit', 'ok'],
+    );
+    assert.ok(
+      requests[1]!.at - requests[0]!.at >= 1_000,
+      `resent after ${requests[1]!.at - requests[0]!.at} ms`,
+    );
     assert.equal(chat.messages.filter((m) => m.api === api && m.text.includes(job)).length, 1);
   });
 }
 
 test('a tick that fails alerts once; the next good tick sends one recovery notice', async () => {
   const job = 'tick-broken';
-  const catalog = defineCatalog([salesJob(job, { start: '2026-09-04T00:00:00Z', alerts: { telegram: ['ops-chat'] } })]);
+  const catalog = defineCatalog([
+    salesJob(job, { start: '2026-09-04T00:00:00Z', alerts: { telegram: ['ops-chat'] } }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const before = chatTexts(chat, 'telegram').length;
   // A watermark off the job's grid (as after a grid change): the tick refuses to plan.
-  await stack.t.db.insertInto('job_watermarks').values({ job, watermark: '2026-09-04T00:30:00Z', updated_at: new Date() }).execute();
+  await stack.t.db
+    .insertInto('job_watermarks')
+    .values({ job, watermark: '2026-09-04T00:30:00Z', updated_at: new Date() })
+    .execute();
   await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
     for (const n of [1, 2]) {
-      await assert.rejects(stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-09-04T03:00:00Z' }] }), WorkflowFailedError);
+      await assert.rejects(
+        stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${n}`,
+          args: [{ job, now: '2026-09-04T03:00:00Z' }],
+        }),
+        WorkflowFailedError,
+      );
     }
-    await stack.t.db.updateTable('job_watermarks').set({ watermark: '2026-09-04T00:00:00Z' }).where('job', '=', job).execute();
-    await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-3`, args: [{ job, now: '2026-09-04T03:00:00Z' }] });
+    await stack.t.db
+      .updateTable('job_watermarks')
+      .set({ watermark: '2026-09-04T00:00:00Z' })
+      .where('job', '=', job)
+      .execute();
+    await stack.env.client.workflow.execute('tick', {
+      taskQueue,
+      workflowId: `${job}/tick-3`,
+      args: [{ job, now: '2026-09-04T03:00:00Z' }],
+    });
   });
   const texts = chatTexts(chat, 'telegram').slice(before);
   assert.equal(texts.length, 2, texts.join('\n---\n'));
@@ -119,7 +178,9 @@ test('a tick that fails alerts once; the next good tick sends one recovery notic
 test('a window failing 3 times then succeeding: 1 failure alert, 1 recovery notice', async () => {
   const job = 'flaky';
   let failuresLeft = 3;
-  const catalog = defineCatalog([failingJob(job, () => failuresLeft-- > 0, { alerts: { telegram: ['ops-chat'] } })]);
+  const catalog = defineCatalog([
+    failingJob(job, () => failuresLeft-- > 0, { alerts: { telegram: ['ops-chat'] } }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const before = chatTexts(chat, 'telegram').length;
   await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
@@ -139,15 +200,33 @@ test('a window failing 3 times then succeeding: 1 failure alert, 1 recovery noti
 
 test('the watch: 5 windows behind with threshold 3 alerts once, and clears once caught up', async () => {
   const job = 'lagging';
-  const catalog = defineCatalog([salesJob(job, { start: '2026-09-02T00:00:00Z', lateness: '0m', lagThreshold: 3, alerts: { telegram: ['ops-chat'] } })]);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-02T00:00:00Z',
+      lateness: '0m',
+      lagThreshold: 3,
+      alerts: { telegram: ['ops-chat'] },
+    }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const before = chatTexts(chat, 'telegram').length;
   // The watch inspects a task queue that no worker polls, as if the job's workers were all gone.
-  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), temporal: { client: stack.env.client, taskQueue: 'nobody-polls-this' } };
+  const deps = {
+    ...depsWithChannels(stack.t.db, catalog, smtp, chat),
+    temporal: { client: stack.env.client, taskQueue: 'nobody-polls-this' },
+  };
   await withWorker(stack.env, taskQueue, deps, async () => {
-    const watch = (n: number) => stack.env.client.workflow.execute('watch', { taskQueue, workflowId: `watch-${n}`, args: [{ now: '2026-09-02T05:00:00Z' }] }) as Promise<WatchResult>;
+    const watch = (n: number) =>
+      stack.env.client.workflow.execute('watch', {
+        taskQueue,
+        workflowId: `watch-${n}`,
+        args: [{ now: '2026-09-02T05:00:00Z' }],
+      }) as Promise<WatchResult>;
     const first = await watch(1);
-    assert.deepEqual(first.reports.map((r) => [r.job, r.behind]), [[job, 5]]);
+    assert.deepEqual(
+      first.reports.map((r) => [r.job, r.behind]),
+      [[job, 5]],
+    );
     // The job has no schedule here: the watch says so in the alert.
     assert.match(first.reports[0]!.diagnosis.join('; '), /schedule tidemark:lagging cannot be read/);
     assert.match(first.reports[0]!.diagnosis.join('; '), /no worker polls task queue "nobody-polls-this"/);
@@ -157,7 +236,10 @@ test('the watch: 5 windows behind with threshold 3 alerts once, and clears once 
     assert.match(chatTexts(chat, 'telegram').at(-1)!, /5 windows behind \(threshold 3\)/);
     await runTick(stack.env.client, taskQueue, job, '2026-09-02T05:00:00Z', 1);
     const caughtUp = await watch(3);
-    assert.deepEqual(caughtUp.reports.map((r) => r.behind), [0]);
+    assert.deepEqual(
+      caughtUp.reports.map((r) => r.behind),
+      [0],
+    );
     await watch(4);
   });
   const texts = chatTexts(chat, 'telegram').slice(before);
@@ -180,39 +262,68 @@ function historyText(events: unknown[]): string {
 
 test('a canary secret appears in no log line, alert, workflow payload or ledger row', async () => {
   const job = 'canary';
-  const secrets = { smtpUser: 'tidemark', smtpPassword: 'canary-smtp-7f3a91', slackToken: 'xoxb-canary-5e21c8', telegramToken: '999:canary-tg-b4d2' };
+  const secrets = {
+    smtpUser: 'tidemark',
+    smtpPassword: 'canary-smtp-7f3a91',
+    slackToken: 'xoxb-canary-5e21c8',
+    telegramToken: '999:canary-tg-b4d2',
+  };
   // The failure itself carries a secret, as a careless driver error might.
-  const catalog = defineCatalog([salesJob(job, {
-    start: '2026-09-03T00:00:00Z', alerts: everywhere, retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
-    handler: async () => { throw new Error(`login failed for tidemark with password ${secrets.smtpPassword} (token ${secrets.slackToken})`); },
-  })]);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-03T00:00:00Z',
+      alerts: everywhere,
+      retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+      handler: async () => {
+        throw new Error(
+          `login failed for tidemark with password ${secrets.smtpPassword} (token ${secrets.slackToken})`,
+        );
+      },
+    }),
+  ]);
   const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, { secrets });
   const taskQueue = uniqueQueue(job);
   const [mailBefore, chatBefore] = [smtp.messages.length, chat.messages.length];
   await withWorker(stack.env, taskQueue, deps, async () => {
-    await assert.rejects(runTick(stack.env.client, taskQueue, job, '2026-09-03T01:10:00Z', 1).then((r) => { if (r[0]?.status === 'rejected') throw r[0].reason; }),
-      (err: unknown) => err instanceof WorkflowFailedError);
+    await assert.rejects(
+      runTick(stack.env.client, taskQueue, job, '2026-09-03T01:10:00Z', 1).then((r) => {
+        if (r[0]?.status === 'rejected') throw r[0].reason;
+      }),
+      (err: unknown) => err instanceof WorkflowFailedError,
+    );
   });
   // The secrets were in use: the servers saw them.
   assert.ok(smtp.auths.some((a) => a.password === secrets.smtpPassword));
   assert.ok(chat.messages.some((m) => m.auth === `Bearer ${secrets.slackToken}`));
   assert.ok(chat.messages.some((m) => m.path.includes(secrets.telegramToken)));
 
-  const alerts = [...smtp.messages.slice(mailBefore).map((m) => `${m.subject}\n${m.text}`), ...chat.messages.slice(chatBefore).map((m) => m.text)];
+  const alerts = [
+    ...smtp.messages.slice(mailBefore).map((m) => `${m.subject}\n${m.text}`),
+    ...chat.messages.slice(chatBefore).map((m) => m.text),
+  ];
   assert.equal(alerts.length, 3);
-  assert.ok(alerts.every((a) => a.includes('login failed for tidemark with password ***')), alerts.join('\n---\n'));
+  assert.ok(
+    alerts.every((a) => a.includes('login failed for tidemark with password ***')),
+    alerts.join('\n---\n'),
+  );
   const histories: string[] = [];
   for await (const wf of stack.env.client.workflow.list({ query: `WorkflowId STARTS_WITH "${job}/"` })) {
-    histories.push(historyText((await stack.env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? []));
+    histories.push(
+      historyText(
+        (await stack.env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [],
+      ),
+    );
   }
   assert.ok(histories.length >= 2, 'the tick and the window were read');
   assert.ok(histories.join('\n').includes('password ***'), 'the redacted failure is in the history');
-  const rows = JSON.stringify(await Promise.all([
-    stack.t.db.selectFrom('effects').selectAll().where('job', '=', job).execute(),
-    stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute(),
-    stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute(),
-    stack.t.db.selectFrom('job_runs').selectAll().where('job', '=', job).execute(),
-  ]));
+  const rows = JSON.stringify(
+    await Promise.all([
+      stack.t.db.selectFrom('effects').selectAll().where('job', '=', job).execute(),
+      stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute(),
+      stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute(),
+      stack.t.db.selectFrom('job_runs').selectAll().where('job', '=', job).execute(),
+    ]),
+  );
   const everything = [...deps.logger.lines, ...alerts, ...histories, rows].join('\n');
   for (const secret of [secrets.smtpPassword, secrets.slackToken, secrets.telegramToken]) {
     assert.ok(!everything.includes(secret), `${secret} leaked`);
@@ -228,12 +339,18 @@ test('a schedule that cannot be synced alerts once; a later good sync clears it'
   const broken = new Client({ connection: stack.env.client.connection, namespace: 'no-such-namespace' });
   for (let i = 0; i < 2; i++) {
     const plan = await syncSchedulesWithAlerts(deps, broken, catalog, { taskQueue: 'q', apply: true });
-    assert.ok(plan.failed.some((f) => f.job === job && /namespace/i.test(f.error)), JSON.stringify(plan.failed));
+    assert.ok(
+      plan.failed.some((f) => f.job === job && /namespace/i.test(f.error)),
+      JSON.stringify(plan.failed),
+    );
   }
   let texts = chatTexts(chat, 'telegram').slice(before);
   assert.equal(texts.length, 1, 'two failed syncs, one alert');
   assert.match(texts[0]!, /sync-broken: schedule sync failed/);
-  const plan = await syncSchedulesWithAlerts(deps, stack.env.client, catalog, { taskQueue: 'q', apply: true });
+  const plan = await syncSchedulesWithAlerts(deps, stack.env.client, catalog, {
+    taskQueue: 'q',
+    apply: true,
+  });
   assert.deepEqual(plan.failed, []);
   texts = chatTexts(chat, 'telegram').slice(before);
   assert.equal(texts.length, 2);

@@ -27,30 +27,58 @@ let source: TestDb;
 let s3: TestS3;
 before(async () => {
   [source, s3] = await Promise.all([createTestDb(), startS3()]);
-  await sql`create table items (id serial primary key, label text not null, payload text not null)`.execute(source.db);
-  await sql`insert into items (label, payload) select 'item ' || n, md5(n::text) || md5((n * 7)::text) from generate_series(1, 2000) n`.execute(source.db);
+  await sql`create table items (id serial primary key, label text not null, payload text not null)`.execute(
+    source.db,
+  );
+  await sql`insert into items (label, payload) select 'item ' || n, md5(n::text) || md5((n * 7)::text) from generate_series(1, 2000) n`.execute(
+    source.db,
+  );
 });
 after(async () => {
   await source?.drop();
   await s3?.close();
 });
 
-const scratchUrl = () => { const u = new URL(source.url); u.pathname = `/${new URL(source.url).pathname.slice(1)}_scratch`; return u.toString(); };
-const policy = { retry: { maximumAttempts: 1, initialInterval: '100ms', maximumInterval: '100ms', backoffCoefficient: 1 }, startToCloseTimeoutMs: 120_000 };
+const scratchUrl = () => {
+  const u = new URL(source.url);
+  u.pathname = `/${new URL(source.url).pathname.slice(1)}_scratch`;
+  return u.toString();
+};
+const policy = {
+  retry: { maximumAttempts: 1, initialInterval: '100ms', maximumInterval: '100ms', backoffCoefficient: 1 },
+  startToCloseTimeoutMs: 120_000,
+};
 const day = (n: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + n * 86_400_000).toISOString();
 
-async function runDays(job: string, opts: Omit<BackupOptions, 'name' | 'grid' | 'start'>, days: number[]): Promise<PromiseSettledResult<WindowRunResult>[]> {
+async function runDays(
+  job: string,
+  opts: Omit<BackupOptions, 'name' | 'grid' | 'start'>,
+  days: number[],
+): Promise<PromiseSettledResult<WindowRunResult>[]> {
   const catalog = defineCatalog([databaseBackup({ name: job, grid: 'day', start: day(0), ...opts })]);
   const taskQueue = uniqueQueue(job);
   const logger = memoryLogger();
-  return await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger, now: () => new Date() }, async () => {
-    const out: PromiseSettledResult<WindowRunResult>[] = [];
-    for (const n of days) {
-      const key = `${job}/${day(n).replace('.000Z', 'Z')}`;
-      out.push(...await Promise.allSettled([stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, start: day(n), end: day(n + 1), generation: 0, key, trigger: 'manual', policy }] }) as Promise<WindowRunResult>]));
-    }
-    return out;
-  });
+  return await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger, now: () => new Date() },
+    async () => {
+      const out: PromiseSettledResult<WindowRunResult>[] = [];
+      for (const n of days) {
+        const key = `${job}/${day(n).replace('.000Z', 'Z')}`;
+        out.push(
+          ...(await Promise.allSettled([
+            stack.env.client.workflow.execute('window', {
+              taskQueue,
+              workflowId: key,
+              args: [{ job, start: day(n), end: day(n + 1), generation: 0, key, trigger: 'manual', policy }],
+            }) as Promise<WindowRunResult>,
+          ])),
+        );
+      }
+      return out;
+    },
+  );
 }
 
 async function restoredCount(dump: Readable): Promise<number> {
@@ -75,14 +103,34 @@ async function restoredCount(dump: Readable): Promise<number> {
 
 test('to a local directory: three days, restore-checked, retention keeps two, a second run changes nothing', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'tidemark-backup-'));
-  const opts = { database: source.url, destination: localDestination(dir), retention: { daily: 2, weekly: 0, monthly: 0 }, tables: ['items'], restoreCheck: { every: 1, scratchDatabaseUrl: scratchUrl() } };
+  const opts = {
+    database: source.url,
+    destination: localDestination(dir),
+    retention: { daily: 2, weekly: 0, monthly: 0 },
+    tables: ['items'],
+    restoreCheck: { every: 1, scratchDatabaseUrl: scratchUrl() },
+  };
   const results = await runDays('bk-local', opts, [0, 1, 2, 2]);
-  assert.deepEqual(results.map((r) => r.status === 'fulfilled' ? r.value.outcome : String(r.reason)), ['processed', 'processed', 'processed', 'already-done']);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason))),
+    ['processed', 'processed', 'processed', 'already-done'],
+  );
   const files = (await readdir(join(dir, 'bk-local'))).sort();
   assert.deepEqual(files, ['20261002T000000Z.dump', '20261003T000000Z.dump']);
-  const rows = await stack.t.db.selectFrom('backups').selectAll().where('job', '=', 'bk-local').orderBy('window_start').execute();
-  assert.deepEqual(rows.map((r) => [r.object_key, r.deleted_at !== null, r.restore_checked]), [
-    ['bk-local/20261001T000000Z.dump', true, true], ['bk-local/20261002T000000Z.dump', false, true], ['bk-local/20261003T000000Z.dump', false, true]]);
+  const rows = await stack.t.db
+    .selectFrom('backups')
+    .selectAll()
+    .where('job', '=', 'bk-local')
+    .orderBy('window_start')
+    .execute();
+  assert.deepEqual(
+    rows.map((r) => [r.object_key, r.deleted_at !== null, r.restore_checked]),
+    [
+      ['bk-local/20261001T000000Z.dump', true, true],
+      ['bk-local/20261002T000000Z.dump', false, true],
+      ['bk-local/20261003T000000Z.dump', false, true],
+    ],
+  );
   const latest = rows[2]!;
   const bytes = await readFile(join(dir, latest.object_key));
   assert.equal(bytes.length, Number(latest.bytes));
@@ -96,18 +144,51 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
   await s3.createBucket('backups');
   // Enough incompressible rows for a dump of several 5 MiB parts.
   await sql`create table blobs (id serial primary key, data text not null)`.execute(source.db);
-  await sql`insert into blobs (data) select string_agg(md5(random()::text), '') from generate_series(1, 400000) n group by n % 400`.execute(source.db);
+  await sql`insert into blobs (data) select string_agg(md5(random()::text), '') from generate_series(1, 400000) n group by n % 400`.execute(
+    source.db,
+  );
   const key = randomBytes(32);
-  const settings = { bucket: 'backups', endpoint: s3.endpoint, accessKeyId: 'test', secretAccessKey: 'test', partSize: 5 * 1024 * 1024 };
-  const results = await runDays('bk-s3', { database: source.url, destination: s3Destination(settings), encryptionKey: key, retention: { daily: 7, weekly: 4, monthly: 12 }, tables: ['items', 'blobs'] }, [0]);
+  const settings = {
+    bucket: 'backups',
+    endpoint: s3.endpoint,
+    accessKeyId: 'test',
+    secretAccessKey: 'test',
+    partSize: 5 * 1024 * 1024,
+  };
+  const results = await runDays(
+    'bk-s3',
+    {
+      database: source.url,
+      destination: s3Destination(settings),
+      encryptionKey: key,
+      retention: { daily: 7, weekly: 4, monthly: 12 },
+      tables: ['items', 'blobs'],
+    },
+    [0],
+  );
   assert.equal(results[0]?.status, 'fulfilled', String((results[0] as PromiseRejectedResult).reason));
-  const row = await stack.t.db.selectFrom('backups').selectAll().where('job', '=', 'bk-s3').executeTakeFirstOrThrow();
+  const row = await stack.t.db
+    .selectFrom('backups')
+    .selectAll()
+    .where('job', '=', 'bk-s3')
+    .executeTakeFirstOrThrow();
   assert.ok(Number(row.bytes) > 5 * 1024 * 1024, `${row.bytes} bytes: more than one part`);
   assert.equal(row.encrypted, true);
-  const client = new S3Client({ region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true, credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, requestChecksumCalculation: 'WHEN_REQUIRED', responseChecksumValidation: 'WHEN_REQUIRED' });
+  const client = new S3Client({
+    region: 'us-east-1',
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
   const listed = await client.send(new ListObjectsV2Command({ Bucket: 'backups' }));
-  assert.deepEqual(listed.Contents?.map((c) => [c.Key, c.Size]), [['bk-s3/20261001T000000Z.dump.enc', Number(row.bytes)]]);
-  const body = (await client.send(new GetObjectCommand({ Bucket: 'backups', Key: row.object_key }))).Body as Readable;
+  assert.deepEqual(
+    listed.Contents?.map((c) => [c.Key, c.Size]),
+    [['bk-s3/20261001T000000Z.dump.enc', Number(row.bytes)]],
+  );
+  const body = (await client.send(new GetObjectCommand({ Bucket: 'backups', Key: row.object_key })))
+    .Body as Readable;
   const raw = Buffer.concat(await body.toArray());
   assert.equal((await import('node:crypto')).createHash('sha256').update(raw).digest('hex'), row.sha256);
   assert.notEqual(raw.subarray(12, 17).toString('latin1'), 'PGDMP', 'encrypted at rest');
@@ -117,15 +198,39 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
 test('a failed pg_dump, a killed pg_dump, a cut-off upload and a checksum mismatch publish nothing', async () => {
   await s3.createBucket('broken');
   const proxy = await startProxy(s3.endpoint);
-  const dest = s3Destination({ bucket: 'broken', endpoint: proxy.url, accessKeyId: 'test', secretAccessKey: 'test' });
+  const dest = s3Destination({
+    bucket: 'broken',
+    endpoint: proxy.url,
+    accessKeyId: 'test',
+    secretAccessKey: 'test',
+  });
   const base = { destination: dest, retention: { daily: 7, weekly: 0, monthly: 0 }, tables: ['items'] };
   const missing = new URL(source.url);
   missing.pathname = '/no_such_database_here';
   const cases: [string, Omit<BackupOptions, 'name' | 'grid' | 'start'>, () => void, RegExp][] = [
     ['bk-failed', { ...base, database: missing.toString() }, () => undefined, /does not exist/],
-    ['bk-killed', { ...base, database: source.url, onDump: (d) => d.stream.once('data', () => d.child.kill('SIGKILL')) }, () => undefined, /pg_dump was killed \(SIGKILL\)/],
-    ['bk-cut', { ...base, database: source.url }, () => { proxy.mode = { kind: 'cut-after', bytes: 20_000 }; }, /socket|ECONNRESET|closed|hang up|aborted/i],
-    ['bk-flip', { ...base, database: source.url }, () => { proxy.mode = { kind: 'flip-byte', at: 5_000 }; }, /checksum mismatch/],
+    [
+      'bk-killed',
+      { ...base, database: source.url, onDump: (d) => d.stream.once('data', () => d.child.kill('SIGKILL')) },
+      () => undefined,
+      /pg_dump was killed \(SIGKILL\)/,
+    ],
+    [
+      'bk-cut',
+      { ...base, database: source.url },
+      () => {
+        proxy.mode = { kind: 'cut-after', bytes: 20_000 };
+      },
+      /socket|ECONNRESET|closed|hang up|aborted/i,
+    ],
+    [
+      'bk-flip',
+      { ...base, database: source.url },
+      () => {
+        proxy.mode = { kind: 'flip-byte', at: 5_000 };
+      },
+      /checksum mismatch/,
+    ],
   ];
   try {
     for (const [job, opts, arm, reason] of cases) {
@@ -133,22 +238,50 @@ test('a failed pg_dump, a killed pg_dump, a cut-off upload and a checksum mismat
       const [r] = await runDays(job, opts, [0]);
       proxy.mode = { kind: 'pass' };
       assert.equal(r?.status, 'rejected', job);
-      const runs = await stack.t.db.selectFrom('job_runs').select('reason').where('job', '=', job).where('outcome', '=', 'failed').execute();
+      const runs = await stack.t.db
+        .selectFrom('job_runs')
+        .select('reason')
+        .where('job', '=', job)
+        .where('outcome', '=', 'failed')
+        .execute();
       assert.match(runs[0]?.reason ?? '', reason, job);
-      const incident = await stack.t.db.selectFrom('incidents').select('kind').where('job', '=', job).executeTakeFirst();
+      const incident = await stack.t.db
+        .selectFrom('incidents')
+        .select('kind')
+        .where('job', '=', job)
+        .executeTakeFirst();
       assert.equal(incident?.kind, 'window-failed', `${job} alerted`);
     }
-    const client = new S3Client({ region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true, credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
+    const client = new S3Client({
+      region: 'us-east-1',
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    });
     const listed = await client.send(new ListObjectsV2Command({ Bucket: 'broken' }));
     assert.deepEqual(listed.Contents ?? [], [], 'nothing published, no staging left');
-    assert.equal((await stack.t.db.selectFrom('backups').selectAll().where('job', 'like', 'bk-%').where('job', '<>', 'bk-local').where('job', '<>', 'bk-s3').execute()).length, 0);
+    assert.equal(
+      (
+        await stack.t.db
+          .selectFrom('backups')
+          .selectAll()
+          .where('job', 'like', 'bk-%')
+          .where('job', '<>', 'bk-local')
+          .where('job', '<>', 'bk-s3')
+          .execute()
+      ).length,
+      0,
+    );
   } finally {
     await proxy.close();
   }
 });
 
 test('retention keeps the newest N daily, weekly and monthly backups', () => {
-  const starts = Array.from({ length: 90 }, (_, i) => ({ key: `k${i}`, start: new Date(Date.parse('2026-01-01T00:00:00Z') + i * 86_400_000) }));
+  const starts = Array.from({ length: 90 }, (_, i) => ({
+    key: `k${i}`,
+    start: new Date(Date.parse('2026-01-01T00:00:00Z') + i * 86_400_000),
+  }));
   const keep = keepSet(starts, { daily: 3, weekly: 2, monthly: 2 }, 'UTC');
   // Daily: Mar 29-31; weekly: the newest of the two newest ISO weeks (Mar 31, Mar 29); monthly: Mar 31, Feb 28.
   assert.deepEqual([...keep].sort(), ['k58', 'k87', 'k88', 'k89'].sort());

@@ -17,42 +17,78 @@ const stack = realStack();
 
 test('30 missed windows with cap 10: three ticks, oldest first, none lost', async () => {
   const job = 'catchup';
-  const catalog = defineCatalog([salesJob(job, { grid: '15m', lateness: '2m', maxCatchUp: 10, start: '2026-05-01T00:00:00Z' })]);
+  const catalog = defineCatalog([
+    salesJob(job, { grid: '15m', lateness: '2m', maxCatchUp: 10, start: '2026-05-01T00:00:00Z' }),
+  ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
-    const orders = await insertOrders(stack.t.db, ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31));
-    const now = '2026-05-01T07:32:00Z';
-    const seen: string[] = [];
-    for (let i = 1; i <= 3; i++) {
-      const r = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${i}`, args: [{ job, now }] }) as TickResult;
-      assert.equal(r.started.length, 10, `tick ${i} started ${r.started.length}`);
-      const results = await Promise.all(r.started.map((k) => stack.env.client.workflow.getHandle(k).result() as Promise<WindowResult>));
-      assert.ok(results.every((x) => x.outcome === 'processed'));
-      seen.push(...r.started);
-    }
-    const expected = Array.from({ length: 30 }, (_, i) => `${job}/${new Date(Date.parse('2026-05-01T00:00:00Z') + i * 900_000).toISOString().replace('.000Z', 'Z')}`);
-    assert.deepEqual(seen, expected, 'oldest first, each window once');
-    const fourth = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-4`, args: [{ job, now }] }) as TickResult;
-    assert.deepEqual(fourth.started, []);
-    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
-    const ref = reference(orders, '2026-05-01T00:00:00Z', '2026-05-01T07:30:00Z');
-    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
-  });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
+      const orders = await insertOrders(
+        stack.t.db,
+        ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31),
+      );
+      const now = '2026-05-01T07:32:00Z';
+      const seen: string[] = [];
+      for (let i = 1; i <= 3; i++) {
+        const r = (await stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${i}`,
+          args: [{ job, now }],
+        })) as TickResult;
+        assert.equal(r.started.length, 10, `tick ${i} started ${r.started.length}`);
+        const results = await Promise.all(
+          r.started.map((k) => stack.env.client.workflow.getHandle(k).result() as Promise<WindowResult>),
+        );
+        assert.ok(results.every((x) => x.outcome === 'processed'));
+        seen.push(...r.started);
+      }
+      const expected = Array.from(
+        { length: 30 },
+        (_, i) =>
+          `${job}/${new Date(Date.parse('2026-05-01T00:00:00Z') + i * 900_000).toISOString().replace('.000Z', 'Z')}`,
+      );
+      assert.deepEqual(seen, expected, 'oldest first, each window once');
+      const fourth = (await stack.env.client.workflow.execute('tick', {
+        taskQueue,
+        workflowId: `${job}/tick-4`,
+        args: [{ job, now }],
+      })) as TickResult;
+      assert.deepEqual(fourth.started, []);
+      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
+      const ref = reference(orders, '2026-05-01T00:00:00Z', '2026-05-01T07:30:00Z');
+      assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    },
+  );
 });
 
 test('lateness: a window is not started before end + lateness, and a tick at that instant starts it', async () => {
   const job = 'late';
-  const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '10m', start: '2026-05-02T10:00:00Z' })]);
+  const catalog = defineCatalog([
+    salesJob(job, { grid: '1h', lateness: '10m', start: '2026-05-02T10:00:00Z' }),
+  ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    const tick = (now: string, n: number) => stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now }] }) as Promise<TickResult>;
-    assert.deepEqual((await tick('2026-05-02T10:59:59Z', 1)).started, [], 'open window');
-    assert.deepEqual((await tick('2026-05-02T11:09:59Z', 2)).started, [], 'closed but not late enough');
-    const r = await tick('2026-05-02T11:10:00Z', 3);
-    assert.deepEqual(r.started, [`${job}/2026-05-02T10:00:00Z`]);
-    await stack.env.client.workflow.getHandle(r.started[0]!).result();
-  });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const tick = (now: string, n: number) =>
+        stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${n}`,
+          args: [{ job, now }],
+        }) as Promise<TickResult>;
+      assert.deepEqual((await tick('2026-05-02T10:59:59Z', 1)).started, [], 'open window');
+      assert.deepEqual((await tick('2026-05-02T11:09:59Z', 2)).started, [], 'closed but not late enough');
+      const r = await tick('2026-05-02T11:10:00Z', 3);
+      assert.deepEqual(r.started, [`${job}/2026-05-02T10:00:00Z`]);
+      await stack.env.client.workflow.getHandle(r.started[0]!).result();
+    },
+  );
 });
 
 test('a window that is open by the wall clock is refused, not retried, and writes nothing', async () => {
@@ -60,66 +96,159 @@ test('a window that is open by the wall clock is refused, not retried, and write
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '5m' })]);
   const now = new Date('2026-05-03T10:30:00Z');
   const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => now });
-  const input = { job, start: '2026-05-03T10:00:00Z', end: '2026-05-03T11:00:00Z', generation: 0, key: `${job}/2026-05-03T10:00:00Z`, trigger: 'manual' as const,
-    policy: { retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 10_000 } };
-  await assert.rejects(acts.processWindow(input), (err: unknown) => err instanceof ApplicationFailure && err.nonRetryable && err.type === 'WindowNotClosed' && /11:05:00Z/.test(err.message));
+  const input = {
+    job,
+    start: '2026-05-03T10:00:00Z',
+    end: '2026-05-03T11:00:00Z',
+    generation: 0,
+    key: `${job}/2026-05-03T10:00:00Z`,
+    trigger: 'manual' as const,
+    policy: {
+      retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
+      startToCloseTimeoutMs: 10_000,
+    },
+  };
+  await assert.rejects(
+    acts.processWindow(input),
+    (err: unknown) =>
+      err instanceof ApplicationFailure &&
+      err.nonRetryable &&
+      err.type === 'WindowNotClosed' &&
+      /11:05:00Z/.test(err.message),
+  );
   const rows = await stack.t.db.selectFrom('job_windows').selectAll().where('job', '=', job).execute();
   assert.equal(rows.length, 0);
 
   // Through Temporal with the real clock: a window in the future fails at once, one attempt.
   const taskQueue = uniqueQueue(job);
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
-    const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
-    await assert.rejects(
-      stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ ...input, start: start.toISOString(), end: new Date(start.getTime() + 3_600_000).toISOString(), key }] }),
-      (err: unknown) => err instanceof WorkflowFailedError && err.cause instanceof ActivityFailure && err.cause.retryState === RetryState.NON_RETRYABLE_FAILURE && err.cause.cause instanceof ApplicationFailure && err.cause.cause.type === 'WindowNotClosed',
-    );
-    const summary = await summaryOf(stack.t.db, job);
-    assert.deepEqual(summary, { count: 0, totalCents: 0 });
-  });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
+      const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
+      await assert.rejects(
+        stack.env.client.workflow.execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [
+            {
+              ...input,
+              start: start.toISOString(),
+              end: new Date(start.getTime() + 3_600_000).toISOString(),
+              key,
+            },
+          ],
+        }),
+        (err: unknown) =>
+          err instanceof WorkflowFailedError &&
+          err.cause instanceof ActivityFailure &&
+          err.cause.retryState === RetryState.NON_RETRYABLE_FAILURE &&
+          err.cause.cause instanceof ApplicationFailure &&
+          err.cause.cause.type === 'WindowNotClosed',
+      );
+      const summary = await summaryOf(stack.t.db, job);
+      assert.deepEqual(summary, { count: 0, totalCents: 0 });
+    },
+  );
 });
 
 test('a window off the grid is refused with the window it should have been', async () => {
   const job = 'off-grid';
-  const acts = createActivities({ db: stack.t.db, catalog: defineCatalog([salesJob(job)]), logger: memoryLogger(), now: () => new Date() });
+  const acts = createActivities({
+    db: stack.t.db,
+    catalog: defineCatalog([salesJob(job)]),
+    logger: memoryLogger(),
+    now: () => new Date(),
+  });
   await assert.rejects(
-    acts.processWindow({ job, start: '2026-05-03T10:30:00Z', end: '2026-05-03T11:30:00Z', generation: 0, key: 'x', trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 1000 } }),
-    (err: unknown) => err instanceof ApplicationFailure && err.type === 'BadWindow' && /\[2026-05-03T10:00:00Z, 2026-05-03T11:00:00Z\)/.test(err.message),
+    acts.processWindow({
+      job,
+      start: '2026-05-03T10:30:00Z',
+      end: '2026-05-03T11:30:00Z',
+      generation: 0,
+      key: 'x',
+      trigger: 'manual',
+      policy: {
+        retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
+        startToCloseTimeoutMs: 1000,
+      },
+    }),
+    (err: unknown) =>
+      err instanceof ApplicationFailure &&
+      err.type === 'BadWindow' &&
+      /\[2026-05-03T10:00:00Z, 2026-05-03T11:00:00Z\)/.test(err.message),
   );
   await assert.rejects(
     acts.planTick({ job: 'nope', now: '2026-05-03T10:00:00Z' }),
-    (err: unknown) => err instanceof ApplicationFailure && err.type === 'UnknownJob' && /off-grid/.test(err.message),
+    (err: unknown) =>
+      err instanceof ApplicationFailure && err.type === 'UnknownJob' && /off-grid/.test(err.message),
   );
 });
 
 test('a failing window holds the watermark; windows after it still run; once fixed it catches up', async () => {
   const job = 'hold';
   let broken = true;
-  const catalog = defineCatalog([salesJob(job, {
-    grid: '1h', lateness: '0m', start: '2026-05-04T10:00:00Z',
-    retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
-    handler: async (ctx) => {
-      if (broken && ctx.window.start.toISOString() === '2026-05-04T11:00:00.000Z') throw new Error('source system down');
-      return await summariseWindow(ctx);
-    },
-  })]);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: '2026-05-04T10:00:00Z',
+      retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+      handler: async (ctx) => {
+        if (broken && ctx.window.start.toISOString() === '2026-05-04T11:00:00.000Z')
+          throw new Error('source system down');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    const tick = async (n: number) => {
-      const r = await stack.env.client.workflow.execute('tick', { taskQueue, workflowId: `${job}/tick-${n}`, args: [{ job, now: '2026-05-04T13:00:00Z' }] }) as TickResult;
-      return await Promise.allSettled(r.started.map((k) => stack.env.client.workflow.getHandle(k).result()));
-    };
-    const first = await tick(1);
-    assert.deepEqual(first.map((s) => s.status), ['fulfilled', 'rejected', 'fulfilled']);
-    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-04T11:00:00.000Z', 'the watermark stops before the failed window');
-    const failed = await stack.t.db.selectFrom('job_windows').select(['status', 'attempts', 'reason']).where('job', '=', job)
-      .where('window_start', '=', new Date('2026-05-04T11:00:00Z')).executeTakeFirstOrThrow();
-    assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const tick = async (n: number) => {
+        const r = (await stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${n}`,
+          args: [{ job, now: '2026-05-04T13:00:00Z' }],
+        })) as TickResult;
+        return await Promise.allSettled(
+          r.started.map((k) => stack.env.client.workflow.getHandle(k).result()),
+        );
+      };
+      const first = await tick(1);
+      assert.deepEqual(
+        first.map((s) => s.status),
+        ['fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.equal(
+        (await readWatermark(stack.t.db, job))?.toISOString(),
+        '2026-05-04T11:00:00.000Z',
+        'the watermark stops before the failed window',
+      );
+      const failed = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['status', 'attempts', 'reason'])
+        .where('job', '=', job)
+        .where('window_start', '=', new Date('2026-05-04T11:00:00Z'))
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
 
-    broken = false;
-    const second = await tick(2);
-    assert.deepEqual(second.map((s) => s.status), ['fulfilled'], 'only the failed window is started again');
-    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-04T13:00:00.000Z', 'the watermark jumps over the contiguous done windows');
-  });
+      broken = false;
+      const second = await tick(2);
+      assert.deepEqual(
+        second.map((s) => s.status),
+        ['fulfilled'],
+        'only the failed window is started again',
+      );
+      assert.equal(
+        (await readWatermark(stack.t.db, job))?.toISOString(),
+        '2026-05-04T13:00:00.000Z',
+        'the watermark jumps over the contiguous done windows',
+      );
+    },
+  );
 });

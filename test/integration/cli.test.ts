@@ -20,15 +20,27 @@ async function cli(argv: string[]): Promise<{ code: number; out: string; err: st
 
 test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progress, summary), status, runs', async () => {
   const taskQueue = uniqueQueue('cli');
-  Object.assign(process.env, { DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test', TIDEMARK_APPROVERS: 'bob,carol' });
+  Object.assign(process.env, {
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test',
+    TIDEMARK_APPROVERS: 'bob,carol',
+  });
   const sync = await cli(['schedules', 'sync', '--json']);
   assert.equal(sync.code, 0, sync.err);
   assert.ok((sync.json() as { create: string[] }).create.includes('tidemark:sales-hourly'));
   // Keep the other demo jobs quiet during the test.
-  for (const job of buildCatalog().jobs.filter((j) => j.name !== 'sales-hourly')) assert.equal((await cli(['pause', job.name, '--reason', 'test'])).code, 0);
+  for (const job of buildCatalog().jobs.filter((j) => j.name !== 'sales-hourly'))
+    assert.equal((await cli(['pause', job.name, '--reason', 'test'])).code, 0);
 
   assert.equal((await cli(['pause', 'sales-hourly', '--reason', 'database maintenance'])).code, 0);
-  let jobs = (await cli(['jobs', '--json'])).json() as { job: string; paused: boolean; pauseNote: string | null; nextFires: string[] }[];
+  let jobs = (await cli(['jobs', '--json'])).json() as {
+    job: string;
+    paused: boolean;
+    pauseNote: string | null;
+    nextFires: string[];
+  }[];
   const hourly = () => jobs.find((j) => j.job === 'sales-hourly')!;
   assert.deepEqual([hourly().paused, hourly().pauseNote], [true, 'database maintenance']);
   assert.equal((await cli(['resume', 'sales-hourly'])).code, 0);
@@ -37,42 +49,96 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
   assert.equal(hourly().nextFires.length, 2);
   assert.match((await cli(['jobs'])).out, /^sales-hourly\s+1h\s+5 \* \* \* \* UTC\s+active/m);
 
-  await insertOrders(stack.t.db, ordersBetween('cli', '2026-03-01T00:00:00Z', '2026-03-01T06:00:00Z', 60, 10));
+  await insertOrders(
+    stack.t.db,
+    ordersBetween('cli', '2026-03-01T00:00:00Z', '2026-03-01T06:00:00Z', 60, 10),
+  );
   const range = ['--from', '2026-03-01T00:00:00Z', '--to', '2026-03-01T06:00:00Z'];
   const dry = await cli(['backfill', 'sales-hourly', ...range, '--dry-run', '--json']);
   assert.equal(dry.code, 0, dry.err);
-  assert.deepEqual((dry.json() as { windows: { action: string }[] }).windows.map((w) => w.action), Array(6).fill('process'));
+  assert.deepEqual(
+    (dry.json() as { windows: { action: string }[] }).windows.map((w) => w.action),
+    Array(6).fill('process'),
+  );
 
   const config = loadConfig();
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog: buildCatalog(config), logger: memoryLogger(), now: () => new Date() }, async () => {
-    const done = await cli(['backfill', 'sales-hourly', ...range, '--concurrency', '3']);
-    assert.equal(done.code, 0, done.err);
-    assert.match(done.out, /^backfill sales-hourly\/backfill-2026-03-01T00:00:00Z-2026-03-01T06:00:00Z: 6 windows, 3 at once$/m);
-    assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog: buildCatalog(config), logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const done = await cli(['backfill', 'sales-hourly', ...range, '--concurrency', '3']);
+      assert.equal(done.code, 0, done.err);
+      assert.match(
+        done.out,
+        /^backfill sales-hourly\/backfill-2026-03-01T00:00:00Z-2026-03-01T06:00:00Z: 6 windows, 3 at once$/m,
+      );
+      assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
 
-    // A rerun of one window: asked for, refused to someone who is not an approver, approved by one.
-    const asked = await cli(['rerun', 'sales-hourly', '--window', '2026-03-01T02:00:00Z', '--reason', 'late orders', '--by', 'alice']);
-    assert.equal(asked.code, 0, asked.err);
-    const id = /^rerun requested: (\S+)$/m.exec(asked.out)?.[1];
-    assert.ok(id, asked.out);
-    assert.match(asked.out, /window sales-hourly\/2026-03-01T02:00:00Z#1 \(generation 1\)/);
-    const refused = await cli(['approve', id, '--by', 'mallory']);
-    assert.equal(refused.code, 1);
-    assert.match(refused.err, /approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol\)/);
-    assert.equal((await cli(['approve', id, '--by', 'bob'])).code, 0);
-    await eventually(async () => ((await cli(['reruns', '--json'])).json() as { status: string }[])[0]?.status === 'done' ? true : undefined, 30_000, 'the rerun to finish');
-    const audit = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted']).where('request', '=', id).orderBy('id').execute();
-    assert.deepEqual(audit, [{ actor: 'mallory', accepted: false }, { actor: 'bob', accepted: true }]);
-  });
+      // A rerun of one window: asked for, refused to someone who is not an approver, approved by one.
+      const asked = await cli([
+        'rerun',
+        'sales-hourly',
+        '--window',
+        '2026-03-01T02:00:00Z',
+        '--reason',
+        'late orders',
+        '--by',
+        'alice',
+      ]);
+      assert.equal(asked.code, 0, asked.err);
+      const id = /^rerun requested: (\S+)$/m.exec(asked.out)?.[1];
+      assert.ok(id, asked.out);
+      assert.match(asked.out, /window sales-hourly\/2026-03-01T02:00:00Z#1 \(generation 1\)/);
+      const refused = await cli(['approve', id, '--by', 'mallory']);
+      assert.equal(refused.code, 1);
+      assert.match(
+        refused.err,
+        /approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol\)/,
+      );
+      assert.equal((await cli(['approve', id, '--by', 'bob'])).code, 0);
+      await eventually(
+        async () =>
+          ((await cli(['reruns', '--json'])).json() as { status: string }[])[0]?.status === 'done'
+            ? true
+            : undefined,
+        30_000,
+        'the rerun to finish',
+      );
+      const audit = await stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted'])
+        .where('request', '=', id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(audit, [
+        { actor: 'mallory', accepted: false },
+        { actor: 'bob', accepted: true },
+      ]);
+    },
+  );
   const again = await cli(['backfill', 'sales-hourly', ...range, '--dry-run']);
   assert.match(again.out, /dry run: 0 to process, 6 already done, 0 not closed yet/);
 
-  const status = (await cli(['status', 'sales-hourly', '--json'])).json() as { status: string; input: number; applied: number; quarantined: number }[];
-  assert.equal(status.length, 7, 'six windows and the rerun\'s generation');
+  const status = (await cli(['status', 'sales-hourly', '--json'])).json() as {
+    status: string;
+    input: number;
+    applied: number;
+    quarantined: number;
+  }[];
+  assert.equal(status.length, 7, "six windows and the rerun's generation");
   assert.ok(status.every((w) => w.status === 'done' && w.applied + w.quarantined === w.input));
-  assert.equal(status.reduce((s, w) => s + w.input, 0), 70);
-  const runs = (await cli(['runs', 'sales-hourly', '--kind', 'backfill', '--json'])).json() as { outcome: string }[];
-  assert.deepEqual(runs.map((r) => r.outcome), ['completed']);
+  assert.equal(
+    status.reduce((s, w) => s + w.input, 0),
+    70,
+  );
+  const runs = (await cli(['runs', 'sales-hourly', '--kind', 'backfill', '--json'])).json() as {
+    outcome: string;
+  }[];
+  assert.deepEqual(
+    runs.map((r) => r.outcome),
+    ['completed'],
+  );
   const missing = await cli(['status', 'nope']);
   assert.equal(missing.code, 2);
 });

@@ -14,13 +14,23 @@ import { freePort } from '../helpers/net.js';
 import { eventually } from '../helpers/temporal.js';
 
 let t: TestDb;
-before(async () => { t = await createTestDb(); });
+before(async () => {
+  t = await createTestDb();
+});
 after(async () => {
   // npm start's demo CRM database sits next to the one it was given.
   const crm = new URL(t.url);
-  const admin = new pg.Client({ connectionString: (() => { const u = new URL(t.url); u.pathname = '/postgres'; return u.toString(); })() });
+  const admin = new pg.Client({
+    connectionString: (() => {
+      const u = new URL(t.url);
+      u.pathname = '/postgres';
+      return u.toString();
+    })(),
+  });
   await admin.connect();
-  await admin.query(`drop database if exists ${pg.escapeIdentifier(`${crm.pathname.slice(1)}_demo_crm`)} with (force)`);
+  await admin.query(
+    `drop database if exists ${pg.escapeIdentifier(`${crm.pathname.slice(1)}_demo_crm`)} with (force)`,
+  );
   await admin.end();
   await t?.drop();
 });
@@ -28,26 +38,68 @@ after(async () => {
 test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
   const [port, uiPort] = [await freePort(), await freePort()];
   const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-dev-'));
-  const child = spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('../../bin/dev.ts', import.meta.url))], {
-    env: { ...process.env, DATABASE_URL: t.url, TEMPORAL_PORT: String(port), TEMPORAL_UI_PORT: String(uiPort), TIDEMARK_STATE_DIR: stateDir, TEMPORAL_ADDRESS: '', TIDEMARK_WEB_PORT: String(await freePort()), TIDEMARK_DEMO_MARKETPLACE_URL: `http://127.0.0.1:${await freePort()}/demo-shop` },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', fileURLToPath(new URL('../../bin/dev.ts', import.meta.url))],
+    {
+      env: {
+        ...process.env,
+        DATABASE_URL: t.url,
+        TEMPORAL_PORT: String(port),
+        TEMPORAL_UI_PORT: String(uiPort),
+        TIDEMARK_STATE_DIR: stateDir,
+        TEMPORAL_ADDRESS: '',
+        TIDEMARK_WEB_PORT: String(await freePort()),
+        TIDEMARK_DEMO_MARKETPLACE_URL: `http://127.0.0.1:${await freePort()}/demo-shop`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   try {
-    await eventually(async () => (out.includes('tidemark is running') ? true : undefined), 90_000, `npm start to come up:\n${out}`);
+    await eventually(
+      async () => (out.includes('tidemark is running') ? true : undefined),
+      90_000,
+      `npm start to come up:\n${out}`,
+    );
     assert.match(out, new RegExp(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`));
     assert.match(out, /\+ create tidemark:sales-hourly/);
-    await eventually(async () => (/PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out) ? true : undefined), 60_000, `a processed window:\n${out}`);
-    await eventually(async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined), 60_000, `the demo backfill:\n${out}`);
+    await eventually(
+      async () =>
+        /PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out)
+          ? true
+          : undefined,
+      60_000,
+      `a processed window:\n${out}`,
+    );
+    await eventually(
+      async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined),
+      60_000,
+      `the demo backfill:\n${out}`,
+    );
     // Every demo job kind ran its first window.
-    for (const job of ['sales-daily-report', 'customer-sync', 'db-backup', 'housekeeping', 'marketplace-prices']) {
-      await eventually(async () => (new RegExp(`PROCESSED job=${job} `).test(out) ? true : undefined), 60_000, `${job} to process a window:\n${out}`);
+    for (const job of [
+      'sales-daily-report',
+      'customer-sync',
+      'db-backup',
+      'housekeeping',
+      'marketplace-prices',
+    ]) {
+      await eventually(
+        async () => (new RegExp(`PROCESSED job=${job} `).test(out) ? true : undefined),
+        60_000,
+        `${job} to process a window:\n${out}`,
+      );
     }
     assert.match(out, /BACKUP job=db-backup .* restore-checked/);
-    const days = await t.db.selectFrom('daily_sales').select(['day', 'order_count']).where('job', '=', 'sales-hourly').execute();
+    const days = await t.db
+      .selectFrom('daily_sales')
+      .select(['day', 'order_count'])
+      .where('job', '=', 'sales-hourly')
+      .execute();
     assert.ok(days.reduce((s, d) => s + d.order_count, 0) > 900, JSON.stringify(days));
     // The management page answers with the token npm start printed.
     const [, webUrl, webToken] = /Management\s+(\S+)\s+token: (\S+)/.exec(out) ?? [];

@@ -34,32 +34,73 @@ const withReport: WindowHandler = async (ctx) => {
   const counts = await summariseWindow(ctx);
   return {
     ...counts,
-    effects: [{
-      name: 'report', channel: 'email',
-      request: {
-        to: ['ops@example.test'], subject: `report ${ctx.key}`, text: `orders: ${counts.applied}`, html: `<p>orders: <b>${counts.applied}</b></p>`,
-        attachments: [{ filename: 'orders.csv', contentType: 'text/csv', contentBase64: Buffer.from(`window,orders\n${ctx.key},${counts.applied}\n`).toString('base64') }],
+    effects: [
+      {
+        name: 'report',
+        channel: 'email',
+        request: {
+          to: ['ops@example.test'],
+          subject: `report ${ctx.key}`,
+          text: `orders: ${counts.applied}`,
+          html: `<p>orders: <b>${counts.applied}</b></p>`,
+          attachments: [
+            {
+              filename: 'orders.csv',
+              contentType: 'text/csv',
+              contentBase64: Buffer.from(`window,orders\n${ctx.key},${counts.applied}\n`).toString('base64'),
+            },
+          ],
+        },
       },
-    }],
+    ],
   };
 };
 
 function reportJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
   return salesJob(name, {
-    start: '2026-08-01T00:00:00Z', handler: withReport, alerts: { telegram: ['ops-chat'] },
-    retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms' }, ...extra,
+    start: '2026-08-01T00:00:00Z',
+    handler: withReport,
+    alerts: { telegram: ['ops-chat'] },
+    retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms' },
+    ...extra,
   });
 }
 
-async function runWindow(taskQueue: string, job: string, start: string, end: string): Promise<WindowRunResult> {
+async function runWindow(
+  taskQueue: string,
+  job: string,
+  start: string,
+  end: string,
+): Promise<WindowRunResult> {
   const key = `${job}/${start.replace('.000Z', 'Z')}`;
-  return await stack.env.client.workflow.execute('window', {
-    taskQueue, workflowId: key,
-    args: [{ job, start, end, generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000, effectTimeoutMs: 10_000 } }],
-  }) as WindowRunResult;
+  return (await stack.env.client.workflow.execute('window', {
+    taskQueue,
+    workflowId: key,
+    args: [
+      {
+        job,
+        start,
+        end,
+        generation: 0,
+        key,
+        trigger: 'manual',
+        policy: {
+          retry: {
+            maximumAttempts: 3,
+            initialInterval: '100ms',
+            maximumInterval: '200ms',
+            backoffCoefficient: 1,
+          },
+          startToCloseTimeoutMs: 20_000,
+          effectTimeoutMs: 10_000,
+        },
+      },
+    ],
+  })) as WindowRunResult;
 }
 
-const incomplete = (err: unknown) => err instanceof WorkflowFailedError && /effect\(s\) are not done/.test(String(err.cause?.message));
+const incomplete = (err: unknown) =>
+  err instanceof WorkflowFailedError && /effect\(s\) are not done/.test(String(err.cause?.message));
 
 test('SMTP stores the message and drops the connection before answering: unknown, no resend, one alert, resent only when approved', async () => {
   const job = 'mail-drop';
@@ -71,18 +112,31 @@ test('SMTP stores the message and drops the connection before answering: unknown
   await insertOrders(stack.t.db, ordersBetween(job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z', 10));
   await withWorker(stack.env, taskQueue, deps, async () => {
     smtp.plan.push('store-then-drop');
-    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+    await assert.rejects(
+      runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
+      incomplete,
+    );
     assert.equal(smtp.messages.length - smtpBefore, 1, 'the server stored the message');
     assert.equal((await effectRow(stack.t.db, key)).status, 'unknown');
     const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
     assert.equal(alerts.length, 1);
     assert.match(alerts[0]!, /effect outcome unknown/);
-    assert.match(alerts[0]!, new RegExp(`tidemark effects decide ${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+    assert.match(
+      alerts[0]!,
+      new RegExp(`tidemark effects decide ${key.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
+    );
 
     // The window presented again: already done; its effect is still unknown and is not resent.
-    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+    await assert.rejects(
+      runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
+      incomplete,
+    );
     assert.equal(smtp.messages.length - smtpBefore, 1, 'no automatic resend');
-    assert.equal(chatTexts(chat, 'telegram').length - alertsBefore, 1, 'no second alert for the same incident');
+    assert.equal(
+      chatTexts(chat, 'telegram').length - alertsBefore,
+      1,
+      'no second alert for the same incident',
+    );
   });
 
   // An operator approves the resend: it is sent once more, and the incident clears.
@@ -91,7 +145,11 @@ test('SMTP stores the message and drops the connection before answering: unknown
   assert.equal(smtp.messages.length - smtpBefore, 2);
   const row = await effectRow(stack.t.db, key);
   assert.deepEqual([row.status, row.decision, row.decided_by, row.attempts], ['done', 'resend', 'alice', 2]);
-  assert.equal(smtp.messages.at(-1)!.messageId, smtp.messages.at(-2)!.messageId, 'the same Message-ID on both sends');
+  assert.equal(
+    smtp.messages.at(-1)!.messageId,
+    smtp.messages.at(-2)!.messageId,
+    'the same Message-ID on both sends',
+  );
   const after = chatTexts(chat, 'telegram').slice(alertsBefore);
   assert.equal(after.length, 2);
   assert.match(after[1]!, /recovered/);
@@ -107,7 +165,10 @@ test('a transient SMTP 4xx then success: one message, two attempts recorded', as
   await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
     smtp.plan.push('defer');
     const r = await runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
-    assert.deepEqual(r.effectOutcomes.map((o) => o.outcome), ['done']);
+    assert.deepEqual(
+      r.effectOutcomes.map((o) => o.outcome),
+      ['done'],
+    );
   });
   assert.equal(smtp.messages.length - before, 1);
   const mail = smtp.messages.at(-1)!;
@@ -115,7 +176,10 @@ test('a transient SMTP 4xx then success: one message, two attempts recorded', as
   const n = /^orders: (\d+)$/.exec(mail.text?.trim() ?? '')?.[1];
   assert.ok(n !== undefined, mail.text);
   assert.equal(mail.html, `<p>orders: <b>${n}</b></p>`);
-  assert.deepEqual(mail.attachments.map((a) => [a.filename, a.contentType, a.content.toString('utf8')]), [['orders.csv', 'text/csv', `window,orders\n${job}/2026-08-01T00:00:00Z,${n}\n`]]);
+  assert.deepEqual(
+    mail.attachments.map((a) => [a.filename, a.contentType, a.content.toString('utf8')]),
+    [['orders.csv', 'text/csv', `window,orders\n${job}/2026-08-01T00:00:00Z,${n}\n`]],
+  );
   assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed', 'done']);
   const row = await effectRow(stack.t.db, key);
   assert.equal(row.status, 'done');
@@ -130,7 +194,10 @@ test('a permanent SMTP 5xx: one attempt, one alert, the effect failed', async ()
   const [offered, alertsBefore] = [smtp.offered, chatTexts(chat, 'telegram').length];
   await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
     smtp.plan.push('reject');
-    await assert.rejects(runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'), incomplete);
+    await assert.rejects(
+      runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
+      incomplete,
+    );
   });
   assert.equal(smtp.offered - offered, 1, 'one attempt');
   assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed']);
@@ -146,7 +213,10 @@ test('a permanent SMTP 5xx: one attempt, one alert, the effect failed', async ()
   assert.equal(result.outcome, 'done');
   assert.equal(smtp.offered - offered, 2);
   assert.match(chatTexts(chat, 'telegram').at(-1)!, /mail-reject: recovered/);
-  await assert.rejects(retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice'), /is done, not failed/);
+  await assert.rejects(
+    retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice'),
+    /is done, not failed/,
+  );
 });
 
 test('the worker killed between begin and done: on restart the policy applies, nothing is sent twice', async () => {
@@ -155,8 +225,19 @@ test('the worker killed between begin and done: on restart the policy applies, n
   const key = `${job}/2026-08-01T00:00:00Z:report`;
   const [before, alertsBefore] = [smtp.messages.length, chatTexts(chat, 'telegram').length];
   const workerEnv = (kill: boolean) => ({
-    DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: stack.env.address, TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({ name: job, grid: '1h', start: '2026-08-01T00:00:00Z', holdMs: 0, smtpPort: smtp.port, telegramUrl: chat.telegramUrl, effectTimeout: '2s', killAfterEffect: kill }),
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TEST_JOB: JSON.stringify({
+      name: job,
+      grid: '1h',
+      start: '2026-08-01T00:00:00Z',
+      holdMs: 0,
+      smtpPort: smtp.port,
+      telegramUrl: chat.telegramUrl,
+      effectTimeout: '2s',
+      killAfterEffect: kill,
+    }),
   });
   const doomed = await spawnWorker('doomed', workerEnv(true));
   const run = runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
@@ -184,14 +265,35 @@ test('attempts racing for one effect: the fencing number lets exactly one act', 
   const catalog = defineCatalog([reportJob(job)]);
   const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
-  await recordEffects(stack.t.db, [{ key, job, windowKey: `${job}/2026-08-01T00:00:00Z`, name: 'report', channel: 'email', policy: 'ask', request: { to: ['ops@example.test'], subject: 'race', text: 'once' }, providerKey: key }]);
+  await recordEffects(stack.t.db, [
+    {
+      key,
+      job,
+      windowKey: `${job}/2026-08-01T00:00:00Z`,
+      name: 'report',
+      channel: 'email',
+      policy: 'ask',
+      request: { to: ['ops@example.test'], subject: 'race', text: 'once' },
+      providerKey: key,
+    },
+  ]);
   const before = smtp.messages.length;
   const { performEffect } = effectActivities(deps);
   const results = await Promise.allSettled(Array.from({ length: 6 }, () => performEffect({ key })));
   const done = results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'done');
-  const held = results.filter((r) => r.status === 'rejected' && r.reason instanceof ApplicationFailure && r.reason.type === 'EffectInProgress');
+  const held = results.filter(
+    (r) =>
+      r.status === 'rejected' &&
+      r.reason instanceof ApplicationFailure &&
+      r.reason.type === 'EffectInProgress',
+  );
   assert.equal(done.length, 1);
-  assert.equal(held.length + done.length + results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'already-done').length, 6);
+  assert.equal(
+    held.length +
+      done.length +
+      results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'already-done').length,
+    6,
+  );
   assert.equal(smtp.messages.length - before, 1);
   assert.equal((await effectRow(stack.t.db, key)).attempts, 1);
 });
@@ -212,7 +314,10 @@ async function startIdempotentApi() {
       for await (const c of req) chunks.push(c as Buffer);
       seen.push(key);
       if (!applied.has(key)) applied.set(key, JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      const reply = () => res.writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}` }).end('{"ok":true}');
+      const reply = () =>
+        res
+          .writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}` })
+          .end('{"ok":true}');
       if (hangNext) {
         hangNext = false;
         setTimeout(reply, 3_000);
@@ -222,25 +327,55 @@ async function startIdempotentApi() {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   return {
-    url, applied, seen, hangNext: () => { hangNext = true; },
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    url,
+    applied,
+    seen,
+    hangNext: () => {
+      hangNext = true;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
 test('an HTTP API that applies a request and then times out: resent with the same Idempotency-Key, applied once', async () => {
   const api = await startIdempotentApi();
   const job = 'http-timeout';
-  const catalog = defineCatalog([salesJob(job, {
-    start: '2026-08-01T00:00:00Z', alerts: { telegram: ['ops-chat'] },
-    handler: async (ctx) => ({ ...(await summariseWindow(ctx)), effects: [{ name: 'push', channel: 'http', request: { method: 'POST', url: `${api.url}/prices`, body: { window: ctx.key, price: 10 } } }] }),
-  })]);
-  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), channels: { ...depsWithChannels(stack.t.db, catalog, smtp, chat).channels, http: httpApiProvider({ timeoutMs: 1_000 }) } };
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-08-01T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          {
+            name: 'push',
+            channel: 'http',
+            request: { method: 'POST', url: `${api.url}/prices`, body: { window: ctx.key, price: 10 } },
+          },
+        ],
+      }),
+    }),
+  ]);
+  const deps = {
+    ...depsWithChannels(stack.t.db, catalog, smtp, chat),
+    channels: {
+      ...depsWithChannels(stack.t.db, catalog, smtp, chat).channels,
+      http: httpApiProvider({ timeoutMs: 1_000 }),
+    },
+  };
   const taskQueue = uniqueQueue(job);
   try {
     api.hangNext();
     await withWorker(stack.env, taskQueue, deps, async () => {
       const r = await runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
-      assert.deepEqual(r.effectOutcomes.map((o) => o.outcome), ['done']);
+      assert.deepEqual(
+        r.effectOutcomes.map((o) => o.outcome),
+        ['done'],
+      );
     });
     const key = `${job}/2026-08-01T00:00:00Z:push`;
     assert.deepEqual(api.seen, [key, key], 'the same key twice');
@@ -255,15 +390,43 @@ test('a begin without a done, where the API can say what happened: the guard ask
   const api = await startIdempotentApi();
   const job = 'http-check';
   const catalog = defineCatalog([salesJob(job)]);
-  const deps = { ...depsWithChannels(stack.t.db, catalog, smtp, chat), channels: { http: httpApiProvider({ timeoutMs: 1_000 }) } };
+  const deps = {
+    ...depsWithChannels(stack.t.db, catalog, smtp, chat),
+    channels: { http: httpApiProvider({ timeoutMs: 1_000 }) },
+  };
   try {
     const [applied, absent] = [`${job}/a:push`, `${job}/b:push`];
     api.applied.set(applied, { earlier: true });
     for (const key of [applied, absent]) {
-      await recordEffects(stack.t.db, [{ key, job, windowKey: null, name: 'push', channel: 'http', policy: 'ask', providerKey: key,
-        request: { method: 'POST', url: `${api.url}/prices`, body: { k: key }, statusUrl: `${api.url}/status/${encodeURIComponent(key)}` } }]);
+      await recordEffects(stack.t.db, [
+        {
+          key,
+          job,
+          windowKey: null,
+          name: 'push',
+          channel: 'http',
+          policy: 'ask',
+          providerKey: key,
+          request: {
+            method: 'POST',
+            url: `${api.url}/prices`,
+            body: { k: key },
+            statusUrl: `${api.url}/status/${encodeURIComponent(key)}`,
+          },
+        },
+      ]);
       // The attempt that began it died long ago.
-      await stack.t.db.updateTable('effects').set({ status: 'begun', fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), lease_until: new Date(Date.now() - 540_000) }).where('effect_key', '=', key).execute();
+      await stack.t.db
+        .updateTable('effects')
+        .set({
+          status: 'begun',
+          fence: 1,
+          attempts: 1,
+          begun_at: new Date(Date.now() - 600_000),
+          lease_until: new Date(Date.now() - 540_000),
+        })
+        .where('effect_key', '=', key)
+        .execute();
     }
     const { performEffect } = effectActivities(deps);
     assert.equal((await performEffect({ key: applied })).outcome, 'done');

@@ -21,11 +21,18 @@ async function listed(ids: string[]): Promise<true | undefined> {
 test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   const taskQueue = 'sync-q';
   const a: JobSpec = salesJob('sync-a', { grid: '1h', lateness: '5m' });
-  const b: JobSpec = salesJob('sync-b', { grid: 'day', timezone: 'Europe/Berlin', tick: { cron: '15 0 * * *' } });
+  const b: JobSpec = salesJob('sync-b', {
+    grid: 'day',
+    timezone: 'Europe/Berlin',
+    tick: { cron: '15 0 * * *' },
+  });
   const client = stack.env.client;
 
   const first = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
-  assert.deepEqual([first.create.sort(), first.update, first.delete, first.failed], [[WATCH_SCHEDULE_ID, scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], [], []]);
+  assert.deepEqual(
+    [first.create.sort(), first.update, first.delete, first.failed],
+    [[WATCH_SCHEDULE_ID, scheduleIdOf('sync-a'), scheduleIdOf('sync-b')], [], [], []],
+  );
   const described = await client.schedule.getHandle(scheduleIdOf('sync-b')).describe();
   assert.equal(described.spec.timezone, 'Europe/Berlin');
   assert.equal(described.policies.overlap, 'SKIP');
@@ -33,10 +40,17 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   assert.equal(described.action.type, 'startWorkflow');
   // The server's own next fire times agree with the offline preview.
   const preview = previewJob(defineCatalog([b]).get('sync-b'), new Date(), 3).tick.next;
-  assert.deepEqual(described.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString().replace('.000Z', 'Z')), preview);
+  assert.deepEqual(
+    described.info.nextActionTimes.slice(0, 3).map((d) => d.toISOString().replace('.000Z', 'Z')),
+    preview,
+  );
 
   const again = await syncSchedules(client, defineCatalog([a, b]), { taskQueue, apply: true });
-  assert.deepEqual(again.unchanged.sort(), [WATCH_SCHEDULE_ID, scheduleIdOf('sync-a'), scheduleIdOf('sync-b')]);
+  assert.deepEqual(again.unchanged.sort(), [
+    WATCH_SCHEDULE_ID,
+    scheduleIdOf('sync-a'),
+    scheduleIdOf('sync-b'),
+  ]);
   assert.deepEqual([again.create, again.update], [[], []]);
 
   // An operator pauses sync-a; the catalog changes its lateness; sync updates and keeps the pause.
@@ -46,7 +60,11 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   assert.deepEqual(dry.update, [scheduleIdOf('sync-a')]);
   assert.match(describePlan(dry), /~ update tidemark:sync-a \(stays paused\)/);
   const before = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
-  assert.deepEqual(before.spec.calendars?.[0]?.minute, [{ start: 5, end: 5, step: 1 }], 'dry run changed nothing');
+  assert.deepEqual(
+    before.spec.calendars?.[0]?.minute,
+    [{ start: 5, end: 5, step: 1 }],
+    'dry run changed nothing',
+  );
   await syncSchedules(client, defineCatalog([changed, b]), { taskQueue, apply: true });
   const after = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
   assert.equal(after.state.paused, true);
@@ -54,8 +72,16 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   assert.deepEqual(after.spec.calendars?.[0]?.minute, [{ start: 20, end: 20, step: 1 }]);
 
   // sync-b leaves the catalog: its schedule is deleted; a schedule that is not ours stays.
-  await client.schedule.create({ scheduleId: 'someone-else', spec: { intervals: [{ every: '1h' }] }, action: { type: 'startWorkflow', workflowType: 'x', taskQueue } });
-  await eventually(() => listed([scheduleIdOf('sync-a'), scheduleIdOf('sync-b'), 'someone-else']), 20_000, 'schedules to be listed');
+  await client.schedule.create({
+    scheduleId: 'someone-else',
+    spec: { intervals: [{ every: '1h' }] },
+    action: { type: 'startWorkflow', workflowType: 'x', taskQueue },
+  });
+  await eventually(
+    () => listed([scheduleIdOf('sync-a'), scheduleIdOf('sync-b'), 'someone-else']),
+    20_000,
+    'schedules to be listed',
+  );
   const removed = await syncSchedules(client, defineCatalog([changed]), { taskQueue, apply: true });
   assert.deepEqual(removed.delete, [scheduleIdOf('sync-b')]);
   await assert.rejects(client.schedule.getHandle(scheduleIdOf('sync-b')).describe());
@@ -67,29 +93,54 @@ test('a schedule-fired tick uses the nominal time and processes the closed windo
   const taskQueue = uniqueQueue(job);
   const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3 * 3_600_000);
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: start.toISOString() })]);
-  await withWorker(stack.env, taskQueue, { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() }, async () => {
-    await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
-    const handle = stack.env.client.schedule.getHandle(scheduleIdOf(job));
-    await handle.trigger();
-    const described = await eventually(async () => {
-      const d = await handle.describe();
-      return d.info.recentActions.length > 0 ? d : undefined;
-    }, 20_000, 'the schedule to fire');
-    const action = described.info.recentActions[0]!.action;
-    assert.match(action.workflow.workflowId, /^fired\/tick-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
-    const result = await stack.env.client.workflow.getHandle(action.workflow.workflowId, action.workflow.firstExecutionRunId).result() as TickResult;
-    assert.ok([3, 4].includes(result.started.length), `${result.started.length} windows (4 only if an hour turned during the test)`);
-    assert.equal(result.watermark, start.toISOString().replace('.000Z', 'Z'));
-    for (const key of result.started) await stack.env.client.workflow.getHandle(key).result();
-    // The Web UI can find this job's runs by its search attributes.
-    const runs = await eventually(async () => {
-      const found: string[] = [];
-      for await (const wf of stack.env.client.workflow.list({ query: `TidemarkJob = "${job}"` })) found.push(`${wf.searchAttributes.TidemarkKind?.[0]} ${wf.workflowId}`);
-      return found.length >= result.started.length + 1 ? found.sort() : undefined;
-    }, 20_000, 'the runs to be searchable');
-    assert.deepEqual(runs, [...result.started.map((k) => `window ${k}`), `tick ${action.workflow.workflowId}`].sort());
-    const windows: string[] = [];
-    for await (const wf of stack.env.client.workflow.list({ query: `TidemarkJob = "${job}" AND TidemarkKind = "window" AND TidemarkWindowStart >= "${start.toISOString()}"` })) windows.push(wf.workflowId);
-    assert.equal(windows.length, result.started.length);
-  });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
+      const handle = stack.env.client.schedule.getHandle(scheduleIdOf(job));
+      await handle.trigger();
+      const described = await eventually(
+        async () => {
+          const d = await handle.describe();
+          return d.info.recentActions.length > 0 ? d : undefined;
+        },
+        20_000,
+        'the schedule to fire',
+      );
+      const action = described.info.recentActions[0]!.action;
+      assert.match(action.workflow.workflowId, /^fired\/tick-\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+      const result = (await stack.env.client.workflow
+        .getHandle(action.workflow.workflowId, action.workflow.firstExecutionRunId)
+        .result()) as TickResult;
+      assert.ok(
+        [3, 4].includes(result.started.length),
+        `${result.started.length} windows (4 only if an hour turned during the test)`,
+      );
+      assert.equal(result.watermark, start.toISOString().replace('.000Z', 'Z'));
+      for (const key of result.started) await stack.env.client.workflow.getHandle(key).result();
+      // The Web UI can find this job's runs by its search attributes.
+      const runs = await eventually(
+        async () => {
+          const found: string[] = [];
+          for await (const wf of stack.env.client.workflow.list({ query: `TidemarkJob = "${job}"` }))
+            found.push(`${wf.searchAttributes.TidemarkKind?.[0]} ${wf.workflowId}`);
+          return found.length >= result.started.length + 1 ? found.sort() : undefined;
+        },
+        20_000,
+        'the runs to be searchable',
+      );
+      assert.deepEqual(
+        runs,
+        [...result.started.map((k) => `window ${k}`), `tick ${action.workflow.workflowId}`].sort(),
+      );
+      const windows: string[] = [];
+      for await (const wf of stack.env.client.workflow.list({
+        query: `TidemarkJob = "${job}" AND TidemarkKind = "window" AND TidemarkWindowStart >= "${start.toISOString()}"`,
+      }))
+        windows.push(wf.workflowId);
+      assert.equal(windows.length, result.started.length);
+    },
+  );
 });

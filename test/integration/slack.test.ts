@@ -19,23 +19,49 @@ import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/tempo
 
 const stack = realStack();
 let chat: TestChat;
-before(async () => { chat = await startChat(); });
-after(async () => { await chat?.close(); });
+before(async () => {
+  chat = await startChat();
+});
+after(async () => {
+  await chat?.close();
+});
 
 const SECRET = 'test-signing-secret-4f1a';
 
 function signed(body: string, opts: { secret?: string; ts?: number; signBody?: string } = {}) {
   const ts = opts.ts ?? Math.floor(Date.now() / 1000);
-  const sig = createHmac('sha256', opts.secret ?? SECRET).update(`v0:${ts}:${opts.signBody ?? body}`).digest('hex');
-  return { 'content-type': 'application/x-www-form-urlencoded', 'x-slack-request-timestamp': String(ts), 'x-slack-signature': `v0=${sig}` };
+  const sig = createHmac('sha256', opts.secret ?? SECRET)
+    .update(`v0:${ts}:${opts.signBody ?? body}`)
+    .digest('hex');
+  return {
+    'content-type': 'application/x-www-form-urlencoded',
+    'x-slack-request-timestamp': String(ts),
+    'x-slack-signature': `v0=${sig}`,
+  };
 }
 
 function click(user: string, action: 'rerun_approve' | 'rerun_reject', request: string): string {
   const payload = {
-    type: 'block_actions', user: { id: user, username: user.toLowerCase(), team_id: 'T1' }, team: { id: 'T1', domain: 'test' }, api_app_id: 'A1', token: 'legacy',
-    trigger_id: '1.2.3', container: { type: 'message', message_ts: '1.1', channel_id: 'C_APPROVALS' }, channel: { id: 'C_APPROVALS', name: 'approvals' },
-    message: { ts: '1.1', text: 'rerun' }, response_url: `${chat.url}/response`,
-    actions: [{ type: 'button', action_id: action, block_id: 'rerun', value: request, action_ts: '1.2', text: { type: 'plain_text', text: 'x' } }],
+    type: 'block_actions',
+    user: { id: user, username: user.toLowerCase(), team_id: 'T1' },
+    team: { id: 'T1', domain: 'test' },
+    api_app_id: 'A1',
+    token: 'legacy',
+    trigger_id: '1.2.3',
+    container: { type: 'message', message_ts: '1.1', channel_id: 'C_APPROVALS' },
+    channel: { id: 'C_APPROVALS', name: 'approvals' },
+    message: { ts: '1.1', text: 'rerun' },
+    response_url: `${chat.url}/response`,
+    actions: [
+      {
+        type: 'button',
+        action_id: action,
+        block_id: 'rerun',
+        value: request,
+        action_ts: '1.2',
+        text: { type: 'plain_text', text: 'x' },
+      },
+    ],
   };
   return `payload=${encodeURIComponent(JSON.stringify(payload))}`;
 }
@@ -47,23 +73,80 @@ test('approving a rerun from Slack', async () => {
   const taskQueue = uniqueQueue(job);
   await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 20));
   const deps = {
-    db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date(),
-    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) }, approvals: { slackChannel: 'C_APPROVALS' },
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
+    approvals: { slackChannel: 'C_APPROVALS' },
   };
   const port = await freePort();
   chat.groups.S_APPROVERS = ['UDAVE'];
-  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB', 'UCAROL'], approverGroup: 'S_APPROVERS' });
+  const app = await startSlackApp({
+    signingSecret: SECRET,
+    botToken: 'xoxb-test',
+    apiUrl: chat.slackUrl,
+    temporal: stack.env.client,
+    db: stack.t.db,
+    logger: memoryLogger(),
+    port,
+    deps,
+    approvers: ['UBOB', 'UCAROL'],
+    approverGroup: 'S_APPROVERS',
+  });
   const endpoint = `http://127.0.0.1:${port}/slack/events`;
-  const post = (body: string, headers: Record<string, string>) => fetch(endpoint, { method: 'POST', body, headers });
+  const post = (body: string, headers: Record<string, string>) =>
+    fetch(endpoint, { method: 'POST', body, headers });
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
       const key = `${job}/2026-04-12T10:00:00Z`;
-      await stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, ...W, generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000 } }] });
+      await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job,
+            ...W,
+            generation: 0,
+            key,
+            trigger: 'manual',
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '1s',
+                maximumInterval: '1s',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 20_000,
+            },
+          },
+        ],
+      });
       const id = `${key}/rerun-slack`;
-      const handle = await stack.env.client.workflow.start('rerun', { taskQueue, workflowId: id, args: [{ job, windowStart: W.start, reason: 'late orders', requestedBy: 'UALICE', approvers: ['UBOB', 'UCAROL'], approverGroup: 'S_APPROVERS' }] });
+      const handle = await stack.env.client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: id,
+        args: [
+          {
+            job,
+            windowStart: W.start,
+            reason: 'late orders',
+            requestedBy: 'UALICE',
+            approvers: ['UBOB', 'UCAROL'],
+            approverGroup: 'S_APPROVERS',
+          },
+        ],
+      });
 
       // The request is posted with its buttons.
-      const posted = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postMessage' && JSON.stringify(m.blocks ?? '').includes(id)), 20_000, 'the request message');
+      const posted = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) => m.method === 'chat.postMessage' && JSON.stringify(m.blocks ?? '').includes(id),
+          ),
+        20_000,
+        'the request message',
+      );
       assert.equal(posted.target, 'C_APPROVALS');
       assert.match(posted.text, /Rerun requested\* for `slack-sales\/2026-04-12T10:00:00Z#1`/);
       assert.match(posted.text, /asked by UALICE: late orders/);
@@ -71,38 +154,81 @@ test('approving a rerun from Slack', async () => {
       // Forged, stale and tampered requests: 401, and nothing happens.
       const body = click('UBOB', 'rerun_approve', id);
       assert.equal((await post(body, signed(body, { secret: 'wrong-secret' }))).status, 401);
-      assert.equal((await post(body, signed(body, { ts: Math.floor(Date.now() / 1000) - 6 * 60 }))).status, 401);
-      assert.equal((await post(body, signed(body, { signBody: click('UBOB', 'rerun_reject', id) }))).status, 401);
+      assert.equal(
+        (await post(body, signed(body, { ts: Math.floor(Date.now() / 1000) - 6 * 60 }))).status,
+        401,
+      );
+      assert.equal(
+        (await post(body, signed(body, { signBody: click('UBOB', 'rerun_reject', id) }))).status,
+        401,
+      );
       assert.equal((await handle.query<RerunState>('state')).status, 'pending');
-      assert.equal((await stack.t.db.selectFrom('approval_audit').selectAll().where('request', '=', id).execute()).length, 0);
+      assert.equal(
+        (await stack.t.db.selectFrom('approval_audit').selectAll().where('request', '=', id).execute())
+          .length,
+        0,
+      );
 
       // Someone who is not an approver: acknowledged, refused, told, audited.
       const mallory = click('UMALLORY', 'rerun_approve', id);
       assert.equal((await post(mallory, signed(mallory))).status, 200);
-      const told = await eventually(async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'), 20_000, 'the refusal');
-      assert.match(told.text, /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns \(approvers: UBOB, UCAROL or members of S_APPROVERS\)/);
+      const told = await eventually(
+        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'),
+        20_000,
+        'the refusal',
+      );
+      assert.match(
+        told.text,
+        /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns \(approvers: UBOB, UCAROL or members of S_APPROVERS\)/,
+      );
 
       // Two approvers at once, one of them by user-group membership: one rerun.
       const [bob, dave] = [click('UBOB', 'rerun_approve', id), click('UDAVE', 'rerun_approve', id)];
       const answers = await Promise.all([post(bob, signed(bob)), post(dave, signed(dave))]);
-      assert.deepEqual(answers.map((a) => a.status), [200, 200]);
-      const result = await handle.result() as RerunResult;
+      assert.deepEqual(
+        answers.map((a) => a.status),
+        [200, 200],
+      );
+      const result = (await handle.result()) as RerunResult;
       assert.equal(result.outcome, 'done');
-      const audit = await eventually(async () => {
-        const rows = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted', 'source', 'reason']).where('request', '=', id).orderBy('id').execute();
-        return rows.length === 3 ? rows : undefined;
-      }, 20_000, 'three audited decisions');
-      assert.deepEqual(audit.filter((a) => a.accepted).map((a) => a.actor), [result.decidedBy]);
+      const audit = await eventually(
+        async () => {
+          const rows = await stack.t.db
+            .selectFrom('approval_audit')
+            .select(['actor', 'accepted', 'source', 'reason'])
+            .where('request', '=', id)
+            .orderBy('id')
+            .execute();
+          return rows.length === 3 ? rows : undefined;
+        },
+        20_000,
+        'three audited decisions',
+      );
+      assert.deepEqual(
+        audit.filter((a) => a.accepted).map((a) => a.actor),
+        [result.decidedBy],
+      );
       assert.equal(audit.filter((a) => !a.accepted).length, 2);
       // The one of bob and dave (a group member, not on the list) who lost was refused only for being second.
       const loser = audit.find((a) => !a.accepted && a.actor !== 'UMALLORY')!;
       assert.match(loser.reason ?? '', /already approved by (UBOB|UDAVE)/);
       assert.ok(audit.every((a) => a.source === 'slack'));
-      const gens = await stack.t.db.selectFrom('job_windows').select('generation').where('job', '=', job).execute();
+      const gens = await stack.t.db
+        .selectFrom('job_windows')
+        .select('generation')
+        .where('job', '=', job)
+        .execute();
       assert.deepEqual(gens.map((g) => g.generation).sort(), [0, 1]);
 
       // The request message is updated in place with the outcome.
-      const updated = await eventually(async () => chat.messages.find((m) => m.method === 'chat.update' && m.ts === posted.ts && /generation 1 processed/.test(m.text)), 20_000, 'the updated message');
+      const updated = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) => m.method === 'chat.update' && m.ts === posted.ts && /generation 1 processed/.test(m.text),
+          ),
+        20_000,
+        'the updated message',
+      );
       assert.match(updated.text, new RegExp(`\\*Approved\\* by ${result.decidedBy}`));
     });
   } finally {
@@ -113,40 +239,138 @@ test('approving a rerun from Slack', async () => {
 test('an effect left unknown is decided from the buttons of its Slack alert', async () => {
   const smtp = await startSmtp();
   const job = 'slack-effect';
-  const catalog = defineCatalog([salesJob(job, {
-    start: '2026-04-13T00:00:00Z', lateness: '0m', alerts: { slack: ['C_OPS'] },
-    handler: async (ctx) => ({ ...(await summariseWindow(ctx)), effects: [{ name: 'report', channel: 'email', request: { to: ['ops@example.test'], subject: 'report', text: 'x' } }] }),
-  })]);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-04-13T00:00:00Z',
+      lateness: '0m',
+      alerts: { slack: ['C_OPS'] },
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          {
+            name: 'report',
+            channel: 'email',
+            request: { to: ['ops@example.test'], subject: 'report', text: 'x' },
+          },
+        ],
+      }),
+    }),
+  ]);
   const deps = {
-    db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date(),
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
     channels: {
       slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
-      email: emailProvider({ host: '127.0.0.1', port: smtp.port, secure: false, rejectUnauthorized: false, from: 't@test', socketTimeoutMs: 5_000 }),
+      email: emailProvider({
+        host: '127.0.0.1',
+        port: smtp.port,
+        secure: false,
+        rejectUnauthorized: false,
+        from: 't@test',
+        socketTimeoutMs: 5_000,
+      }),
     },
   };
   const port = await freePort();
-  const app = await startSlackApp({ signingSecret: SECRET, botToken: 'xoxb-test', apiUrl: chat.slackUrl, temporal: stack.env.client, db: stack.t.db, logger: memoryLogger(), port, deps, approvers: ['UBOB'] });
-  const post = (body: string) => fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
+  const app = await startSlackApp({
+    signingSecret: SECRET,
+    botToken: 'xoxb-test',
+    apiUrl: chat.slackUrl,
+    temporal: stack.env.client,
+    db: stack.t.db,
+    logger: memoryLogger(),
+    port,
+    deps,
+    approvers: ['UBOB'],
+  });
+  const post = (body: string) =>
+    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
   const taskQueue = uniqueQueue(job);
   const key = `${job}/2026-04-13T00:00:00Z`;
   const effectKey = `${key}:report`;
   try {
     smtp.plan.push('store-then-drop');
     await withWorker(stack.env, taskQueue, deps, async () => {
-      await assert.rejects(stack.env.client.workflow.execute('window', { taskQueue, workflowId: key, args: [{ job, start: '2026-04-13T00:00:00Z', end: '2026-04-13T01:00:00Z', generation: 0, key, trigger: 'manual', policy: { retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 }, startToCloseTimeoutMs: 20_000 } }] }));
+      await assert.rejects(
+        stack.env.client.workflow.execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [
+            {
+              job,
+              start: '2026-04-13T00:00:00Z',
+              end: '2026-04-13T01:00:00Z',
+              generation: 0,
+              key,
+              trigger: 'manual',
+              policy: {
+                retry: {
+                  maximumAttempts: 1,
+                  initialInterval: '1s',
+                  maximumInterval: '1s',
+                  backoffCoefficient: 1,
+                },
+                startToCloseTimeoutMs: 20_000,
+              },
+            },
+          ],
+        }),
+      );
     });
-    const alert = chat.messages.find((m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'));
+    const alert = chat.messages.find(
+      (m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'),
+    );
     assert.ok(alert, 'the alert carries Resend and Skip buttons');
-    const asBlockAction = (user: string) => click(user, 'rerun_approve', '').replace(encodeURIComponent('"action_id":"rerun_approve"'), encodeURIComponent('"action_id":"effect_resend"')).replace(encodeURIComponent('"value":""'), encodeURIComponent(`"value":${JSON.stringify(effectKey)}`));
+    const asBlockAction = (user: string) =>
+      click(user, 'rerun_approve', '')
+        .replace(
+          encodeURIComponent('"action_id":"rerun_approve"'),
+          encodeURIComponent('"action_id":"effect_resend"'),
+        )
+        .replace(
+          encodeURIComponent('"value":""'),
+          encodeURIComponent(`"value":${JSON.stringify(effectKey)}`),
+        );
     assert.equal((await post(asBlockAction('UMALLORY'))).status, 200);
-    await eventually(async () => (await stack.t.db.selectFrom('approval_audit').select('accepted').where('request', '=', effectKey).execute()).length === 1 ? true : undefined, 20_000, 'the refusal');
+    await eventually(
+      async () =>
+        (
+          await stack.t.db
+            .selectFrom('approval_audit')
+            .select('accepted')
+            .where('request', '=', effectKey)
+            .execute()
+        ).length === 1
+          ? true
+          : undefined,
+      20_000,
+      'the refusal',
+    );
     assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
     assert.equal((await post(asBlockAction('UBOB'))).status, 200);
-    await eventually(async () => (smtp.messages.length === 2 ? true : undefined), 20_000, 'the approved resend');
-    const row = await stack.t.db.selectFrom('effects').select(['status', 'decided_by']).where('effect_key', '=', effectKey).executeTakeFirstOrThrow();
+    await eventually(
+      async () => (smtp.messages.length === 2 ? true : undefined),
+      20_000,
+      'the approved resend',
+    );
+    const row = await stack.t.db
+      .selectFrom('effects')
+      .select(['status', 'decided_by'])
+      .where('effect_key', '=', effectKey)
+      .executeTakeFirstOrThrow();
     assert.deepEqual(row, { status: 'done', decided_by: 'UBOB' });
-    const audit = await stack.t.db.selectFrom('approval_audit').select(['actor', 'accepted']).where('request', '=', effectKey).orderBy('id').execute();
-    assert.deepEqual(audit, [{ actor: 'UMALLORY', accepted: false }, { actor: 'UBOB', accepted: true }]);
+    const audit = await stack.t.db
+      .selectFrom('approval_audit')
+      .select(['actor', 'accepted'])
+      .where('request', '=', effectKey)
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(audit, [
+      { actor: 'UMALLORY', accepted: false },
+      { actor: 'UBOB', accepted: true },
+    ]);
   } finally {
     await app.stop();
     await smtp.close();

@@ -2,7 +2,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildCatalog } from '../../jobs/catalog.js';
-import { defaultTickCron, defineCatalog, defineJob, JobDefinitionError, UnknownJobError, type JobSpec } from '../../schedules/job.js';
+import {
+  defaultTickCron,
+  defineCatalog,
+  defineJob,
+  JobDefinitionError,
+  UnknownJobError,
+  type JobSpec,
+} from '../../schedules/job.js';
 import { formatPreview, previewJob } from '../../schedules/preview.js';
 import { parseGrid, type Grid } from '../../schedules/windows.js';
 
@@ -10,38 +17,62 @@ const handler: JobSpec['handler'] = async () => ({ input: 0, applied: 0, quarant
 const base: JobSpec = { name: 'ok-job', grid: '1h', handler };
 
 function refused(spec: Partial<JobSpec>, field: string, fragment: string): void {
-  assert.throws(() => defineJob({ ...base, ...spec } as JobSpec), (err: unknown) => {
-    assert.ok(err instanceof JobDefinitionError, `not a JobDefinitionError: ${String(err)}`);
-    assert.equal(err.field, field);
-    assert.equal(err.job, (spec.name as string | undefined) ?? 'ok-job');
-    assert.match(err.message, new RegExp(fragment));
-    return true;
-  });
+  assert.throws(
+    () => defineJob({ ...base, ...spec } as JobSpec),
+    (err: unknown) => {
+      assert.ok(err instanceof JobDefinitionError, `not a JobDefinitionError: ${String(err)}`);
+      assert.equal(err.field, field);
+      assert.equal(err.job, (spec.name as string | undefined) ?? 'ok-job');
+      assert.match(err.message, new RegExp(fragment));
+      return true;
+    },
+  );
 }
 
 describe('bad job definitions are refused with the job and the field', () => {
   test('invalid cron', () => refused({ tick: { cron: '61 * * * *' } }, 'tick.cron', 'not valid cron'));
-  test('cron with the wrong number of fields', () => refused({ tick: { cron: '* * * *' } }, 'tick.cron', '5 fields'));
-  test('cron restricting both day fields', () => refused({ tick: { cron: '0 6 1 * 1' } }, 'tick.cron', 'both day-of-month and day-of-week'));
-  test('unknown time zone', () => refused({ timezone: 'Mars/Olympus' }, 'timezone', 'unknown time zone "Mars/Olympus"'));
-  test('unknown tick time zone', () => refused({ tick: { cron: '0 6 * * *', timezone: 'Europe/Nowhere' } }, 'tick.timezone', 'unknown time zone'));
+  test('cron with the wrong number of fields', () =>
+    refused({ tick: { cron: '* * * *' } }, 'tick.cron', '5 fields'));
+  test('cron restricting both day fields', () =>
+    refused({ tick: { cron: '0 6 1 * 1' } }, 'tick.cron', 'both day-of-month and day-of-week'));
+  test('unknown time zone', () =>
+    refused({ timezone: 'Mars/Olympus' }, 'timezone', 'unknown time zone "Mars/Olympus"'));
+  test('unknown tick time zone', () =>
+    refused(
+      { tick: { cron: '0 6 * * *', timezone: 'Europe/Nowhere' } },
+      'tick.timezone',
+      'unknown time zone',
+    ));
   test('non-positive grid', () => refused({ grid: '0m' }, 'grid', 'too small'));
   test('negative grid', () => refused({ grid: '-1h' }, 'grid', 'not a grid'));
   test('negative lateness', () => refused({ lateness: '-5m' }, 'lateness', 'not a duration'));
   test('cap below 1', () => refused({ maxCatchUp: 0 }, 'maxCatchUp', 'at least 1'));
   test('fractional cap', () => refused({ maxCatchUp: 2.5 }, 'maxCatchUp', 'whole number'));
   test('bad name', () => refused({ name: 'Bad Name' }, 'name', 'lowercase'));
-  test('start off the grid', () => refused({ start: '2026-03-01T10:30:00Z' }, 'start', 'not a window boundary'));
+  test('start off the grid', () =>
+    refused({ start: '2026-03-01T10:30:00Z' }, 'start', 'not a window boundary'));
   test('start not an instant', () => refused({ start: 'yesterday' }, 'start', 'ISO-8601'));
   test('missing handler', () => refused({ handler: undefined }, 'handler', 'function'));
   test('unknown field', () => refused({ ...({ latness: '5m' } as object) }, '(job)', 'latness'));
-  test('retry interval inverted', () => refused({ retry: { initialInterval: '1m', maximumInterval: '1s' } }, 'retry.maximumInterval', 'initialInterval'));
+  test('retry interval inverted', () =>
+    refused(
+      { retry: { initialInterval: '1m', maximumInterval: '1s' } },
+      'retry.maximumInterval',
+      'initialInterval',
+    ));
   test('duplicate job name', () => {
-    assert.throws(() => defineCatalog([base, { ...base }]), (err: unknown) => err instanceof JobDefinitionError && err.field === 'name' && /duplicate/.test(err.message));
+    assert.throws(
+      () => defineCatalog([base, { ...base }]),
+      (err: unknown) =>
+        err instanceof JobDefinitionError && err.field === 'name' && /duplicate/.test(err.message),
+    );
   });
   test('unknown job lookups name the catalog', () => {
     const catalog = defineCatalog([base]);
-    assert.throws(() => catalog.get('nope'), (err: unknown) => err instanceof UnknownJobError && /ok-job/.test(err.message));
+    assert.throws(
+      () => catalog.get('nope'),
+      (err: unknown) => err instanceof UnknownJobError && /ok-job/.test(err.message),
+    );
   });
 });
 
@@ -74,10 +105,20 @@ describe('defaults', () => {
 
 describe('preview', () => {
   test('next fire times and next windows', () => {
-    const job = defineJob({ ...base, grid: 'day', timezone: 'Europe/Berlin', lateness: '10m', tick: { cron: '15 0 * * *' } });
+    const job = defineJob({
+      ...base,
+      grid: 'day',
+      timezone: 'Europe/Berlin',
+      lateness: '10m',
+      tick: { cron: '15 0 * * *' },
+    });
     const p = previewJob(job, new Date('2026-03-28T12:00:00Z'), 3);
     assert.deepEqual(p.tick.next, ['2026-03-28T23:15:00Z', '2026-03-29T22:15:00Z', '2026-03-30T22:15:00Z']);
-    assert.deepEqual(p.windows[1], { start: '2026-03-28T23:00:00Z', end: '2026-03-29T22:00:00Z', processableFrom: '2026-03-29T22:10:00Z' });
+    assert.deepEqual(p.windows[1], {
+      start: '2026-03-28T23:00:00Z',
+      end: '2026-03-29T22:00:00Z',
+      processableFrom: '2026-03-29T22:10:00Z',
+    });
     assert.match(formatPreview(p), /tick: "15 0 \* \* \*" in Europe\/Berlin/);
   });
 });

@@ -29,16 +29,26 @@ test('preview prints the next fire times and windows, as text and as JSON', asyn
   const text = await cli(['preview', 'sales-hourly', '--count', '2', '--now', '2026-03-01T10:30:00Z']);
   assert.equal(text.code, 0);
   assert.match(text.out, /fires 2026-03-01T11:05:00Z\n {2}fires 2026-03-01T12:05:00Z/);
-  assert.match(text.out, /\[2026-03-01T10:00:00Z, 2026-03-01T11:00:00Z\) {2}processable from 2026-03-01T11:05:00Z/);
-  const json = JSON.parse((await cli(['preview', 'sales-hourly', '--count', '1', '--now', '2026-03-01T10:30:00Z', '--json'])).out);
-  assert.deepEqual(json.windows, [{ start: '2026-03-01T10:00:00Z', end: '2026-03-01T11:00:00Z', processableFrom: '2026-03-01T11:05:00Z' }]);
+  assert.match(
+    text.out,
+    /\[2026-03-01T10:00:00Z, 2026-03-01T11:00:00Z\) {2}processable from 2026-03-01T11:05:00Z/,
+  );
+  const json = JSON.parse(
+    (await cli(['preview', 'sales-hourly', '--count', '1', '--now', '2026-03-01T10:30:00Z', '--json'])).out,
+  );
+  assert.deepEqual(json.windows, [
+    { start: '2026-03-01T10:00:00Z', end: '2026-03-01T11:00:00Z', processableFrom: '2026-03-01T11:05:00Z' },
+  ]);
 });
 
 test('bad arguments exit with 2 and name the argument', async () => {
   const cases: [string[], RegExp][] = [
     [['preview', 'nope'], /unknown job "nope"/],
     [['preview', 'sales-hourly', '--count', '0'], /--count: "0"/],
-    [['backfill', 'sales-hourly', '--from', '2026-13-01', '--to', '2026-03-02'], /--from: "2026-13-01" is not a date/],
+    [
+      ['backfill', 'sales-hourly', '--from', '2026-13-01', '--to', '2026-03-02'],
+      /--from: "2026-13-01" is not a date/,
+    ],
     [['backfill', 'sales-hourly', '--from', '2026-03-02', '--to', '2026-03-01'], /must be before --to/],
     [['backfill', 'sales-hourly'], /--from and --to are required/],
     [['pause', 'sales-hourly'], /--reason is required/],
@@ -62,6 +72,12 @@ test('the installed command runs the same CLI', () => {
 
 test('plain dates are read in the job time zone, instants as given', () => {
   assert.equal(parseWhen('--from', '2026-03-29', 'Europe/Berlin').toISOString(), '2026-03-28T23:00:00.000Z');
-  assert.equal(parseWhen('--from', '2026-03-29T10:00', 'America/New_York').toISOString(), '2026-03-29T14:00:00.000Z');
-  assert.equal(parseWhen('--from', '2026-03-29T10:00:00+02:00', 'UTC').toISOString(), '2026-03-29T08:00:00.000Z');
+  assert.equal(
+    parseWhen('--from', '2026-03-29T10:00', 'America/New_York').toISOString(),
+    '2026-03-29T14:00:00.000Z',
+  );
+  assert.equal(
+    parseWhen('--from', '2026-03-29T10:00:00+02:00', 'UTC').toISOString(),
+    '2026-03-29T08:00:00.000Z',
+  );
 });

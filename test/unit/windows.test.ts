@@ -4,7 +4,14 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { DateTime } from 'luxon';
 import {
-  closedWindows, isoUtc, parseGrid, windowAt, windowKey, windowsFrom, windowsInRange, type Grid,
+  closedWindows,
+  isoUtc,
+  parseGrid,
+  windowAt,
+  windowKey,
+  windowsFrom,
+  windowsInRange,
+  type Grid,
 } from '../../schedules/windows.js';
 
 const grid = (text: string): Grid => {
@@ -28,7 +35,13 @@ describe('fixed grids', () => {
     assert.equal(isoUtc(w.start), '2026-05-01T11:00:00Z');
   });
   test('bad grids are refused with the reason', () => {
-    for (const [text, fragment] of [['0m', 'too small'], ['-1h', 'not a grid'], ['30s', 'too small'], ['90s', 'whole number'], ['hourly', 'not a grid']] as const) {
+    for (const [text, fragment] of [
+      ['0m', 'too small'],
+      ['-1h', 'not a grid'],
+      ['30s', 'too small'],
+      ['90s', 'whole number'],
+      ['hourly', 'not a grid'],
+    ] as const) {
       const g = parseGrid(text);
       assert.ok('error' in g && g.error.includes(fragment), `${text}: ${JSON.stringify(g)}`);
     }
@@ -88,9 +101,14 @@ describe('two years of windows per zone', () => {
         for (let i = 0; i < all.length; i++) {
           const w = all[i]!;
           assert.ok(w.end > w.start, `empty window at ${isoUtc(w.start)}`);
-          assert.equal(windowAt(g, zone, w.start).start.getTime(), w.start.getTime(), `unaligned ${isoUtc(w.start)}`);
+          assert.equal(
+            windowAt(g, zone, w.start).start.getTime(),
+            w.start.getTime(),
+            `unaligned ${isoUtc(w.start)}`,
+          );
           const next = all[i + 1];
-          if (next) assert.equal(next.start.getTime(), w.end.getTime(), `gap or overlap after ${isoUtc(w.start)}`);
+          if (next)
+            assert.equal(next.start.getTime(), w.end.getTime(), `gap or overlap after ${isoUtc(w.start)}`);
         }
         const expected = { '1h': 17_520 + 0, day: 730, week: 105, month: 24 }[unit]!;
         assert.ok(Math.abs(all.length - expected) <= 1, `${all.length} windows, expected about ${expected}`);
@@ -103,16 +121,23 @@ describe('closed windows', () => {
   const g = grid('1h');
   test('from the watermark, oldest first, only those past their lateness, at most the cap', () => {
     const base = { grid: g, zone: 'UTC', watermark: at('2026-03-02T10:00:00Z'), latenessMs: 5 * 60_000 };
-    assert.deepEqual(closedWindows({ ...base, now: at('2026-03-02T12:05:00Z'), limit: 24 }).map((w) => isoUtc(w.start)),
-      ['2026-03-02T10:00:00Z', '2026-03-02T11:00:00Z']);
-    assert.deepEqual(closedWindows({ ...base, now: at('2026-03-02T12:04:59Z'), limit: 24 }).map((w) => isoUtc(w.start)),
-      ['2026-03-02T10:00:00Z']);
+    assert.deepEqual(
+      closedWindows({ ...base, now: at('2026-03-02T12:05:00Z'), limit: 24 }).map((w) => isoUtc(w.start)),
+      ['2026-03-02T10:00:00Z', '2026-03-02T11:00:00Z'],
+    );
+    assert.deepEqual(
+      closedWindows({ ...base, now: at('2026-03-02T12:04:59Z'), limit: 24 }).map((w) => isoUtc(w.start)),
+      ['2026-03-02T10:00:00Z'],
+    );
     assert.equal(closedWindows({ ...base, now: at('2026-03-03T12:05:00Z'), limit: 10 }).length, 10);
     assert.deepEqual(closedWindows({ ...base, now: at('2026-03-02T10:30:00Z'), limit: 24 }), []);
   });
   test('windows in a range: those whose start lies in [from, to)', () => {
     const ws = windowsInRange(g, 'UTC', at('2026-03-02T10:30:00Z'), at('2026-03-02T13:00:00Z'));
-    assert.deepEqual(ws.map((w) => isoUtc(w.start)), ['2026-03-02T11:00:00Z', '2026-03-02T12:00:00Z']);
+    assert.deepEqual(
+      ws.map((w) => isoUtc(w.start)),
+      ['2026-03-02T11:00:00Z', '2026-03-02T12:00:00Z'],
+    );
   });
   test('keys: job, start in UTC, generation suffix for reruns', () => {
     assert.equal(windowKey('sales', at('2026-03-02T10:00:00Z')), 'sales/2026-03-02T10:00:00Z');
