@@ -1,9 +1,9 @@
 // An operator's decision on an effect whose outcome is unknown: resend it (performed at once,
 // through the same guard) or skip it. Either closes the effect's incident with one notice.
 // Used by the CLI now and by the Slack approval flow later.
-import { decideEffect, getEffect } from '../db/effects.js';
+import { closeIncident, decideEffect, getEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
-import { resolveNow } from './direct-alerts.js';
+import { raiseNow, resolveNow } from './direct-alerts.js';
 import { effectActivities, type EffectResult } from './effects.js';
 
 export class DecisionError extends Error {
@@ -32,6 +32,17 @@ export async function decideUnknownEffect(
       job: row.job,
       subject: key,
       note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}`,
+    });
+  }
+  if (result.outcome === 'unknown') {
+    // The one resend allowed was used and its outcome is in doubt again: a new question, so a
+    // new incident and a new alert (the open one already alerted and would stay silent).
+    await closeIncident(deps.db, row.job, key, deps.now());
+    await raiseNow(deps, {
+      job: row.job,
+      subject: key,
+      kind: 'effect-unknown',
+      error: `resent by ${by}, and the outcome is unknown again: ${result.error ?? 'no answer'}; resend or skip it: tidemark effects decide ${key} --resend|--skip`,
     });
   }
   return result;

@@ -1,7 +1,8 @@
 // The effect guard: every external effect goes through begin -> effect -> done markers keyed
 // by its effect key. A done effect is never repeated; a begin without a done is an unknown
 // outcome, resolved by the provider's idempotency where it has one, else by the declared
-// policy (`ask`: no automatic resend, an operator decides). Racing attempts are fenced.
+// policy (`ask`: no automatic resend, an operator decides). Racing attempts are fenced: every
+// change of state raises the fence, and acting needs a claim on the fence that was read.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { claimEffect, getEffect, recordEffectAttempt, settleEffect, type EffectRow } from '../db/effects.js';
@@ -21,7 +22,11 @@ export const EFFECT_FAILURE = Object.freeze({
   rejected: 'EffectRejected',
   notConfigured: 'ChannelNotConfigured',
   unknownEffect: 'UnknownEffect',
+  inDoubt: 'EffectInDoubt',
 } as const);
+
+/** The effect moved to another state between this attempt's read and its write: read it again. */
+const CHANGED = Symbol('changed');
 
 const DEFAULT_LEASE_MS = 60_000;
 
@@ -55,151 +60,205 @@ export function effectActivities(deps: ActivityDeps) {
     fence: number,
     startedAt: Date,
     to: {
-      status: 'done' | 'failed' | 'unknown' | 'skipped';
+      status: 'done' | 'failed' | 'unknown' | 'skipped' | 'begun';
       providerId?: string | null;
       result?: unknown;
       error?: string | null;
     },
+    outcome: string = to.status,
   ): Promise<boolean> {
     const at = deps.now();
-    const kept = await settleEffect(db, row.effect_key, fence, { ...to, at });
+    const how = await settleEffect(db, row.effect_key, fence, { ...to, at });
     await recordEffectAttempt(db, {
       key: row.effect_key,
       fence,
       startedAt,
       finishedAt: at,
-      outcome: kept ? to.status : `${to.status} (superseded)`,
+      outcome:
+        how === 'settled'
+          ? outcome
+          : how === 'late-answer'
+            ? `${outcome} (late answer)`
+            : `${outcome} (superseded)`,
       providerId: to.providerId ?? null,
       error: to.error ?? null,
     });
-    return kept;
+    if (how === 'late-answer')
+      logger.warn(
+        `EFFECT done key=${row.effect_key}: attempt ${fence}'s answer came after its lease had passed; the effect is done`,
+      );
+    return how !== undefined;
   }
 
-  /** A begin marker with no done: the attempt that wrote it died or timed out mid-effect. */
-  async function resolveOrphan(row: EffectRow, provider: Provider): Promise<EffectResult | 'act'> {
+  /**
+   * A begin marker with no done: the attempt that wrote it died or timed out mid-effect, so the
+   * effect may have happened. Only the provider's answer (or a person) says otherwise; a process
+   * without the channel's provider cannot ask, and leaves it unknown. CHANGED: someone else
+   * moved the effect meanwhile, read it again.
+   */
+  async function resolveOrphan(
+    row: EffectRow,
+    provider: Provider | undefined,
+  ): Promise<EffectResult | 'act' | typeof CHANGED> {
     const startedAt = deps.now();
-    const seen = provider.check
+    const seen = provider?.check
       ? await provider.check(row.request as never, row.provider_key)
       : 'cannot-tell';
     if (seen === 'done') {
-      await settle(row, row.fence, startedAt, { status: 'done', error: null });
+      if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }))) return CHANGED;
       logger.info(`EFFECT done key=${row.effect_key}: the provider confirms the earlier attempt took effect`);
       return result(row, 'done');
     }
-    if (seen === 'absent' || provider.idempotent || row.policy === 'resend') return 'act';
-    const error = `begun at ${row.begun_at?.toISOString()} by attempt ${row.fence} and never marked done: outcome unknown`;
+    if (
+      provider &&
+      (seen === 'absent' || provider.idempotent(row.request as never) || row.policy === 'resend')
+    )
+      return 'act';
+    const error =
+      `begun at ${row.begun_at?.toISOString()} by attempt ${row.fence} and never marked done: outcome unknown` +
+      (provider
+        ? ''
+        : ` (channel "${row.channel}" is not configured here, so its provider could not be asked)`);
     if (row.policy === 'skip') {
-      await settle(row, row.fence, startedAt, { status: 'skipped', error });
+      if (!(await settle(row, row.fence, startedAt, { status: 'skipped', error }))) return CHANGED;
       logger.warn(`EFFECT skipped key=${row.effect_key}: ${error} (policy skip)`);
       return result(row, 'skipped', error);
     }
-    await settle(row, row.fence, startedAt, { status: 'unknown', error });
-    logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; not resent until an operator decides`);
+    if (!(await settle(row, row.fence, startedAt, { status: 'unknown', error }))) return CHANGED;
+    logger.warn(
+      `EFFECT unknown key=${row.effect_key}: ${error}; ${row.policy === 'resend' ? 'resent where its channel is configured' : 'not resent until an operator decides'}`,
+    );
     return result(row, 'unknown', error);
+  }
+
+  /** One read of the effect and what follows from it; CHANGED when the state moved under it. */
+  async function once(key: string): Promise<EffectResult | typeof CHANGED> {
+    const row = await getEffect(db, key);
+    if (!row)
+      throw ApplicationFailure.nonRetryable(`no effect "${key}" is recorded`, EFFECT_FAILURE.unknownEffect);
+    const provider = (deps.channels as Record<string, Provider | undefined> | undefined)?.[row.channel];
+    const now = deps.now();
+
+    switch (row.status) {
+      case 'done':
+        return result(row, 'already-done');
+      case 'skipped':
+        return result(row, 'skipped', row.last_error);
+      case 'unknown':
+        // An operator's one-time resend (the claim uses it up), or a resend the policy allows.
+        if (row.decision === 'resend') break;
+        if (provider && (provider.idempotent(row.request as never) || row.policy === 'resend')) break;
+        return result(row, 'unknown', row.last_error);
+      case 'begun': {
+        if (row.lease_until && row.lease_until > now) {
+          const waitMs = row.lease_until.getTime() - now.getTime();
+          throw ApplicationFailure.create({
+            message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`,
+            type: EFFECT_FAILURE.inProgress,
+            nextRetryDelay: waitMs,
+          });
+        }
+        const resolved = await resolveOrphan(row, provider);
+        if (resolved !== 'act') return resolved;
+        break;
+      }
+      case 'pending':
+      case 'failed':
+        break;
+    }
+    if (!provider) {
+      const error = `channel "${row.channel}" is not configured: set ${CHANNEL_ENV[row.channel] ?? 'its settings'}`;
+      // Only an effect certainly not sent becomes failed; an unknown one keeps its state (and decision).
+      if (row.status !== 'unknown') {
+        if (!(await settleEffect(db, row.effect_key, row.fence, { status: 'failed', error, at: now })))
+          return CHANGED;
+      }
+      logger.error(
+        `EFFECT ${row.status === 'unknown' ? 'not resent' : 'failed'} key=${row.effect_key}: ${error}`,
+      );
+      throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.notConfigured);
+    }
+
+    const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
+    if (fence === undefined) {
+      throw ApplicationFailure.create({
+        message: `effect ${row.effect_key} was claimed or settled by another attempt since it was read`,
+        type: EFFECT_FAILURE.inProgress,
+        nextRetryDelay: 1_000,
+      });
+    }
+    const startedAt = deps.now();
+    let sent: { providerId: string | null; result?: unknown };
+    try {
+      sent = await provider.perform(row.request as never, row.provider_key);
+    } catch (err) {
+      const e =
+        err instanceof EffectError
+          ? err
+          : new EffectError('unknown', `unexpected failure: ${(err as Error)?.message ?? String(err)}`);
+      const error = redact(e.message);
+      if (e.kind === 'not-sent') {
+        await settle(row, fence, startedAt, { status: 'failed', error });
+        logger.warn(`EFFECT not sent key=${row.effect_key}: ${error}; will retry`);
+        throw ApplicationFailure.create({
+          message: error,
+          type: EFFECT_FAILURE.notSent,
+          ...(e.retryAfterMs !== undefined ? { nextRetryDelay: e.retryAfterMs } : {}),
+        });
+      }
+      if (e.kind === 'rejected') {
+        await settle(row, fence, startedAt, { status: 'failed', error });
+        logger.error(`EFFECT rejected key=${row.effect_key}: ${error}`);
+        throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.rejected);
+      }
+      if (provider.idempotent(row.request as never) || row.policy === 'resend') {
+        await settle(row, fence, startedAt, { status: 'failed', error });
+        throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
+      }
+      if (provider.canCheck?.(row.request as never)) {
+        // Begun with its lease ended: the next attempt asks the provider before acting again.
+        await settle(row, fence, startedAt, { status: 'begun', error }, 'unknown (to be checked)');
+        logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; the next attempt asks the provider`);
+        throw ApplicationFailure.create({
+          message: `${error}; the next attempt asks the provider whether it took effect`,
+          type: EFFECT_FAILURE.inDoubt,
+        });
+      }
+      const status = row.policy === 'skip' ? 'skipped' : 'unknown';
+      await settle(row, fence, startedAt, { status, error });
+      logger.warn(
+        `EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`,
+      );
+      return { key: row.effect_key, outcome: status, providerId: null, error };
+    }
+    await deps.hooks?.afterEffect?.(row.effect_key);
+    const kept = await settle(row, fence, startedAt, {
+      status: 'done',
+      providerId: sent.providerId,
+      result: sent.result,
+      error: null,
+    });
+    if (!kept)
+      logger.warn(
+        `EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`,
+      );
+    logger.info(
+      `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
+    );
+    return { key: row.effect_key, outcome: 'done', providerId: sent.providerId, error: null };
   }
 
   return {
     async performEffect(input: { key: string }): Promise<EffectResult> {
-      const row = await getEffect(db, input.key);
-      if (!row)
-        throw ApplicationFailure.nonRetryable(
-          `no effect "${input.key}" is recorded`,
-          EFFECT_FAILURE.unknownEffect,
-        );
-      const provider = (deps.channels as Record<string, Provider | undefined> | undefined)?.[row.channel];
-      const now = deps.now();
-
-      switch (row.status) {
-        case 'done':
-          return result(row, 'already-done');
-        case 'skipped':
-          return result(row, 'skipped', row.last_error);
-        case 'unknown':
-          if (row.decision !== 'resend') return result(row, 'unknown', row.last_error);
-          break;
-        case 'begun':
-          if (row.lease_until && row.lease_until > now) {
-            const waitMs = row.lease_until.getTime() - now.getTime();
-            throw ApplicationFailure.create({
-              message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`,
-              type: EFFECT_FAILURE.inProgress,
-              nextRetryDelay: waitMs,
-            });
-          }
-          if (provider) {
-            const resolved = await resolveOrphan(row, provider);
-            if (resolved !== 'act') return resolved;
-          }
-          break;
-        case 'pending':
-        case 'failed':
-          break;
+      for (let round = 0; round < 3; round++) {
+        const r = await once(input.key);
+        if (r !== CHANGED) return r;
       }
-      if (!provider) {
-        const error = `channel "${row.channel}" is not configured: set ${CHANNEL_ENV[row.channel] ?? 'its settings'}`;
-        await settleEffect(db, row.effect_key, row.fence, { status: 'failed', error, at: now });
-        logger.error(`EFFECT failed key=${row.effect_key}: ${error}`);
-        throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.notConfigured);
-      }
-
-      const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
-      if (fence === undefined) {
-        throw ApplicationFailure.create({
-          message: `effect ${row.effect_key} was claimed by another attempt`,
-          type: EFFECT_FAILURE.inProgress,
-          nextRetryDelay: 1_000,
-        });
-      }
-      const startedAt = deps.now();
-      let sent: { providerId: string | null; result?: unknown };
-      try {
-        sent = await provider.perform(row.request as never, row.provider_key);
-      } catch (err) {
-        const e =
-          err instanceof EffectError
-            ? err
-            : new EffectError('unknown', `unexpected failure: ${(err as Error)?.message ?? String(err)}`);
-        const error = redact(e.message);
-        if (e.kind === 'not-sent') {
-          await settle(row, fence, startedAt, { status: 'failed', error });
-          logger.warn(`EFFECT not sent key=${row.effect_key}: ${error}; will retry`);
-          throw ApplicationFailure.create({
-            message: error,
-            type: EFFECT_FAILURE.notSent,
-            ...(e.retryAfterMs !== undefined ? { nextRetryDelay: e.retryAfterMs } : {}),
-          });
-        }
-        if (e.kind === 'rejected') {
-          await settle(row, fence, startedAt, { status: 'failed', error });
-          logger.error(`EFFECT rejected key=${row.effect_key}: ${error}`);
-          throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.rejected);
-        }
-        if (provider.idempotent || row.policy === 'resend') {
-          await settle(row, fence, startedAt, { status: 'failed', error });
-          throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
-        }
-        const status = row.policy === 'skip' ? 'skipped' : 'unknown';
-        await settle(row, fence, startedAt, { status, error });
-        logger.warn(
-          `EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`,
-        );
-        return { key: row.effect_key, outcome: status, providerId: null, error };
-      }
-      await deps.hooks?.afterEffect?.(row.effect_key);
-      const kept = await settle(row, fence, startedAt, {
-        status: 'done',
-        providerId: sent.providerId,
-        result: sent.result,
-        error: null,
+      throw ApplicationFailure.create({
+        message: `effect ${input.key} kept changing state under this attempt; trying again`,
+        type: EFFECT_FAILURE.inProgress,
+        nextRetryDelay: 1_000,
       });
-      if (!kept)
-        logger.warn(
-          `EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`,
-        );
-      logger.info(
-        `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
-      );
-      return { key: row.effect_key, outcome: 'done', providerId: sent.providerId, error: null };
     },
   };
 }

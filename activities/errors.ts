@@ -7,6 +7,7 @@ export const FAILURE = Object.freeze({
   windowNotClosed: 'WindowNotClosed',
   countMismatch: 'CountMismatch',
   badRange: 'BadRange',
+  badEffect: 'BadEffect',
 } as const);
 export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
 

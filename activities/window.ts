@@ -9,6 +9,7 @@ import { alerting } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
+import { checkWindowEffects } from './effect-input.js';
 import { FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 
@@ -141,6 +142,7 @@ export function windowActivities(deps: ActivityDeps) {
             );
           }
           // External effects are recorded with the window (an outbox) and performed after the commit.
+          checkWindowEffects(job.name, w.key, counts.effects ?? []);
           await recordEffects(
             trx,
             (counts.effects ?? []).map((e) => ({

@@ -68,8 +68,11 @@ export async function listEffects(
 }
 
 /**
- * Claims the begin marker: one compare-and-set on the fencing number read before. Two
- * attempts that read the same row cannot both win; the winner gets the new fence.
+ * Claims the begin marker: one compare-and-set on the fencing number read before. Every change
+ * of an effect's state raises the fence (a claim, a settle, a decision), so a claim made on a
+ * state that has changed since it was read fails: two attempts that read the same row cannot
+ * both win, nor can one that read "begun, lease passed" win after that attempt settled. The
+ * claim uses up an operator's one-time resend decision.
  */
 export async function claimEffect(
   db: Db,
@@ -86,6 +89,7 @@ export async function claimEffect(
       attempts: sql`attempts + 1`,
       begun_at: at,
       lease_until: new Date(at.getTime() + leaseMs),
+      decision: null,
       updated_at: at,
     })
     .where('effect_key', '=', key)
@@ -95,17 +99,25 @@ export async function claimEffect(
   return row?.fence;
 }
 
-/** Moves an effect to a new state, only while `fence` is still the current one. */
+/**
+ * How a settle landed: `settled` while `fence` was still current; `late-answer` when a provider's
+ * "done" arrived after the effect had been set unknown, failed or skipped by someone else (the
+ * provider's answer is the truth: it turns those into done); undefined when a newer attempt holds it.
+ */
+export type Settled = 'settled' | 'late-answer' | undefined;
+
+/** Moves an effect to a new state while `fence` is current, raising the fence. */
 export async function settleEffect(
   db: Db,
   key: string,
   fence: number,
   to: { status: EffectStatus; providerId?: string | null; result?: unknown; error?: string | null; at: Date },
-): Promise<boolean> {
+): Promise<Settled> {
   const row = await db
     .updateTable('effects')
     .set({
       status: to.status,
+      fence: sql`fence + 1`,
       updated_at: to.at,
       lease_until: null,
       ...(to.status === 'done' ? { done_at: to.at } : {}),
@@ -114,10 +126,16 @@ export async function settleEffect(
       ...(to.error !== undefined ? { last_error: to.error } : {}),
     })
     .where('effect_key', '=', key)
-    .where('fence', '=', fence)
-    .returning('effect_key')
+    // One statement, so no claim can slip between "not mine any more" and "but it was done".
+    .where((eb) =>
+      to.status === 'done'
+        ? eb.or([eb('fence', '=', fence), eb('status', 'in', ['unknown', 'failed', 'skipped'])])
+        : eb('fence', '=', fence),
+    )
+    .returning('fence')
     .executeTakeFirst();
-  return row !== undefined;
+  if (!row) return undefined;
+  return row.fence === fence + 1 ? 'settled' : 'late-answer';
 }
 
 export async function recordEffectAttempt(
@@ -147,7 +165,10 @@ export async function recordEffectAttempt(
     .execute();
 }
 
-/** An operator's decision on an effect whose outcome is unknown; returns false if it is not unknown. */
+/**
+ * An operator's decision on an effect whose outcome is unknown; returns false if it is not
+ * unknown. It raises the fence: a claim made on what was read before the decision fails.
+ */
 export async function decideEffect(
   db: Db,
   key: string,
@@ -159,6 +180,7 @@ export async function decideEffect(
     .updateTable('effects')
     .set({
       decision,
+      fence: sql`fence + 1`,
       decided_by: by,
       decided_at: at,
       updated_at: at,

@@ -57,7 +57,7 @@ export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
   });
   return {
     channel: 'email',
-    idempotent: false,
+    idempotent: () => false,
     async perform(request, providerKey) {
       try {
         const info = await transport.sendMail({

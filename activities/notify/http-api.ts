@@ -1,6 +1,7 @@
-// Generic HTTP API calls as effects, with the provider's own idempotency: every request carries
-// `Idempotency-Key: <effect key>`, so a resend after a lost reply is answered, not applied again.
-// Where the API can say what happened (`statusUrl`), the guard asks it before acting again.
+// Generic HTTP API calls as effects. Every request carries `Idempotency-Key: <effect key>`, but
+// only a target declared to honour it (`honoursIdempotencyKey`) is resent after a lost reply;
+// a plain webhook would act twice, so its unknown outcome follows the effect's policy. Where the
+// API can say what happened (`statusUrl`), the guard asks it before acting again.
 import { fetchFailure, retryAfter } from './http.js';
 import { EffectError, type Provider } from './provider.js';
 
@@ -10,6 +11,8 @@ export interface HttpRequest {
   body: unknown;
   /** GET here answers 200 when the request was applied, 404 when it was not. */
   statusUrl?: string;
+  /** The target drops a repeated request with the same `Idempotency-Key`: a resend after a lost reply is safe. */
+  honoursIdempotencyKey?: boolean;
 }
 
 export function httpApiProvider(
@@ -17,7 +20,8 @@ export function httpApiProvider(
 ): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
   return {
     channel: 'http',
-    idempotent: true,
+    idempotent: (request) => request.honoursIdempotencyKey === true,
+    canCheck: (request) => typeof request.statusUrl === 'string',
     async perform(request, providerKey) {
       const what = `${request.method} ${new URL(request.url).origin}${new URL(request.url).pathname}`;
       let response: Response;

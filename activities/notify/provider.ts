@@ -5,7 +5,8 @@ import type { HttpRequest } from './http-api.js';
  * How a failed effect attempt ended, as far as the caller can know:
  * - `not-sent`: the provider certainly did not act (refused connection, 4xx deferral, 429); retry is safe;
  * - `rejected`: the provider refused for good (5xx SMTP reply, invalid channel); retry cannot help;
- * - `unknown`: the request may have been acted on (a reply lost after sending).
+ * - `unknown`: the request may have been acted on (a reply lost after sending, an HTTP 5xx or a
+ *   gateway's 502/504: the server may have applied it before failing).
  */
 export type FailureKind = 'not-sent' | 'rejected' | 'unknown';
 
@@ -24,11 +25,13 @@ export class EffectError extends Error {
 export interface Provider<Req = unknown> {
   readonly channel: string;
   /** True when the provider drops a repeated request with the same key, so a resend after an unknown outcome is safe. */
-  readonly idempotent: boolean;
+  idempotent(request: Req): boolean;
   /** Acts once; throws EffectError saying what is known when it fails. */
   perform(request: Req, providerKey: string): Promise<{ providerId: string | null; result?: unknown }>;
   /** Asks the provider whether an earlier attempt took effect, where it can say. */
   check?(request: Req, providerKey: string): Promise<'done' | 'absent' | 'cannot-tell'>;
+  /** True when `check` can say for this request; then a lost reply is asked about before any resend. */
+  canCheck?(request: Req): boolean;
 }
 
 export interface EmailRequest {

@@ -3,6 +3,9 @@
 import { EffectError, type Provider, type SlackRequest } from './provider.js';
 import { honourRateLimit, postJson } from './http.js';
 
+/** Slack errors after which the message may have been posted. */
+const IN_DOUBT = new Set(['internal_error', 'fatal_error']);
+
 export function slackProvider(opts: {
   token: string;
   apiUrl: string;
@@ -12,7 +15,7 @@ export function slackProvider(opts: {
   const base = opts.apiUrl.replace(/\/$/, '');
   return {
     channel: 'slack',
-    idempotent: false,
+    idempotent: () => false,
     async perform(request) {
       const method = request.ts ? 'chat.update' : 'chat.postMessage';
       const what = `slack ${method} to ${request.channel}`;
@@ -30,11 +33,14 @@ export function slackProvider(opts: {
             timeoutMs: opts.timeoutMs ?? 15_000,
           });
           if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
-          if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);
+          // A 5xx (or a gateway's 502/504) may come after Slack posted the message.
+          if (reply.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${reply.status}`);
           if (reply.body.ok === true)
             return { providerId: typeof reply.body.ts === 'string' ? reply.body.ts : null };
           const error = typeof reply.body.error === 'string' ? reply.body.error : `HTTP ${reply.status}`;
           if (error === 'ratelimited') return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
+          // Slack: "it's possible some aspect of the operation succeeded before the error was raised".
+          if (IN_DOUBT.has(error)) throw new EffectError('unknown', `${what}: ${error}`);
           throw new EffectError('rejected', `${what}: ${error}`);
         },
         { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what },

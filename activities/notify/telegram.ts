@@ -12,7 +12,7 @@ export function telegramProvider(opts: {
   const url = `${opts.apiUrl.replace(/\/$/, '')}/bot${opts.token}/sendMessage`;
   return {
     channel: 'telegram',
-    idempotent: false,
+    idempotent: () => false,
     async perform(request) {
       const what = `telegram sendMessage to ${request.chatId}`;
       return await honourRateLimit<{ providerId: string | null }>(
@@ -26,7 +26,8 @@ export function telegramProvider(opts: {
             const parameters = reply.body.parameters as { retry_after?: unknown } | undefined;
             return { rateLimitedMs: retryAfter(parameters?.retry_after) ?? reply.retryAfterMs ?? 1_000 };
           }
-          if (reply.status >= 500) throw new EffectError('not-sent', `${what}: HTTP ${reply.status}`);
+          // A 5xx (or a gateway's 502/504) may come after Telegram sent the message.
+          if (reply.status >= 500) throw new EffectError('unknown', `${what}: HTTP ${reply.status}`);
           if (reply.body.ok === true) {
             const result = reply.body.result as { message_id?: unknown } | undefined;
             return { providerId: result?.message_id === undefined ? null : String(result.message_id) };

@@ -1,9 +1,11 @@
 // A real HTTP server on loopback speaking the two chat APIs tidemark uses: Slack's Web API
 // (POST /api/chat.postMessage, Bearer token) and Telegram's Bot API (POST /bot<token>/sendMessage).
-// Each can be told to fail (HTTP 500), rate-limit (429 with a retry delay) or answer normally.
+// Each can be told to fail (HTTP 500, a gateway's 502/504, Slack's 200 internal_error),
+// rate-limit (429 with a retry delay) or answer normally.
 import { createServer, type IncomingMessage } from 'node:http';
 
-export type ChatAnswer = 'ok' | 'error-500' | 'rate-limit';
+export type ChatAnswer =
+  'ok' | 'error-500' | 'bad-gateway' | 'gateway-timeout' | 'internal-error' | 'rate-limit';
 
 export interface ChatMessage {
   api: 'slack' | 'telegram';
@@ -81,6 +83,11 @@ export async function startChat(): Promise<TestChat> {
       const answer = state.plan[api].shift() ?? state.fallback[api];
       state.requests.push({ api, at: Date.now(), answer });
       if (answer === 'error-500') return send(500, { ok: false, error: 'internal_error' });
+      if (answer === 'bad-gateway' || answer === 'gateway-timeout') {
+        res.writeHead(answer === 'bad-gateway' ? 502 : 504, { 'content-type': 'text/html' });
+        return res.end('<html><body>gateway error</body></html>');
+      }
+      if (answer === 'internal-error') return send(200, { ok: false, error: 'internal_error' });
       if (answer === 'rate-limit') {
         return api === 'slack'
           ? send(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(state.retryAfterSeconds) })

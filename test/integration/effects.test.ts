@@ -144,7 +144,8 @@ test('SMTP stores the message and drops the connection before answering: unknown
   assert.equal(result.outcome, 'done');
   assert.equal(smtp.messages.length - smtpBefore, 2);
   const row = await effectRow(stack.t.db, key);
-  assert.deepEqual([row.status, row.decision, row.decided_by, row.attempts], ['done', 'resend', 'alice', 2]);
+  // The one-time resend decision was used by the resend; who decided stays on the row.
+  assert.deepEqual([row.status, row.decision, row.decided_by, row.attempts], ['done', null, 'alice', 2]);
   assert.equal(
     smtp.messages.at(-1)!.messageId,
     smtp.messages.at(-2)!.messageId,
@@ -341,7 +342,7 @@ async function startIdempotentApi() {
   };
 }
 
-test('an HTTP API that applies a request and then times out: resent with the same Idempotency-Key, applied once', async () => {
+test('an HTTP API declared to honour Idempotency-Key applies a request and then times out: resent with the same key, applied once', async () => {
   const api = await startIdempotentApi();
   const job = 'http-timeout';
   const catalog = defineCatalog([
@@ -354,7 +355,12 @@ test('an HTTP API that applies a request and then times out: resent with the sam
           {
             name: 'push',
             channel: 'http',
-            request: { method: 'POST', url: `${api.url}/prices`, body: { window: ctx.key, price: 10 } },
+            request: {
+              method: 'POST',
+              url: `${api.url}/prices`,
+              body: { window: ctx.key, price: 10 },
+              honoursIdempotencyKey: true,
+            },
           },
         ],
       }),

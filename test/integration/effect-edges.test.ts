@@ -1,0 +1,481 @@
+// The effect guard at its edges (issue 8, items 1-6), driven directly against a real database
+// and real providers on loopback: attempts interleaved at each step by a held row lock, a lease
+// that passed where the channel is not configured, chat 5xx, a resend decision used once,
+// plain webhooks, two effects of one name.
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { inspect } from 'node:util';
+import { after, before, test } from 'node:test';
+import pg from 'pg';
+import { ApplicationFailure } from '@temporalio/common';
+import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
+import type { ActivityDeps } from '../../activities/deps.js';
+import { raiseNow } from '../../activities/direct-alerts.js';
+import { effectActivities } from '../../activities/effects.js';
+import { httpApiProvider, type HttpRequest } from '../../activities/notify/http-api.js';
+import { EffectError } from '../../activities/notify/provider.js';
+import { slackProvider } from '../../activities/notify/slack.js';
+import { telegramProvider } from '../../activities/notify/telegram.js';
+import { windowActivities } from '../../activities/window.js';
+import { decideEffect, recordEffects, type NewEffect } from '../../db/effects.js';
+import { readWatermark } from '../../db/ledger.js';
+import type { EffectPolicy } from '../../db/schema.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog, type WindowEffect } from '../../schedules/job.js';
+import { startChat, type ChatAnswer, type TestChat } from '../helpers/chat.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { chatTexts, depsWithChannels, effectRow } from '../helpers/effects.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { eventually } from '../helpers/temporal.js';
+
+let t: TestDb;
+let smtp: TestSmtp;
+let chat: TestChat;
+/** One connection of its own, to look at pg_stat_activity while others wait. */
+let watcher: pg.Pool;
+before(async () => {
+  [t, smtp, chat] = await Promise.all([createTestDb(), startSmtp(), startChat()]);
+  watcher = new pg.Pool({ connectionString: t.url, max: 1 });
+});
+after(async () => {
+  await watcher?.end();
+  await smtp?.close();
+  await chat?.close();
+  await t?.drop();
+});
+
+const catalog = defineCatalog([salesJob('edges', { alerts: { telegram: ['ops-chat'] } })]);
+
+/** Deps whose clock runs `aheadMs` ahead: to them, every lease taken now has passed. */
+function depsAt(aheadMs = 0, extra: Partial<ActivityDeps> = {}): ActivityDeps {
+  const base = depsWithChannels(t.db, catalog, smtp, chat);
+  return {
+    ...base,
+    now: () => new Date(Date.now() + aheadMs),
+    channels: { ...base.channels, http: httpApiProvider({ timeoutMs: 500 }) },
+    ...extra,
+  };
+}
+const LATER = 10 * 60_000;
+
+/**
+ * An HTTP API on loopback that counts the requests it receives. Its status view can lag (says
+ * 404 although the request was applied), and it can apply a request and answer too late.
+ */
+async function startApi() {
+  const posts: string[] = [];
+  const state = { statusLags: false, hang: false };
+  const server = createServer((req, res) => {
+    void (async () => {
+      if (req.method === 'GET') {
+        const key = decodeURIComponent(req.url!.slice('/status/'.length));
+        res.writeHead(!state.statusLags && posts.includes(key) ? 200 : 404).end();
+        return;
+      }
+      for await (const _ of req) void _;
+      posts.push(String(req.headers['idempotency-key'] ?? ''));
+      const reply = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
+      if (state.hang) setTimeout(reply, 2_000);
+      else reply();
+    })();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  return {
+    url,
+    posts,
+    state,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+type Api = Awaited<ReturnType<typeof startApi>>;
+
+async function recordHttp(
+  api: Api,
+  key: string,
+  opts: { policy?: EffectPolicy; statusUrl?: boolean; honoursIdempotencyKey?: boolean } = {},
+): Promise<void> {
+  const request: HttpRequest = {
+    method: 'POST',
+    url: `${api.url}/hook`,
+    body: { key },
+    ...(opts.statusUrl ? { statusUrl: `${api.url}/status/${encodeURIComponent(key)}` } : {}),
+    ...(opts.honoursIdempotencyKey !== undefined
+      ? { honoursIdempotencyKey: opts.honoursIdempotencyKey }
+      : {}),
+  };
+  const effect: NewEffect = {
+    key,
+    job: 'edges',
+    windowKey: null,
+    name: 'push',
+    channel: 'http',
+    policy: opts.policy ?? 'ask',
+    request,
+    providerKey: key,
+  };
+  await recordEffects(t.db, [effect]);
+}
+
+/** Takes the effect's row lock in its own connection: every UPDATE of the row queues behind it, in order. */
+async function holdRow(key: string): Promise<{ release(): Promise<void> }> {
+  const c = new pg.Client({ connectionString: t.url });
+  await c.connect();
+  await c.query('begin');
+  await c.query('select 1 from effects where effect_key = $1 for update', [key]);
+  return {
+    async release() {
+      await c.query('commit');
+      await c.end();
+    },
+  };
+}
+
+/** Waits until `n` statements are queued on a row lock of the effects table. */
+async function lockWaiters(n: number): Promise<void> {
+  await eventually(
+    async () => {
+      const r = await watcher.query<{ n: number }>(
+        `select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update "effects"%'`,
+      );
+      return r.rows[0]!.n >= n ? true : undefined;
+    },
+    10_000,
+    `${n} updates waiting on the effect's row lock`,
+  );
+}
+
+/** A gate a hook waits on until the test opens it. */
+function gate() {
+  let open!: () => void;
+  let entered!: () => void;
+  const reached = new Promise<void>((r) => (entered = r));
+  const opened = new Promise<void>((r) => (open = r));
+  return {
+    open,
+    reached,
+    wait: async () => {
+      entered();
+      await opened;
+    },
+  };
+}
+
+/** What a promise ended with, caught at once so that a rejection is never unhandled while the test waits. */
+const settled = (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    (v) => v,
+    (err: unknown) => err,
+  );
+const inProgress = (err: unknown) => err instanceof ApplicationFailure && err.type === 'EffectInProgress';
+
+// Item 1: attempt 2 reads "begun, lease passed" and decides to act; attempt 1 then commits done;
+// attempt 2's claim must fail. The row lock queues attempt 1's settle before attempt 2's claim.
+for (const scenario of ['policy resend', 'a status check that said absent'] as const) {
+  test(`item 1: a lease race with ${scenario}: the late claim loses, one provider call`, async () => {
+    const api = await startApi();
+    const key = `edges/race-${scenario.replace(/\W+/g, '-')}:push`;
+    try {
+      await recordHttp(api, key, scenario === 'policy resend' ? { policy: 'resend' } : { statusUrl: true });
+      api.state.statusLags = true;
+      let lock: { release(): Promise<void> } | undefined;
+      const first = effectActivities(
+        depsAt(0, {
+          hooks: {
+            afterEffect: async () => {
+              lock = await holdRow(key);
+            },
+          },
+        }),
+      ).performEffect({ key });
+      await lockWaiters(1);
+      assert.equal(api.posts.length, 1, 'attempt 1 sent');
+      const second = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+      await lockWaiters(2);
+      await lock!.release();
+      assert.equal((await first).outcome, 'done');
+      assert.ok(inProgress(await second), `the late claim must lose: ${inspect(await second)}`);
+      assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'already-done');
+      assert.equal(api.posts.length, 1, 'exactly one provider call');
+      assert.equal((await effectRow(t.db, key)).status, 'done');
+    } finally {
+      await api.close();
+    }
+  });
+}
+
+test('item 1: an operator resend while the first attempt is still alive: its late answer wins, one provider call', async () => {
+  const api = await startApi();
+  const key = 'edges/race-operator:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal(api.posts.length, 1, 'attempt 1 sent and has not answered yet');
+    // Another worker finds the lease passed: unknown (policy ask).
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    // An operator decides to resend; the resend reads the row, then attempt 1's answer and the
+    // resend's claim race: the answer queues first.
+    assert.ok(await decideEffect(t.db, key, 'resend', 'alice', new Date()));
+    const lock = await holdRow(key);
+    sending.open();
+    await lockWaiters(1);
+    const resend = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+    await lockWaiters(2);
+    await lock.release();
+    assert.equal((await first).outcome, 'done');
+    assert.ok(inProgress(await resend), `the resend read a state that is gone: ${inspect(await resend)}`);
+    assert.equal(api.posts.length, 1, 'exactly one provider call');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+  } finally {
+    await api.close();
+  }
+});
+
+test('item 2: a lease that passed where the channel is not configured is unknown, never failed', async () => {
+  const key = 'edges/no-provider:alert';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'alert',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'hello' },
+      providerKey: key,
+    },
+  ]);
+  await t.db
+    .updateTable('effects')
+    .set({
+      status: 'begun',
+      fence: 1,
+      attempts: 1,
+      begun_at: new Date(Date.now() - 600_000),
+      lease_until: new Date(Date.now() - 540_000),
+    })
+    .where('effect_key', '=', key)
+    .execute();
+  const before = chat.messages.length;
+  const r = await effectActivities(depsAt(0, { channels: {} }))
+    .performEffect({ key })
+    .catch((err: unknown) => err);
+  const row = await effectRow(t.db, key);
+  assert.equal(row.status, 'unknown', `maybe sent must stay unknown (got ${row.status}: ${row.last_error})`);
+  assert.equal((r as { outcome?: string }).outcome, 'unknown');
+  await assert.rejects(retryFailedEffect(depsAt(0), key, 'alice'), /is unknown, not failed/);
+  assert.equal(chat.messages.length, before, 'nothing resent');
+});
+
+// Item 3: a 5xx, a gateway error or Slack's internal_error may have been applied.
+for (const [api, answer] of [
+  ['slack', 'error-500'],
+  ['slack', 'bad-gateway'],
+  ['slack', 'gateway-timeout'],
+  ['slack', 'internal-error'],
+  ['telegram', 'error-500'],
+  ['telegram', 'bad-gateway'],
+  ['telegram', 'gateway-timeout'],
+] as const) {
+  test(`item 3: ${api} answering ${answer} is an unknown outcome, not "not sent"`, async () => {
+    chat.plan[api].push(answer as ChatAnswer);
+    const provider =
+      api === 'slack'
+        ? slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl })
+        : telegramProvider({ token: '123:test', apiUrl: chat.telegramUrl });
+    const err = await (provider.perform as (r: unknown, k: string) => Promise<unknown>)(
+      api === 'slack' ? { channel: '#ops', text: 'x' } : { chatId: 'ops', text: 'x' },
+      'k',
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof EffectError, String(err));
+    assert.equal(err.kind, 'unknown', err.message);
+  });
+}
+
+test('item 3: through the guard, a Slack 500 leaves the message unknown (policy ask), not failed and resent', async () => {
+  const key = 'edges/slack-500:post';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'maybe' },
+      providerKey: key,
+    },
+  ]);
+  const before = chat.requests.length;
+  chat.plan.slack.push('error-500');
+  const r = await effectActivities(depsAt()).performEffect({ key });
+  assert.equal(r.outcome, 'unknown');
+  assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+  assert.equal(chat.requests.length - before, 1, 'not sent again');
+  assert.equal((await effectRow(t.db, key)).status, 'unknown');
+});
+
+test('item 4: a resend decision is used by one resend; unknown again, it alerts again and is not resent on its own', async () => {
+  const api = await startApi();
+  const key = 'edges/resend-once:push';
+  try {
+    await recordHttp(api, key);
+    api.state.hang = true;
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    await raiseNow(depsAt(), {
+      job: 'edges',
+      subject: key,
+      kind: 'effect-unknown',
+      error: 'outcome unknown',
+    });
+    assert.equal(chatTexts(chat, 'telegram').length - alertsBefore, 1, 'the first alert');
+
+    const r = await decideUnknownEffect(depsAt(), key, 'resend', 'alice');
+    assert.equal(r.outcome, 'unknown');
+    assert.equal(api.posts.length, 2, 'resent once');
+    const row = await effectRow(t.db, key);
+    assert.deepEqual([row.status, row.decision], ['unknown', null], 'the decision was used');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.length, 2, 'asked again');
+    assert.match(alerts[1]!, /effect outcome unknown/);
+    assert.match(alerts[1]!, /resent by alice/);
+
+    // The window driven again (a retry, a re-run): not resent without a new decision.
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    assert.equal(api.posts.length, 2, 'no resend without a new decision');
+  } finally {
+    await api.close();
+  }
+});
+
+test('item 5: a plain webhook whose reply is lost follows its policy (ask): not resent', async () => {
+  const api = await startApi();
+  const key = 'edges/plain-webhook:push';
+  try {
+    await recordHttp(api, key);
+    api.state.hang = true;
+    const first = await effectActivities(depsAt())
+      .performEffect({ key })
+      .catch((err: unknown) => err);
+    assert.equal((first as { outcome?: string }).outcome, 'unknown', String(first));
+    api.state.hang = false;
+    const again = await effectActivities(depsAt())
+      .performEffect({ key })
+      .catch((err: unknown) => err);
+    assert.equal((again as { outcome?: string }).outcome, 'unknown', String(again));
+    assert.equal(api.posts.length, 1, 'not resent');
+    assert.equal((await effectRow(t.db, key)).status, 'unknown');
+  } finally {
+    await api.close();
+  }
+});
+
+test('item 5: a webhook declared to honour Idempotency-Key is resent with the same key', async () => {
+  const api = await startApi();
+  const key = 'edges/idempotent-webhook:push';
+  try {
+    await recordHttp(api, key, { honoursIdempotencyKey: true });
+    api.state.hang = true;
+    await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
+    api.state.hang = false;
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    assert.deepEqual(api.posts, [key, key]);
+  } finally {
+    await api.close();
+  }
+});
+
+test('item 5: a webhook whose lost reply can be checked at its status URL is asked before any resend', async () => {
+  const api = await startApi();
+  const key = 'edges/checked-webhook:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    api.state.hang = true;
+    await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
+    api.state.hang = false;
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    assert.equal(api.posts.length, 1, 'the status URL confirmed it: not sent again');
+  } finally {
+    await api.close();
+  }
+});
+
+/** Runs window 2026-08-01T00:00Z of a job whose handler returns `effects`; what was thrown, if anything. */
+async function processWith(job: string, effects: unknown[]): Promise<unknown> {
+  const cat = defineCatalog([
+    salesJob(job, {
+      start: '2026-08-01T00:00:00Z',
+      handler: async (ctx) => ({ ...(await summariseWindow(ctx)), effects: effects as WindowEffect[] }),
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z', 3));
+  return await windowActivities({ ...depsAt(), catalog: cat })
+    .processWindow({
+      job,
+      start: '2026-08-01T00:00:00.000Z',
+      end: '2026-08-01T01:00:00.000Z',
+      generation: 0,
+      key: `${job}/2026-08-01T00:00:00Z`,
+      trigger: 'manual',
+      policy: { retry: { maximumAttempts: 1 }, startToCloseTimeoutMs: 10_000 },
+    } as never)
+    .then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+}
+
+async function nothingCommitted(job: string): Promise<void> {
+  const effects = await t.db.selectFrom('effects').select('effect_key').where('job', '=', job).execute();
+  assert.deepEqual(effects, [], 'no effect recorded');
+  assert.equal(await readWatermark(t.db, job), undefined, 'the watermark did not move');
+  const summary = await t.db
+    .selectFrom('job_windows')
+    .select('status')
+    .where('job', '=', job)
+    .where('status', '=', 'done')
+    .execute();
+  assert.deepEqual(summary, [], 'the window is not done');
+}
+
+test('item 6: two effects with one name in a window are refused, naming job, window and effect; nothing committed', async () => {
+  const job = 'edges-twice';
+  const mail = (text: string) => ({
+    name: 'report',
+    channel: 'email',
+    request: { to: ['a@x.test'], subject: 's', text },
+  });
+  const err = await processWith(job, [mail('one'), mail('two')]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true);
+  assert.match(err.message, /edges-twice/);
+  assert.match(err.message, /edges-twice\/2026-08-01T00:00:00Z/);
+  assert.match(err.message, /"report"/);
+  await nothingCommitted(job);
+});
+
+test('item 5: an http effect whose honoursIdempotencyKey is not a boolean is refused, naming the field', async () => {
+  const job = 'edges-bad-http';
+  const err = await processWith(job, [
+    {
+      name: 'push',
+      channel: 'http',
+      request: { method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, honoursIdempotencyKey: 'yes' },
+    },
+  ]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true);
+  assert.match(err.message, /honoursIdempotencyKey/);
+  await nothingCommitted(job);
+});
