@@ -210,6 +210,35 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
   });
 }
 
+test('item 1: a worker that finds the lease passed while the first attempt commits done: the effect stays done', async () => {
+  const api = await startApi();
+  const key = 'edges/race-resolver:push';
+  try {
+    await recordHttp(api, key);
+    let lock: { release(): Promise<void> } | undefined;
+    const first = effectActivities(
+      depsAt(0, {
+        hooks: {
+          afterEffect: async () => {
+            lock = await holdRow(key);
+          },
+        },
+      }),
+    ).performEffect({ key });
+    await lockWaiters(1);
+    // Policy ask and no way to check: it would settle unknown, and then a person is asked to resend.
+    const second = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+    await lockWaiters(2);
+    await lock!.release();
+    assert.equal((await first).outcome, 'done');
+    assert.equal(((await second) as { outcome?: string }).outcome, 'already-done', inspect(await second));
+    assert.equal((await effectRow(t.db, key)).status, 'done', 'the answer is not overwritten by "unknown"');
+    assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
+
 test('item 1: an operator resend while the first attempt is still alive: its late answer wins, one provider call', async () => {
   const api = await startApi();
   const key = 'edges/race-operator:push';
