@@ -54,8 +54,11 @@ async function runDays(
   job: string,
   opts: Omit<BackupOptions, 'name' | 'grid' | 'start'>,
   days: number[],
+  start: string | null = day(0),
 ): Promise<PromiseSettledResult<WindowRunResult>[]> {
-  const catalog = defineCatalog([databaseBackup({ name: job, grid: 'day', start: day(0), ...opts })]);
+  const catalog = defineCatalog([
+    databaseBackup({ name: job, grid: 'day', ...(start ? { start } : {}), ...opts }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const logger = memoryLogger();
   return await withWorker(
@@ -138,6 +141,38 @@ test('to a local directory: three days, restore-checked, retention keeps two, a 
   assert.deepEqual(latest.table_counts, { items: 2000 });
   assert.equal(await restoredCount(Readable.from(bytes)), 2000);
   assert.deepEqual(await readdir(join(dir, '.staging', 'bk-local')), [], 'no staging left');
+});
+
+test('a job without start restore-checks every Nth window, counted on the grid from the epoch', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'tidemark-backup-'));
+  const opts = {
+    database: source.url,
+    destination: localDestination(dir),
+    retention: { daily: 7, weekly: 0, monthly: 0 },
+    tables: ['items'],
+    restoreCheck: { every: 2, scratchDatabaseUrl: scratchUrl() },
+  };
+  const results = await runDays('bk-nostart', opts, [0, 1, 2, 3], null);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason))),
+    ['processed', 'processed', 'processed', 'processed'],
+  );
+  const rows = await stack.t.db
+    .selectFrom('backups')
+    .select(['window_start', 'restore_checked'])
+    .where('job', '=', 'bk-nostart')
+    .orderBy('window_start')
+    .execute();
+  // 2026-10-01 is day 20727 since 1970-01-01 (odd), so with every 2 the 2nd and 4th windows are checked.
+  assert.deepEqual(
+    rows.map((r) => [r.window_start.toISOString(), r.restore_checked]),
+    [
+      [day(0), false],
+      [day(1), true],
+      [day(2), false],
+      [day(3), true],
+    ],
+  );
 });
 
 test('to S3-compatible storage, encrypted, multipart: verified and restorable', async () => {
