@@ -43,6 +43,13 @@ const schema = z.object({
   /** The management page: its port and the token that opens it (npm start makes one when unset). */
   TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
   TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
+  /** How long a login to the management page lasts. */
+  TIDEMARK_WEB_SESSION_TTL: z
+    .string()
+    .regex(/^[1-9]\d*(s|m|h|d)$/, 'a duration such as "12h"')
+    .default('12h'),
+  /** A backfill from the page covering more windows than this needs an explicit "allowLarge". */
+  TIDEMARK_WEB_MAX_BACKFILL_WINDOWS: z.coerce.number().int().min(1).default(1000),
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   SMTP_HOST: z.string().min(1).optional(),

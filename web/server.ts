@@ -2,8 +2,9 @@
 // trigger, pause, resume, backfill and request a rerun. Access needs the token (a login form sets
 // an HttpOnly, SameSite=Strict session cookie; API clients may send `Authorization: Bearer`);
 // every state-changing request must carry the session's CSRF token and a same-origin Origin.
-// Updates arrive without a reload over server-sent events.
-import { randomBytes, timingSafeEqual } from 'node:crypto';
+// Sessions expire (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload
+// over server-sent events. Bad input is a 400 that names the field, never a 500.
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
@@ -13,9 +14,11 @@ import { jobsOverview, recentWindows } from '../operator/overview.js';
 import { requestRerun } from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
-import { isoUtc } from '../schedules/windows.js';
+import { parseDuration } from '../schedules/duration.js';
+import { isoUtc, windowsInRange } from '../schedules/windows.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
-import { PAGE } from './page.js';
+import { SCRIPT } from './client.js';
+import { PAGE, STYLE } from './page.js';
 
 export interface WebOptions {
   port: number;
@@ -24,6 +27,8 @@ export interface WebOptions {
   client: Client;
   catalog: Catalog;
   config: Config;
+  /** The clock sessions expire by; default the system clock. */
+  now?: () => Date;
 }
 
 class HttpError extends Error {
@@ -35,8 +40,50 @@ class HttpError extends Error {
   }
 }
 
-const same = (a: string, b: string) =>
-  a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
+// Both sides hashed first: equal-length digests, so the comparison takes the same time whatever
+// the guess's length (and a multi-byte guess cannot make timingSafeEqual throw).
+const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
+const same = (a: string, b: string) => timingSafeEqual(sha256(a), sha256(b));
+
+const CSP =
+  "default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/** A JSON object of string (or boolean) fields; anything else is a 400 naming what is wrong. */
+function parseBody(text: string): Record<string, string> {
+  let value: unknown;
+  try {
+    value = text.trim() ? JSON.parse(text) : {};
+  } catch (err) {
+    throw new HttpError(
+      400,
+      `body: not valid JSON (${(err as Error).message}); send a JSON object, e.g. {"reason": "..."}`,
+    );
+  }
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new HttpError(
+      400,
+      `body: must be a JSON object, e.g. {"reason": "..."}, not ${JSON.stringify(value)}`,
+    );
+  const out: Record<string, string> = {};
+  for (const [field, v] of Object.entries(value)) {
+    if (typeof v !== 'string' && typeof v !== 'boolean')
+      throw new HttpError(400, `field ${field}: must be a string, not ${JSON.stringify(v)}`);
+    out[field] = String(v);
+  }
+  return out;
+}
+
+/** The host of an Origin header; `null` (sandboxed or opaque origins) or garbage is a 400. */
+function originHost(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    throw new HttpError(
+      400,
+      `header Origin: ${JSON.stringify(origin.slice(0, 100))} is not an origin; send the request from the page itself`,
+    );
+  }
+}
 
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
@@ -50,14 +97,27 @@ async function readBody(req: IncomingMessage): Promise<string> {
 }
 
 export async function startWebServer(o: WebOptions): Promise<{ url: string; stop(): Promise<void> }> {
-  const sessions = new Map<string, { csrf: string }>();
+  const now = o.now ?? (() => new Date());
+  const ttlMs = parseDuration(o.config.TIDEMARK_WEB_SESSION_TTL)!;
+  const maxBackfill = o.config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
+  const sessions = new Map<string, { csrf: string; expires: number }>();
+  const cookieOf = (req: IncomingMessage) =>
+    /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/.exec(req.headers.cookie ?? '')?.[1];
 
   function session(req: IncomingMessage): { csrf: string } | null {
     const auth = req.headers.authorization;
     if (auth?.startsWith('Bearer ') && same(auth.slice(7), o.token)) return { csrf: '' };
-    const id = /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/.exec(req.headers.cookie ?? '')?.[1];
-    return (id && sessions.get(id)) || null;
+    const id = cookieOf(req);
+    const s = id ? sessions.get(id) : undefined;
+    if (!id || !s) return null;
+    if (now().getTime() >= s.expires) {
+      sessions.delete(id);
+      return null;
+    }
+    return s;
   }
+  const live = (s: { csrf: string }) =>
+    !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
 
   const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
     const json = typeof body !== 'string';
@@ -65,7 +125,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       'content-type': json ? 'application/json' : 'text/html; charset=utf-8',
       'cache-control': 'no-store',
       'x-frame-options': 'DENY',
-      'content-security-policy': "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
+      'x-content-type-options': 'nosniff',
+      'content-security-policy': CSP,
       ...headers,
     });
     res.end(json ? JSON.stringify(body) : body);
@@ -91,6 +152,14 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         const to = new Date(body.to ?? '');
         if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || !(from < to))
           throw new HttpError(400, 'from and to must be instants with from before to');
+        // A typo in a year must not start years of windows: past the limit, only on purpose. Counting
+        // stops just past the limit, so a huge range costs nothing to refuse.
+        const windows = windowsInRange(job.grid, job.timezone, from, to, maxBackfill + 1).length;
+        if (windows > maxBackfill && body.allowLarge !== 'true')
+          throw new HttpError(
+            400,
+            `from, to: ${isoUtc(from)} to ${isoUtc(to)} holds more than ${maxBackfill} windows of ${job.name}; narrow the range, or send "allowLarge": true to start it anyway (the limit is TIDEMARK_WEB_MAX_BACKFILL_WINDOWS)`,
+          );
         const workflowId = `${job.name}/backfill-${isoUtc(from)}-${isoUtc(to)}`;
         await o.client.workflow.start('backfill', {
           taskQueue: o.config.TIDEMARK_TASK_QUEUE,
@@ -150,14 +219,31 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     void (async () => {
       const url = new URL(req.url ?? '/', 'http://local');
       try {
+        if (req.method === 'GET' && url.pathname === '/app.js')
+          return send(res, 200, SCRIPT, { 'content-type': 'text/javascript; charset=utf-8' });
+        if (req.method === 'GET' && url.pathname === '/app.css')
+          return send(res, 200, STYLE, { 'content-type': 'text/css; charset=utf-8' });
         if (req.method === 'POST' && url.pathname === '/login') {
           const token = new URLSearchParams(await readBody(req)).get('token') ?? '';
           if (!same(token, o.token)) return send(res, 401, '<p>Wrong token. <a href="/">Try again</a></p>');
+          const t = now().getTime();
+          for (const [k, v] of sessions) if (t >= v.expires) sessions.delete(k);
           const id = randomBytes(32).toString('hex');
-          sessions.set(id, { csrf: randomBytes(32).toString('hex') });
+          sessions.set(id, { csrf: randomBytes(32).toString('hex'), expires: t + ttlMs });
           return send(res, 303, '', {
             location: '/',
-            'set-cookie': `tidemark_session=${id}; HttpOnly; SameSite=Strict; Path=/`,
+            'set-cookie': `tidemark_session=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
+          });
+        }
+        if (req.method === 'POST' && url.pathname === '/logout') {
+          const id = cookieOf(req);
+          const s = id ? sessions.get(id) : undefined;
+          const csrf = new URLSearchParams(await readBody(req)).get('csrf') ?? '';
+          if (s && !same(csrf, s.csrf)) throw new HttpError(403, 'missing or wrong CSRF token');
+          if (id) sessions.delete(id);
+          return send(res, 303, '', {
+            location: '/',
+            'set-cookie': 'tidemark_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0',
           });
         }
         const s = session(req);
@@ -166,8 +252,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
             res,
             200,
             s
-              ? PAGE.replace('%CSRF%', s.csrf)
-              : PAGE.replace('%CSRF%', '').replace('data-auth="yes"', 'data-auth="no"'),
+              ? PAGE.replaceAll('%CSRF%', s.csrf)
+              : PAGE.replaceAll('%CSRF%', '').replace('data-auth="yes"', 'data-auth="no"'),
           );
         if (!s) throw new HttpError(401, 'log in first');
         if (req.method === 'GET' && url.pathname === '/api/state') return send(res, 200, await snapshot());
@@ -181,7 +267,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           req.on('close', () => {
             open = false;
           });
-          while (open) {
+          // A session that expires or logs out stops receiving updates.
+          while (open && live(s)) {
             res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
             await new Promise((r) => setTimeout(r, 1_000));
           }
@@ -189,11 +276,11 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         }
         if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
           const origin = req.headers.origin;
-          if (origin && new URL(origin).host !== req.headers.host)
+          if (origin !== undefined && originHost(origin) !== req.headers.host)
             throw new HttpError(403, 'cross-site request refused');
           if (s.csrf && !same(String(req.headers['x-csrf-token'] ?? ''), s.csrf))
             throw new HttpError(403, 'missing or wrong CSRF token');
-          const body = JSON.parse((await readBody(req)) || '{}') as Record<string, string>;
+          const body = parseBody(await readBody(req));
           return send(res, 200, await act(url.pathname, body));
         }
         throw new HttpError(404, 'not found');

@@ -7,11 +7,16 @@ import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
   CopyObjectCommand,
+  CreateMultipartUploadCommand,
   DeleteObjectCommand,
   GetObjectCommand,
+  HeadObjectCommand,
   ListObjectsV2Command,
   S3Client,
+  UploadPartCopyCommand,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 
@@ -74,7 +79,14 @@ export interface S3Settings {
   forcePathStyle?: boolean;
   /** Multipart part size; default 8 MiB. */
   partSize?: number;
+  /** Objects larger than this are published by a multipart copy (one CopyObject stops at 5 GB); default 1 GiB. */
+  copyThreshold?: number;
+  /** Part size of that multipart copy (at least 5 MiB; raised to stay within 10,000 parts); default 512 MiB. */
+  copyPartSize?: number;
 }
+
+const MiB = 1024 * 1024;
+const MAX_PARTS = 10_000;
 
 export function s3Destination(s: S3Settings): Destination {
   const client = new S3Client({
@@ -93,6 +105,51 @@ export function s3Destination(s: S3Settings): Destination {
   const del = async (key: string) => {
     await client.send(new DeleteObjectCommand({ Bucket: s.bucket, Key: key }));
   };
+  // UploadPartCopy over byte ranges, then one CompleteMultipartUpload: the object appears whole
+  // or not at all; a failure aborts the upload so no parts are left behind (or billed).
+  async function multipartCopy(
+    key: string,
+    size: number,
+    source: { CopySource: string; CopySourceIfMatch?: string },
+  ): Promise<void> {
+    const partSize = Math.max(s.copyPartSize ?? 512 * MiB, 5 * MiB, Math.ceil(size / MAX_PARTS));
+    const { UploadId } = await client.send(new CreateMultipartUploadCommand({ Bucket: s.bucket, Key: key }));
+    try {
+      const parts: { ETag: string; PartNumber: number }[] = [];
+      for (let first = 0, n = 1; first < size; first += partSize, n++) {
+        const last = Math.min(first + partSize, size) - 1;
+        const r = await client.send(
+          new UploadPartCopyCommand({
+            Bucket: s.bucket,
+            Key: key,
+            UploadId,
+            PartNumber: n,
+            CopySourceRange: `bytes=${first}-${last}`,
+            ...source,
+          }),
+        );
+        if (!r.CopyPartResult?.ETag) throw new Error(`multipart copy of ${key}: part ${n} returned no ETag`);
+        parts.push({ ETag: r.CopyPartResult.ETag, PartNumber: n });
+      }
+      await client.send(
+        new CompleteMultipartUploadCommand({
+          Bucket: s.bucket,
+          Key: key,
+          UploadId,
+          MultipartUpload: { Parts: parts },
+        }),
+      );
+    } catch (err) {
+      await client
+        .send(new AbortMultipartUploadCommand({ Bucket: s.bucket, Key: key, UploadId }))
+        .catch(() => undefined);
+      throw err;
+    }
+    const published = await client.send(new HeadObjectCommand({ Bucket: s.bucket, Key: key }));
+    if (published.ContentLength !== size)
+      throw new Error(`multipart copy of ${key}: ${published.ContentLength} bytes published, ${size} staged`);
+  }
+
   return {
     describe: `s3://${s.bucket}${s.endpoint ? ` at ${new URL(s.endpoint).host}` : ''}`,
     async putStaging(key, body) {
@@ -107,13 +164,15 @@ export function s3Destination(s: S3Settings): Destination {
     },
     readStaging: (key) => get(STAGING + key),
     async publish(key) {
-      await client.send(
-        new CopyObjectCommand({
-          Bucket: s.bucket,
-          Key: key,
-          CopySource: `${s.bucket}/${encodeURIComponent(STAGING + key).replace(/%2F/g, '/')}`,
-        }),
-      );
+      const staged = await client.send(new HeadObjectCommand({ Bucket: s.bucket, Key: STAGING + key }));
+      const size = staged.ContentLength ?? 0;
+      const source = {
+        CopySource: `${s.bucket}/${encodeURIComponent(STAGING + key).replace(/%2F/g, '/')}`,
+        // Exactly the staging object that was verified, not one that replaced it since.
+        ...(staged.ETag ? { CopySourceIfMatch: staged.ETag } : {}),
+      };
+      if (size > (s.copyThreshold ?? 1024 * MiB)) await multipartCopy(key, size, source);
+      else await client.send(new CopyObjectCommand({ Bucket: s.bucket, Key: key, ...source }));
       await del(STAGING + key);
     },
     discardStaging: (key) => del(STAGING + key).catch(() => undefined),

@@ -12,6 +12,7 @@ import type { Transaction } from 'kysely';
 import { ensureDatabase } from '../../db/database.js';
 import type { Database } from '../../db/schema.js';
 import type { JobSpec, WindowHandler } from '../../schedules/job.js';
+import { windowIndex } from '../../schedules/window-index.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Destination } from './destination.js';
 import { pgRestore, startDump, type Dump } from './pg.js';
@@ -28,7 +29,7 @@ export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
   retention: { daily: number; weekly: number; monthly: number };
   /** Tables whose row counts are recorded (from the dump's own snapshot) and compared after a full restore. */
   tables: string[];
-  /** Restore every `every`-th window into this scratch database (dropped afterwards). */
+  /** Restore every `every`-th window of the grid (counted from `start`, else from the epoch) into this scratch database (dropped afterwards). */
   restoreCheck?: { every: number; scratchDatabaseUrl: string };
   /** Test seam: sees the pg_dump process once it started. */
   onDump?: (dump: Dump) => void;
@@ -119,7 +120,11 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       const listing = await pgRestore(plain(await destination.readStaging(objectKey)), ['--list']);
       if (!/TABLE DATA/.test(listing))
         throw new Error(`pg_restore --list of ${objectKey} shows no table data`);
-      const index = Math.round((window.start.getTime() - (job.start ?? window.start).getTime()) / 86_400_000);
+      // Counted on the job's grid from its start, or from the epoch for a job without one: a
+      // position relative to the window itself would make every window the first.
+      const index =
+        windowIndex(job.grid, job.timezone, window.start) -
+        (job.start ? windowIndex(job.grid, job.timezone, job.start) : 0);
       const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
       if (checkRestore) await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl);
       await destination.publish(objectKey);

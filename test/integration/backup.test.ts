@@ -2,13 +2,18 @@
 // server (moto) with encryption and multipart; restored and compared; retention; and every way
 // a backup can go wrong publishing nothing.
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, test } from 'node:test';
-import { GetObjectCommand, ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import {
+  GetObjectCommand,
+  ListMultipartUploadsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { memoryLogger } from '../../activities/logger.js';
@@ -54,8 +59,11 @@ async function runDays(
   job: string,
   opts: Omit<BackupOptions, 'name' | 'grid' | 'start'>,
   days: number[],
+  start: string | null = day(0),
 ): Promise<PromiseSettledResult<WindowRunResult>[]> {
-  const catalog = defineCatalog([databaseBackup({ name: job, grid: 'day', start: day(0), ...opts })]);
+  const catalog = defineCatalog([
+    databaseBackup({ name: job, grid: 'day', ...(start ? { start } : {}), ...opts }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const logger = memoryLogger();
   return await withWorker(
@@ -140,6 +148,38 @@ test('to a local directory: three days, restore-checked, retention keeps two, a 
   assert.deepEqual(await readdir(join(dir, '.staging', 'bk-local')), [], 'no staging left');
 });
 
+test('a job without start restore-checks every Nth window, counted on the grid from the epoch', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'tidemark-backup-'));
+  const opts = {
+    database: source.url,
+    destination: localDestination(dir),
+    retention: { daily: 7, weekly: 0, monthly: 0 },
+    tables: ['items'],
+    restoreCheck: { every: 2, scratchDatabaseUrl: scratchUrl() },
+  };
+  const results = await runDays('cadence-nostart', opts, [0, 1, 2, 3], null);
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason))),
+    ['processed', 'processed', 'processed', 'processed'],
+  );
+  const rows = await stack.t.db
+    .selectFrom('backups')
+    .select(['window_start', 'restore_checked'])
+    .where('job', '=', 'cadence-nostart')
+    .orderBy('window_start')
+    .execute();
+  // 2026-10-01 is day 20727 since 1970-01-01 (odd), so with every 2 the 2nd and 4th windows are checked.
+  assert.deepEqual(
+    rows.map((r) => [r.window_start.toISOString(), r.restore_checked]),
+    [
+      [day(0), false],
+      [day(1), true],
+      [day(2), false],
+      [day(3), true],
+    ],
+  );
+});
+
 test('to S3-compatible storage, encrypted, multipart: verified and restorable', async () => {
   await s3.createBucket('backups');
   // Enough incompressible rows for a dump of several 5 MiB parts.
@@ -193,6 +233,46 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
   assert.equal((await import('node:crypto')).createHash('sha256').update(raw).digest('hex'), row.sha256);
   assert.notEqual(raw.subarray(12, 17).toString('latin1'), 'PGDMP', 'encrypted at rest');
   assert.equal(await restoredCount(Readable.from(raw).pipe(decryptor(key))), 2000);
+});
+
+test('S3 publish above the copy threshold is a multipart copy (UploadPartCopy), byte-exact', async () => {
+  await s3.createBucket('large');
+  // CopyObject stops at 5 GB: a small threshold and part size take the multipart path here.
+  const dest = s3Destination({
+    bucket: 'large',
+    endpoint: s3.endpoint,
+    accessKeyId: 'test',
+    secretAccessKey: 'test',
+    partSize: 5 * 1024 * 1024,
+    copyThreshold: 5 * 1024 * 1024,
+    copyPartSize: 5 * 1024 * 1024,
+  });
+  const data = randomBytes(12 * 1024 * 1024 + 123);
+  const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+  await dest.putStaging('big/object.bin', Readable.from([data]));
+  await dest.publish('big/object.bin');
+  const client = new S3Client({
+    region: 'us-east-1',
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+  const got = await client.send(new GetObjectCommand({ Bucket: 'large', Key: 'big/object.bin' }));
+  const raw = Buffer.concat(await (got.Body as Readable).toArray());
+  assert.equal(raw.length, data.length);
+  assert.equal(sha(raw), sha(data), 'published object is byte-exact');
+  // A multipart object's ETag ends in -<parts>: 12 MiB in 5 MiB parts is three.
+  assert.match(got.ETag ?? '', /-3"?$/, `ETag ${got.ETag} of a three-part copy`);
+  const listed = await client.send(new ListObjectsV2Command({ Bucket: 'large' }));
+  assert.deepEqual(
+    listed.Contents?.map((c) => c.Key),
+    ['big/object.bin'],
+    'staging removed',
+  );
+  const uploads = await client.send(new ListMultipartUploadsCommand({ Bucket: 'large' }));
+  assert.deepEqual(uploads.Uploads ?? [], [], 'no multipart upload left open');
 });
 
 test('a failed pg_dump, a killed pg_dump, a cut-off upload and a checksum mismatch publish nothing', async () => {
