@@ -347,3 +347,63 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
     );
   }
 });
+
+test('a window that keeps failing does not fill the catch-up cap: newer windows start, the watermark and the incident stay', async () => {
+  const job = 'stall';
+  const failing = '2026-05-05T10:00:00.000Z';
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      maxCatchUp: 1,
+      start: '2026-05-05T10:00:00Z',
+      retry: { maximumAttempts: 1 },
+      handler: async (ctx) => {
+        if (ctx.window.start.toISOString() === failing) throw new Error('this window always fails');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const tick = async (n: number) => {
+        const r = (await stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${n}`,
+          args: [{ job, now: '2026-05-05T13:00:00Z' }],
+        })) as TickResult;
+        await Promise.allSettled(r.started.map((k) => stack.env.client.workflow.getHandle(k).result()));
+        return r.started;
+      };
+      assert.deepEqual(await tick(1), [`${job}/2026-05-05T10:00:00Z`]);
+      assert.deepEqual(
+        await tick(2),
+        [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T11:00:00Z`],
+        'the failed window retries outside the cap; the next window starts',
+      );
+      assert.deepEqual(await tick(3), [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T12:00:00Z`]);
+      const rows = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['window_start', 'status'])
+        .where('job', '=', job)
+        .orderBy('window_start')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => `${r.window_start.toISOString()} ${r.status}`),
+        ['2026-05-05T10:00:00.000Z failed', '2026-05-05T11:00:00.000Z done', '2026-05-05T12:00:00.000Z done'],
+      );
+      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), failing, 'the watermark is held');
+      const incident = await stack.t.db
+        .selectFrom('incidents')
+        .select(['kind', 'closed_at'])
+        .where('job', '=', job)
+        .where('subject', '=', `${job}/2026-05-05T10:00:00Z`)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(incident, { kind: 'window-failed', closed_at: null }, 'the incident stays open');
+    },
+  );
+});
