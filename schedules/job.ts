@@ -302,11 +302,11 @@ export function defaultTick(grid: Grid, latenessMs: number): Tick {
   return { kind: 'interval', everyMs, offsetMs, derived: true };
 }
 
-/** The tick in words: `cron "15 0 * * *" in Europe/Berlin` or `every 1m at +10s from the UTC epoch`. */
+/** The tick in words: `"15 0 * * *" in Europe/Berlin` or `every 1m at +10s (UTC)`. */
 export function describeTick(tick: Tick): string {
-  if (tick.kind === 'cron') return `cron "${tick.cron}" in ${tick.timezone}`;
+  if (tick.kind === 'cron') return `"${tick.cron}" in ${tick.timezone}`;
   const offset = tick.offsetMs === 0 ? '' : ` at +${formatDuration(tick.offsetMs)}`;
-  return `every ${formatDuration(tick.everyMs)}${offset} from the UTC epoch`;
+  return `every ${formatDuration(tick.everyMs)}${offset} (UTC)`;
 }
 
 /** Validates one job definition; throws JobDefinitionError naming the job and the field. */
