@@ -117,7 +117,7 @@ export interface JobSpec {
   timezone?: string;
   /** How long after a window closes it is processed, so late records still land in it; default "0m". */
   lateness?: string;
-  /** Windows started per tick at most; the rest wait for the next tick. Default 24. */
+  /** New windows started per tick at most; the rest wait for the next tick (failed windows retry apart). Default 24. */
   maxCatchUp?: number;
   /** First window's start (ISO-8601). Default: the latest closed window when the job is first seen. */
   start?: string;
