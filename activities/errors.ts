@@ -5,11 +5,16 @@ export const FAILURE = Object.freeze({
   unknownJob: 'UnknownJob',
   badWindow: 'BadWindow',
   windowNotClosed: 'WindowNotClosed',
+  /** Retryable: closes within the clock-skew tolerance; the activity retries once it has. */
+  windowNotClosedYet: 'WindowNotClosedYet',
   countMismatch: 'CountMismatch',
   badRange: 'BadRange',
   badEffect: 'BadEffect',
 } as const);
 export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
+
+/** How far a worker's clock may lag the Temporal server's before "not closed yet" is bad input. */
+export const CLOCK_SKEW_TOLERANCE_MS = 60_000;
 
 export function badInput(type: FailureType, message: string): ApplicationFailure {
   return ApplicationFailure.nonRetryable(message, type);

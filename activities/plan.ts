@@ -1,5 +1,5 @@
 // Planning activities: which windows a tick or a backfill should start, and their records.
-import { doneStarts, recordRun, watermarkOf } from '../db/ledger.js';
+import { doneStarts, failedStarts, recordRun, watermarkOf } from '../db/ledger.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import { UnknownJobError, type Job } from '../schedules/job.js';
 import {
@@ -66,14 +66,22 @@ export function planActivities(deps: ActivityDeps) {
         );
       }
       const done = await doneStarts(db, job.name, watermark, now);
+      const failed = await failedStarts(db, job.name, watermark, now);
       const windows: WindowSpec[] = [];
-      let alreadyDone = 0;
+      let [alreadyDone, fresh, retries] = [0, 0, 0];
       for (const w of windowsFrom(job.grid, job.timezone, watermark, (w) =>
         isClosed(w, now, job.latenessMs),
       )) {
-        if (done.has(w.start.getTime())) alreadyDone++;
-        else windows.push(spec(job, w));
-        if (windows.length >= job.maxCatchUp) break;
+        if (done.has(w.start.getTime())) {
+          alreadyDone++;
+        } else if (failed.has(w.start.getTime())) {
+          // Failed windows retry on every tick outside the cap (with a cap of their own), so a
+          // window that keeps failing holds the watermark but never keeps newer windows waiting.
+          if (retries++ < job.maxCatchUp) windows.push(spec(job, w));
+        } else {
+          windows.push(spec(job, w));
+          if (++fresh >= job.maxCatchUp) break;
+        }
       }
       const recovered = await alerts.resolve(db, {
         job: job.name,

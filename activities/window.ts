@@ -10,7 +10,7 @@ import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
-import { FAILURE, badInput } from './errors.js';
+import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 
 /** Activity heartbeats when running under Temporal; a no-op when called directly. */
@@ -54,7 +54,21 @@ export function windowActivities(deps: ActivityDeps) {
         `[${input.start}, ${input.end}) is not a window of job "${job.name}" (grid "${job.grid.label}" in ${job.timezone}); the window containing ${input.start} is [${isoUtc(expected.start)}, ${isoUtc(expected.end)})`,
       );
     }
-    if (!isClosed(expected, deps.now(), job.latenessMs)) {
+    const now = deps.now();
+    if (!isClosed(expected, now, job.latenessMs)) {
+      // The tick planned with the server's clock; this worker's may lag a little: wait, don't fail.
+      const dueInMs = end.getTime() + job.latenessMs - now.getTime();
+      if (dueInMs < CLOCK_SKEW_TOLERANCE_MS) {
+        logger.info(
+          `WAITING job=${job.name} window=${windowKey(job.name, start)}: closes in ${dueInMs} ms by this worker's clock`,
+        );
+        throw ApplicationFailure.create({
+          type: FAILURE.windowNotClosedYet,
+          nonRetryable: false,
+          nextRetryDelay: Math.ceil(dueInMs / 1000) * 1000 + 1000,
+          message: `window ${windowKey(job.name, start)} closes in ${dueInMs} ms by this worker's clock (clock skew?); retrying then`,
+        });
+      }
       throw badInput(
         FAILURE.windowNotClosed,
         `window ${windowKey(job.name, start)} is not closed yet: it may be processed from ${isoUtc(new Date(end.getTime() + job.latenessMs))}`,

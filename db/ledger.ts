@@ -51,6 +51,20 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
   return new Set(rows.map((r) => r.window_start.getTime()));
 }
 
+/** Starts of the job's failed windows (generation 0, not done) in [from, to). */
+export async function failedStarts(db: Db, job: string, from: Date, to: Date): Promise<Set<number>> {
+  const rows = await db
+    .selectFrom('job_windows')
+    .select('window_start')
+    .where('job', '=', job)
+    .where('generation', '=', 0)
+    .where('status', '=', 'failed')
+    .where('window_start', '>=', from)
+    .where('window_start', '<', to)
+    .execute();
+  return new Set(rows.map((r) => r.window_start.getTime()));
+}
+
 export async function isDone(db: Db, w: WindowRef): Promise<boolean> {
   const row = await db
     .selectFrom('job_windows')

@@ -5,7 +5,7 @@ import { sql, type Kysely } from 'kysely';
 import { windowsBehind } from '../activities/watch.js';
 import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
-import type { Catalog } from '../schedules/job.js';
+import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
 
@@ -37,7 +37,7 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
       description: job.description,
       grid: job.grid.label,
       timezone: job.timezone,
-      schedule: `${job.tick.cron} ${job.tick.timezone}`,
+      schedule: describeTick(job.tick),
       scheduled: paused !== null,
       paused,
       pauseNote: paused ? note : null,

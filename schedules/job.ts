@@ -8,7 +8,7 @@ import type { HttpRequest } from '../activities/notify/http-api.js';
 import type { EmailRequest, SlackRequest, TelegramRequest } from '../activities/notify/provider.js';
 import type { EffectRow } from '../db/effects.js';
 import type { Database, EffectPolicy } from '../db/schema.js';
-import { parseDuration } from './duration.js';
+import { formatDuration, parseDuration } from './duration.js';
 import { isAligned, parseGrid, type Grid, type Window } from './windows.js';
 
 /** What a handler receives: the open ledger transaction and the window it must process. */
@@ -117,11 +117,11 @@ export interface JobSpec {
   timezone?: string;
   /** How long after a window closes it is processed, so late records still land in it; default "0m". */
   lateness?: string;
-  /** Windows started per tick at most; the rest wait for the next tick. Default 24. */
+  /** New windows started per tick at most; the rest wait for the next tick (failed windows retry apart). Default 24. */
   maxCatchUp?: number;
   /** First window's start (ISO-8601). Default: the latest closed window when the job is first seen. */
   start?: string;
-  /** When the tick fires: 5-field cron in `timezone` (default UTC); default derived from the grid. */
+  /** When the tick fires: 5-field cron in `timezone` (default UTC); default derived from the grid (to the second). */
   tick?: { cron: string; timezone?: string };
   retry?: Partial<RetrySpec>;
   /** Start-to-close limit of one attempt at a window; default "10m". */
@@ -141,6 +141,19 @@ export interface JobSpec {
   seed?: JobSeeder;
 }
 
+/**
+ * When a job's tick fires: a declared 5-field cron in a zone, or (derived from the grid) every
+ * `everyMs` from the UTC epoch at `offsetMs` past each multiple, to the second.
+ */
+export type Tick =
+  | { readonly kind: 'cron'; readonly cron: string; readonly timezone: string; readonly derived: false }
+  | {
+      readonly kind: 'interval';
+      readonly everyMs: number;
+      readonly offsetMs: number;
+      readonly derived: true;
+    };
+
 /** A validated job, frozen. */
 export interface Job {
   readonly name: string;
@@ -150,7 +163,7 @@ export interface Job {
   readonly latenessMs: number;
   readonly maxCatchUp: number;
   readonly start: Date | undefined;
-  readonly tick: { readonly cron: string; readonly timezone: string; readonly derived: boolean };
+  readonly tick: Tick;
   readonly retry: RetrySpec;
   readonly attemptTimeoutMs: number;
   readonly alerts: {
@@ -276,35 +289,24 @@ export function checkCron(name: string, cron: string, zone: string): string {
 }
 
 /**
- * The tick a grid implies when the job sets none, in UTC: a fixed grid that divides the hour or
- * the day fires at each boundary plus the lateness; anything else fires hourly (a tick with no
- * closed window does nothing, and UTC never skips or repeats an hour at a DST change).
+ * The tick a grid implies when the job sets none: a Temporal interval from the UTC epoch, so a
+ * fixed grid's tick fires at each window's end plus the lateness, to the second (a cron has only
+ * minutes: a 10 s lateness would fire 10 s early and leave every window waiting a whole tick).
+ * A calendar grid ticks hourly at the lateness past the hour (a tick with no closed window does
+ * nothing, and UTC never skips or repeats an hour at a DST change).
  */
-export function defaultTickCron(grid: Grid, latenessMs: number): string {
-  const lateMinutes = Math.ceil(latenessMs / 60_000);
-  const minute = lateMinutes % 60;
-  if (grid.kind === 'fixed') {
-    const gridMinutes = grid.ms / 60_000;
-    if (gridMinutes < 60 && 60 % gridMinutes === 0) {
-      if (lateMinutes % gridMinutes === 0)
-        return gridMinutes === 1 ? '* * * * *' : `*/${gridMinutes} * * * *`;
-      const minutes = Array.from(
-        { length: 60 / gridMinutes },
-        (_, i) => (i * gridMinutes + lateMinutes) % 60,
-      ).sort((a, b) => a - b);
-      return `${minutes.join(',')} * * * *`;
-    }
-    const gridHours = gridMinutes / 60;
-    if (gridHours === 1) return `${minute} * * * *`;
-    if (Number.isInteger(gridHours) && gridHours < 24 && 24 % gridHours === 0) {
-      const offsetHours = Math.floor(lateMinutes / 60);
-      const hours = Array.from({ length: 24 / gridHours }, (_, i) => (i * gridHours + offsetHours) % 24).sort(
-        (a, b) => a - b,
-      );
-      return `${minute} ${hours.join(',')} * * *`;
-    }
-  }
-  return `${minute} * * * *`;
+export function defaultTick(grid: Grid, latenessMs: number): Tick {
+  const everyMs = grid.kind === 'fixed' ? grid.ms : 3_600_000;
+  // Temporal rounds interval offsets to whole seconds: round up, never fire early.
+  const offsetMs = (Math.ceil(latenessMs / 1000) * 1000) % everyMs;
+  return { kind: 'interval', everyMs, offsetMs, derived: true };
+}
+
+/** The tick in words: `"15 0 * * *" in Europe/Berlin` or `every 1m at +10s (UTC)`. */
+export function describeTick(tick: Tick): string {
+  if (tick.kind === 'cron') return `"${tick.cron}" in ${tick.timezone}`;
+  const offset = tick.offsetMs === 0 ? '' : ` at +${formatDuration(tick.offsetMs)}`;
+  return `every ${formatDuration(tick.everyMs)}${offset} (UTC)`;
 }
 
 /** Validates one job definition; throws JobDefinitionError naming the job and the field. */
@@ -322,9 +324,9 @@ export function defineJob(spec: JobSpec): Job {
   const latenessMs = parseDuration(s.lateness)!;
   const tickZone = s.tick?.timezone ?? (s.tick ? s.timezone : 'UTC');
   checkZone(name, 'tick.timezone', tickZone);
-  const tick = s.tick
-    ? { cron: checkCron(name, s.tick.cron, tickZone), timezone: tickZone, derived: false }
-    : { cron: defaultTickCron(grid, latenessMs), timezone: 'UTC', derived: true };
+  const tick: Tick = s.tick
+    ? { kind: 'cron', cron: checkCron(name, s.tick.cron, tickZone), timezone: tickZone, derived: false }
+    : defaultTick(grid, latenessMs);
   const retry = { ...DEFAULT_RETRY, ...s.retry };
   if (parseDuration(retry.maximumInterval)! < parseDuration(retry.initialInterval)!) {
     throw new JobDefinitionError(

@@ -56,9 +56,11 @@ export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions 
 
 /** The Schedule one job should have. The tick's own schedule is in UTC unless the job says otherwise. */
 export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
+  const tick = job.tick;
   const core = {
-    cron: job.tick.cron,
-    timezone: job.tick.timezone,
+    ...(tick.kind === 'cron'
+      ? { cron: tick.cron, timezone: tick.timezone }
+      : { every: tick.everyMs, offset: tick.offsetMs }),
     taskQueue,
     workflowType: 'tick',
     args: [{ job: job.name }],
@@ -70,7 +72,11 @@ export function desiredSchedule(job: Job, taskQueue: string): ScheduleOptions {
   const hash = createHash('sha256').update(JSON.stringify(core)).digest('hex').slice(0, 16);
   return {
     scheduleId: scheduleIdOf(job.name),
-    spec: { cronExpressions: [core.cron], timezone: core.timezone },
+    // A derived tick is an interval from the UTC epoch, to the second: each window's end + lateness.
+    spec:
+      tick.kind === 'cron'
+        ? { cronExpressions: [tick.cron], timezone: tick.timezone }
+        : { intervals: [{ every: tick.everyMs, offset: tick.offsetMs }] },
     action: {
       type: 'startWorkflow',
       workflowType: core.workflowType,

@@ -2,8 +2,11 @@
 //
 // Fixed grids ("15m", "1h", "1d") align to the UTC epoch. Calendar grids ("day", "week",
 // "month") align to local midnight in the job's time zone and are kept as UTC instants, so a
-// DST day is 23 or 25 hours long and consecutive windows never overlap or leave a gap.
-import { DateTime } from 'luxon';
+// DST day is 23 or 25 hours long and consecutive windows never overlap or leave a gap. A
+// calendar window starts at the FIRST instant of its local date: where clocks fall back onto
+// midnight (America/Havana in November) the second midnight is inside the day, not a start;
+// where midnight is skipped the day starts at its first existing instant.
+import { IANAZone } from 'luxon';
 import { formatDuration, parseDuration } from './duration.js';
 
 export type CalendarUnit = 'day' | 'week' | 'month';
@@ -38,20 +41,69 @@ export function parseGrid(text: string): Grid | { error: string } {
   return { kind: 'fixed', ms, label: formatDuration(ms) };
 }
 
+const HOUR_MS = 3_600_000;
+const DAY_MS = 86_400_000;
+
+/** The zone's UTC offset at instant t, in milliseconds. */
+function offsetMs(zone: string, t: number): number {
+  return IANAZone.create(zone).offset(t) * 60_000;
+}
+
+/**
+ * The first instant whose local wall time in `zone` is at least `naive` (a local date-time
+ * written as if it were UTC): local midnight of a date, the first of two when it repeats, the
+ * first existing instant after it when it is skipped.
+ */
+function firstInstantAtOrAfter(zone: string, naive: number): number {
+  // No zone is more than 14 hours from UTC: the instant lies within 15 hours of `naive`.
+  const lo = naive - 15 * HOUR_MS;
+  const hi = naive + 15 * HOUR_MS;
+  const reached = (t: number) => t + offsetMs(zone, t) >= naive;
+  // Usually local midnight is naive - offset, with the offset in force before or after it;
+  // a candidate counts only if the wall clock had not reached it just before.
+  let first: number | undefined;
+  for (const offset of new Set([offsetMs(zone, lo), offsetMs(zone, hi)])) {
+    const t = naive - offset;
+    if (offsetMs(zone, t) === offset && !reached(t - 1) && (first === undefined || t < first)) first = t;
+  }
+  if (first !== undefined) return first;
+  // The clock jumped over it: bisect for the transition.
+  let [before, after] = [lo, hi];
+  while (after - before > 1) {
+    const mid = before + Math.floor((after - before) / 2);
+    if (reached(mid)) after = mid;
+    else before = mid;
+  }
+  return after;
+}
+
+/** The local date (as UTC midnight of the same y-m-d) on which the calendar window containing t starts. */
+function localPeriodStart(unit: CalendarUnit, zone: string, t: number): Date {
+  const local = new Date(t + offsetMs(zone, t));
+  const [y, m, d] = [local.getUTCFullYear(), local.getUTCMonth(), local.getUTCDate()];
+  if (unit === 'day') return new Date(Date.UTC(y, m, d));
+  if (unit === 'week') return new Date(Date.UTC(y, m, d - ((local.getUTCDay() + 6) % 7))); // Monday
+  return new Date(Date.UTC(y, m, 1));
+}
+
+function nextPeriod(unit: CalendarUnit, date: Date): number {
+  if (unit === 'day') return date.getTime() + DAY_MS;
+  if (unit === 'week') return date.getTime() + 7 * DAY_MS;
+  return Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1);
+}
+
 /** The start of the window that contains instant t. */
 export function windowStartAt(grid: Grid, zone: string, t: Date): Date {
   if (grid.kind === 'fixed') return new Date(Math.floor(t.getTime() / grid.ms) * grid.ms);
-  return DateTime.fromMillis(t.getTime(), { zone }).startOf(grid.unit).toJSDate();
+  const date = localPeriodStart(grid.unit, zone, t.getTime());
+  return new Date(firstInstantAtOrAfter(zone, date.getTime()));
 }
 
 /** The end of the window that starts at `start` (which must be aligned to the grid). */
 export function windowEndAfter(grid: Grid, zone: string, start: Date): Date {
   if (grid.kind === 'fixed') return new Date(start.getTime() + grid.ms);
-  const local = DateTime.fromMillis(start.getTime(), { zone });
-  return local
-    .plus({ [`${grid.unit}s`]: 1 })
-    .startOf(grid.unit)
-    .toJSDate();
+  const date = localPeriodStart(grid.unit, zone, start.getTime());
+  return new Date(firstInstantAtOrAfter(zone, nextPeriod(grid.unit, date)));
 }
 
 export function isAligned(grid: Grid, zone: string, t: Date): boolean {

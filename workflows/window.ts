@@ -4,6 +4,7 @@
 import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
+import { waitingForClose } from './closing.js';
 import { bookkeeping, retryOf, windowActivity } from './policy.js';
 import type {
   ActivityPolicy,
@@ -42,7 +43,7 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   }
   let result: WindowResult;
   try {
-    result = await processWindow({ ...input, key });
+    result = await waitingForClose(() => processWindow({ ...input, key }));
   } catch (err) {
     await raise({
       job: input.job,

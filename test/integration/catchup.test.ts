@@ -252,3 +252,158 @@ test('a failing window holds the watermark; windows after it still run; once fix
     },
   );
 });
+
+test('clock skew: a window not closed by under a minute on the worker clock waits and retries, never fails or alerts', async () => {
+  const job = 'skewed';
+  const catalog = defineCatalog([salesJob(job, { grid: '1m', lateness: '10s' })]);
+  // Directly: 30 s short of closing is a retryable wait with a delay that covers the rest.
+  const acts = createActivities({
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date('2026-05-03T10:01:40Z'),
+  });
+  const input = {
+    job,
+    start: '2026-05-03T10:01:00Z',
+    end: '2026-05-03T10:02:00Z',
+    generation: 0,
+    key: `${job}/2026-05-03T10:01:00Z`,
+    trigger: 'schedule' as const,
+    policy: {
+      retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
+      startToCloseTimeoutMs: 10_000,
+    },
+  };
+  await assert.rejects(
+    acts.processWindow(input),
+    (err: unknown) =>
+      err instanceof ApplicationFailure &&
+      !err.nonRetryable &&
+      err.type === 'WindowNotClosedYet' &&
+      typeof err.nextRetryDelay === 'number' &&
+      err.nextRetryDelay >= 30_000 &&
+      err.nextRetryDelay <= 32_000,
+  );
+  // A minute or more short of closing is still bad input (the 'open-now' test: not retried).
+  const far = createActivities({
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date('2026-05-03T10:01:09Z'),
+  });
+  await assert.rejects(
+    far.processWindow(input),
+    (err: unknown) => err instanceof ApplicationFailure && err.nonRetryable && err.type === 'WindowNotClosed',
+  );
+
+  // Through Temporal: the worker's clock is 3 s behind the time at which the window was due;
+  // with attempts to spare (the activity's retry waits) and with none (the workflow waits).
+  for (const maximumAttempts of [2, 1]) {
+    const name = `${job}-${maximumAttempts}`;
+    const taskQueue = uniqueQueue(name);
+    const due = Math.floor(Date.now() / 60_000) * 60_000 - 60_000 + 10_000;
+    const skew = Date.now() - due + 3_000;
+    await withWorker(
+      stack.env,
+      taskQueue,
+      {
+        db: stack.t.db,
+        catalog: defineCatalog([salesJob(name, { grid: '1m', lateness: '10s' })]),
+        logger: memoryLogger(),
+        now: () => new Date(Date.now() - skew),
+      },
+      async () => {
+        const start = new Date(due - 10_000 - 60_000);
+        const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
+        const result = (await stack.env.client.workflow.execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [
+            {
+              ...input,
+              job: name,
+              start: start.toISOString(),
+              end: new Date(start.getTime() + 60_000).toISOString(),
+              key,
+              policy: { ...input.policy, retry: { ...input.policy.retry, maximumAttempts } },
+            },
+          ],
+        })) as WindowResult;
+        assert.equal(result.outcome, 'processed', `maximumAttempts ${maximumAttempts}`);
+        const row = await stack.t.db
+          .selectFrom('job_windows')
+          .select(['status', 'attempts'])
+          .where('window_key', '=', key)
+          .executeTakeFirstOrThrow();
+        assert.deepEqual(row, { status: 'done', attempts: 1 }, 'the wait is not a failed attempt');
+        const incidents = await stack.t.db
+          .selectFrom('incidents')
+          .selectAll()
+          .where('job', '=', job)
+          .execute();
+        assert.deepEqual(incidents, [], 'no incident, no alert');
+      },
+    );
+  }
+});
+
+test('a window that keeps failing does not fill the catch-up cap: newer windows start, the watermark and the incident stay', async () => {
+  const job = 'stall';
+  const failing = '2026-05-05T10:00:00.000Z';
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      maxCatchUp: 1,
+      start: '2026-05-05T10:00:00Z',
+      retry: { maximumAttempts: 1 },
+      handler: async (ctx) => {
+        if (ctx.window.start.toISOString() === failing) throw new Error('this window always fails');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const tick = async (n: number) => {
+        const r = (await stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick-${n}`,
+          args: [{ job, now: '2026-05-05T13:00:00Z' }],
+        })) as TickResult;
+        await Promise.allSettled(r.started.map((k) => stack.env.client.workflow.getHandle(k).result()));
+        return r.started;
+      };
+      assert.deepEqual(await tick(1), [`${job}/2026-05-05T10:00:00Z`]);
+      assert.deepEqual(
+        await tick(2),
+        [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T11:00:00Z`],
+        'the failed window retries outside the cap; the next window starts',
+      );
+      assert.deepEqual(await tick(3), [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T12:00:00Z`]);
+      const rows = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['window_start', 'status'])
+        .where('job', '=', job)
+        .orderBy('window_start')
+        .execute();
+      assert.deepEqual(
+        rows.map((r) => `${r.window_start.toISOString()} ${r.status}`),
+        ['2026-05-05T10:00:00.000Z failed', '2026-05-05T11:00:00.000Z done', '2026-05-05T12:00:00.000Z done'],
+      );
+      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), failing, 'the watermark is held');
+      const incident = await stack.t.db
+        .selectFrom('incidents')
+        .select(['kind', 'closed_at'])
+        .where('job', '=', job)
+        .where('subject', '=', `${job}/2026-05-05T10:00:00Z`)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(incident, { kind: 'window-failed', closed_at: null }, 'the incident stays open');
+    },
+  );
+});

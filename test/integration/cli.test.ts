@@ -47,7 +47,7 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
   jobs = (await cli(['jobs', '--json'])).json() as typeof jobs;
   assert.equal(hourly().paused, false);
   assert.equal(hourly().nextFires.length, 2);
-  assert.match((await cli(['jobs'])).out, /^sales-hourly\s+1h\s+5 \* \* \* \* UTC\s+active/m);
+  assert.match((await cli(['jobs'])).out, /^sales-hourly\s+1h\s+every 1h at \+5m \(UTC\)\s+active/m);
 
   await insertOrders(
     stack.t.db,

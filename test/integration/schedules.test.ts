@@ -6,6 +6,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
 import { describePlan, scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
+import { windowAt } from '../../schedules/windows.js';
 import type { TickResult } from '../../workflows/types.js';
 import { salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
@@ -60,16 +61,12 @@ test('sync creates, updates, keeps a pause, and deletes orphans', async () => {
   assert.deepEqual(dry.update, [scheduleIdOf('sync-a')]);
   assert.match(describePlan(dry), /~ update tidemark:sync-a \(stays paused\)/);
   const before = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
-  assert.deepEqual(
-    before.spec.calendars?.[0]?.minute,
-    [{ start: 5, end: 5, step: 1 }],
-    'dry run changed nothing',
-  );
+  assert.deepEqual(before.spec.intervals, [{ every: 3_600_000, offset: 300_000 }], 'dry run changed nothing');
   await syncSchedules(client, defineCatalog([changed, b]), { taskQueue, apply: true });
   const after = await client.schedule.getHandle(scheduleIdOf('sync-a')).describe();
   assert.equal(after.state.paused, true);
   assert.equal(after.state.note, 'maintenance');
-  assert.deepEqual(after.spec.calendars?.[0]?.minute, [{ start: 20, end: 20, step: 1 }]);
+  assert.deepEqual(after.spec.intervals, [{ every: 3_600_000, offset: 1_200_000 }]);
 
   // sync-b leaves the catalog: its schedule is deleted; a schedule that is not ours stays.
   await client.schedule.create({
@@ -143,4 +140,34 @@ test('a schedule-fired tick uses the nominal time and processes the closed windo
       assert.equal(windows.length, result.started.length);
     },
   );
+});
+
+test('a 1-minute grid with 10 s lateness ticks at each window end + 10 s, to the second', async () => {
+  const client = stack.env.client;
+  const catalog = defineCatalog([salesJob('sync-seconds', { grid: '1m', lateness: '10s' })]);
+  const job = catalog.get('sync-seconds');
+  await syncSchedules(client, catalog, { taskQueue: uniqueQueue('sync-seconds'), apply: true });
+  const handle = client.schedule.getHandle(scheduleIdOf(job.name));
+  try {
+    const described = await handle.describe();
+    const next = described.info.nextActionTimes.slice(0, 3).map((d) => d.getTime());
+    assert.equal(next.length, 3);
+    for (const t of next) {
+      // The server's fire time is the end of a window plus the lateness, exactly.
+      const w = windowAt(job.grid, job.timezone, new Date(t - job.latenessMs - 1));
+      assert.equal(new Date(t).toISOString(), new Date(w.end.getTime() + job.latenessMs).toISOString());
+    }
+    // The offline preview agrees with the server, and each fire is a window's first processable instant.
+    const preview = previewJob(job, new Date(next[0]! - 1), 3);
+    assert.deepEqual(
+      preview.tick.next,
+      next.map((t) => new Date(t).toISOString().replace('.000Z', 'Z')),
+    );
+    const processable = previewJob(job, new Date(next[0]! - job.latenessMs - 60_000), 3).windows.map(
+      (w) => w.processableFrom,
+    );
+    assert.deepEqual(processable, preview.tick.next);
+  } finally {
+    await handle.delete();
+  }
 });

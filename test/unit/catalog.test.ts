@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildCatalog } from '../../jobs/catalog.js';
 import {
-  defaultTickCron,
+  defaultTick,
+  describeTick,
   defineCatalog,
   defineJob,
   JobDefinitionError,
@@ -83,18 +84,26 @@ describe('defaults', () => {
     assert.equal(job.latenessMs, 0);
     assert.equal(job.maxCatchUp, 24);
     assert.equal(job.retry.maximumAttempts, 5);
-    assert.deepEqual(job.tick, { cron: '0 * * * *', timezone: 'UTC', derived: true });
+    assert.deepEqual(job.tick, { kind: 'interval', everyMs: 3_600_000, offsetMs: 0, derived: true });
     assert.ok(Object.isFrozen(job));
   });
   const g = (t: string): Grid => parseGrid(t) as Grid;
-  test('the tick derived from the grid fires at each boundary plus the lateness, in UTC', () => {
-    assert.equal(defaultTickCron(g('1m'), 10_000), '* * * * *');
-    assert.equal(defaultTickCron(g('15m'), 0), '*/15 * * * *');
-    assert.equal(defaultTickCron(g('15m'), 2 * 60_000), '2,17,32,47 * * * *');
-    assert.equal(defaultTickCron(g('1h'), 5 * 60_000), '5 * * * *');
-    assert.equal(defaultTickCron(g('6h'), 90 * 60_000), '30 1,7,13,19 * * *');
-    assert.equal(defaultTickCron(g('day'), 10 * 60_000), '10 * * * *');
-    assert.equal(defaultTickCron(g('7h'), 0), '0 * * * *');
+  test('the tick derived from the grid fires at each boundary plus the lateness, to the second', () => {
+    const every = (grid: string, latenessMs: number) => {
+      const t = defaultTick(g(grid), latenessMs);
+      return t.kind === 'interval' ? [t.everyMs, t.offsetMs] : t;
+    };
+    assert.deepEqual(every('1m', 10_000), [60_000, 10_000]);
+    assert.deepEqual(every('15m', 0), [900_000, 0]);
+    assert.deepEqual(every('15m', 2 * 60_000), [900_000, 120_000]);
+    assert.deepEqual(every('5m', 12 * 60_000), [300_000, 120_000]);
+    assert.deepEqual(every('1h', 5 * 60_000), [3_600_000, 300_000]);
+    assert.deepEqual(every('6h', 90 * 60_000), [21_600_000, 5_400_000]);
+    assert.deepEqual(every('7h', 0), [25_200_000, 0]);
+    assert.deepEqual(every('1d', 30_000), [86_400_000, 30_000]);
+    assert.deepEqual(every('1m', 500), [60_000, 1_000], 'rounded up to the second, never early');
+    assert.deepEqual(every('day', 10 * 60_000), [3_600_000, 600_000], 'calendar grids: hourly');
+    assert.equal(describeTick(defaultTick(g('1m'), 10_000)), 'every 1m at +10s (UTC)');
   });
   test('the shipped catalog is valid', () => {
     const catalog = buildCatalog();

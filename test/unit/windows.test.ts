@@ -5,14 +5,18 @@ import { describe, test } from 'node:test';
 import { DateTime } from 'luxon';
 import {
   closedWindows,
+  isAligned,
   isoUtc,
   parseGrid,
   windowAt,
+  windowEndAfter,
   windowKey,
+  windowStartAt,
   windowsFrom,
   windowsInRange,
   type Grid,
 } from '../../schedules/windows.js';
+import { DAY, firstAtOrAfter, occurrences, segmentsOf } from '../helpers/zone-reference.js';
 
 const grid = (text: string): Grid => {
   const g = parseGrid(text);
@@ -84,6 +88,95 @@ describe('calendar grids across DST', () => {
     const leapDay = windowAt(grid('day'), 'Europe/Berlin', at('2028-02-29T12:00:00Z'));
     assert.equal(DateTime.fromJSDate(leapDay.start, { zone: 'Europe/Berlin' }).toISODate(), '2028-02-29');
     assert.equal(hours(leapDay), 24);
+  });
+});
+
+describe('a repeated local midnight: the window starts at the first one', () => {
+  // Clocks fall back from 01:00 to 00:00: midnight happens twice; the day lasts 25 hours.
+  const cases: [string, string, string, string][] = [
+    ['America/Havana', '2025-11-02T04:00:00Z', '2025-11-02T05:00:00Z', '2025-11-03T05:00:00Z'],
+    ['America/Havana', '2026-11-01T04:00:00Z', '2026-11-01T05:00:00Z', '2026-11-02T05:00:00Z'],
+    ['Atlantic/Azores', '2026-10-25T00:00:00Z', '2026-10-25T01:00:00Z', '2026-10-26T01:00:00Z'],
+  ];
+  for (const [zone, first, second, end] of cases) {
+    test(`${zone}: ${first} starts the day, ${second} (midnight again) does not`, () => {
+      const day = grid('day');
+      assert.equal(isAligned(day, zone, at(first)), true);
+      assert.equal(isAligned(day, zone, at(second)), false, 'the second midnight is not a window start');
+      for (const inside of [first, second, '2025-11-02T05:30:00Z']) {
+        if (!inside.startsWith(first.slice(0, 10))) continue;
+        const w = windowAt(day, zone, at(inside));
+        assert.deepEqual([isoUtc(w.start), isoUtc(w.end)], [first, end], `window containing ${inside}`);
+      }
+      assert.equal(hours(windowAt(day, zone, at(second))), 25);
+      const before = windowAt(day, zone, at(new Date(Date.parse(first) - 1).toISOString()));
+      assert.equal(isoUtc(before.end), first, 'the day before ends at the first midnight');
+    });
+  }
+  test('America/Havana: November 2026 begins on the first of the two midnights of 1 November', () => {
+    const month = grid('month');
+    assert.equal(isAligned(month, 'America/Havana', at('2026-11-01T04:00:00Z')), true);
+    assert.equal(isAligned(month, 'America/Havana', at('2026-11-01T05:00:00Z')), false);
+    const w = windowAt(month, 'America/Havana', at('2026-11-01T05:30:00Z'));
+    assert.deepEqual([isoUtc(w.start), isoUtc(w.end)], ['2026-11-01T04:00:00Z', '2026-12-01T05:00:00Z']);
+    const october = windowAt(month, 'America/Havana', at('2026-10-15T12:00:00Z'));
+    assert.equal(isoUtc(october.end), '2026-11-01T04:00:00Z');
+  });
+});
+
+describe('every IANA zone, 1995 to 2040, against an Intl reference', () => {
+  // The reference (test/helpers/zone-reference.ts) knows each zone's offsets from Intl alone; a
+  // calendar window starts at the first instant whose local wall time reaches its date. The days
+  // checked are those next to each offset change, plus two ordinary days every five years.
+  const FROM = Date.UTC(1995, 0, 1);
+  const TO = Date.UTC(2041, 0, 1);
+  const [day, week, month] = [grid('day'), grid('week'), grid('month')];
+  test('day, week and month windows start at the first instant of their local date', () => {
+    const failures: string[] = [];
+    let checked = 0;
+    for (const zone of Intl.supportedValuesOf('timeZone')) {
+      const seg = segmentsOf(zone, FROM - 10 * DAY, TO + 40 * DAY);
+      const dates = new Set<number>();
+      const dateOf = (localMs: number) => Math.floor(localMs / DAY) * DAY;
+      for (let i = 1; i < seg.length; i++) {
+        const t = seg[i]!.from;
+        dates.add(dateOf(t - 1 + seg[i - 1]!.offset));
+        dates.add(dateOf(t + seg[i]!.offset));
+      }
+      for (let y = 1995; y <= 2040; y += 5) dates.add(Date.UTC(y, 0, 1)).add(Date.UTC(y, 6, 15));
+      const fail = (d: number, what: string, got: number, want: number) =>
+        failures.push(
+          `${zone} ${new Date(d).toISOString().slice(0, 10)} ${what}: ${new Date(got).toISOString()}, expected ${new Date(want).toISOString()}`,
+        );
+      const check = (g: Grid, d: number, next: number) => {
+        const s = firstAtOrAfter(seg, d);
+        const e = firstAtOrAfter(seg, next);
+        if (s >= e) return; // the whole date was skipped (Pacific/Apia, 30 December 2011)
+        checked++;
+        if (!isAligned(g, zone, new Date(s))) fail(d, `${g.label} start not aligned`, s, s);
+        const last = windowStartAt(g, zone, new Date(e - 1)).getTime();
+        if (last !== s) fail(d, `${g.label} start of the window's last instant`, last, s);
+        const end = windowEndAfter(g, zone, new Date(s)).getTime();
+        if (end !== e) fail(d, `${g.label} end`, end, e);
+        for (const o of occurrences(seg, d)) {
+          if (o === s) continue;
+          if (isAligned(g, zone, new Date(o)))
+            fail(d, `${g.label} repeated midnight accepted as a start`, o, s);
+          const start = windowStartAt(g, zone, new Date(o)).getTime();
+          if (start !== s) fail(d, `${g.label} start of the repeated midnight`, start, s);
+        }
+      };
+      for (const d of dates) {
+        if (d < FROM || d >= TO) continue;
+        check(day, d, d + DAY);
+        const date = new Date(d);
+        if (date.getUTCDay() === 1) check(week, d, d + 7 * DAY);
+        if (date.getUTCDate() === 1)
+          check(month, d, Date.UTC(date.getUTCFullYear(), date.getUTCMonth() + 1, 1));
+      }
+    }
+    assert.ok(checked > 10_000, `only ${checked} dates checked`);
+    assert.deepEqual(failures.slice(0, 20), [], `${failures.length} failures in ${checked} dates`);
   });
 });
 

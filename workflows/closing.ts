@@ -1,0 +1,18 @@
+// A window that a worker's clock sees as not closed yet (clock skew, under a minute) is a wait,
+// never a failure: the activity asks to be retried once it has closed; when the job's retry
+// policy has no attempt left for that (maximumAttempts 1), the workflow waits and calls again.
+import { ActivityFailure, ApplicationFailure, sleep } from '@temporalio/workflow';
+
+const NOT_CLOSED_YET = 'WindowNotClosedYet';
+
+export async function waitingForClose<T>(call: () => Promise<T>, tries = 5): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      return await call();
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : undefined;
+      if (n >= tries || !(cause instanceof ApplicationFailure) || cause.type !== NOT_CLOSED_YET) throw err;
+      await sleep(cause.nextRetryDelay ?? '5 seconds');
+    }
+  }
+}
