@@ -12,7 +12,10 @@ import { jobOrFail } from './plan.js';
 export function rerunActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
   return {
-    /** Records a rerun request for the next generation of a done window; the same request twice is one. */
+    /**
+     * Records a rerun request and reserves the next generation of a done window; the same request
+     * twice is one, and a second open request for the window is refused.
+     */
     async requestRerun(input: {
       job: string;
       windowStart: string;
@@ -35,30 +38,53 @@ export function rerunActivities(deps: ActivityDeps) {
         .executeTakeFirst();
       let generation = existing?.generation;
       if (generation === undefined) {
-        const r = await sql<{ done: boolean; next: number }>`
-          select bool_or(generation = 0 and status = 'done') as done, coalesce(max(generation), 0) + 1 as next
-            from job_windows where job = ${job.name} and window_start = ${start}`.execute(db);
-        if (!r.rows[0]?.done)
-          throw badInput(
-            FAILURE.badWindow,
-            `window ${windowKey(job.name, start)} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
-          );
-        generation = r.rows[0].next;
-        await db
-          .insertInto('rerun_requests')
-          .values({
-            workflow_id: input.workflowId,
-            job: job.name,
-            window_start: start,
-            generation,
-            reason: input.reason,
-            requested_by: input.requestedBy,
-            status: 'pending',
-          })
-          .onConflict((oc) => oc.column('workflow_id').doNothing())
-          .execute();
+        // The request reserves its generation: one transaction per window (an advisory lock keyed
+        // by it) sees every earlier request, refuses a second open one, and takes the number after
+        // every generation already run or reserved. A partial unique index backs the refusal.
+        const key = windowKey(job.name, start);
+        generation = await db.transaction().execute(async (trx) => {
+          await sql`select pg_advisory_xact_lock(hashtext(${`rerun:${key}`}))`.execute(trx);
+          const open = await trx
+            .selectFrom('rerun_requests')
+            .select(['workflow_id', 'generation', 'status', 'requested_by'])
+            .where('job', '=', job.name)
+            .where('window_start', '=', start)
+            .where('status', 'in', ['pending', 'approved'])
+            .executeTakeFirst();
+          if (open)
+            throw badInput(
+              FAILURE.badWindow,
+              `a rerun of ${key} is already open: ${open.workflow_id} (generation ${open.generation}, ${open.status}, asked by ${open.requested_by}); decide it first (npx tidemark approve|reject ${open.workflow_id}) or wait until it has run, then ask again`,
+            );
+          const r = await sql<{ done: boolean | null; next: number }>`
+            select (select bool_or(generation = 0 and status = 'done') from job_windows
+                     where job = ${job.name} and window_start = ${start}) as done,
+                   greatest(
+                     (select coalesce(max(generation), 0) from job_windows where job = ${job.name} and window_start = ${start}),
+                     (select coalesce(max(generation), 0) from rerun_requests where job = ${job.name} and window_start = ${start})
+                   ) + 1 as next`.execute(trx);
+          if (!r.rows[0]?.done)
+            throw badInput(
+              FAILURE.badWindow,
+              `window ${key} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
+            );
+          const next = r.rows[0].next;
+          await trx
+            .insertInto('rerun_requests')
+            .values({
+              workflow_id: input.workflowId,
+              job: job.name,
+              window_start: start,
+              generation: next,
+              reason: input.reason,
+              requested_by: input.requestedBy,
+              status: 'pending',
+            })
+            .execute();
+          return next;
+        });
         logger.info(
-          `RERUN requested job=${job.name} window=${windowKey(job.name, start)} generation=${generation} by=${input.requestedBy}: ${input.reason}`,
+          `RERUN requested job=${job.name} window=${key} generation=${generation} by=${input.requestedBy}: ${input.reason}`,
         );
       }
       const w = windowAt(job.grid, job.timezone, start);
