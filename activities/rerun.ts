@@ -3,6 +3,7 @@
 import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
 import type { SlackRequest } from './notify/provider.js';
+import { isGroupProof, type GroupClaim } from '../slack/group-proof.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { RerunRequest } from '../workflows/types.js';
 import { policyOf, type ActivityDeps } from './deps.js';
@@ -176,6 +177,18 @@ export function rerunActivities(deps: ActivityDeps) {
         },
       ]);
       return [key];
+    },
+
+    /** Is this the Slack app's proof that the person is in the approver group? */
+    async verifyGroupClaim(input: GroupClaim & { proof: string }): Promise<boolean> {
+      const secret = deps.approvals?.groupProofSecret;
+      if (!secret) {
+        logger.warn(
+          `APPROVAL request=${input.request}: ${input.by} decided as a member of ${input.group}, but this worker has no SLACK_SIGNING_SECRET to check it: refused`,
+        );
+        return false;
+      }
+      return isGroupProof(secret, input, input.proof);
     },
 
     async auditDecision(input: {

@@ -59,26 +59,52 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   /** Set the moment the wait for a decision timed out: later decisions are refused. */
   let closed = false;
   setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
+  /** Does this decision stand only on membership of the approver group? */
+  const needsGroup = (d: RerunDecision) =>
+    !input.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
+  const whoMay = () => {
+    const who = [
+      ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
+      ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
+    ];
+    return who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)';
+  };
+  /** A worker checks the Slack app's proof: a Temporal client cannot claim membership. */
+  const vouchedFor = (d: RerunDecision) =>
+    recording.verifyGroupClaim({
+      request: workflowId,
+      by: d.by,
+      decision: d.decision,
+      group: d.viaGroup ?? '',
+      proof: d.groupProof ?? '',
+    });
   setHandler(
     decideRerun,
     async (d) => {
       deciding = d;
       try {
+        if (needsGroup(d) && !(await vouchedFor(d)))
+          throw ApplicationFailure.nonRetryable(
+            `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
+            'NotAnApprover',
+          );
         // Audit first: a decision that cannot be recorded is not applied, and the caller is told
         // it was refused (truthfully); one that is recorded applies.
-        await recording.auditDecision({
-          request: workflowId,
-          actor: d.by,
-          decision: d.decision,
-          accepted: true,
-          reason: d.note ?? null,
-          source: d.source,
-        });
-      } catch (err) {
-        throw ApplicationFailure.nonRetryable(
-          `the decision could not be recorded (${causeOf(err)}); nothing was decided: try again`,
-          'DecisionNotRecorded',
-        );
+        await recording
+          .auditDecision({
+            request: workflowId,
+            actor: d.by,
+            decision: d.decision,
+            accepted: true,
+            reason: d.note ?? null,
+            source: d.source,
+          })
+          .catch((err: unknown) => {
+            throw ApplicationFailure.nonRetryable(
+              `the decision could not be recorded (${causeOf(err)}); nothing was decided: try again`,
+              'DecisionNotRecorded',
+            );
+          });
       } finally {
         deciding = undefined;
       }
@@ -99,17 +125,10 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         const requester = d.by === input.requestedBy;
         if (requester && d.decision === 'approve' && !input.allowSelfApproval)
           throw new Error(`${d.by} asked for this rerun and may not approve it`);
-        // The requester may withdraw (reject) their own request; anyone else must be an approver.
-        const inGroup = !!input.approverGroup && d.viaGroup === input.approverGroup;
-        if (!input.approvers.includes(d.by) && !inGroup && !(requester && d.decision === 'reject')) {
-          const who = [
-            ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
-            ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
-          ];
-          throw new Error(
-            `${d.by} may not decide reruns${who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)'}`,
-          );
-        }
+        // The requester may withdraw (reject) their own request; anyone else must be an approver,
+        // or a member of the approver group with the Slack app's proof of it (checked in the handler).
+        if (needsGroup(d) && !(input.approverGroup && d.viaGroup === input.approverGroup && d.groupProof))
+          throw new Error(`${d.by} may not decide reruns${whoMay()}`);
       },
     },
   );

@@ -459,3 +459,70 @@ test('Issue 8 item 17: a decision whose audit cannot be written is not applied, 
     await sql`alter table approval_audit drop constraint test_no_dave`.execute(stack.t.db);
   }
 });
+
+test('Issue 8 item 18: approver-group membership is not a claim a Temporal client can make', async () => {
+  const job = 'rerun-group-claim';
+  const W = { start: '2026-04-18T10:00:00Z', end: '2026-04-18T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 4));
+  const client = stack.env.client;
+  await withWorker(
+    stack.env,
+    taskQueue,
+    {
+      db: stack.t.db,
+      catalog,
+      logger: memoryLogger(),
+      now: () => new Date(),
+      approvals: { groupProofSecret: 'the-slack-apps-signing-secret' },
+    },
+    async () => {
+      await processWindow(taskQueue, job, W);
+      const id = `${job}/${W.start}/rerun-claim`;
+      const handle = await client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: id,
+        args: [
+          {
+            job,
+            windowStart: W.start,
+            reason: 'x',
+            requestedBy: 'alice',
+            approvers: ['bob'],
+            approverGroup: 'S_APPROVERS',
+          },
+        ],
+      });
+      await waitForRequest(id);
+      const decide = (d: RerunDecision & { groupProof?: string }) =>
+        handle.executeUpdate('decide', { args: [d] });
+      // A bare claim of membership, and one with a made-up proof: both refused.
+      await assert.rejects(
+        decide({ decision: 'approve', by: 'mallory', source: 'cli', viaGroup: 'S_APPROVERS' }),
+        (e: unknown) => /mallory may not decide reruns/.test(refusal(e)) || assert.fail(refusal(e)),
+      );
+      await assert.rejects(
+        decide({
+          decision: 'approve',
+          by: 'mallory',
+          source: 'cli',
+          viaGroup: 'S_APPROVERS',
+          groupProof: 'f'.repeat(64),
+        }),
+        (e: unknown) =>
+          /membership of S_APPROVERS was not vouched for by the Slack app/.test(refusal(e)) ||
+          assert.fail(refusal(e)),
+      );
+      assert.deepEqual((await handle.query<RerunState>('state')).status, 'pending');
+      await decide({ decision: 'reject', by: 'bob', source: 'cli' });
+      assert.deepEqual(((await handle.result()) as RerunResult).outcome, 'rejected');
+      const audit = await stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted'])
+        .where('request', '=', id)
+        .execute();
+      assert.deepEqual(audit, [{ actor: 'bob', accepted: true }]);
+    },
+  );
+});
