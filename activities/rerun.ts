@@ -1,5 +1,6 @@
 // Reruns: the request (a new generation of a completed window), the audit of every decision,
 // and the request's final state. The only way a completed window runs again.
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
 import type { SlackRequest } from './notify/provider.js';
@@ -12,6 +13,17 @@ import { jobOrFail } from './plan.js';
 
 export function rerunActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
+  /** Has this request's workflow ended? Unknown (no Temporal client here) counts as running. */
+  async function workflowEnded(workflowId: string): Promise<boolean> {
+    const client = deps.temporal?.client;
+    if (!client) return false;
+    try {
+      return (await client.workflow.getHandle(workflowId).describe()).status.name !== 'RUNNING';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return true;
+      throw err;
+    }
+  }
   return {
     /**
      * Records a rerun request and reserves the next generation of a done window; the same request
@@ -52,7 +64,17 @@ export function rerunActivities(deps: ActivityDeps) {
             .where('window_start', '=', start)
             .where('status', 'in', ['pending', 'approved'])
             .executeTakeFirst();
-          if (open)
+          if (open?.status === 'pending' && (await workflowEnded(open.workflow_id))) {
+            // Its workflow was terminated (or timed out) before anyone decided: it holds nothing.
+            await trx
+              .updateTable('rerun_requests')
+              .set({ status: 'failed', note: 'its workflow ended before a decision' })
+              .where('workflow_id', '=', open.workflow_id)
+              .execute();
+            logger.warn(
+              `RERUN request ${open.workflow_id} was pending but its workflow has ended: settled as failed`,
+            );
+          } else if (open)
             throw badInput(
               FAILURE.badWindow,
               `a rerun of ${key} is already open: ${open.workflow_id} (generation ${open.generation}, ${open.status}, asked by ${open.requested_by}); decide it first (npx tidemark approve|reject ${open.workflow_id}) or wait until it has run, then ask again`,

@@ -526,3 +526,44 @@ test('Issue 8 item 18: approver-group membership is not a claim a Temporal clien
     },
   );
 });
+
+test('Issue 8 item 15: a pending request whose workflow was terminated does not hold the window', async () => {
+  const job = 'rerun-terminated';
+  const W = { start: '2026-04-19T10:00:00Z', end: '2026-04-19T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 3));
+  const client = stack.env.client;
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    temporal: { client, taskQueue },
+  };
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await processWindow(taskQueue, job, W);
+    const start = (n: number) =>
+      client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: `${job}/${W.start}/rerun-${n}`,
+        args: [{ job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'] }],
+      });
+    const first = await start(1);
+    await waitForRequest(first.workflowId);
+    await first.terminate('operator cleanup');
+    const second = await start(2);
+    assert.equal((await waitForRequest(second.workflowId)).request!.window.generation, 2);
+    const rows = await stack.t.db
+      .selectFrom('rerun_requests')
+      .select(['workflow_id', 'status'])
+      .where('job', '=', job)
+      .orderBy('generation')
+      .execute();
+    assert.deepEqual(
+      rows.map((r) => r.status),
+      ['failed', 'pending'],
+    );
+    await second.terminate('done with the test');
+  });
+});
