@@ -25,8 +25,11 @@ export interface ActivityDeps {
   };
   /** Where links to runs point. */
   readonly webUi?: { url: string; namespace: string };
-  /** Where rerun requests are posted with Approve and Reject buttons (a Slack channel id). */
-  readonly approvals?: { slackChannel: string };
+  /**
+   * Where rerun requests are posted with Approve and Reject buttons (a Slack channel id), and the
+   * secret that checks the Slack app's word that someone is in the approver group.
+   */
+  readonly approvals?: { slackChannel?: string; groupProofSecret?: string };
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */
   readonly temporal?: { client: Client; taskQueue: string };
   /** Test seams: called between an effect and its done marker. */

@@ -1,8 +1,10 @@
 // Reruns: the request (a new generation of a completed window), the audit of every decision,
 // and the request's final state. The only way a completed window runs again.
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
 import type { SlackRequest } from './notify/provider.js';
+import { isGroupProof, type GroupClaim } from '../slack/group-proof.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { RerunRequest } from '../workflows/types.js';
 import { policyOf, type ActivityDeps } from './deps.js';
@@ -11,8 +13,22 @@ import { jobOrFail } from './plan.js';
 
 export function rerunActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
+  /** Has this request's workflow ended? Unknown (no Temporal client here) counts as running. */
+  async function workflowEnded(workflowId: string): Promise<boolean> {
+    const client = deps.temporal?.client;
+    if (!client) return false;
+    try {
+      return (await client.workflow.getHandle(workflowId).describe()).status.name !== 'RUNNING';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return true;
+      throw err;
+    }
+  }
   return {
-    /** Records a rerun request for the next generation of a done window; the same request twice is one. */
+    /**
+     * Records a rerun request and reserves the next generation of a done window; the same request
+     * twice is one, and a second open request for the window is refused.
+     */
     async requestRerun(input: {
       job: string;
       windowStart: string;
@@ -35,30 +51,63 @@ export function rerunActivities(deps: ActivityDeps) {
         .executeTakeFirst();
       let generation = existing?.generation;
       if (generation === undefined) {
-        const r = await sql<{ done: boolean; next: number }>`
-          select bool_or(generation = 0 and status = 'done') as done, coalesce(max(generation), 0) + 1 as next
-            from job_windows where job = ${job.name} and window_start = ${start}`.execute(db);
-        if (!r.rows[0]?.done)
-          throw badInput(
-            FAILURE.badWindow,
-            `window ${windowKey(job.name, start)} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
-          );
-        generation = r.rows[0].next;
-        await db
-          .insertInto('rerun_requests')
-          .values({
-            workflow_id: input.workflowId,
-            job: job.name,
-            window_start: start,
-            generation,
-            reason: input.reason,
-            requested_by: input.requestedBy,
-            status: 'pending',
-          })
-          .onConflict((oc) => oc.column('workflow_id').doNothing())
-          .execute();
+        // The request reserves its generation: one transaction per window (an advisory lock keyed
+        // by it) sees every earlier request, refuses a second open one, and takes the number after
+        // every generation already run or reserved. A partial unique index backs the refusal.
+        const key = windowKey(job.name, start);
+        generation = await db.transaction().execute(async (trx) => {
+          await sql`select pg_advisory_xact_lock(hashtext(${`rerun:${key}`}))`.execute(trx);
+          const open = await trx
+            .selectFrom('rerun_requests')
+            .select(['workflow_id', 'generation', 'status', 'requested_by'])
+            .where('job', '=', job.name)
+            .where('window_start', '=', start)
+            .where('status', 'in', ['pending', 'approved'])
+            .executeTakeFirst();
+          if (open?.status === 'pending' && (await workflowEnded(open.workflow_id))) {
+            // Its workflow was terminated (or timed out) before anyone decided: it holds nothing.
+            await trx
+              .updateTable('rerun_requests')
+              .set({ status: 'failed', note: 'its workflow ended before a decision' })
+              .where('workflow_id', '=', open.workflow_id)
+              .execute();
+            logger.warn(
+              `RERUN request ${open.workflow_id} was pending but its workflow has ended: settled as failed`,
+            );
+          } else if (open)
+            throw badInput(
+              FAILURE.badWindow,
+              `a rerun of ${key} is already open: ${open.workflow_id} (generation ${open.generation}, ${open.status}, asked by ${open.requested_by}); decide it first (npx tidemark approve|reject ${open.workflow_id}) or wait until it has run, then ask again`,
+            );
+          const r = await sql<{ done: boolean | null; next: number }>`
+            select (select bool_or(generation = 0 and status = 'done') from job_windows
+                     where job = ${job.name} and window_start = ${start}) as done,
+                   greatest(
+                     (select coalesce(max(generation), 0) from job_windows where job = ${job.name} and window_start = ${start}),
+                     (select coalesce(max(generation), 0) from rerun_requests where job = ${job.name} and window_start = ${start})
+                   ) + 1 as next`.execute(trx);
+          if (!r.rows[0]?.done)
+            throw badInput(
+              FAILURE.badWindow,
+              `window ${key} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
+            );
+          const next = r.rows[0].next;
+          await trx
+            .insertInto('rerun_requests')
+            .values({
+              workflow_id: input.workflowId,
+              job: job.name,
+              window_start: start,
+              generation: next,
+              reason: input.reason,
+              requested_by: input.requestedBy,
+              status: 'pending',
+            })
+            .execute();
+          return next;
+        });
         logger.info(
-          `RERUN requested job=${job.name} window=${windowKey(job.name, start)} generation=${generation} by=${input.requestedBy}: ${input.reason}`,
+          `RERUN requested job=${job.name} window=${key} generation=${generation} by=${input.requestedBy}: ${input.reason}`,
         );
       }
       const w = windowAt(job.grid, job.timezone, start);
@@ -150,6 +199,18 @@ export function rerunActivities(deps: ActivityDeps) {
         },
       ]);
       return [key];
+    },
+
+    /** Is this the Slack app's proof that the person is in the approver group? */
+    async verifyGroupClaim(input: GroupClaim & { proof: string }): Promise<boolean> {
+      const secret = deps.approvals?.groupProofSecret;
+      if (!secret) {
+        logger.warn(
+          `APPROVAL request=${input.request}: ${input.by} decided as a member of ${input.group}, but this worker has no SLACK_SIGNING_SECRET to check it: refused`,
+        );
+        return false;
+      }
+      return isGroupProof(secret, input, input.proof);
     },
 
     async auditDecision(input: {

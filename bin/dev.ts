@@ -19,6 +19,7 @@ import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
 import { startSlackApp } from '../slack/app.js';
+import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
 import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
@@ -136,12 +137,12 @@ async function main(): Promise<void> {
         logger: deps.logger,
         port: config.SLACK_APP_PORT,
         deps,
-        approvers: config.TIDEMARK_APPROVERS,
+        directory: directoryOf(config),
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
       });
       cleanups.push(() => slack.stop());
       log(
-        `Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${config.TIDEMARK_APPROVERS.join(', ') || 'none configured'})`,
+        `Slack app on :${config.SLACK_APP_PORT}/slack/events (approvers: ${directoryOf(config).approvers.join(', ') || 'none configured'})`,
       );
     }
 

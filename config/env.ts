@@ -1,6 +1,7 @@
 // Configuration from the environment, parsed once per entry point into a frozen object.
 // An error names the variable and says how to fix it.
 import { z } from 'zod';
+import { directoryOf, parsePeople, type Person } from './people.js';
 
 const schema = z.object({
   DATABASE_URL: z
@@ -22,8 +23,13 @@ const schema = z.object({
   TEMPORAL_CLI: z.string().min(1).optional(),
   /** Where the demo marketplace job pushes; npm start runs a simulator there. */
   TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
-  /** Who may approve reruns: comma-separated user names or Slack user ids. */
-  TIDEMARK_APPROVERS: z.string().optional().transform(list),
+  /**
+   * Who may approve reruns and effects: comma-separated names, or name=SlackUserId pairs, so one
+   * person is the same in the CLI (--by or $USER), the page and Slack.
+   */
+  TIDEMARK_APPROVERS: z.string().optional().transform(people(false)),
+  /** Everyone else who requests or decides from Slack: comma-separated name=SlackUserId pairs. */
+  TIDEMARK_PEOPLE: z.string().optional().transform(people(true)),
   /** Slack channel where rerun requests are posted with Approve / Reject buttons. */
   TIDEMARK_APPROVAL_SLACK_CHANNEL: z.string().min(1).optional(),
   /** The Slack app's signing secret: requests without a valid signature are refused. */
@@ -75,6 +81,15 @@ const schema = z.object({
   TIDEMARK_ALERT_TELEGRAM: z.string().optional().transform(list),
 });
 
+function people(pairsOnly: boolean) {
+  return (text: string | undefined, ctx: z.RefinementCtx): Person[] => {
+    const parsed = parsePeople(text, pairsOnly);
+    if (typeof parsed !== 'string') return parsed;
+    ctx.addIssue({ code: 'custom', message: parsed });
+    return z.NEVER;
+  };
+}
+
 function list(text: string | undefined): string[] {
   return (text ?? '')
     .split(',')
@@ -122,6 +137,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     throw new ConfigError(String(issue.path[0]), issue.message);
+  }
+  try {
+    directoryOf(parsed.data);
+  } catch (err) {
+    throw new ConfigError('TIDEMARK_APPROVERS or TIDEMARK_PEOPLE', (err as Error).message);
   }
   return Object.freeze(parsed.data);
 }

@@ -18,11 +18,16 @@ export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts>
   const { trx, window, job, generation } = ctx;
   if (generation > 0) {
     // An approved rerun replaces the previous generation's contribution instead of adding twice.
+    // The previous generation is the newest one the ledger marks done, not the newest with rows:
+    // a generation with no good orders has no rows and contributed zero, so its predecessor's
+    // rows were already taken out.
     await sql`
       with prev as (
         select day, order_count, total from sales_window_totals
          where job = ${job.name} and window_start = ${window.start}
-           and generation = (select max(generation) from sales_window_totals where job = ${job.name} and window_start = ${window.start} and generation < ${generation})
+           and generation = (select max(generation) from job_windows
+                              where job = ${job.name} and window_start = ${window.start}
+                                and generation < ${generation} and status = 'done')
       )
       update daily_sales d set order_count = d.order_count - prev.order_count, total = d.total - prev.total
         from prev where d.job = ${job.name} and d.day = prev.day`.execute(trx);

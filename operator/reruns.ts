@@ -4,6 +4,7 @@
 import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
+import { directoryOf, requesterProblem } from '../config/people.js';
 import type { Database } from '../db/schema.js';
 import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
@@ -15,11 +16,19 @@ export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';
 }
 
+/** The requester is nobody tidemark knows: a later approval could not be told from theirs. */
+export class UnknownRequester extends Error {
+  readonly code = 'UNKNOWN_REQUESTER';
+}
+
 export async function requestRerun(
   client: Client,
   config: Config,
   r: { job: Job; windowStart: Date; reason: string; requestedBy: string; now: Date },
 ) {
+  const directory = directoryOf(config);
+  const problem = requesterProblem(directory, r.requestedBy);
+  if (problem) throw new UnknownRequester(`rerun: ${problem}`);
   const key = windowKey(r.job.name, r.windowStart);
   const workflowId = `${key}/rerun-${isoUtc(r.now)}`;
   const handle = await client.workflow.start('rerun', {
@@ -31,7 +40,7 @@ export async function requestRerun(
         windowStart: isoUtc(r.windowStart),
         reason: r.reason,
         requestedBy: r.requestedBy,
-        approvers: config.TIDEMARK_APPROVERS,
+        approvers: directory.approvers,
         allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL,
         timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),

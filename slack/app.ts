@@ -1,8 +1,11 @@
 // The Slack app (@slack/bolt over HTTP): Approve and Reject buttons on rerun requests. Bolt
 // verifies every request's signature and timestamp (refusing forged, tampered or stale ones
 // with 401); the app acknowledges at once and then decides through the rerun workflow's
-// Update, whose validator accepts only configured approvers. A refused decision is audited and
-// the clicker is told why.
+// Update, whose validator accepts only configured approvers. A clicker decides under their
+// tidemark name (config/people.ts), so the requester is recognised whichever interface they used;
+// a Slack user with no name is refused. Membership of the approver group is checked here and
+// vouched for with a proof only the Slack app (and the workers that check it) can make. A refused
+// decision is audited and the clicker is told why.
 import type { Client } from '@temporalio/client';
 import boltPkg from '@slack/bolt';
 import type { Kysely } from 'kysely';
@@ -10,7 +13,9 @@ import type { Logger } from '../activities/logger.js';
 import type { Database } from '../db/schema.js';
 import { decideUnknownEffect } from '../activities/decisions.js';
 import type { ActivityDeps } from '../activities/deps.js';
+import { nameOfSlackUser, type Directory } from '../config/people.js';
 import { decide, DecisionRefused } from '../operator/reruns.js';
+import { groupProof } from './group-proof.js';
 
 const { App, HTTPReceiver, LogLevel } = boltPkg;
 
@@ -25,8 +30,9 @@ export interface SlackAppOptions {
   port: number;
   /** For decisions on effects whose outcome is unknown (the same approvers as reruns). */
   deps: ActivityDeps;
-  approvers: readonly string[];
-  /** A Slack user group whose members may decide as well. */
+  /** People and approvers by name, with their Slack user ids. */
+  directory: Directory;
+  /** A Slack user group whose members (who have a name) may decide as well. */
   approverGroup?: string;
 }
 
@@ -56,28 +62,62 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     return members.users?.includes(user) ? o.approverGroup : undefined;
   }
 
+  const approvers = o.directory.approvers;
+  const approversText = approvers.length
+    ? ` (approvers: ${approvers.join(', ')}${o.approverGroup ? ` or members of ${o.approverGroup}` : ''})`
+    : o.approverGroup
+      ? ` (members of ${o.approverGroup})`
+      : ' (no approvers are configured)';
+  /** A Slack user's tidemark name, or the reason they have none. */
+  const nameOf = (user: string): { name: string } | { refused: string } => {
+    const name = nameOfSlackUser(o.directory, user);
+    return name
+      ? { name }
+      : {
+          refused: `Slack user ${user} has no tidemark name: add name=${user} to TIDEMARK_PEOPLE (or TIDEMARK_APPROVERS) so the same person is known in the CLI, the page and Slack`,
+        };
+  };
+
   app.action(/^rerun_(approve|reject)$/, async ({ ack, body, action, client }) => {
     await ack();
     if (body.type !== 'block_actions' || action.type !== 'button') return;
     const decision = (action as { action_id: string }).action_id === 'rerun_approve' ? 'approve' : 'reject';
-    const by = body.user.id;
+    const user = body.user.id;
+    const request = action.value ?? '';
+    const tell = (text: string) =>
+      body.channel?.id
+        ? client.chat.postEphemeral({ channel: body.channel.id, user, text }).catch(() => undefined)
+        : undefined;
+    const who = nameOf(user);
+    if ('refused' in who) {
+      await o.db
+        .insertInto('approval_audit')
+        .values({ request, actor: user, decision, accepted: false, reason: who.refused, source: 'slack' })
+        .execute()
+        .catch((err: Error) => o.logger.warn(`SLACK could not audit a refusal: ${err.message}`));
+      o.logger.warn(`SLACK Not accepted: ${who.refused}`);
+      await tell(`Not accepted: ${who.refused}`);
+      return;
+    }
+    const by = who.name;
     try {
-      const viaGroup = await groupOf(client, by);
-      await decide(o.temporal, o.db, action.value ?? '', {
+      const viaGroup = approvers.includes(by) ? undefined : await groupOf(client, user);
+      await decide(o.temporal, o.db, request, {
         decision,
         by,
         source: 'slack',
-        ...(viaGroup ? { viaGroup } : {}),
+        ...(viaGroup
+          ? { viaGroup, groupProof: groupProof(o.signingSecret, { request, by, decision, group: viaGroup }) }
+          : {}),
       });
-      o.logger.info(`SLACK decision ${decision} by ${by} on ${action.value}`);
+      o.logger.info(`SLACK decision ${decision} by ${by} (${user}) on ${request}`);
     } catch (err) {
       const text =
         err instanceof DecisionRefused
           ? `Not accepted: ${err.message}`
           : `Could not record your decision: ${(err as Error).message}`;
       o.logger.warn(`SLACK ${text}`);
-      if (body.channel?.id)
-        await client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined);
+      await tell(text);
     }
   });
   // The same approval unblocks an effect left `unknown`: resend it, or skip it.
@@ -87,13 +127,15 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const a = action as { action_id: string; value?: string };
     const decision = a.action_id === 'effect_resend' ? 'resend' : 'skip';
     const key = a.value ?? '';
-    const by = body.user.id;
+    const user = body.user.id;
     const tell = (text: string) =>
       body.channel?.id
-        ? client.chat.postEphemeral({ channel: body.channel.id, user: by, text }).catch(() => undefined)
+        ? client.chat.postEphemeral({ channel: body.channel.id, user, text }).catch(() => undefined)
         : undefined;
-    if (!o.approvers.includes(by) && !(await groupOf(client, by))) {
-      const reason = `${by} may not decide effects${o.approvers.length ? ` (approvers: ${o.approvers.join(', ')})` : ' (no approvers are configured)'}`;
+    const who = nameOf(user);
+    const by = 'name' in who ? who.name : user;
+    if ('refused' in who || (!approvers.includes(by) && !(await groupOf(client, user)))) {
+      const reason = 'refused' in who ? who.refused : `${by} may not decide effects${approversText}`;
       await o.db
         .insertInto('approval_audit')
         .values({ request: key, actor: by, decision, accepted: false, reason, source: 'slack' })

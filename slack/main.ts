@@ -2,6 +2,7 @@
 import { Client, Connection } from '@temporalio/client';
 import { consoleLogger } from '../activities/logger.js';
 import { loadConfig } from '../config/env.js';
+import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from '../workers/deps.js';
@@ -33,7 +34,7 @@ async function main(): Promise<void> {
     logger: deps.logger,
     port: config.SLACK_APP_PORT,
     deps,
-    approvers: config.TIDEMARK_APPROVERS,
+    directory: directoryOf(config),
     ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
   });
   deps.logger.info(`Slack app listening on :${config.SLACK_APP_PORT}/slack/events`);

@@ -15,7 +15,7 @@ export const PAGE = `<!doctype html>
 <h2>Backfill</h2>
 <form id="backfill"><select name="job"></select><input name="from" placeholder="from (ISO)"><input name="to" placeholder="to (ISO)"><label><input type="checkbox" name="allowLarge" value="true">more windows than the limit</label><button>Start backfill</button></form>
 <h2>Request a rerun</h2>
-<form id="rerun"><select name="job"></select><input name="window" placeholder="window start (ISO)"><input name="reason" placeholder="reason"><button>Request</button></form>
+<form id="rerun"><select name="job"></select><input name="window" placeholder="window start (ISO)"><input name="reason" placeholder="reason"><input name="by" placeholder="your name"><button>Request</button></form>
 <h2>Pending approvals</h2><ul id="approvals"></ul>
 <p><a id="webui" href="#">All runs in the Temporal Web UI</a></p>
 </div>

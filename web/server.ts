@@ -11,6 +11,7 @@ import type { Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
+import { directoryOf, requesterProblem } from '../config/people.js';
 import { requestRerun } from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
@@ -175,11 +176,15 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         const start = new Date(body.window ?? '');
         if (Number.isNaN(start.getTime()) || !body.reason)
           throw new HttpError(400, 'window (an instant) and reason are required');
+        // The requester by their name, as in the CLI and Slack, so they cannot approve it elsewhere.
+        const by = typeof body.by === 'string' ? body.by.trim() : '';
+        const problem = requesterProblem(directoryOf(o.config), by);
+        if (problem) throw new HttpError(400, `by: ${problem}`);
         const handle2 = await requestRerun(o.client, o.config, {
           job,
           windowStart: start,
           reason: body.reason,
-          requestedBy: body.by || 'web',
+          requestedBy: by,
           now: new Date(),
         });
         return { ok: true, request: handle2.workflowId };

@@ -35,8 +35,15 @@ export function buildDeps(
       telegram: config.TIDEMARK_ALERT_TELEGRAM,
     },
     webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
-    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
-      ? { approvals: { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL } }
+    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL || config.SLACK_SIGNING_SECRET
+      ? {
+          approvals: {
+            ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
+              ? { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL }
+              : {}),
+            ...(config.SLACK_SIGNING_SECRET ? { groupProofSecret: config.SLACK_SIGNING_SECRET } : {}),
+          },
+        }
       : {}),
     ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
   };

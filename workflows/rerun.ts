@@ -2,14 +2,18 @@
 // replace the earlier ones. The decision is an Update with a validator (who may decide, once);
 // rejected and timed-out are results, not failures.
 import {
+  ApplicationFailure,
   condition,
   defineQuery,
   defineUpdate,
   executeChild,
+  proxyActivities,
   ParentClosePolicy,
+  patched,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.js';
 import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import { searchAttributes } from './search-attributes.js';
@@ -31,48 +35,102 @@ export const rerunState = defineQuery<RerunState>('state');
 
 const DAY_MS = 86_400_000;
 
+/**
+ * The audit of an accepted decision is written before the decision applies, inside the Update:
+ * briefly retried, so a person waits seconds, not minutes, to hear it could not be recorded.
+ */
+const recording = proxyActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { maximumAttempts: 3, initialInterval: '500ms', maximumInterval: '2s' },
+});
+
+/** The activity's own error behind Temporal's wrapper. */
+function causeOf(err: unknown): string {
+  const e = err as Error;
+  return e.cause instanceof Error ? e.cause.message : e.message;
+}
+
 export async function rerun(input: RerunInput): Promise<RerunResult> {
   const { workflowId } = workflowInfo();
   let status: RerunState['status'] = 'pending';
   let request: RerunRequest | null = null;
   let decision: RerunDecision | undefined;
+  /** A decision accepted by the validator whose audit is being written: nobody else may decide meanwhile. */
+  let deciding: RerunDecision | undefined;
+  /** Set the moment the wait for a decision timed out: later decisions are refused. */
+  let closed = false;
   setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
+  /** Does this decision stand only on membership of the approver group? */
+  const needsGroup = (d: RerunDecision) =>
+    !input.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
+  const whoMay = () => {
+    const who = [
+      ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
+      ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
+    ];
+    return who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)';
+  };
+  /** A worker checks the Slack app's proof: a Temporal client cannot claim membership. */
+  const vouchedFor = (d: RerunDecision) =>
+    recording.verifyGroupClaim({
+      request: workflowId,
+      by: d.by,
+      decision: d.decision,
+      group: d.viaGroup ?? '',
+      proof: d.groupProof ?? '',
+    });
   setHandler(
     decideRerun,
     async (d) => {
+      deciding = d;
+      try {
+        // Histories from before the proof existed replay without the check (the marker tells them apart).
+        if (needsGroup(d) && patched('issue8-group-proof') && !(await vouchedFor(d)))
+          throw ApplicationFailure.nonRetryable(
+            `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
+            'NotAnApprover',
+          );
+        // Audit first: a decision that cannot be recorded is not applied, and the caller is told
+        // it was refused (truthfully); one that is recorded applies.
+        await recording
+          .auditDecision({
+            request: workflowId,
+            actor: d.by,
+            decision: d.decision,
+            accepted: true,
+            reason: d.note ?? null,
+            source: d.source,
+          })
+          .catch((err: unknown) => {
+            throw ApplicationFailure.nonRetryable(
+              `the decision could not be recorded (${causeOf(err)}); nothing was decided: try again`,
+              'DecisionNotRecorded',
+            );
+          });
+      } finally {
+        deciding = undefined;
+      }
       decision = d;
-      await bookkeeping.auditDecision({
-        request: workflowId,
-        actor: d.by,
-        decision: d.decision,
-        accepted: true,
-        reason: d.note ?? null,
-        source: d.source,
-      });
       return { accepted: true, decision: d.decision };
     },
     {
       validator: (d) => {
-        if (decision)
+        const taken = decision ?? deciding;
+        if (taken)
+          throw new Error(`already ${taken.decision === 'approve' ? 'approved' : 'rejected'} by ${taken.by}`);
+        if (closed || status !== 'pending')
           throw new Error(
-            `already ${decision.decision === 'approve' ? 'approved' : 'rejected'} by ${decision.by}`,
+            `the request ${closed || status === 'timed-out' ? 'timed out' : `is ${status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
           );
         if (d.decision !== 'approve' && d.decision !== 'reject')
           throw new Error(`decision must be approve or reject, not "${String(d.decision)}"`);
         const requester = d.by === input.requestedBy;
         if (requester && d.decision === 'approve' && !input.allowSelfApproval)
           throw new Error(`${d.by} asked for this rerun and may not approve it`);
-        // The requester may withdraw (reject) their own request; anyone else must be an approver.
-        const inGroup = !!input.approverGroup && d.viaGroup === input.approverGroup;
-        if (!input.approvers.includes(d.by) && !inGroup && !(requester && d.decision === 'reject')) {
-          const who = [
-            ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
-            ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
-          ];
-          throw new Error(
-            `${d.by} may not decide reruns${who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)'}`,
-          );
-        }
+        // The requester may withdraw (reject) their own request; anyone else must be an approver,
+        // or a member of the approver group with the Slack app's proof of it (checked in the handler).
+        if (needsGroup(d) && !(input.approverGroup && d.viaGroup === input.approverGroup && d.groupProof))
+          throw new Error(`${d.by} may not decide reruns${whoMay()}`);
       },
     },
   );
@@ -92,6 +150,11 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
   await notice('requested', what);
   if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
+    // Refuse new decisions at once; one already being recorded still settles the request.
+    closed = true;
+    await condition(() => deciding === undefined);
+  }
+  if (decision === undefined) {
     status = 'timed-out';
     await bookkeeping.settleRerun({ request: workflowId, status });
     await notice('finished', `${what}\n*Timed out*: nobody decided.`);

@@ -149,7 +149,7 @@ export interface RerunInput {
   readonly windowStart: string;
   readonly reason: string;
   readonly requestedBy: string;
-  /** Who may approve (user ids or names); nobody when empty. */
+  /** Names of who may approve (config/people.ts); nobody when empty. */
   readonly approvers: readonly string[];
   /** A Slack user group whose members may decide too (membership is checked by the Slack app). */
   readonly approverGroup?: string;
@@ -172,8 +172,10 @@ export interface RerunDecision {
   readonly note?: string;
   /** Where the decision was made: cli, slack, web. */
   readonly source: string;
-  /** Set by the Slack app when it found the user in this user group. */
+  /** Set by the Slack app when it found the user in this user group; worth nothing without groupProof. */
   readonly viaGroup?: string;
+  /** The Slack app's proof of the membership (slack/group-proof.ts), checked by a worker. */
+  readonly groupProof?: string;
 }
 
 export interface RerunState {

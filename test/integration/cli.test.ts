@@ -26,6 +26,7 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
     TIDEMARK_TASK_QUEUE: taskQueue,
     TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test',
     TIDEMARK_APPROVERS: 'bob,carol',
+    TIDEMARK_PEOPLE: 'alice=UALICE',
   });
   const sync = await cli(['schedules', 'sync', '--json']);
   assert.equal(sync.code, 0, sync.err);
@@ -75,6 +76,19 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
       );
       assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
 
+      // Issue 8 item 18: a requester is someone tidemark knows, so their approval elsewhere is recognised.
+      const stranger = await cli([
+        'rerun',
+        'sales-hourly',
+        '--window',
+        '2026-03-01T02:00:00Z',
+        '--reason',
+        'late orders',
+        '--by',
+        'zed',
+      ]);
+      assert.equal(stranger.code, 1, stranger.out);
+      assert.match(stranger.err, /rerun: "zed" is not a known person \(bob, carol, alice\)/);
       // A rerun of one window: asked for, refused to someone who is not an approver, approved by one.
       const asked = await cli([
         'rerun',

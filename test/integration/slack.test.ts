@@ -10,6 +10,10 @@ import { slackProvider } from '../../activities/notify/slack.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { startSlackApp } from '../../slack/app.js';
+import { run as runCli } from '../../cli/main.js';
+import { loadConfig } from '../../config/env.js';
+import { directoryOf } from '../../config/people.js';
+import { buildCatalog } from '../../jobs/catalog.js';
 import type { RerunResult, RerunState } from '../../workflows/types.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
@@ -78,7 +82,7 @@ test('approving a rerun from Slack', async () => {
     logger: memoryLogger(),
     now: () => new Date(),
     channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
-    approvals: { slackChannel: 'C_APPROVALS' },
+    approvals: { slackChannel: 'C_APPROVALS', groupProofSecret: SECRET },
   };
   const port = await freePort();
   chat.groups.S_APPROVERS = ['UDAVE'];
@@ -91,7 +95,16 @@ test('approving a rerun from Slack', async () => {
     logger: memoryLogger(),
     port,
     deps,
-    approvers: ['UBOB', 'UCAROL'],
+    directory: {
+      approvers: ['bob', 'carol'],
+      people: [
+        { name: 'alice', slack: 'UALICE' },
+        { name: 'bob', slack: 'UBOB' },
+        { name: 'carol', slack: 'UCAROL' },
+        { name: 'dave', slack: 'UDAVE' },
+        { name: 'mallory', slack: 'UMALLORY' },
+      ],
+    },
     approverGroup: 'S_APPROVERS',
   });
   const endpoint = `http://127.0.0.1:${port}/slack/events`;
@@ -131,8 +144,8 @@ test('approving a rerun from Slack', async () => {
             job,
             windowStart: W.start,
             reason: 'late orders',
-            requestedBy: 'UALICE',
-            approvers: ['UBOB', 'UCAROL'],
+            requestedBy: 'alice',
+            approvers: ['bob', 'carol'],
             approverGroup: 'S_APPROVERS',
           },
         ],
@@ -149,7 +162,7 @@ test('approving a rerun from Slack', async () => {
       );
       assert.equal(posted.target, 'C_APPROVALS');
       assert.match(posted.text, /Rerun requested\* for `slack-sales\/2026-04-12T10:00:00Z#1`/);
-      assert.match(posted.text, /asked by UALICE: late orders/);
+      assert.match(posted.text, /asked by alice: late orders/);
 
       // Forged, stale and tampered requests: 401, and nothing happens.
       const body = click('UBOB', 'rerun_approve', id);
@@ -179,7 +192,7 @@ test('approving a rerun from Slack', async () => {
       );
       assert.match(
         told.text,
-        /Not accepted: approve by UMALLORY refused: UMALLORY may not decide reruns \(approvers: UBOB, UCAROL or members of S_APPROVERS\)/,
+        /Not accepted: approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol or members of S_APPROVERS\)/,
       );
 
       // Two approvers at once, one of them by user-group membership: one rerun.
@@ -210,8 +223,8 @@ test('approving a rerun from Slack', async () => {
       );
       assert.equal(audit.filter((a) => !a.accepted).length, 2);
       // The one of bob and dave (a group member, not on the list) who lost was refused only for being second.
-      const loser = audit.find((a) => !a.accepted && a.actor !== 'UMALLORY')!;
-      assert.match(loser.reason ?? '', /already approved by (UBOB|UDAVE)/);
+      const loser = audit.find((a) => !a.accepted && a.actor !== 'mallory')!;
+      assert.match(loser.reason ?? '', /already approved by (bob|dave)/);
       assert.ok(audit.every((a) => a.source === 'slack'));
       const gens = await stack.t.db
         .selectFrom('job_windows')
@@ -283,7 +296,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
     logger: memoryLogger(),
     port,
     deps,
-    approvers: ['UBOB'],
+    directory: { approvers: ['bob'], people: [{ name: 'bob', slack: 'UBOB' }] },
   });
   const post = (body: string) =>
     fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
@@ -360,7 +373,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
       .select(['status', 'decided_by'])
       .where('effect_key', '=', effectKey)
       .executeTakeFirstOrThrow();
-    assert.deepEqual(row, { status: 'done', decided_by: 'UBOB' });
+    assert.deepEqual(row, { status: 'done', decided_by: 'bob' });
     const audit = await stack.t.db
       .selectFrom('approval_audit')
       .select(['actor', 'accepted'])
@@ -369,10 +382,144 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
       .execute();
     assert.deepEqual(audit, [
       { actor: 'UMALLORY', accepted: false },
-      { actor: 'UBOB', accepted: true },
+      { actor: 'bob', accepted: true },
     ]);
   } finally {
     await app.stop();
     await smtp.close();
+  }
+});
+
+test('Issue 8 item 18: one identity across the CLI and Slack: alice may not approve in Slack what she asked for in the CLI', async () => {
+  // The CLI knows the jobs of the real catalog.
+  const job = 'sales-hourly';
+  const W = { start: '2026-04-14T10:00:00Z', end: '2026-04-14T11:00:00Z' };
+  const taskQueue = uniqueQueue('slack-self');
+  await insertOrders(stack.t.db, ordersBetween('slack-self', W.start, W.end, 5));
+  // alice is a member of the approver group; bob is on the approvers list.
+  const config = loadConfig({
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TIDEMARK_STATE_DIR: '/tmp/tidemark-slack-test',
+    TIDEMARK_APPROVERS: 'bob=UBOB',
+    TIDEMARK_PEOPLE: 'alice=UALICE',
+    TIDEMARK_APPROVER_GROUP: 'S_APPROVERS',
+  });
+  Object.assign(process.env, {
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TIDEMARK_STATE_DIR: '/tmp/tidemark-slack-test',
+    TIDEMARK_APPROVERS: 'bob=UBOB',
+    TIDEMARK_PEOPLE: 'alice=UALICE',
+    TIDEMARK_APPROVER_GROUP: 'S_APPROVERS',
+  });
+  const catalog = buildCatalog(config);
+  chat.groups.S_APPROVERS = ['UALICE', 'UERIN'];
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
+    approvals: { slackChannel: 'C_APPROVALS', groupProofSecret: SECRET },
+  };
+  const port = await freePort();
+  const app = await startSlackApp({
+    signingSecret: SECRET,
+    botToken: 'xoxb-test',
+    apiUrl: chat.slackUrl,
+    temporal: stack.env.client,
+    db: stack.t.db,
+    logger: memoryLogger(),
+    port,
+    deps,
+    directory: directoryOf(config),
+    approverGroup: 'S_APPROVERS',
+  });
+  const post = (body: string) =>
+    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const key = `${job}/${W.start}`;
+      await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job,
+            ...W,
+            generation: 0,
+            key,
+            trigger: 'manual',
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '1s',
+                maximumInterval: '1s',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 20_000,
+            },
+          },
+        ],
+      });
+      const out: string[] = [];
+      const err: string[] = [];
+      const asked = await runCli(
+        ['rerun', job, '--window', W.start, '--reason', 'late orders', '--by', 'alice', '--json'],
+        { out: (l) => out.push(l), err: (l) => err.push(l), json: true, tty: false },
+      );
+      assert.equal(asked, 0, err.join('\n'));
+      const id = (JSON.parse(out.join('\n')) as { id: string }).id;
+
+      // alice's own Slack account (a member of the approver group): refused, told, audited under her name.
+      const self = click('UALICE', 'rerun_approve', id);
+      assert.equal((await post(self)).status, 200);
+      const told = await eventually(
+        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UALICE'),
+        20_000,
+        'the refusal',
+      );
+      assert.match(told.text, /alice asked for this rerun and may not approve it/);
+      // A Slack user with no tidemark name is nobody: refused.
+      const stranger = click('UERIN', 'rerun_approve', id);
+      assert.equal((await post(stranger)).status, 200);
+      const toldErin = await eventually(
+        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UERIN'),
+        20_000,
+        'the refusal of an unnamed user',
+      );
+      assert.match(toldErin.text, /Slack user UERIN has no tidemark name/);
+      assert.equal(
+        (await stack.env.client.workflow.getHandle(id).query<RerunState>('state')).status,
+        'pending',
+      );
+
+      const bob = click('UBOB', 'rerun_approve', id);
+      assert.equal((await post(bob)).status, 200);
+      const result = (await stack.env.client.workflow.getHandle(id).result()) as RerunResult;
+      assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
+      const req = await stack.t.db
+        .selectFrom('rerun_requests')
+        .select(['requested_by', 'decided_by'])
+        .where('workflow_id', '=', id)
+        .executeTakeFirstOrThrow();
+      assert.deepEqual(req, { requested_by: 'alice', decided_by: 'bob' });
+      const audit = await stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted'])
+        .where('request', '=', id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(audit, [
+        { actor: 'alice', accepted: false },
+        { actor: 'UERIN', accepted: false },
+        { actor: 'bob', accepted: true },
+      ]);
+    });
+  } finally {
+    await app.stop();
   }
 });

@@ -152,6 +152,7 @@ test('the management page: pause, resume, trigger and a backfill from the browse
         // A rerun requested from the page waits for approval and shows among the pending approvals.
         await page.fill('#rerun input[name=window]', '2026-05-20T01:00:00Z');
         await page.fill('#rerun input[name=reason]', 'late refunds');
+        await page.fill('#rerun input[name=by]', 'alice');
         await page.click('#rerun button');
         await page.locator('#approvals li', { hasText: 'late refunds' }).waitFor({ timeout: 20_000 });
         const pending = await stack.t.db
@@ -159,7 +160,15 @@ test('the management page: pause, resume, trigger and a backfill from the browse
           .select(['status', 'generation', 'requested_by'])
           .where('job', '=', job)
           .execute();
-        assert.deepEqual(pending, [{ status: 'pending', generation: 1, requested_by: 'web' }]);
+        assert.deepEqual(pending, [{ status: 'pending', generation: 1, requested_by: 'alice' }]);
+        // Issue 8 item 18: a request names its requester; the page never records "web".
+        const unnamed = await fetch(`${web.url}/api/jobs/${job}/rerun`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ window: '2026-05-20T02:00:00Z', reason: 'x' }),
+        });
+        assert.equal(unnamed.status, 400);
+        assert.match(((await unnamed.json()) as { error: string }).error, /^by: the requester must be named/);
         await mkdir('test-artifacts', { recursive: true });
         await page.screenshot({ path: 'test-artifacts/management-page.png', fullPage: true });
         assert.deepEqual(refused, [], 'nothing refused by the CSP');

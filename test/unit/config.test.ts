@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../config/env.js';
+import { directoryOf, nameOfSlackUser, requesterProblem } from '../../config/people.js';
 import { DatabaseError, ensureDatabase, redactUrl } from '../../db/database.js';
 import { findTemporalCli, TemporalCliMissingError } from '../../scripts/temporal-cli.js';
 
@@ -57,4 +58,27 @@ test('TEMPORAL_CLI that does not run is refused with the ways to install one', (
     if (saved === undefined) delete process.env.TEMPORAL_CLI;
     else process.env.TEMPORAL_CLI = saved;
   }
+});
+
+test('Issue 8 item 18: approvers and people by name, with their Slack ids; one person, one name', () => {
+  const c = loadConfig({ TIDEMARK_APPROVERS: 'bob=U0BOB1234,carol', TIDEMARK_PEOPLE: 'alice=U0ALICE12' });
+  const d = directoryOf(c);
+  assert.deepEqual(d.approvers, ['bob', 'carol']);
+  assert.equal(nameOfSlackUser(d, 'U0ALICE12'), 'alice');
+  assert.equal(nameOfSlackUser(d, 'U0NOBODY1'), undefined);
+  assert.equal(requesterProblem(d, 'alice'), null);
+  assert.match(requesterProblem(d, 'zed') ?? '', /"zed" is not a known person/);
+  assert.match(requesterProblem(d, '') ?? '', /must be named/);
+  const bad = (env: Record<string, string>, variable: string, message: RegExp) =>
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) => e instanceof ConfigError && e.variable === variable && message.test(e.message),
+    );
+  bad({ TIDEMARK_APPROVERS: 'U0BOB1234' }, 'TIDEMARK_APPROVERS', /is a Slack user id: write name=U0BOB1234/);
+  bad({ TIDEMARK_PEOPLE: 'alice' }, 'TIDEMARK_PEOPLE', /must be name=SlackUserId/);
+  bad(
+    { TIDEMARK_APPROVERS: 'bob=U0BOB1234', TIDEMARK_PEOPLE: 'robert=U0BOB1234' },
+    'TIDEMARK_APPROVERS or TIDEMARK_PEOPLE',
+    /U0BOB1234 is given two names/,
+  );
 });
