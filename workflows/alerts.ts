@@ -6,7 +6,7 @@ import type { Activities } from '../activities/index.js';
 import type { RaiseInput } from '../activities/alerts.js';
 import { bookkeeping } from './policy.js';
 
-/** Deliveries retry a few times; a channel still down after that is recorded as failed. */
+/** Deliveries retry a few times; one still undelivered after that is driven again by the watch. */
 const delivery = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: {

@@ -7,6 +7,7 @@ import * as rollupDemo from './20261129T1200_rollup_demo.js';
 import * as marketplace from './20261129T1300_marketplace.js';
 import * as backups from './20261129T1400_backups.js';
 import * as reruns from './20261129T1500_reruns.js';
+import * as windowNotices from './20261130T1210_fix_alerts_window_notices.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -16,4 +17,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1300_marketplace': marketplace,
   '20261129T1400_backups': backups,
   '20261129T1500_reruns': reruns,
+  '20261130T1210_fix_alerts_window_notices': windowNotices,
 });

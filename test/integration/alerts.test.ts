@@ -15,6 +15,7 @@ import { freePort } from '../helpers/net.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
+import { openIncidents } from '../../db/effects.js';
 
 const stack = realStack();
 let smtp: TestSmtp;
@@ -355,4 +356,119 @@ test('a schedule that cannot be synced alerts once; a later good sync clears it'
   texts = chatTexts(chat, 'telegram').slice(before);
   assert.equal(texts.length, 2);
   assert.match(texts[1]!, /sync-broken: recovered \(schedules\)/);
+});
+
+// Issue 8 item 7: an alert that could not be delivered is not forgotten.
+test('an alert undelivered while Telegram is down goes out with the next repeat of its open incident, once', async () => {
+  const job = 'alert-later';
+  const port = await freePort();
+  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { telegram: ['ops-chat'] } })]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const taskQueue = uniqueQueue(job);
+  let upChat: TestChat | undefined;
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const [first] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+      assert.equal(first?.status, 'rejected');
+      const alert = await stack.t.db
+        .selectFrom('effects')
+        .selectAll()
+        .where('job', '=', job)
+        .where('name', '=', 'alert-opened')
+        .executeTakeFirstOrThrow();
+      assert.equal(alert.status, 'failed', 'Telegram is down: the first alert is not delivered');
+      // Telegram comes back; the window fails again while its incident is still open.
+      upChat = await startChat({ port });
+      const [second] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 2);
+      assert.equal(second?.status, 'rejected');
+      const [third] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 3);
+      assert.equal(third?.status, 'rejected');
+    });
+    const texts = chatTexts(upChat!, 'telegram');
+    assert.equal(texts.length, 1, texts.join('\n---\n'));
+    assert.match(texts[0]!, /alert-later: window failed/);
+    const [incident] = await stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute();
+    assert.equal(incident?.occurrences, 3);
+  } finally {
+    await upChat?.close();
+  }
+});
+
+test('the watch re-drives undelivered alerts with backoff; a channel that stays down is reported through the others and listed, then cleared', async () => {
+  const job = 'alert-watch';
+  const port = await freePort();
+  const catalog = defineCatalog([
+    failingJob(job, () => true, {
+      alerts: { email: ['ops@example.test'], telegram: ['ops-chat'] },
+      lagThreshold: 100_000,
+    }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const taskQueue = uniqueQueue(job);
+  const mails = () => smtp.messages.filter((m) => (m.subject ?? '').includes(job));
+  const telegramAlert = () =>
+    stack.t.db
+      .selectFrom('effects')
+      .selectAll()
+      .where('job', '=', job)
+      .where('name', '=', 'alert-opened')
+      .where('channel', '=', 'telegram')
+      .orderBy('created_at')
+      .executeTakeFirstOrThrow();
+  let upChat: TestChat | undefined;
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const watch = (n: number, aheadMs: number | null) =>
+        stack.env.client.workflow.execute('watch', {
+          taskQueue,
+          workflowId: `${job}-watch-${n}`,
+          args: [aheadMs === null ? {} : { now: new Date(Date.now() + aheadMs).toISOString() }],
+        }) as Promise<WatchResult>;
+      const [window] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+      assert.equal(window?.status, 'rejected');
+      assert.equal(mails().length, 1, 'e-mail heard of the failure');
+      const failed = await telegramAlert();
+      assert.equal(failed.status, 'failed');
+
+      // Right after its failed attempts the alert is not due again yet (backoff), but the
+      // channel that stayed down is reported through e-mail and listed as an incident.
+      await watch(1, null);
+      assert.equal((await telegramAlert()).attempts, failed.attempts, 'not retried before its backoff');
+      const open = await openIncidents(stack.t.db, job);
+      const down = open.find((i) => i.kind === 'alert-undelivered');
+      assert.ok(down, JSON.stringify(open));
+      assert.match(down.subject, /telegram/);
+      assert.match(down.subject, /ops-chat/);
+      assert.equal(mails().length, 2);
+      assert.match(mails()[1]!.subject ?? '', /alert-watch: alerts undelivered/);
+
+      // Later, still down: retried, still failed, reported no second time.
+      await watch(2, 3_600_000);
+      const retried = await telegramAlert();
+      assert.ok(retried.attempts > failed.attempts, 'retried once its backoff passed');
+      assert.equal(retried.status, 'failed');
+      assert.equal(mails().length, 2);
+
+      // Telegram comes back: the alert goes out once, and the channel's incident clears.
+      upChat = await startChat({ port });
+      await watch(3, 6 * 3_600_000);
+      assert.equal((await telegramAlert()).status, 'done');
+      await watch(4, 12 * 3_600_000);
+      assert.ok(!(await openIncidents(stack.t.db, job)).some((i) => i.kind === 'alert-undelivered'));
+    });
+    const texts = chatTexts(upChat!, 'telegram');
+    assert.equal(texts.filter((t) => /alert-watch: window failed/.test(t)).length, 1, texts.join('\n---\n'));
+    assert.ok(
+      texts.some((t) => /alert-watch: recovered/.test(t)),
+      texts.join('\n---\n'),
+    );
+    assert.equal(mails().length, 3);
+    assert.match(mails()[2]!.subject ?? '', /alert-watch: recovered/);
+  } finally {
+    await upChat?.close();
+  }
 });
