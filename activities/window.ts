@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
-import { alerting } from './alerts.js';
+import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
@@ -30,6 +30,18 @@ function attemptInfo(): { attempt: number; workflowId: string | null } {
     return { attempt: 1, workflowId: null };
   }
 }
+
+/** A secret in an error must not reach the logs, the ledger, or Temporal's history. */
+function redactError(err: unknown, redact: (t: string) => string): string {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    e.message = redact(e.message);
+    if (e.stack) e.stack = redact(e.stack);
+  }
+  return err instanceof Error ? err.message : redact(String(err));
+}
+
+/** The incident subject of a window's settle step (apart from the window's own failures). */
+export const settleSubject = (windowKey: string): string => `${windowKey}:settle`;
 
 export function windowActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
@@ -64,19 +76,31 @@ export function windowActivities(deps: ActivityDeps) {
   }
 
   return {
-    /** Lets the job read what its effects' providers answered and record it. */
-    async settleWindow(input: WindowInput): Promise<void> {
+    /**
+     * Lets the job read what its effects' providers answered and record it. A failure is
+     * redacted before it is thrown (the workflow alerts it); a success clears its incident.
+     */
+    async settleWindow(input: WindowInput): Promise<AlertDeliveries | null> {
       const w = resolveWindow(input);
       const job = deps.catalog.get(w.job);
-      if (!job.settle) return;
-      await job.settle({
-        db,
-        job,
-        window: { start: w.start, end: w.end },
-        key: w.key,
-        generation: w.generation,
-        effects: await listEffects(db, { windowKey: w.key }),
-      });
+      if (!job.settle) return null;
+      try {
+        await job.settle({
+          db,
+          job,
+          window: { start: w.start, end: w.end },
+          key: w.key,
+          generation: w.generation,
+          effects: await listEffects(db, { windowKey: w.key }),
+        });
+      } catch (err) {
+        const reason = redactError(err, deps.redact ?? ((t: string) => t));
+        logger.error(
+          `FAILED job=${w.job} window=${w.key} step=settle attempt=${attemptInfo().attempt}: ${reason}`,
+        );
+        throw err instanceof Error ? err : new Error(reason);
+      }
+      return await alerts.resolve(db, { job: w.job, subject: settleSubject(w.key), note: 'settled' });
     },
 
     async processWindow(input: WindowInput): Promise<WindowResult> {
@@ -194,12 +218,7 @@ export function windowActivities(deps: ActivityDeps) {
           findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };
       } catch (err) {
-        // A secret in an error must not reach the logs, the ledger, or Temporal's history.
-        for (let e: unknown = err; e instanceof Error; e = e.cause) {
-          e.message = redact(e.message);
-          if (e.stack) e.stack = redact(e.stack);
-        }
-        const reason = err instanceof Error ? err.message : redact(String(err));
+        const reason = redactError(err, redact);
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(
           `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,

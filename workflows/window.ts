@@ -20,6 +20,14 @@ function effectActivity(policy: ActivityPolicy) {
   });
 }
 
+/** The settle step retries as the job's window does, not for minutes as bookkeeping does. */
+function settleActivity(policy: ActivityPolicy) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: policy.startToCloseTimeoutMs,
+    retry: retryOf(policy),
+  });
+}
+
 export async function window(input: WindowInput): Promise<WindowRunResult> {
   const { processWindow } = windowActivity(input.policy);
   const { workflowId, runId } = workflowInfo();
@@ -83,7 +91,23 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
       await raise({ job: input.job, subject: effectKey, kind: 'effect-failed', error, workflowId, runId });
     }
   }
-  if (input.policy.settles) await bookkeeping.settleWindow({ ...input, key });
+  if (input.policy.settles) {
+    // The settle step fails like any step: an incident of its own, alerted, and the run fails.
+    try {
+      const settled = await settleActivity(input.policy).settleWindow({ ...input, key });
+      await deliver(settled?.deliveries);
+    } catch (err) {
+      await raise({
+        job: input.job,
+        subject: `${key}:settle`,
+        kind: 'settle-failed',
+        error: describeFailure(err),
+        workflowId,
+        runId,
+      });
+      throw err;
+    }
+  }
   const open = effectOutcomes.filter((o) => o.outcome === 'unknown' || o.outcome === 'failed');
   if (open.length > 0) {
     throw ApplicationFailure.nonRetryable(

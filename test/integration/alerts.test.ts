@@ -13,7 +13,7 @@ import { chatTexts, depsWithChannels } from '../helpers/effects.js';
 import { salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 import { openIncidents } from '../../db/effects.js';
 
@@ -471,4 +471,60 @@ test('the watch re-drives undelivered alerts with backoff; a channel that stays 
   } finally {
     await upChat?.close();
   }
+});
+
+// Issue 8 item 8: the settle step runs after the commit; its failure is a failure like any other.
+test('a settle step that fails opens an incident and alerts; its secret never reaches the history', async () => {
+  const job = 'settle-fails';
+  const secrets = {
+    smtpUser: 'tidemark',
+    smtpPassword: 'canary-smtp-settle-31c7',
+    slackToken: 'xoxb-canary-settle-92ab',
+    telegramToken: '998:canary-tg-settle-6d0e',
+  };
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-05T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+      settle: async () => {
+        throw new Error(`marketplace status read failed (token ${secrets.slackToken})`);
+      },
+    }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, { secrets });
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    const tick = (await stack.env.client.workflow.execute('tick', {
+      taskQueue,
+      workflowId: `${job}/tick-1`,
+      args: [{ job, now: '2026-09-05T01:10:00Z' }],
+    })) as TickResult;
+    assert.equal(tick.started.length, 1);
+    const incident = await eventually(
+      async () =>
+        (await stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).executeTakeFirst()) ??
+        undefined,
+      60_000,
+      'the settle failure to open an incident',
+    );
+    assert.match(incident.last_error, /marketplace status read failed \(token \*\*\*\)/);
+    await assert.rejects(stack.env.client.workflow.getHandle(tick.started[0]!).result(), WorkflowFailedError);
+  });
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 1, texts.join('\n---\n'));
+  assert.match(texts[0]!, /settle-fails: settle failed/);
+  assert.match(texts[0]!, /token \*\*\*/);
+  const histories: string[] = [];
+  for await (const wf of stack.env.client.workflow.list({ query: `WorkflowId STARTS_WITH "${job}/"` })) {
+    histories.push(
+      historyText(
+        (await stack.env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [],
+      ),
+    );
+  }
+  assert.ok(histories.join('\n').includes('token ***'), 'the redacted failure is in the history');
+  const everything = [...deps.logger.lines, ...texts, ...histories].join('\n');
+  assert.ok(!everything.includes(secrets.slackToken), 'the settle secret leaked');
 });
