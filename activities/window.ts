@@ -4,6 +4,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
+import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
@@ -22,12 +23,16 @@ function heartbeater(): (details?: unknown) => void {
   }
 }
 
-function attemptInfo(): { attempt: number; workflowId: string | null } {
+function attemptInfo(): { attempt: number; workflowId: string | null; runId: string | null } {
   try {
     const info = Context.current().info;
-    return { attempt: info.attempt, workflowId: info.workflowExecution?.workflowId ?? null };
+    return {
+      attempt: info.attempt,
+      workflowId: info.workflowExecution?.workflowId ?? null,
+      runId: info.workflowExecution?.runId ?? null,
+    };
   } catch {
-    return { attempt: 1, workflowId: null };
+    return { attempt: 1, workflowId: null, runId: null };
   }
 }
 
@@ -107,7 +112,7 @@ export function windowActivities(deps: ActivityDeps) {
       const w = resolveWindow(input);
       const redact = deps.redact ?? ((t: string) => t);
       const job = deps.catalog.get(w.job);
-      const { attempt, workflowId } = attemptInfo();
+      const { attempt, workflowId, runId } = attemptInfo();
       const startedAt = deps.now();
       const run = {
         kind: 'window' as const,
@@ -122,13 +127,15 @@ export function windowActivities(deps: ActivityDeps) {
       const skipDone = async (): Promise<WindowResult> => {
         logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
-        // The run that processed it may have died before its effects were done: drive them.
+        // The run that processed it may have died before its effects were done, or before its
+        // alerts (findings, recovery notice) went out: drive them.
         return {
           key: w.key,
           outcome: 'already-done',
           counts: null,
           watermark: null,
           effects: await openEffectsOfWindow(db, w.key),
+          alerts: await undeliveredNoticesOfWindow(db, w.key),
         };
       };
 
@@ -195,16 +202,32 @@ export function windowActivities(deps: ActivityDeps) {
                   note: `window processed on attempt ${attempts}`,
                 })
               : null;
+          // Findings alert although the window committed. Their incidents and the recovery notice
+          // are recorded with the commit, so a retry that finds the window done still sends them.
+          const alerted = [...(recovery?.deliveries ?? [])];
+          for (const f of counts.findings ?? []) {
+            const raised = await alerts.raise(trx, {
+              job: w.job,
+              subject: `${w.key}:${f.subject}`,
+              kind: 'finding',
+              error: f.message,
+              attempts,
+              ...(workflowId ? { workflowId } : {}),
+              ...(runId ? { runId } : {}),
+            });
+            alerted.push(...raised.deliveries);
+          }
+          await recordWindowNotices(trx, w.key, alerted);
           return {
             counts,
             watermark,
-            recovery,
+            alerted,
             effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
             findings: counts.findings ?? [],
           };
         });
         if (!committed) return await skipDone();
-        const { counts, watermark, recovery, effects, findings } = committed;
+        const { counts, watermark, alerted, effects, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
         );
@@ -214,7 +237,7 @@ export function windowActivities(deps: ActivityDeps) {
           counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
           watermark: watermark ? isoUtc(watermark) : null,
           effects,
-          recovery: recovery?.deliveries ?? [],
+          alerts: alerted,
           findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };
       } catch (err) {

@@ -1,7 +1,7 @@
 // window: one window of one job. Its workflow id is the window key, so the engine refuses a
 // second copy while it runs; the ledger refuses one after it is done. After the commit it
 // drives the window's external effects, and a failure of either alerts.
-import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { bookkeeping, retryOf, windowActivity } from './policy.js';
@@ -63,8 +63,20 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
     throw err;
   }
   await deliver(result.recovery);
-  for (const f of result.findings ?? []) {
-    await raise({ job: input.job, subject: f.subject, kind: 'finding', error: f.message, workflowId, runId });
+  // The window's alerts are recorded with its commit; runs started before that replay the old way.
+  if (patched('window-alerts-in-commit')) {
+    await deliver(result.alerts);
+  } else {
+    for (const f of result.findings ?? []) {
+      await raise({
+        job: input.job,
+        subject: f.subject,
+        kind: 'finding',
+        error: f.message,
+        workflowId,
+        runId,
+      });
+    }
   }
 
   // Effects in the order the handler declared them; one that fails or whose outcome is

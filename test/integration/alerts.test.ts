@@ -528,3 +528,56 @@ test('a settle step that fails opens an incident and alerts; its secret never re
   const everything = [...deps.logger.lines, ...texts, ...histories].join('\n');
   assert.ok(!everything.includes(secrets.slackToken), 'the settle secret leaked');
 });
+
+// Issue 8 item 9: the worker dies after the window committed; the retry must still tell.
+test('a crash after the commit loses neither the finding alert nor the recovery notice', async () => {
+  const job = 'crash-after-commit';
+  let run = 0;
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-06T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '100ms' },
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        // The first run fails for good (counts that do not add up are not retried).
+        if (run++ === 0) return { ...counts, input: counts.input + 1 };
+        return {
+          ...counts,
+          findings: [{ subject: 'reconcile:target', message: 'target differs from source for 2 key(s)' }],
+        };
+      },
+    }),
+  ]);
+  const base = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  // The worker "dies" right after the commit once: the activity fails after its transaction committed.
+  let crashed = false;
+  const logger = {
+    ...base.logger,
+    info: (line: string) => {
+      if (line.startsWith('PROCESSED') && line.includes(job) && !crashed) {
+        crashed = true;
+        throw new Error('worker lost right after the commit');
+      }
+      base.logger.info(line);
+    },
+  };
+  const deps = { ...base, logger };
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    const [first] = await runTick(stack.env.client, taskQueue, job, '2026-09-06T01:10:00Z', 1);
+    assert.equal(first?.status, 'rejected');
+    const [second] = await runTick(stack.env.client, taskQueue, job, '2026-09-06T01:10:00Z', 2);
+    assert.equal(second?.status, 'fulfilled');
+  });
+  assert.ok(crashed, 'the simulated crash happened after the commit');
+  assert.ok(base.logger.lines.some((l) => l.startsWith(`SKIPPED reason=already-done job=${job}`)));
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 3, texts.join('\n---\n'));
+  assert.equal(texts.filter((t) => /crash-after-commit: window failed/.test(t)).length, 1);
+  assert.equal(texts.filter((t) => /crash-after-commit: recovered/.test(t)).length, 1);
+  const finding = texts.filter((t) => /crash-after-commit: needs attention/.test(t));
+  assert.equal(finding.length, 1);
+  assert.match(finding[0]!, /target differs from source for 2 key\(s\)/);
+});
