@@ -16,6 +16,8 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 import { openIncidents } from '../../db/effects.js';
+import { incidentsCommand } from '../../cli/commands/misc.js';
+import type { CliContext } from '../../cli/context.js';
 
 const stack = realStack();
 let smtp: TestSmtp;
@@ -443,6 +445,11 @@ test('the watch re-drives undelivered alerts with backoff; a channel that stays 
       assert.ok(down, JSON.stringify(open));
       assert.match(down.subject, /telegram/);
       assert.match(down.subject, /ops-chat/);
+      const listed = await incidentsCommand.run({ db: async () => stack.t.db } as unknown as CliContext, {
+        positionals: [],
+        values: { job },
+      });
+      assert.match(listed.lines.join('\n'), /alerts:telegram:ops-chat +alert-undelivered/);
       assert.equal(mails().length, 2);
       assert.match(mails()[1]!.subject ?? '', /alert-watch: alerts undelivered/);
 
