@@ -63,12 +63,7 @@ export function alertOutboxActivities(deps: ActivityDeps) {
     async reportUndeliveredAlerts(input: { now?: string } = {}): Promise<string[]> {
       const now = input.now ? new Date(input.now) : deps.now();
       const reports = (await openIncidents(db)).filter((i) => i.kind === INCIDENT_KIND.alertUndelivered);
-      // Failed after the retries of its own run, or long enough ago: the channel stays down.
-      const failed = (await undeliveredAlerts(db)).filter(
-        (a) =>
-          a.status === 'failed' &&
-          (a.attempts >= IN_RUN_ATTEMPTS || a.updated_at.getTime() + FIRST_DELAY_MS <= now.getTime()),
-      );
+      const failed = (await undeliveredAlerts(db)).filter((a) => a.status === 'failed');
       const aboutChannels = await channelReportIds(failed);
       const groups = new Map<
         string,
@@ -89,7 +84,11 @@ export function alertOutboxActivities(deps: ActivityDeps) {
         groups.set(`${a.job}\n${subject}`, group);
       }
       const deliveries: string[] = [];
+      // A channel stays down when an alert failed the retries of its own run, or long ago.
+      const staysDown = (a: UndeliveredAlert) =>
+        a.attempts >= IN_RUN_ATTEMPTS || a.created_at.getTime() + FIRST_DELAY_MS <= now.getTime();
       for (const g of groups.values()) {
+        if (!g.alerts.some(staysDown)) continue;
         const last = g.alerts.at(-1)!;
         const raised = await alerts.raise(
           db,
@@ -104,6 +103,7 @@ export function alertOutboxActivities(deps: ActivityDeps) {
         );
         deliveries.push(...raised.deliveries);
       }
+      // A report clears only once nothing failed waits on its channel any more.
       for (const r of reports) {
         const m = CHANNEL_SUBJECT.exec(r.subject);
         if (!m || groups.has(`${r.job}\n${r.subject}`)) continue;

@@ -14,6 +14,7 @@ export interface UndeliveredAlert {
   channel: string;
   status: EffectStatus;
   attempts: number;
+  created_at: Date;
   updated_at: Date;
   lease_until: Date | null;
   last_error: string | null;
@@ -57,7 +58,17 @@ export async function undeliveredAlerts(
 ): Promise<UndeliveredAlert[]> {
   let q = db
     .selectFrom('effects')
-    .select(['effect_key', 'job', 'channel', 'status', 'attempts', 'updated_at', 'lease_until', 'last_error'])
+    .select([
+      'effect_key',
+      'job',
+      'channel',
+      'status',
+      'attempts',
+      'created_at',
+      'updated_at',
+      'lease_until',
+      'last_error',
+    ])
     .where('status', 'in', UNDELIVERED)
     .where('name', 'in', ['alert-opened', 'alert-closed'])
     .orderBy('created_at')

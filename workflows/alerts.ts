@@ -22,6 +22,16 @@ export async function deliver(keys: readonly string[] | undefined): Promise<void
   await Promise.allSettled(keys.map((key) => delivery.performEffect({ key })));
 }
 
+/** One attempt each at alerts that were not delivered before; the watch spaces the next ones out. */
+const redelivery = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 1 },
+});
+
+export async function redeliver(keys: readonly string[]): Promise<void> {
+  await Promise.allSettled(keys.map((key) => redelivery.performEffect({ key })));
+}
+
 export async function raise(input: RaiseInput): Promise<void> {
   const { deliveries } = await bookkeeping.raiseIncident(input);
   await deliver(deliveries);

@@ -1,7 +1,7 @@
 // watch: fired by its own schedule; measures every job's lag and alerts or clears, then drives
 // again the alerts that could not be delivered and reports a channel that stays down.
 import { patched } from '@temporalio/workflow';
-import { deliver } from './alerts.js';
+import { deliver, redeliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import type { WatchResult } from '../activities/watch.js';
 
@@ -10,7 +10,7 @@ export async function watch(input: { now?: string } = {}): Promise<WatchResult> 
   await deliver(result.deliveries);
   // Runs started before this step existed replay without it.
   if (patched('watch-redrives-alerts')) {
-    await deliver(await bookkeeping.alertsDue(input));
+    await redeliver(await bookkeeping.alertsDue(input));
     await deliver(await bookkeeping.reportUndeliveredAlerts(input));
   }
   return result;

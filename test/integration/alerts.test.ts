@@ -16,6 +16,8 @@ import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 import { openIncidents } from '../../db/effects.js';
+import { alertOutboxActivities } from '../../activities/alert-outbox.js';
+import { deliverNow, raiseNow } from '../../activities/direct-alerts.js';
 import { incidentsCommand } from '../../cli/commands/misc.js';
 import type { CliContext } from '../../cli/context.js';
 
@@ -587,4 +589,37 @@ test('a crash after the commit loses neither the finding alert nor the recovery 
   const finding = texts.filter((t) => /crash-after-commit: needs attention/.test(t));
   assert.equal(finding.length, 1);
   assert.match(finding[0]!, /target differs from source for 2 key\(s\)/);
+});
+
+test('an alert from outside a workflow that failed once is reported as its channel down only after a minute, then stays reported', async () => {
+  const job = 'alert-direct';
+  const port = await freePort();
+  const catalog = defineCatalog([
+    salesJob(job, { alerts: { email: ['ops@example.test'], telegram: ['ops-chat'] } }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const mails = () => smtp.messages.filter((m) => (m.subject ?? '').includes(job));
+  await raiseNow(deps, {
+    job,
+    subject: 'schedules',
+    kind: 'schedule-sync-failed',
+    error: 'namespace not found',
+  });
+  assert.equal(mails().length, 1);
+  const outbox = alertOutboxActivities(deps);
+  const down = async () =>
+    (await openIncidents(stack.t.db, job)).filter((i) => i.kind === 'alert-undelivered').length;
+  const at = (ms: number) => ({ now: new Date(Date.now() + ms).toISOString() });
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(0)));
+  assert.equal(await down(), 0, 'one failed attempt a moment ago is not yet a channel down');
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(120_000)));
+  assert.equal(await down(), 1);
+  assert.equal(mails().length, 2);
+  // Driven again and failed again: the report stays open, and is not sent twice.
+  await deliverNow(deps, await outbox.alertsDue(at(180_000)));
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(180_000)));
+  assert.equal(await down(), 1);
+  assert.equal(mails().length, 2);
 });
