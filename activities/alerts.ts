@@ -160,7 +160,11 @@ export function alerting(deps: ActivityDeps) {
     const effects = exclude
       ? all.filter((e) => e.key !== `${base}:${exclude.channel}:${exclude.target}`)
       : all;
-    if (effects.length === 0) {
+    if (effects.length === 0 && exclude) {
+      logger.error(
+        `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channel other than ${exclude.channel} ${exclude.target} to report through: ${subjectLine}`,
+      );
+    } else if (effects.length === 0) {
       logger.error(
         `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channels configured (set the job's alerts or TIDEMARK_ALERT_EMAIL / _SLACK / _TELEGRAM): ${subjectLine}`,
       );

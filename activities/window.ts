@@ -250,7 +250,7 @@ export function windowActivities(deps: ActivityDeps) {
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(
           () => undefined,
         );
-        throw err;
+        throw err instanceof Error ? err : new Error(reason);
       }
     },
   };
