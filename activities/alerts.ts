@@ -9,6 +9,7 @@ import {
   type IncidentRow,
   type NewEffect,
 } from '../db/effects.js';
+import { undeliveredAlerts } from '../db/notices.js';
 import type { Database } from '../db/schema.js';
 import type { Job } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
@@ -22,6 +23,8 @@ export const INCIDENT_KIND = Object.freeze({
   effectFailed: 'effect-failed',
   lag: 'lag',
   finding: 'finding',
+  settleFailed: 'settle-failed',
+  alertUndelivered: 'alert-undelivered',
 } as const);
 export type IncidentKind = (typeof INCIDENT_KIND)[keyof typeof INCIDENT_KIND];
 
@@ -50,7 +53,19 @@ const TITLES: Record<IncidentKind, string> = {
   'effect-failed': 'effect failed',
   lag: 'falling behind',
   finding: 'needs attention',
+  'settle-failed': 'settle failed',
+  'alert-undelivered': 'alerts undelivered',
 };
+
+/** The alert deliveries of an incident event: `alert:<incident>:<event>:`. */
+export const alertKeyPrefix = (incidentId: string, event: 'opened' | 'closed'): string =>
+  `alert:${incidentId}:${event}:`;
+
+/** A channel and target that alerts cannot reach, left out of the alert that reports it. */
+export interface AlertTarget {
+  readonly channel: string;
+  readonly target: string;
+}
 
 /** An alert about an effect in doubt, with the buttons that decide it (handled by the Slack app). */
 function decisionBlocks(text: string, effectKey: string): unknown[] {
@@ -108,9 +123,10 @@ export function alerting(deps: ActivityDeps) {
     subjectLine: string,
     body: string,
     effectKey?: string,
+    exclude?: AlertTarget,
   ): Promise<string[]> {
     const t = targets(incident.job);
-    const base = `alert:${incident.id}:${event}`;
+    const base = alertKeyPrefix(incident.id, event).slice(0, -1);
     const effect = (
       channel: string,
       target: string,
@@ -127,7 +143,7 @@ export function alerting(deps: ActivityDeps) {
       providerKey: `${base}:${channel}:${target}`,
     });
     const text = `${subjectLine}\n${body}`;
-    const effects: NewEffect[] = [
+    const all: NewEffect[] = [
       ...(t.email.length > 0
         ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })]
         : []),
@@ -140,7 +156,15 @@ export function alerting(deps: ActivityDeps) {
       ),
       ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),
     ];
-    if (effects.length === 0) {
+    // A channel reported down is not asked to carry its own report.
+    const effects = exclude
+      ? all.filter((e) => e.key !== `${base}:${exclude.channel}:${exclude.target}`)
+      : all;
+    if (effects.length === 0 && exclude) {
+      logger.error(
+        `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channel other than ${exclude.channel} ${exclude.target} to report through: ${subjectLine}`,
+      );
+    } else if (effects.length === 0) {
       logger.error(
         `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channels configured (set the job's alerts or TIDEMARK_ALERT_EMAIL / _SLACK / _TELEGRAM): ${subjectLine}`,
       );
@@ -152,42 +176,7 @@ export function alerting(deps: ActivityDeps) {
   const activities = {
     /** Opens (or counts again) the incident of a failure; alerts only when it opens. */
     async raiseIncident(input: RaiseInput): Promise<AlertDeliveries> {
-      const error = redact(input.error);
-      const attempts = input.attempts ?? (await windowAttempts(input));
-      const link = runLink(input.workflowId, input.runId);
-      const { id, opened } = await openIncident(db, {
-        job: input.job,
-        subject: input.subject,
-        kind: input.kind,
-        error,
-        details: { attempts, workflowId: input.workflowId, runId: input.runId },
-      });
-      logger.error(
-        `INCIDENT ${opened ? 'opened' : 'repeated'} id=${id} job=${input.job} subject=${input.subject} kind=${input.kind}: ${error}`,
-      );
-      if (!opened) return { incidentId: id, deliveries: [] };
-      const subjectLine = `[tidemark] ${input.job}: ${TITLES[input.kind]} (${input.subject})`;
-      const body = [
-        `job: ${input.job}`,
-        `what: ${TITLES[input.kind]}`,
-        `subject: ${input.subject}`,
-        `error: ${error}`,
-        ...(attempts !== null ? [`attempts: ${attempts}`] : []),
-        ...(link ? [`run: ${link}`] : []),
-        `incident: ${id}`,
-      ].join('\n');
-      const row = { id, job: input.job } as IncidentRow;
-      return {
-        incidentId: id,
-        deliveries: await deliveries(
-          db,
-          row,
-          'opened',
-          subjectLine,
-          body,
-          input.kind === 'effect-unknown' ? input.subject : undefined,
-        ),
-      };
+      return await raise(db, input);
     },
 
     /** Closes the incident of a subject if one is open, with one recovery notice. */
@@ -199,7 +188,59 @@ export function alerting(deps: ActivityDeps) {
       return await resolve(db, input);
     },
   };
-  return { activities, resolve };
+  return { activities, raise, resolve };
+
+  /**
+   * Opens (or counts again) the incident of a failure, inside a window's transaction when given
+   * one. It alerts when it opens; a repeat alerts only where the first alert never went out.
+   */
+  async function raise(
+    dbx: Kysely<Database> | Transaction<Database>,
+    input: RaiseInput,
+    exclude?: AlertTarget,
+  ): Promise<AlertDeliveries> {
+    const error = redact(input.error);
+    const attempts = input.attempts ?? (await windowAttempts(input));
+    const link = runLink(input.workflowId, input.runId);
+    const { id, opened } = await openIncident(dbx, {
+      job: input.job,
+      subject: input.subject,
+      kind: input.kind,
+      error,
+      details: { attempts, workflowId: input.workflowId, runId: input.runId },
+    });
+    logger.error(
+      `INCIDENT ${opened ? 'opened' : 'repeated'} id=${id} job=${input.job} subject=${input.subject} kind=${input.kind}: ${error}`,
+    );
+    if (!opened) {
+      // The channel was down when it opened: the repeat delivers the alert that never went out.
+      const unsent = await undeliveredAlerts(dbx, { job: input.job, prefix: alertKeyPrefix(id, 'opened') });
+      return { incidentId: id, deliveries: unsent.map((a) => a.effect_key) };
+    }
+    const subjectLine = `[tidemark] ${input.job}: ${TITLES[input.kind]} (${input.subject})`;
+    const body = [
+      `job: ${input.job}`,
+      `what: ${TITLES[input.kind]}`,
+      `subject: ${input.subject}`,
+      `error: ${error}`,
+      ...(attempts !== null ? [`attempts: ${attempts}`] : []),
+      ...(link ? [`run: ${link}`] : []),
+      `incident: ${id}`,
+    ].join('\n');
+    const row = { id, job: input.job } as IncidentRow;
+    return {
+      incidentId: id,
+      deliveries: await deliveries(
+        dbx,
+        row,
+        'opened',
+        subjectLine,
+        body,
+        input.kind === 'effect-unknown' ? input.subject : undefined,
+        exclude,
+      ),
+    };
+  }
 
   /** Closes an open incident and records its recovery notices; inside a window's transaction when given one. */
   async function resolve(

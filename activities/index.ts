@@ -1,5 +1,6 @@
 // createActivities: every activity of the worker, built from injected dependencies.
 import type { ActivityDeps } from './deps.js';
+import { alertOutboxActivities } from './alert-outbox.js';
 import { alertActivities } from './alerts.js';
 import { effectActivities } from './effects.js';
 import { planActivities } from './plan.js';
@@ -13,6 +14,7 @@ export function createActivities(deps: ActivityDeps) {
     ...windowActivities(deps),
     ...effectActivities(deps),
     ...alertActivities(deps),
+    ...alertOutboxActivities(deps),
     ...watchActivities(deps),
     ...rerunActivities(deps),
   };

@@ -4,8 +4,9 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
+import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
-import { alerting } from './alerts.js';
+import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
@@ -23,14 +24,30 @@ function heartbeater(): (details?: unknown) => void {
   }
 }
 
-function attemptInfo(): { attempt: number; workflowId: string | null } {
+function attemptInfo(): { attempt: number; workflowId: string | null; runId: string | null } {
   try {
     const info = Context.current().info;
-    return { attempt: info.attempt, workflowId: info.workflowExecution?.workflowId ?? null };
+    return {
+      attempt: info.attempt,
+      workflowId: info.workflowExecution?.workflowId ?? null,
+      runId: info.workflowExecution?.runId ?? null,
+    };
   } catch {
-    return { attempt: 1, workflowId: null };
+    return { attempt: 1, workflowId: null, runId: null };
   }
 }
+
+/** A secret in an error must not reach the logs, the ledger, or Temporal's history. */
+function redactError(err: unknown, redact: (t: string) => string): string {
+  for (let e: unknown = err; e instanceof Error; e = e.cause) {
+    e.message = redact(e.message);
+    if (e.stack) e.stack = redact(e.stack);
+  }
+  return err instanceof Error ? err.message : redact(String(err));
+}
+
+/** The incident subject of a window's settle step (apart from the window's own failures). */
+export const settleSubject = (windowKey: string): string => `${windowKey}:settle`;
 
 export function windowActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
@@ -79,26 +96,38 @@ export function windowActivities(deps: ActivityDeps) {
   }
 
   return {
-    /** Lets the job read what its effects' providers answered and record it. */
-    async settleWindow(input: WindowInput): Promise<void> {
+    /**
+     * Lets the job read what its effects' providers answered and record it. A failure is
+     * redacted before it is thrown (the workflow alerts it); a success clears its incident.
+     */
+    async settleWindow(input: WindowInput): Promise<AlertDeliveries | null> {
       const w = resolveWindow(input);
       const job = deps.catalog.get(w.job);
-      if (!job.settle) return;
-      await job.settle({
-        db,
-        job,
-        window: { start: w.start, end: w.end },
-        key: w.key,
-        generation: w.generation,
-        effects: await listEffects(db, { windowKey: w.key }),
-      });
+      if (!job.settle) return null;
+      try {
+        await job.settle({
+          db,
+          job,
+          window: { start: w.start, end: w.end },
+          key: w.key,
+          generation: w.generation,
+          effects: await listEffects(db, { windowKey: w.key }),
+        });
+      } catch (err) {
+        const reason = redactError(err, deps.redact ?? ((t: string) => t));
+        logger.error(
+          `FAILED job=${w.job} window=${w.key} step=settle attempt=${attemptInfo().attempt}: ${reason}`,
+        );
+        throw err instanceof Error ? err : new Error(reason);
+      }
+      return await alerts.resolve(db, { job: w.job, subject: settleSubject(w.key), note: 'settled' });
     },
 
     async processWindow(input: WindowInput): Promise<WindowResult> {
       const w = resolveWindow(input);
       const redact = deps.redact ?? ((t: string) => t);
       const job = deps.catalog.get(w.job);
-      const { attempt, workflowId } = attemptInfo();
+      const { attempt, workflowId, runId } = attemptInfo();
       const startedAt = deps.now();
       const run = {
         kind: 'window' as const,
@@ -113,13 +142,15 @@ export function windowActivities(deps: ActivityDeps) {
       const skipDone = async (): Promise<WindowResult> => {
         logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
-        // The run that processed it may have died before its effects were done: drive them.
+        // The run that processed it may have died before its effects were done, or before its
+        // alerts (findings, recovery notice) went out: drive them.
         return {
           key: w.key,
           outcome: 'already-done',
           counts: null,
           watermark: null,
           effects: await openEffectsOfWindow(db, w.key),
+          alerts: await undeliveredNoticesOfWindow(db, w.key),
         };
       };
 
@@ -187,16 +218,32 @@ export function windowActivities(deps: ActivityDeps) {
                   note: `window processed on attempt ${attempts}`,
                 })
               : null;
+          // Findings alert although the window committed. Their incidents and the recovery notice
+          // are recorded with the commit, so a retry that finds the window done still sends them.
+          const alerted = [...(recovery?.deliveries ?? [])];
+          for (const f of counts.findings ?? []) {
+            const raised = await alerts.raise(trx, {
+              job: w.job,
+              subject: `${w.key}:${f.subject}`,
+              kind: 'finding',
+              error: f.message,
+              attempts,
+              ...(workflowId ? { workflowId } : {}),
+              ...(runId ? { runId } : {}),
+            });
+            alerted.push(...raised.deliveries);
+          }
+          await recordWindowNotices(trx, w.key, alerted);
           return {
             counts,
             watermark,
-            recovery,
+            alerted,
             effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
             findings: counts.findings ?? [],
           };
         });
         if (!committed) return await skipDone();
-        const { counts, watermark, recovery, effects, findings } = committed;
+        const { counts, watermark, alerted, effects, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
         );
@@ -206,16 +253,11 @@ export function windowActivities(deps: ActivityDeps) {
           counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
           watermark: watermark ? isoUtc(watermark) : null,
           effects,
-          recovery: recovery?.deliveries ?? [],
+          alerts: alerted,
           findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };
       } catch (err) {
-        // A secret in an error must not reach the logs, the ledger, or Temporal's history.
-        for (let e: unknown = err; e instanceof Error; e = e.cause) {
-          e.message = redact(e.message);
-          if (e.stack) e.stack = redact(e.stack);
-        }
-        const reason = err instanceof Error ? err.message : redact(String(err));
+        const reason = redactError(err, redact);
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(
           `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,
@@ -224,7 +266,7 @@ export function windowActivities(deps: ActivityDeps) {
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(
           () => undefined,
         );
-        throw err;
+        throw err instanceof Error ? err : new Error(reason);
       }
     },
   };

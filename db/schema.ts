@@ -246,6 +246,13 @@ export interface SalesWindowTotalTable {
   total: ColumnType<string, string | number, string | number>;
 }
 
+/** An alert delivery recorded in a window's transaction (a finding, a recovery notice). */
+export interface WindowNoticeTable {
+  window_key: string;
+  effect_key: string;
+  created_at: CreatedAt;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -266,4 +273,5 @@ export interface Database {
   rerun_requests: RerunRequestTable;
   approval_audit: ApprovalAuditTable;
   sales_window_totals: SalesWindowTotalTable;
+  window_notices: WindowNoticeTable;
 }

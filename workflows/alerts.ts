@@ -6,7 +6,7 @@ import type { Activities } from '../activities/index.js';
 import type { RaiseInput } from '../activities/alerts.js';
 import { bookkeeping } from './policy.js';
 
-/** Deliveries retry a few times; a channel still down after that is recorded as failed. */
+/** Deliveries retry a few times; one still undelivered after that is driven again by the watch. */
 const delivery = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: {
@@ -20,6 +20,16 @@ const delivery = proxyActivities<Activities>({
 export async function deliver(keys: readonly string[] | undefined): Promise<void> {
   if (!keys || keys.length === 0) return;
   await Promise.allSettled(keys.map((key) => delivery.performEffect({ key })));
+}
+
+/** One attempt each at alerts that were not delivered before; the watch spaces the next ones out. */
+const redelivery = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { maximumAttempts: 1 },
+});
+
+export async function redeliver(keys: readonly string[]): Promise<void> {
+  await Promise.allSettled(keys.map((key) => redelivery.performEffect({ key })));
 }
 
 export async function raise(input: RaiseInput): Promise<void> {

@@ -84,10 +84,15 @@ export interface WindowResult {
   readonly watermark: string | null;
   /** Keys of the window's external effects not yet done: the workflow drives them next. */
   readonly effects?: readonly string[];
-  /** Recovery notices to deliver: the window had failed before and is done now. */
+  /** Recovery notices to deliver (results of runs that started before `alerts` existed). */
   readonly recovery?: readonly string[];
-  /** Findings of the handler that alert although the window committed. */
+  /** Findings of the handler that alert although the window committed (already raised in its transaction). */
   readonly findings?: readonly { readonly subject: string; readonly message: string }[];
+  /**
+   * Alert deliveries recorded with the window's commit (its recovery notice, its findings'
+   * alerts); on the already-done path, those of them not delivered yet.
+   */
+  readonly alerts?: readonly string[];
 }
 
 /** How each of a window's external effects ended in this run. */

@@ -1,7 +1,7 @@
 // window: one window of one job. Its workflow id is the window key, so the engine refuses a
 // second copy while it runs; the ledger refuses one after it is done. After the commit it
 // drives the window's external effects, and a failure of either alerts.
-import { ApplicationFailure, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, proxyActivities, sleep, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { waitingForClose } from './closing.js';
@@ -18,6 +18,14 @@ function effectActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.effectTimeoutMs ?? 60_000,
     retry: retryOf(policy, ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect']),
+  });
+}
+
+/** The settle step retries as the job's window does, not for minutes as bookkeeping does. */
+function settleActivity(policy: ActivityPolicy) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: policy.startToCloseTimeoutMs,
+    retry: retryOf(policy),
   });
 }
 
@@ -56,8 +64,20 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
     throw err;
   }
   await deliver(result.recovery);
-  for (const f of result.findings ?? []) {
-    await raise({ job: input.job, subject: f.subject, kind: 'finding', error: f.message, workflowId, runId });
+  // The window's alerts are recorded with its commit; runs started before that replay the old way.
+  if (patched('window-alerts-in-commit')) {
+    await deliver(result.alerts);
+  } else {
+    for (const f of result.findings ?? []) {
+      await raise({
+        job: input.job,
+        subject: f.subject,
+        kind: 'finding',
+        error: f.message,
+        workflowId,
+        runId,
+      });
+    }
   }
 
   // Effects in the order the handler declared them; one that fails or whose outcome is
@@ -84,7 +104,23 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
       await raise({ job: input.job, subject: effectKey, kind: 'effect-failed', error, workflowId, runId });
     }
   }
-  if (input.policy.settles) await bookkeeping.settleWindow({ ...input, key });
+  if (input.policy.settles) {
+    // The settle step fails like any step: an incident of its own, alerted, and the run fails.
+    try {
+      const settled = await settleActivity(input.policy).settleWindow({ ...input, key });
+      await deliver(settled?.deliveries);
+    } catch (err) {
+      await raise({
+        job: input.job,
+        subject: `${key}:settle`,
+        kind: 'settle-failed',
+        error: describeFailure(err),
+        workflowId,
+        runId,
+      });
+      throw err;
+    }
+  }
   const open = effectOutcomes.filter((o) => o.outcome === 'unknown' || o.outcome === 'failed');
   if (open.length > 0) {
     throw ApplicationFailure.nonRetryable(

@@ -45,7 +45,8 @@ async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
   return JSON.parse(text || '{}') as Record<string, unknown>;
 }
 
-export async function startChat(): Promise<TestChat> {
+/** `port`: listen there (a channel that was down coming up); any free port by default. */
+export async function startChat(opts: { port?: number } = {}): Promise<TestChat> {
   const state = {
     messages: [] as ChatMessage[],
     requests: [] as TestChat['requests'],
@@ -118,7 +119,7 @@ export async function startChat(): Promise<TestChat> {
         : send(200, { ok: true, result: { message_id: ts, chat: { id: target }, text: json.text } });
     })();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen(opts.port ?? 0, '127.0.0.1', r));
   const { port } = server.address() as { port: number };
   const url = `http://127.0.0.1:${port}`;
   return Object.assign(state, {

@@ -23,7 +23,7 @@ export function depsWithChannels(
   catalog: Catalog,
   smtp: TestSmtp,
   chat: TestChat,
-  opts: { secrets?: ChannelSecrets; slackUrl?: string } = {},
+  opts: { secrets?: ChannelSecrets; slackUrl?: string; telegramUrl?: string } = {},
 ): ActivityDeps & { logger: ReturnType<typeof memoryLogger> } {
   const secrets = opts.secrets ?? {
     smtpUser: 'tidemark',
@@ -48,7 +48,10 @@ export function depsWithChannels(
         socketTimeoutMs: 5_000,
       }),
       slack: slackProvider({ token: secrets.slackToken, apiUrl: opts.slackUrl ?? chat.slackUrl }),
-      telegram: telegramProvider({ token: secrets.telegramToken, apiUrl: chat.telegramUrl }),
+      telegram: telegramProvider({
+        token: secrets.telegramToken,
+        apiUrl: opts.telegramUrl ?? chat.telegramUrl,
+      }),
     },
     redact: redactor(
       [secrets.smtpPassword, secrets.slackToken, secrets.telegramToken].filter((s): s is string => !!s),

@@ -13,8 +13,13 @@ import { chatTexts, depsWithChannels } from '../helpers/effects.js';
 import { salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
+import { openIncidents } from '../../db/effects.js';
+import { alertOutboxActivities } from '../../activities/alert-outbox.js';
+import { deliverNow, raiseNow } from '../../activities/direct-alerts.js';
+import { incidentsCommand } from '../../cli/commands/misc.js';
+import type { CliContext } from '../../cli/context.js';
 
 const stack = realStack();
 let smtp: TestSmtp;
@@ -362,4 +367,266 @@ test('a schedule that cannot be synced alerts once; a later good sync clears it'
   texts = chatTexts(chat, 'telegram').slice(before);
   assert.equal(texts.length, 2);
   assert.match(texts[1]!, /sync-broken: recovered \(schedules\)/);
+});
+
+// Issue 8 item 7: an alert that could not be delivered is not forgotten.
+test('an alert undelivered while Telegram is down goes out with the next repeat of its open incident, once', async () => {
+  const job = 'alert-later';
+  const port = await freePort();
+  const catalog = defineCatalog([failingJob(job, () => true, { alerts: { telegram: ['ops-chat'] } })]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const taskQueue = uniqueQueue(job);
+  let upChat: TestChat | undefined;
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const [first] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+      assert.equal(first?.status, 'rejected');
+      const alert = await stack.t.db
+        .selectFrom('effects')
+        .selectAll()
+        .where('job', '=', job)
+        .where('name', '=', 'alert-opened')
+        .executeTakeFirstOrThrow();
+      assert.equal(alert.status, 'failed', 'Telegram is down: the first alert is not delivered');
+      // Telegram comes back; the window fails again while its incident is still open.
+      upChat = await startChat({ port });
+      const [second] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 2);
+      assert.equal(second?.status, 'rejected');
+      const [third] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 3);
+      assert.equal(third?.status, 'rejected');
+    });
+    const texts = chatTexts(upChat!, 'telegram');
+    assert.equal(texts.length, 1, texts.join('\n---\n'));
+    assert.match(texts[0]!, /alert-later: window failed/);
+    const [incident] = await stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute();
+    assert.equal(incident?.occurrences, 3);
+  } finally {
+    await upChat?.close();
+  }
+});
+
+test('the watch re-drives undelivered alerts with backoff; a channel that stays down is reported through the others and listed, then cleared', async () => {
+  const job = 'alert-watch';
+  const port = await freePort();
+  const catalog = defineCatalog([
+    failingJob(job, () => true, {
+      alerts: { email: ['ops@example.test'], telegram: ['ops-chat'] },
+      lagThreshold: 100_000,
+    }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const taskQueue = uniqueQueue(job);
+  const mails = () => smtp.messages.filter((m) => (m.subject ?? '').includes(job));
+  const telegramAlert = () =>
+    stack.t.db
+      .selectFrom('effects')
+      .selectAll()
+      .where('job', '=', job)
+      .where('name', '=', 'alert-opened')
+      .where('channel', '=', 'telegram')
+      .orderBy('created_at')
+      .executeTakeFirstOrThrow();
+  let upChat: TestChat | undefined;
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      const watch = (n: number, aheadMs: number | null) =>
+        stack.env.client.workflow.execute('watch', {
+          taskQueue,
+          workflowId: `${job}-watch-${n}`,
+          args: [aheadMs === null ? {} : { now: new Date(Date.now() + aheadMs).toISOString() }],
+        }) as Promise<WatchResult>;
+      const [window] = await runTick(stack.env.client, taskQueue, job, '2026-09-01T01:10:00Z', 1);
+      assert.equal(window?.status, 'rejected');
+      assert.equal(mails().length, 1, 'e-mail heard of the failure');
+      const failed = await telegramAlert();
+      assert.equal(failed.status, 'failed');
+
+      // Right after its failed attempts the alert is not due again yet (backoff), but the
+      // channel that stayed down is reported through e-mail and listed as an incident.
+      await watch(1, null);
+      assert.equal((await telegramAlert()).attempts, failed.attempts, 'not retried before its backoff');
+      const open = await openIncidents(stack.t.db, job);
+      const down = open.find((i) => i.kind === 'alert-undelivered');
+      assert.ok(down, JSON.stringify(open));
+      assert.match(down.subject, /telegram/);
+      assert.match(down.subject, /ops-chat/);
+      const listed = await incidentsCommand.run({ db: async () => stack.t.db } as unknown as CliContext, {
+        positionals: [],
+        values: { job },
+      });
+      assert.match(listed.lines.join('\n'), /alerts:telegram:ops-chat +alert-undelivered/);
+      assert.equal(mails().length, 2);
+      assert.match(mails()[1]!.subject ?? '', /alert-watch: alerts undelivered/);
+
+      // Later, still down: retried, still failed, reported no second time.
+      await watch(2, 3_600_000);
+      const retried = await telegramAlert();
+      assert.ok(retried.attempts > failed.attempts, 'retried once its backoff passed');
+      assert.equal(retried.status, 'failed');
+      assert.equal(mails().length, 2);
+
+      // Telegram comes back: the alert goes out once, and the channel's incident clears.
+      upChat = await startChat({ port });
+      await watch(3, 6 * 3_600_000);
+      assert.equal((await telegramAlert()).status, 'done');
+      await watch(4, 12 * 3_600_000);
+      assert.ok(!(await openIncidents(stack.t.db, job)).some((i) => i.kind === 'alert-undelivered'));
+    });
+    const texts = chatTexts(upChat!, 'telegram');
+    assert.equal(texts.filter((t) => /alert-watch: window failed/.test(t)).length, 1, texts.join('\n---\n'));
+    assert.ok(
+      texts.some((t) => /alert-watch: recovered/.test(t)),
+      texts.join('\n---\n'),
+    );
+    assert.equal(mails().length, 3);
+    assert.match(mails()[2]!.subject ?? '', /alert-watch: recovered/);
+  } finally {
+    await upChat?.close();
+  }
+});
+
+// Issue 8 item 8: the settle step runs after the commit; its failure is a failure like any other.
+test('a settle step that fails opens an incident and alerts; its secret never reaches the history', async () => {
+  const job = 'settle-fails';
+  const secrets = {
+    smtpUser: 'tidemark',
+    smtpPassword: 'canary-smtp-settle-31c7',
+    slackToken: 'xoxb-canary-settle-92ab',
+    telegramToken: '998:canary-tg-settle-6d0e',
+  };
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-05T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+      settle: async () => {
+        throw new Error(`marketplace status read failed (token ${secrets.slackToken})`);
+      },
+    }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, { secrets });
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    const tick = (await stack.env.client.workflow.execute('tick', {
+      taskQueue,
+      workflowId: `${job}/tick-1`,
+      args: [{ job, now: '2026-09-05T01:10:00Z' }],
+    })) as TickResult;
+    assert.equal(tick.started.length, 1);
+    const incident = await eventually(
+      async () =>
+        (await stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).executeTakeFirst()) ??
+        undefined,
+      60_000,
+      'the settle failure to open an incident',
+    );
+    assert.match(incident.last_error, /marketplace status read failed \(token \*\*\*\)/);
+    await assert.rejects(stack.env.client.workflow.getHandle(tick.started[0]!).result(), WorkflowFailedError);
+  });
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 1, texts.join('\n---\n'));
+  assert.match(texts[0]!, /settle-fails: settle failed/);
+  assert.match(texts[0]!, /token \*\*\*/);
+  const histories: string[] = [];
+  for await (const wf of stack.env.client.workflow.list({ query: `WorkflowId STARTS_WITH "${job}/"` })) {
+    histories.push(
+      historyText(
+        (await stack.env.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [],
+      ),
+    );
+  }
+  assert.ok(histories.join('\n').includes('token ***'), 'the redacted failure is in the history');
+  const everything = [...deps.logger.lines, ...texts, ...histories].join('\n');
+  assert.ok(!everything.includes(secrets.slackToken), 'the settle secret leaked');
+});
+
+// Issue 8 item 9: the worker dies after the window committed; the retry must still tell.
+test('a crash after the commit loses neither the finding alert nor the recovery notice', async () => {
+  const job = 'crash-after-commit';
+  let run = 0;
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-09-06T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '100ms' },
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        // The first run fails for good (counts that do not add up are not retried).
+        if (run++ === 0) return { ...counts, input: counts.input + 1 };
+        return {
+          ...counts,
+          findings: [{ subject: 'reconcile:target', message: 'target differs from source for 2 key(s)' }],
+        };
+      },
+    }),
+  ]);
+  const base = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  // The worker "dies" right after the commit once: the activity fails after its transaction committed.
+  let crashed = false;
+  const logger = {
+    ...base.logger,
+    info: (line: string) => {
+      if (line.startsWith('PROCESSED') && line.includes(job) && !crashed) {
+        crashed = true;
+        throw new Error('worker lost right after the commit');
+      }
+      base.logger.info(line);
+    },
+  };
+  const deps = { ...base, logger };
+  const taskQueue = uniqueQueue(job);
+  const before = chatTexts(chat, 'telegram').length;
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    const [first] = await runTick(stack.env.client, taskQueue, job, '2026-09-06T01:10:00Z', 1);
+    assert.equal(first?.status, 'rejected');
+    const [second] = await runTick(stack.env.client, taskQueue, job, '2026-09-06T01:10:00Z', 2);
+    assert.equal(second?.status, 'fulfilled');
+  });
+  assert.ok(crashed, 'the simulated crash happened after the commit');
+  assert.ok(base.logger.lines.some((l) => l.startsWith(`SKIPPED reason=already-done job=${job}`)));
+  const texts = chatTexts(chat, 'telegram').slice(before);
+  assert.equal(texts.length, 3, texts.join('\n---\n'));
+  assert.equal(texts.filter((t) => /crash-after-commit: window failed/.test(t)).length, 1);
+  assert.equal(texts.filter((t) => /crash-after-commit: recovered/.test(t)).length, 1);
+  const finding = texts.filter((t) => /crash-after-commit: needs attention/.test(t));
+  assert.equal(finding.length, 1);
+  assert.match(finding[0]!, /target differs from source for 2 key\(s\)/);
+});
+
+test('an alert from outside a workflow that failed once is reported as its channel down only after a minute, then stays reported', async () => {
+  const job = 'alert-direct';
+  const port = await freePort();
+  const catalog = defineCatalog([
+    salesJob(job, { alerts: { email: ['ops@example.test'], telegram: ['ops-chat'] } }),
+  ]);
+  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat, {
+    telegramUrl: `http://127.0.0.1:${port}`,
+  });
+  const mails = () => smtp.messages.filter((m) => (m.subject ?? '').includes(job));
+  await raiseNow(deps, {
+    job,
+    subject: 'schedules',
+    kind: 'schedule-sync-failed',
+    error: 'namespace not found',
+  });
+  assert.equal(mails().length, 1);
+  const outbox = alertOutboxActivities(deps);
+  const down = async () =>
+    (await openIncidents(stack.t.db, job)).filter((i) => i.kind === 'alert-undelivered').length;
+  const at = (ms: number) => ({ now: new Date(Date.now() + ms).toISOString() });
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(0)));
+  assert.equal(await down(), 0, 'one failed attempt a moment ago is not yet a channel down');
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(120_000)));
+  assert.equal(await down(), 1);
+  assert.equal(mails().length, 2);
+  // Driven again and failed again: the report stays open, and is not sent twice.
+  await deliverNow(deps, await outbox.alertsDue(at(180_000)));
+  await deliverNow(deps, await outbox.reportUndeliveredAlerts(at(180_000)));
+  assert.equal(await down(), 1);
+  assert.equal(mails().length, 2);
 });
