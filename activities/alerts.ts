@@ -137,8 +137,8 @@ export function alerting(deps: ActivityDeps) {
       windowKey: null,
       name: `alert-${event}`,
       channel,
-      // An alert whose delivery is in doubt is not sent again.
-      policy: 'skip',
+      // An alert whose delivery is in doubt is sent again: a duplicate alert is better than a lost one.
+      policy: 'resend',
       request,
       providerKey: `${base}:${channel}:${target}`,
     });

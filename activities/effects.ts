@@ -213,6 +213,7 @@ export function effectActivities(deps: ActivityDeps) {
       }
       if (provider.idempotent(row.request as never) || row.policy === 'resend') {
         await settle(row, fence, startedAt, { status: 'failed', error });
+        logger.warn(`EFFECT in doubt key=${row.effect_key}: ${error}; sent again (policy ${row.policy})`);
         throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
       }
       if (provider.canCheck?.(row.request as never)) {
