@@ -12,6 +12,8 @@ import pg from 'pg';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/net.js';
 import { eventually } from '../helpers/temporal.js';
+import { windowIndex } from '../../schedules/window-index.js';
+import { parseGrid, type Grid } from '../../schedules/windows.js';
 
 let t: TestDb;
 before(async () => {
@@ -94,7 +96,13 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
         `${job} to process a window:\n${out}`,
       );
     }
-    assert.match(out, /BACKUP job=db-backup .* restore-checked/);
+    // The demo backup restore-checks every 7th day of its grid (counted from the epoch).
+    const [, backupStart, checked] =
+      /BACKUP job=db-backup window=db-backup\/(\S+) .*?( restore-checked)?\n/.exec(out) ?? [];
+    assert.ok(backupStart, out);
+    const day = parseGrid('day') as Grid;
+    const nth = windowIndex(day, 'Europe/Berlin', new Date(backupStart)) % 7 === 0;
+    assert.equal(!!checked, nth, `restore check of ${backupStart} (every 7th day)`);
     const days = await t.db
       .selectFrom('daily_sales')
       .select(['day', 'order_count'])
