@@ -21,6 +21,23 @@ export class UnknownRequester extends Error {
   readonly code = 'UNKNOWN_REQUESTER';
 }
 
+/** The workers refused the request (the window was never processed, or a rerun of it is open). */
+export class RequestRefused extends Error {
+  readonly code = 'REQUEST_REFUSED';
+}
+
+/** No worker has recorded the request yet (none running?): it may still be, later. */
+export class RequestNotRecorded extends Error {
+  readonly code = 'REQUEST_NOT_RECORDED';
+}
+
+/** The innermost message of a failure (Temporal wraps the activity's own error twice). */
+function innermost(err: unknown): string {
+  let e = err as Error;
+  while (e.cause instanceof Error) e = e.cause;
+  return e.message;
+}
+
 export async function requestRerun(
   client: Client,
   config: Config,
@@ -55,7 +72,10 @@ export async function requestRerun(
   return handle;
 }
 
-/** Waits until the request has been recorded (its generation is known) and returns its state. */
+/**
+ * Waits until the request has been recorded (its generation is known) and returns its state; a
+ * request the workers refused is a RequestRefused with their reason.
+ */
 export async function requestState(
   client: Client,
   requestId: string,
@@ -68,10 +88,15 @@ export async function requestState(
     if (state?.request || (state && state.status !== 'pending')) return state;
     const described = await handle.describe();
     if (described.status.name !== 'RUNNING')
-      throw new Error(
-        `rerun request ${requestId} ended (${described.status.name}): ${(await handle.result().catch((e: Error) => e.message)) as string}`,
+      throw new RequestRefused(
+        `rerun request ${requestId} ended (${described.status.name}): ${
+          (await handle.result().then(() => 'without a request', innermost)) as string
+        }`,
       );
-    if (Date.now() > deadline) throw new Error(`rerun request ${requestId} did not start in time`);
+    if (Date.now() > deadline)
+      throw new RequestNotRecorded(
+        `rerun request ${requestId} was not recorded in time (is a worker running?); see npx tidemark reruns`,
+      );
     await new Promise((r) => setTimeout(r, 200));
   }
 }

@@ -12,7 +12,7 @@ import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
-import { requestRerun } from '../operator/reruns.js';
+import { requestRerun, requestState, RequestNotRecorded, RequestRefused } from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
@@ -187,7 +187,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           requestedBy: by,
           now: new Date(),
         });
-        return { ok: true, request: handle2.workflowId };
+        // Wait until the workers have recorded it (its generation reserved): a refusal (never
+        // processed, or a rerun of the window already open) is the page's answer, not "ok".
+        try {
+          const state = await requestState(o.client, handle2.workflowId, 10_000);
+          return {
+            ok: true,
+            request: handle2.workflowId,
+            generation: state.request?.window.generation ?? null,
+          };
+        } catch (err) {
+          if (err instanceof RequestRefused) throw new HttpError(409, `window: ${err.message}`);
+          // Asked, but no worker has recorded it yet: say so rather than fail.
+          if (err instanceof RequestNotRecorded)
+            return { ok: true, request: handle2.workflowId, generation: null, note: err.message };
+          throw err;
+        }
       }
     }
   }
