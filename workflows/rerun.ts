@@ -118,6 +118,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         const taken = decision ?? deciding;
         if (taken)
           throw new Error(`already ${taken.decision === 'approve' ? 'approved' : 'rejected'} by ${taken.by}`);
+        // Until the request is recorded (its generation reserved) it may yet be refused: a decision
+        // now could be audited as accepted on a request that never was.
+        if (!request && status === 'pending' && !closed)
+          throw new Error(
+            'the request is not recorded yet (its generation is being reserved): try again in a moment',
+          );
         if (closed || status !== 'pending')
           throw new Error(
             `the request ${closed || status === 'timed-out' ? 'timed out' : `is ${status}`}: it takes no decision now (ask again with npx tidemark rerun)`,

@@ -2,9 +2,11 @@
 // server over real HTTP.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { rerunActivities } from '../../activities/rerun.js';
 import { loadConfig } from '../../config/env.js';
+import { decide as decideRequest } from '../../operator/reruns.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { startWebServer } from '../../web/server.js';
 import type { RerunResult, RerunState, WindowRunResult } from '../../workflows/types.js';
@@ -184,5 +186,71 @@ test('Review of item 15: one request recorded by two overlapping attempts is one
       [1, 1],
     );
     await idle.terminate('test over');
+  });
+});
+
+test('Review of item 17: a decision before the request is recorded is refused, so a refused request has no accepted approval', async () => {
+  const job = 'review-early-decision';
+  const W = { start: '2026-06-05T10:00:00Z', end: '2026-06-05T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 2));
+  const client = stack.env.client;
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    temporal: { client, taskQueue },
+  };
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await processWindow(taskQueue, job, W);
+    const start = (n: number) =>
+      client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: `${job}/${W.start}/rerun-${n}`,
+        args: [{ job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'] }],
+      });
+    const open = await start(1);
+    await waitForRequest(open.workflowId);
+    // Hold the window's request lock, so the second request is not recorded yet when bob decides.
+    let release!: () => void;
+    let onLocked!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const locked = new Promise<void>((r) => (onLocked = r));
+    const holder = stack.t.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(hashtext(${`rerun:${job}/${W.start}`}))`.execute(trx);
+      onLocked();
+      await held;
+    });
+    await locked;
+    const second = await start(2);
+    let early: string;
+    try {
+      early = await decideRequest(client, stack.t.db, second.workflowId, {
+        decision: 'approve',
+        by: 'bob',
+        source: 'cli',
+      }).then(
+        () => 'accepted',
+        (e: Error) => e.message,
+      );
+    } finally {
+      release();
+      await holder;
+    }
+    await assert.rejects(second.result());
+    const audit = await stack.t.db
+      .selectFrom('approval_audit')
+      .select(['actor', 'accepted'])
+      .where('request', '=', second.workflowId)
+      .execute();
+    assert.deepEqual(
+      audit.filter((a) => a.accepted),
+      [],
+      `an approval accepted for a request that was refused (${early})`,
+    );
+    assert.match(early, /not recorded yet/);
+    await open.terminate('test over');
   });
 });
