@@ -1,7 +1,7 @@
 // Rerun requests and decisions, for every operator interface (CLI now; Slack and the page use
 // the same functions): start a request, decide it through the workflow's Update, and keep a
 // refused decision in the audit too (the workflow only sees accepted ones).
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
@@ -107,11 +107,7 @@ export async function decide(
   requestId: string,
   d: RerunDecision,
 ): Promise<void> {
-  try {
-    await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
-  } catch (err) {
-    if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-    const reason = (err.cause as Error | undefined)?.message ?? err.message;
+  const refuse = async (reason: string): Promise<never> => {
     await db
       .insertInto('approval_audit')
       .values({
@@ -124,6 +120,24 @@ export async function decide(
       })
       .execute();
     throw new DecisionRefused(`${d.decision} by ${d.by} refused: ${reason}`);
+  };
+  try {
+    await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError)
+      return await refuse((err.cause as Error | undefined)?.message ?? err.message);
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    // Its workflow has closed (timed out, decided, ended) or never was: a refusal like any other.
+    const row = await db
+      .selectFrom('rerun_requests')
+      .select('status')
+      .where('workflow_id', '=', requestId)
+      .executeTakeFirst();
+    await refuse(
+      !row
+        ? `there is no open rerun request ${requestId} (see npx tidemark reruns)`
+        : `the request ${row.status === 'timed-out' ? 'timed out' : row.status === 'pending' ? 'ended without a decision' : `is ${row.status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
+    );
   }
 }
 

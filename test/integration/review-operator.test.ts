@@ -254,3 +254,53 @@ test('Review of item 17: a decision before the request is recorded is refused, s
     await open.terminate('test over');
   });
 });
+
+test('Review of item 17: a decision on a request that has already timed out (its workflow closed) is refused and audited', async () => {
+  const job = 'review-closed-decision';
+  const W = { start: '2026-06-06T10:00:00Z', end: '2026-06-06T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 2));
+  const client = stack.env.client;
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    temporal: { client, taskQueue },
+  };
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await processWindow(taskQueue, job, W);
+    const id = `${job}/${W.start}/rerun-closed`;
+    const handle = await client.workflow.start('rerun', {
+      taskQueue,
+      workflowId: id,
+      args: [
+        {
+          job,
+          windowStart: W.start,
+          reason: 'x',
+          requestedBy: 'alice',
+          approvers: ['bob'],
+          timeoutMs: 1_000,
+        },
+      ],
+    });
+    assert.equal(((await handle.result()) as RerunResult).outcome, 'timed-out');
+    const late = await decideRequest(client, stack.t.db, id, {
+      decision: 'approve',
+      by: 'bob',
+      source: 'cli',
+    }).then(
+      () => 'accepted',
+      (e: Error) => `${e.constructor.name}: ${e.message}`,
+    );
+    assert.match(late, /^DecisionRefused: approve by bob refused: the request timed out/);
+    const audit = await stack.t.db
+      .selectFrom('approval_audit')
+      .select(['actor', 'accepted'])
+      .where('request', '=', id)
+      .execute();
+    assert.deepEqual(audit, [{ actor: 'bob', accepted: false }]);
+  });
+});
