@@ -86,14 +86,23 @@ function originHost(origin: string): string {
   }
 }
 
+/** Bodies above this are refused (413). */
+const MAX_BODY = 64 * 1024;
+/**
+ * A refused body is read on (and dropped) up to this much, so the client hears the 413 instead of a
+ * reset; the connection then closes, so no later request lands on a half-read one.
+ */
+const MAX_DRAIN = 1024 * 1024;
+
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > 64 * 1024) throw new HttpError(413, 'request too large');
-    chunks.push(c as Buffer);
+    if (size > MAX_DRAIN) break;
+    if (size <= MAX_BODY) chunks.push(c as Buffer);
   }
+  if (size > MAX_BODY) throw new HttpError(413, `body: larger than ${MAX_BODY} bytes`);
   return Buffer.concat(chunks).toString('utf8');
 }
 
@@ -311,7 +320,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
             : (err as { code?: string }).code === 'UNKNOWN_JOB'
               ? 404
               : 500;
-        if (!res.headersSent) send(res, status, { error: (err as Error).message });
+        if (!res.headersSent)
+          send(res, status, { error: (err as Error).message }, status === 413 ? { connection: 'close' } : {});
         else res.end();
       }
     })();

@@ -304,3 +304,45 @@ test('Review of item 17: a decision on a request that has already timed out (its
     assert.deepEqual(audit, [{ actor: 'bob', accepted: false }]);
   });
 });
+
+test('Review of item 19: a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
+  const job = 'review-big-body';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-07T00:00:00Z', lateness: '0m' })]);
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: uniqueQueue(job),
+  });
+  const web = await startWebServer({
+    port: 0,
+    token: TOKEN,
+    db: stack.t.db,
+    client: stack.env.client,
+    catalog,
+    config,
+  });
+  try {
+    const post = async (body: string | Buffer) => {
+      const r = await fetch(`${web.url}/api/jobs/${job}/backfill`, {
+        method: 'POST',
+        headers: { ...bearer, 'content-type': 'application/json' },
+        body,
+      });
+      return { status: r.status, connection: r.headers.get('connection'), text: await r.text() };
+    };
+    for (let i = 0; i < 3; i++) {
+      const big = await post(Buffer.alloc(200_000, 0x20));
+      assert.equal(big.status, 413, big.text);
+      assert.equal(big.connection, 'close');
+      const next = await post('{"from": "x", "to": "y"}').catch((e: Error) => ({
+        status: 0,
+        connection: null,
+        text: String(e.cause ?? e),
+      }));
+      assert.equal(next.status, 400, `the request after a 413: ${next.text}`);
+    }
+  } finally {
+    await web.stop();
+  }
+});
