@@ -301,6 +301,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
             res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
             await new Promise((r) => setTimeout(r, 1_000));
           }
+          // Ended, not left hanging: the page's EventSource reconnects, is refused, and shows the login.
+          res.end();
           return;
         }
         if (req.method === 'POST' && url.pathname.startsWith('/api/')) {

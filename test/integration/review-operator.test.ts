@@ -346,3 +346,48 @@ test('Review of item 19: a body over the limit is a 413 that closes its connecti
     await web.stop();
   }
 });
+
+test('Review of item 19: the update stream of a session that expires or logs out ends, so the page hears it', async () => {
+  const job = 'review-sse';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-08T00:00:00Z', lateness: '0m' })]);
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: uniqueQueue(job),
+    TIDEMARK_WEB_SESSION_TTL: '1h',
+  });
+  let now = new Date('2026-11-30T12:00:00Z');
+  const web = await startWebServer({
+    port: 0,
+    token: TOKEN,
+    db: stack.t.db,
+    client: stack.env.client,
+    catalog,
+    config,
+    now: () => now,
+  });
+  try {
+    const login = await fetch(`${web.url}/login`, {
+      method: 'POST',
+      body: `token=${TOKEN}`,
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      redirect: 'manual',
+    });
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const events = await fetch(`${web.url}/api/events`, { headers: { cookie } });
+    const reader = events.body!.getReader();
+    assert.equal((await reader.read()).done, false, 'a first update');
+    now = new Date('2026-11-30T13:00:01Z');
+    const deadline = Date.now() + 10_000;
+    let ended = false;
+    while (!ended && Date.now() < deadline)
+      ended = await Promise.race([
+        reader.read().then((r) => r.done),
+        new Promise<boolean>((r) => setTimeout(() => r(false), deadline - Date.now())),
+      ]);
+    assert.ok(ended, 'the stream of an expired session ended');
+  } finally {
+    await web.stop();
+  }
+});
