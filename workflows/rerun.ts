@@ -82,6 +82,19 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   setHandler(
     decideRerun,
     async (d) => {
+      if (!patched('issue8-audit-first')) {
+        // Histories from before the audit came first: the decision applied at once, then its audit.
+        decision = d;
+        await bookkeeping.auditDecision({
+          request: workflowId,
+          actor: d.by,
+          decision: d.decision,
+          accepted: true,
+          reason: d.note ?? null,
+          source: d.source,
+        });
+        return { accepted: true, decision: d.decision };
+      }
       deciding = d;
       try {
         // Histories from before the proof existed replay without the check (the marker tells them apart).

@@ -1,7 +1,10 @@
 // Review of issue 8 items 15-19: reruns, approvals and the page at their edges, on the real
 // server over real HTTP.
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { test } from 'node:test';
+import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { rerunActivities } from '../../activities/rerun.js';
@@ -11,7 +14,7 @@ import { defineCatalog } from '../../schedules/job.js';
 import { startWebServer } from '../../web/server.js';
 import type { RerunResult, RerunState, WindowRunResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 const TOKEN = 'review-operator-token-1';
@@ -390,4 +393,26 @@ test('Review of item 19: the update stream of a session that expires or logs out
   } finally {
     await web.stop();
   }
+});
+
+test("Review of items 17, 18: a rerun approved and run before this change replays on today's code", async () => {
+  // Recorded on 61971a3 (before items 17 and 18): approved by bob, generation 1 run, done. A worker
+  // deployed while such a request is still running must replay it, not fail it for nondeterminism.
+  const json: unknown = JSON.parse(
+    await readFile(new URL('../fixtures/rerun-approved-61971a3.history.json', import.meta.url), 'utf8'),
+  );
+  // The SDK's historyFromJSON pairs two copies of protobufjs here; parse with @temporalio/proto's own.
+  const require = createRequire(import.meta.url);
+  const fromProto = createRequire(require.resolve('@temporalio/proto'));
+  const { fromJson } = fromProto('protobufjs/ext/protojson') as {
+    fromJson: (type: unknown, json: unknown, options: object) => unknown;
+  };
+  const { patchProtobufRoot } = require('@temporalio/proto/lib/patch-protobuf-root') as {
+    patchProtobufRoot: (root: unknown) => { lookupType(name: string): unknown };
+  };
+  const root = patchProtobufRoot(require('@temporalio/proto'));
+  const history = fromJson(root.lookupType('temporal.api.history.v1.History'), json, {
+    ignoreUnknownFields: true,
+  });
+  await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
 });
