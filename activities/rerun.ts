@@ -24,6 +24,35 @@ export function rerunActivities(deps: ActivityDeps) {
       throw err;
     }
   }
+  /**
+   * How an open request whose workflow has ended settles, or null while it still holds the window
+   * (approved, and its generation's run, abandoned by the ended workflow, is still going).
+   */
+  async function endedRequest(open: {
+    job: string;
+    window_start: Date;
+    generation: number;
+    status: string;
+  }): Promise<{ status: 'done' | 'failed'; note: string } | null> {
+    if (open.status === 'pending') return { status: 'failed', note: 'its workflow ended before a decision' };
+    const run = await db
+      .selectFrom('job_windows')
+      .select('status')
+      .where('job', '=', open.job)
+      .where('window_start', '=', open.window_start)
+      .where('generation', '=', open.generation)
+      .executeTakeFirst();
+    if (run?.status === 'done')
+      return {
+        status: 'done',
+        note: `its workflow ended after the approval; generation ${open.generation} ran`,
+      };
+    if (!(await workflowEnded(windowKey(open.job, open.window_start, open.generation)))) return null;
+    return {
+      status: 'failed',
+      note: `its workflow ended after the approval; generation ${open.generation} did not complete`,
+    };
+  }
   return {
     /**
      * Records a rerun request and reserves the next generation of a done window; the same request
@@ -59,20 +88,23 @@ export function rerunActivities(deps: ActivityDeps) {
           await sql`select pg_advisory_xact_lock(hashtext(${`rerun:${key}`}))`.execute(trx);
           const open = await trx
             .selectFrom('rerun_requests')
-            .select(['workflow_id', 'generation', 'status', 'requested_by'])
+            .select(['workflow_id', 'job', 'window_start', 'generation', 'status', 'requested_by'])
             .where('job', '=', job.name)
             .where('window_start', '=', start)
             .where('status', 'in', ['pending', 'approved'])
             .executeTakeFirst();
-          if (open?.status === 'pending' && (await workflowEnded(open.workflow_id))) {
-            // Its workflow was terminated (or timed out) before anyone decided: it holds nothing.
+          // This very request, recorded by an overlapping attempt of this activity: the same request.
+          if (open?.workflow_id === input.workflowId) return open.generation;
+          const ended = open && (await workflowEnded(open.workflow_id)) ? await endedRequest(open) : null;
+          if (ended) {
+            // Its workflow was terminated (or timed out): it holds the window no longer.
             await trx
               .updateTable('rerun_requests')
-              .set({ status: 'failed', note: 'its workflow ended before a decision' })
-              .where('workflow_id', '=', open.workflow_id)
+              .set(ended)
+              .where('workflow_id', '=', open!.workflow_id)
               .execute();
             logger.warn(
-              `RERUN request ${open.workflow_id} was pending but its workflow has ended: settled as failed`,
+              `RERUN request ${open!.workflow_id} was ${open!.status} but ${ended.note}: settled as ${ended.status}`,
             );
           } else if (open)
             throw badInput(

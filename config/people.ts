@@ -44,7 +44,10 @@ export function parsePeople(text: string | undefined, pairsOnly: boolean): Perso
   return people;
 }
 
-/** The directory of a configuration; throws when one name has two Slack ids or one id two names. */
+/**
+ * The directory of a configuration; throws when one name has two Slack ids, one id two names, or
+ * two names differ only in case.
+ */
 export function directoryOf(config: Pick<Config, 'TIDEMARK_APPROVERS' | 'TIDEMARK_PEOPLE'>): Directory {
   const byName = new Map<string, Person>();
   for (const p of [...config.TIDEMARK_APPROVERS, ...config.TIDEMARK_PEOPLE]) {
@@ -52,6 +55,16 @@ export function directoryOf(config: Pick<Config, 'TIDEMARK_APPROVERS' | 'TIDEMAR
     if (known?.slack && p.slack && known.slack !== p.slack)
       throw new Error(`${p.name} is given two Slack ids (${known.slack}, ${p.slack}): keep one`);
     byName.set(p.name, { ...known, ...p, ...(known?.slack && !p.slack ? { slack: known.slack } : {}) });
+  }
+  // Names are compared exactly everywhere, so two that a person would read as one are refused.
+  const byFolded = new Map<string, string>();
+  for (const name of byName.keys()) {
+    const other = byFolded.get(name.toLowerCase());
+    if (other)
+      throw new Error(
+        `"${other}" and "${name}" differ only in case: one person has one name, write it one way`,
+      );
+    byFolded.set(name.toLowerCase(), name);
   }
   const bySlack = new Map<string, string>();
   for (const p of byName.values()) {

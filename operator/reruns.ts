@@ -1,7 +1,7 @@
 // Rerun requests and decisions, for every operator interface (CLI now; Slack and the page use
 // the same functions): start a request, decide it through the workflow's Update, and keep a
 // refused decision in the audit too (the workflow only sees accepted ones).
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
@@ -19,6 +19,23 @@ export class DecisionRefused extends Error {
 /** The requester is nobody tidemark knows: a later approval could not be told from theirs. */
 export class UnknownRequester extends Error {
   readonly code = 'UNKNOWN_REQUESTER';
+}
+
+/** The workers refused the request (the window was never processed, or a rerun of it is open). */
+export class RequestRefused extends Error {
+  readonly code = 'REQUEST_REFUSED';
+}
+
+/** No worker has recorded the request yet (none running?): it may still be, later. */
+export class RequestNotRecorded extends Error {
+  readonly code = 'REQUEST_NOT_RECORDED';
+}
+
+/** The innermost message of a failure (Temporal wraps the activity's own error twice). */
+function innermost(err: unknown): string {
+  let e = err as Error;
+  while (e.cause instanceof Error) e = e.cause;
+  return e.message;
 }
 
 export async function requestRerun(
@@ -55,7 +72,10 @@ export async function requestRerun(
   return handle;
 }
 
-/** Waits until the request has been recorded (its generation is known) and returns its state. */
+/**
+ * Waits until the request has been recorded (its generation is known) and returns its state; a
+ * request the workers refused is a RequestRefused with their reason.
+ */
 export async function requestState(
   client: Client,
   requestId: string,
@@ -68,10 +88,15 @@ export async function requestState(
     if (state?.request || (state && state.status !== 'pending')) return state;
     const described = await handle.describe();
     if (described.status.name !== 'RUNNING')
-      throw new Error(
-        `rerun request ${requestId} ended (${described.status.name}): ${(await handle.result().catch((e: Error) => e.message)) as string}`,
+      throw new RequestRefused(
+        `rerun request ${requestId} ended (${described.status.name}): ${
+          (await handle.result().then(() => 'without a request', innermost)) as string
+        }`,
       );
-    if (Date.now() > deadline) throw new Error(`rerun request ${requestId} did not start in time`);
+    if (Date.now() > deadline)
+      throw new RequestNotRecorded(
+        `rerun request ${requestId} was not recorded in time (is a worker running?); see npx tidemark reruns`,
+      );
     await new Promise((r) => setTimeout(r, 200));
   }
 }
@@ -82,11 +107,7 @@ export async function decide(
   requestId: string,
   d: RerunDecision,
 ): Promise<void> {
-  try {
-    await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
-  } catch (err) {
-    if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-    const reason = (err.cause as Error | undefined)?.message ?? err.message;
+  const refuse = async (reason: string): Promise<never> => {
     await db
       .insertInto('approval_audit')
       .values({
@@ -99,6 +120,24 @@ export async function decide(
       })
       .execute();
     throw new DecisionRefused(`${d.decision} by ${d.by} refused: ${reason}`);
+  };
+  try {
+    await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError)
+      return await refuse((err.cause as Error | undefined)?.message ?? err.message);
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    // Its workflow has closed (timed out, decided, ended) or never was: a refusal like any other.
+    const row = await db
+      .selectFrom('rerun_requests')
+      .select('status')
+      .where('workflow_id', '=', requestId)
+      .executeTakeFirst();
+    await refuse(
+      !row
+        ? `there is no open rerun request ${requestId} (see npx tidemark reruns)`
+        : `the request ${row.status === 'timed-out' ? 'timed out' : row.status === 'pending' ? 'ended without a decision' : `is ${row.status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
+    );
   }
 }
 

@@ -143,13 +143,9 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
       await tell(`Not accepted: ${reason}`);
       return;
     }
+    let r: Awaited<ReturnType<typeof decideUnknownEffect>>;
     try {
-      const r = await decideUnknownEffect(o.deps, key, decision, by);
-      await o.db
-        .insertInto('approval_audit')
-        .values({ request: key, actor: by, decision, accepted: true, reason: null, source: 'slack' })
-        .execute();
-      await tell(`${key}: ${r.outcome}`);
+      r = await decideUnknownEffect(o.deps, key, decision, by);
     } catch (err) {
       await o.db
         .insertInto('approval_audit')
@@ -163,7 +159,23 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
         })
         .execute();
       await tell(`Not accepted: ${(err as Error).message}`);
+      return;
     }
+    // The decision has applied: an audit that cannot be written is reported as that, never as a refusal.
+    const unaudited = await o.db
+      .insertInto('approval_audit')
+      .values({ request: key, actor: by, decision, accepted: true, reason: null, source: 'slack' })
+      .execute()
+      .then(
+        () => '',
+        (err: Error) => {
+          o.logger.error(
+            `SLACK ${decision} of ${key} by ${by} applied but could not be audited: ${err.message}`,
+          );
+          return ` (applied, but the audit could not be written: ${err.message})`;
+        },
+      );
+    await tell(`${key}: ${r.outcome}${unaudited}`);
   });
   await app.start(o.port);
   return {

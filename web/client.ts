@@ -31,6 +31,9 @@ else {
     const f = Object.fromEntries(new FormData(e.target));
     post('/api/jobs/' + f.job + '/' + id, f);
   });
-  new EventSource('/api/events').onmessage = (e) => render(JSON.parse(e.data));
+  const events = new EventSource('/api/events');
+  events.onmessage = (e) => render(JSON.parse(e.data));
+  // Refused (the session expired or logged out elsewhere): back to the login form.
+  events.onerror = () => { if (events.readyState === EventSource.CLOSED) location.reload(); };
 }
 `;

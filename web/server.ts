@@ -12,7 +12,7 @@ import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
-import { requestRerun } from '../operator/reruns.js';
+import { requestRerun, requestState, RequestNotRecorded, RequestRefused } from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
@@ -86,14 +86,23 @@ function originHost(origin: string): string {
   }
 }
 
+/** Bodies above this are refused (413). */
+const MAX_BODY = 64 * 1024;
+/**
+ * A refused body is read on (and dropped) up to this much, so the client hears the 413 instead of a
+ * reset; the connection then closes, so no later request lands on a half-read one.
+ */
+const MAX_DRAIN = 1024 * 1024;
+
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const c of req) {
     size += (c as Buffer).length;
-    if (size > 64 * 1024) throw new HttpError(413, 'request too large');
-    chunks.push(c as Buffer);
+    if (size > MAX_DRAIN) break;
+    if (size <= MAX_BODY) chunks.push(c as Buffer);
   }
+  if (size > MAX_BODY) throw new HttpError(413, `body: larger than ${MAX_BODY} bytes`);
   return Buffer.concat(chunks).toString('utf8');
 }
 
@@ -187,7 +196,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           requestedBy: by,
           now: new Date(),
         });
-        return { ok: true, request: handle2.workflowId };
+        // Wait until the workers have recorded it (its generation reserved): a refusal (never
+        // processed, or a rerun of the window already open) is the page's answer, not "ok".
+        try {
+          const state = await requestState(o.client, handle2.workflowId, 10_000);
+          return {
+            ok: true,
+            request: handle2.workflowId,
+            generation: state.request?.window.generation ?? null,
+          };
+        } catch (err) {
+          if (err instanceof RequestRefused) throw new HttpError(409, `window: ${err.message}`);
+          // Asked, but no worker has recorded it yet: say so rather than fail.
+          if (err instanceof RequestNotRecorded)
+            return { ok: true, request: handle2.workflowId, generation: null, note: err.message };
+          throw err;
+        }
       }
     }
   }
@@ -277,6 +301,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
             res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
             await new Promise((r) => setTimeout(r, 1_000));
           }
+          // Ended, not left hanging: the page's EventSource reconnects, is refused, and shows the login.
+          res.end();
           return;
         }
         if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
@@ -296,7 +322,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
             : (err as { code?: string }).code === 'UNKNOWN_JOB'
               ? 404
               : 500;
-        if (!res.headersSent) send(res, status, { error: (err as Error).message });
+        if (!res.headersSent)
+          send(res, status, { error: (err as Error).message }, status === 413 ? { connection: 'close' } : {});
         else res.end();
       }
     })();

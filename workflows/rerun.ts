@@ -82,6 +82,19 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   setHandler(
     decideRerun,
     async (d) => {
+      if (!patched('issue8-audit-first')) {
+        // Histories from before the audit came first: the decision applied at once, then its audit.
+        decision = d;
+        await bookkeeping.auditDecision({
+          request: workflowId,
+          actor: d.by,
+          decision: d.decision,
+          accepted: true,
+          reason: d.note ?? null,
+          source: d.source,
+        });
+        return { accepted: true, decision: d.decision };
+      }
       deciding = d;
       try {
         // Histories from before the proof existed replay without the check (the marker tells them apart).
@@ -118,6 +131,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         const taken = decision ?? deciding;
         if (taken)
           throw new Error(`already ${taken.decision === 'approve' ? 'approved' : 'rejected'} by ${taken.by}`);
+        // Until the request is recorded (its generation reserved) it may yet be refused: a decision
+        // now could be audited as accepted on a request that never was.
+        if (!request && status === 'pending' && !closed)
+          throw new Error(
+            'the request is not recorded yet (its generation is being reserved): try again in a moment',
+          );
         if (closed || status !== 'pending')
           throw new Error(
             `the request ${closed || status === 'timed-out' ? 'timed out' : `is ${status}`}: it takes no decision now (ask again with npx tidemark rerun)`,

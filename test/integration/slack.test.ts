@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { emailProvider } from '../../activities/notify/email.js';
 import { slackProvider } from '../../activities/notify/slack.js';
@@ -374,12 +375,20 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
       .where('effect_key', '=', effectKey)
       .executeTakeFirstOrThrow();
     assert.deepEqual(row, { status: 'done', decided_by: 'bob' });
-    const audit = await stack.t.db
-      .selectFrom('approval_audit')
-      .select(['actor', 'accepted'])
-      .where('request', '=', effectKey)
-      .orderBy('id')
-      .execute();
+    // The accepted decision is audited after it applied: wait for it.
+    const audit = await eventually(
+      async () => {
+        const rows = await stack.t.db
+          .selectFrom('approval_audit')
+          .select(['actor', 'accepted'])
+          .where('request', '=', effectKey)
+          .orderBy('id')
+          .execute();
+        return rows.length >= 2 ? rows : undefined;
+      },
+      20_000,
+      "bob's decision in the audit",
+    );
     assert.deepEqual(audit, [
       { actor: 'UMALLORY', accepted: false },
       { actor: 'bob', accepted: true },
@@ -387,6 +396,152 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
   } finally {
     await app.stop();
     await smtp.close();
+  }
+});
+
+test('Review of issue 8 item 17: an effect decision that applied but whose audit failed is not reported as refused', async () => {
+  // The audit refuses an accepted decision by bob (a stand-in for the database failing the write).
+  await sql`alter table approval_audit add constraint test_no_bob check (not (accepted and actor = 'bob')) not valid`.execute(
+    stack.t.db,
+  );
+  const smtp = await startSmtp();
+  const job = 'slack-effect-audit';
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-04-13T00:00:00Z',
+      lateness: '0m',
+      alerts: { slack: ['C_OPS'] },
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          {
+            name: 'report',
+            channel: 'email',
+            request: { to: ['ops@example.test'], subject: 'report', text: 'x' },
+          },
+        ],
+      }),
+    }),
+  ]);
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    channels: {
+      slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
+      email: emailProvider({
+        host: '127.0.0.1',
+        port: smtp.port,
+        secure: false,
+        rejectUnauthorized: false,
+        from: 't@test',
+        socketTimeoutMs: 5_000,
+      }),
+    },
+  };
+  const port = await freePort();
+  const app = await startSlackApp({
+    signingSecret: SECRET,
+    botToken: 'xoxb-test',
+    apiUrl: chat.slackUrl,
+    temporal: stack.env.client,
+    db: stack.t.db,
+    logger: memoryLogger(),
+    port,
+    deps,
+    directory: { approvers: ['bob'], people: [{ name: 'bob', slack: 'UBOB' }] },
+  });
+  const post = (body: string) =>
+    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
+  const taskQueue = uniqueQueue(job);
+  const key = `${job}/2026-04-13T00:00:00Z`;
+  const effectKey = `${key}:report`;
+  try {
+    smtp.plan.push('store-then-drop');
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      await assert.rejects(
+        stack.env.client.workflow.execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [
+            {
+              job,
+              start: '2026-04-13T00:00:00Z',
+              end: '2026-04-13T01:00:00Z',
+              generation: 0,
+              key,
+              trigger: 'manual',
+              policy: {
+                retry: {
+                  maximumAttempts: 1,
+                  initialInterval: '1s',
+                  maximumInterval: '1s',
+                  backoffCoefficient: 1,
+                },
+                startToCloseTimeoutMs: 20_000,
+              },
+            },
+          ],
+        }),
+      );
+    });
+    const alert = chat.messages.find(
+      (m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'),
+    );
+    assert.ok(alert, 'the alert carries Resend and Skip buttons');
+    const asBlockAction = (user: string) =>
+      click(user, 'rerun_approve', '')
+        .replace(
+          encodeURIComponent('"action_id":"rerun_approve"'),
+          encodeURIComponent('"action_id":"effect_resend"'),
+        )
+        .replace(
+          encodeURIComponent('"value":""'),
+          encodeURIComponent(`"value":${JSON.stringify(effectKey)}`),
+        );
+    assert.equal((await post(asBlockAction('UMALLORY'))).status, 200);
+    await eventually(
+      async () =>
+        (
+          await stack.t.db
+            .selectFrom('approval_audit')
+            .select('accepted')
+            .where('request', '=', effectKey)
+            .execute()
+        ).length === 1
+          ? true
+          : undefined,
+      20_000,
+      'the refusal',
+    );
+    assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
+    const seen = chat.messages.length;
+    assert.equal((await post(asBlockAction('UBOB'))).status, 200);
+    await eventually(
+      async () => (smtp.messages.length === 2 ? true : undefined),
+      20_000,
+      'the approved resend',
+    );
+    // The resend happened: bob hears its outcome, and no refusal is recorded under his name.
+    const told = await eventually(
+      async () =>
+        chat.messages.slice(seen).find((m) => m.method === 'chat.postEphemeral' && m.user === 'UBOB'),
+      20_000,
+      'what bob is told',
+    );
+    assert.doesNotMatch(told.text, /Not accepted/, told.text);
+    const audit = await stack.t.db
+      .selectFrom('approval_audit')
+      .select(['actor', 'accepted'])
+      .where('request', '=', effectKey)
+      .orderBy('id')
+      .execute();
+    assert.deepEqual(audit, [{ actor: 'UMALLORY', accepted: false }]);
+  } finally {
+    await app.stop();
+    await smtp.close();
+    await sql`alter table approval_audit drop constraint test_no_bob`.execute(stack.t.db);
   }
 });
 

@@ -82,3 +82,14 @@ test('Issue 8 item 18: approvers and people by name, with their Slack ids; one p
     /U0BOB1234 is given two names/,
   );
 });
+
+test('Review of issue 8 item 18: two names that differ only in case are one person, refused', () => {
+  // Otherwise alice asks in the CLI and approves in Slack as Alice (her Slack id's name).
+  assert.throws(
+    () => loadConfig({ TIDEMARK_APPROVERS: 'alice,bob', TIDEMARK_PEOPLE: 'Alice=U0ALICE12' }),
+    (e: unknown) =>
+      e instanceof ConfigError &&
+      e.variable === 'TIDEMARK_APPROVERS or TIDEMARK_PEOPLE' &&
+      /"alice" and "Alice" differ only in case/.test(e.message),
+  );
+});
