@@ -17,6 +17,7 @@ import type { Activities } from '../activities/index.js';
 import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import { searchAttributes } from './search-attributes.js';
+import { slackEscape } from './slack-text.js';
 import type {
   RerunDecision,
   RerunInput,
@@ -164,7 +165,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   const generation = request.window.generation;
   const what =
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
-    `asked by ${input.requestedBy}: ${input.reason}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
+    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
   const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
   await notice('requested', what);
