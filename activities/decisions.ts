@@ -1,10 +1,11 @@
 // An operator's decision on an effect whose outcome is unknown: resend it (performed at once,
 // through the same guard) or skip it. Either closes the effect's incident with one notice.
 // Used by the CLI now and by the Slack approval flow later.
+import { ApplicationFailure } from '@temporalio/common';
 import { closeIncident, decideEffect, getEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow, resolveNow } from './direct-alerts.js';
-import { effectActivities, type EffectResult } from './effects.js';
+import { EFFECT_FAILURE, effectActivities, type EffectResult } from './effects.js';
 
 export class DecisionError extends Error {
   readonly code = 'DECISION';
@@ -26,8 +27,16 @@ export async function decideUnknownEffect(
   const result: EffectResult =
     decision === 'skip'
       ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
-      : await effectActivities(deps).performEffect({ key });
-  if (result.outcome === 'done' || result.outcome === 'skipped') {
+      : await effectActivities(deps)
+          .performEffect({ key })
+          .catch((err: unknown) => {
+            // A lost reply the provider can be asked about: no Temporal retry follows here, so it is
+            // unknown again (the next decision asks the provider before resending).
+            if (err instanceof ApplicationFailure && err.type === EFFECT_FAILURE.inDoubt)
+              return { key, outcome: 'unknown' as const, providerId: null, error: err.message };
+            throw err;
+          });
+  if (result.outcome === 'done' || result.outcome === 'already-done' || result.outcome === 'skipped') {
     await resolveNow(deps, {
       job: row.job,
       subject: key,

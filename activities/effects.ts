@@ -85,7 +85,7 @@ export function effectActivities(deps: ActivityDeps) {
     });
     if (how === 'late-answer')
       logger.warn(
-        `EFFECT done key=${row.effect_key}: attempt ${fence}'s answer came after its lease had passed; the effect is done`,
+        `EFFECT done key=${row.effect_key}: attempt ${fence}'s answer came after another attempt had moved the effect on (its lease had passed); the effect is done`,
       );
     return how !== undefined;
   }
@@ -144,11 +144,25 @@ export function effectActivities(deps: ActivityDeps) {
         return result(row, 'already-done');
       case 'skipped':
         return result(row, 'skipped', row.last_error);
-      case 'unknown':
+      case 'unknown': {
+        // Where the provider can say what happened, its answer comes before any resend or question.
+        if (provider?.check && provider.canCheck?.(row.request as never)) {
+          const startedAt = deps.now();
+          const seen = await provider.check(row.request as never, row.provider_key);
+          if (seen === 'done') {
+            if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }))) return CHANGED;
+            logger.info(
+              `EFFECT done key=${row.effect_key}: the provider confirms an earlier attempt took effect`,
+            );
+            return result(row, 'done');
+          }
+          if (seen === 'absent') break;
+        }
         // An operator's one-time resend (the claim uses it up), or a resend the policy allows.
         if (row.decision === 'resend') break;
         if (provider && (provider.idempotent(row.request as never) || row.policy === 'resend')) break;
         return result(row, 'unknown', row.last_error);
+      }
       case 'begun': {
         if (row.lease_until && row.lease_until > now) {
           const waitMs = row.lease_until.getTime() - now.getTime();
@@ -216,8 +230,10 @@ export function effectActivities(deps: ActivityDeps) {
         throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
       }
       if (provider.canCheck?.(row.request as never)) {
-        // Begun with its lease ended: the next attempt asks the provider before acting again.
-        await settle(row, fence, startedAt, { status: 'begun', error }, 'unknown (to be checked)');
+        // Unknown, and the next attempt asks the provider before acting again. Unknown, not a
+        // begun marker: when no attempt follows (the retries are used up, an operator's resend),
+        // it is still listed as unknown and a person can decide it.
+        await settle(row, fence, startedAt, { status: 'unknown', error }, 'unknown (to be checked)');
         logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; the next attempt asks the provider`);
         throw ApplicationFailure.create({
           message: `${error}; the next attempt asks the provider whether it took effect`,
@@ -225,7 +241,11 @@ export function effectActivities(deps: ActivityDeps) {
         });
       }
       const status = row.policy === 'skip' ? 'skipped' : 'unknown';
-      await settle(row, fence, startedAt, { status, error });
+      if (!(await settle(row, fence, startedAt, { status, error }))) {
+        // Moved meanwhile: an earlier attempt's late "done" is the answer, not this lost reply.
+        const now = await getEffect(db, row.effect_key);
+        if (now?.status === 'done') return result(now, 'already-done');
+      }
       logger.warn(
         `EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`,
       );

@@ -508,3 +508,190 @@ test('item 5: an http effect whose honoursIdempotencyKey is not a boolean is ref
   assert.match(err.message, /honoursIdempotencyKey/);
   await nothingCommitted(job);
 });
+
+// ---- Review of items 1-6 (hostile review): edges the first pass did not cover ----
+
+test('review: a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', async () => {
+  const api = await startApi();
+  const key = 'edges/review-late-done-over-resend:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    // The operator resends; the resend's reply is lost (it will be unknown again) ...
+    api.state.hang = true;
+    const slowReply = depsAt(LATER, {
+      channels: { ...depsAt().channels, http: httpApiProvider({ timeoutMs: 1_500 }) },
+    });
+    const resend = settled(decideUnknownEffect(slowReply, key, 'resend', 'alice'));
+    await eventually(async () => (api.posts.length === 2 ? true : undefined), 10_000, 'the resend posted');
+    // ... and attempt 1's "done" arrives while the resend waits for its reply.
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    const r = await resend;
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'done', `the provider said done: ${row.status} ${row.last_error} ${inspect(r)}`);
+    assert.equal(
+      chatTexts(chat, 'telegram')
+        .slice(alertsBefore)
+        .filter((m) => /unknown again/.test(m)).length,
+      0,
+      'nobody is asked to resend an effect the provider said was done',
+    );
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: a late "done" after an operator skipped it turns the effect done', async () => {
+  const api = await startApi();
+  const key = 'edges/review-late-done-over-skip:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await decideUnknownEffect(depsAt(LATER), key, 'skip', 'alice');
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+    assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
+
+/** Sets an effect's row as an earlier attempt left it. */
+async function leaveAs(key: string, status: 'unknown' | 'begun', extra: Record<string, unknown> = {}) {
+  await t.db
+    .updateTable('effects')
+    .set({ status, fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), ...extra })
+    .where('effect_key', '=', key)
+    .execute();
+}
+
+test('review: an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', async () => {
+  const api = await startApi();
+  const key = 'edges/review-resend-checkable:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    await leaveAs(key, 'unknown', { last_error: 'the status URL could not tell' });
+    api.state.hang = true;
+    api.state.statusLags = true;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const r = await settled(decideUnknownEffect(depsAt(), key, 'resend', 'alice'));
+    assert.equal(api.posts.length, 1, 'resent once');
+    const row = await effectRow(t.db, key);
+    assert.deepEqual(
+      [row.status, row.decision],
+      ['unknown', null],
+      `not left "begun" with nobody to ask the provider: ${inspect(r)}`,
+    );
+    assert.equal(
+      chatTexts(chat, 'telegram')
+        .slice(alertsBefore)
+        .filter((m) => /unknown again/.test(m)).length,
+      1,
+      'asked again',
+    );
+    // The next decision asks the status URL first: it was applied, so nothing is sent again.
+    api.state.statusLags = false;
+    const again = await decideUnknownEffect(depsAt(), key, 'resend', 'bob');
+    assert.equal(again.outcome, 'done');
+    assert.equal(api.posts.length, 1, 'not sent again');
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', async () => {
+  const api = await startApi();
+  const key = 'edges/review-checkable-exhausted:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    api.state.hang = true;
+    api.state.statusLags = true;
+    // The workflow's attempts: the first loses its reply; each later one hears "absent", resends, loses it again.
+    for (let i = 0; i < 3; i++) await settled(effectActivities(depsAt()).performEffect({ key }));
+    const row = await effectRow(t.db, key);
+    assert.notEqual(row.status, 'begun', 'no attempt will follow: the effect must be left for a person');
+    const r = await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
+    assert.equal(r.outcome, 'skipped');
+  } finally {
+    await api.close();
+  }
+});
+
+const bad = (request: unknown, extra: Record<string, unknown> = {}) => ({
+  name: 'push',
+  channel: 'http',
+  request,
+  ...extra,
+});
+for (const [field, effect] of [
+  ['url', bad({ method: 'POST', url: 'not a url', body: {} })],
+  ['url', bad({ method: 'POST', url: 'file:///etc/passwd', body: {} })],
+  ['method', bad({ method: 'DELETE', url: 'http://127.0.0.1:9/x', body: {} })],
+  [
+    'statusUrl',
+    bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, statusUrl: 'ftp://127.0.0.1/s' }),
+  ],
+  ['request', bad(null)],
+  ['request', { name: 'mail', channel: 'email', request: 'to everyone' }],
+  ['policy', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {} }, { policy: 'resnd' })],
+] as const) {
+  test(`review: an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
+    const job = `edges-bad-${field.toLowerCase()}-${Math.random().toString(36).slice(2, 8)}`;
+    const err = await processWith(job, [effect]);
+    assert.ok(err instanceof ApplicationFailure, String(err));
+    assert.equal(err.nonRetryable, true, err.message);
+    assert.match(
+      err.message,
+      new RegExp(field === 'policy' || field === 'request' ? field : `request\\.${field}`),
+    );
+    await nothingCommitted(job);
+  });
+}
+
+test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', async () => {
+  const api = await startApi();
+  const key = 'edges/review-secret-path:push';
+  const secret = 'XsEcReTtOkEn123456';
+  try {
+    const deps = depsAt();
+    await recordEffects(t.db, [
+      {
+        key,
+        job: 'edges',
+        windowKey: null,
+        name: 'push',
+        channel: 'http',
+        policy: 'ask',
+        request: { method: 'POST', url: `${api.url}/services/T0/B0/${secret}`, body: {} },
+        providerKey: key,
+      },
+    ]);
+    api.state.hang = true;
+    await settled(effectActivities(deps).performEffect({ key }));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown');
+    const attempts = await t.db
+      .selectFrom('effect_attempts')
+      .selectAll()
+      .where('effect_key', '=', key)
+      .execute();
+    assert.doesNotMatch(String(row.last_error), new RegExp(secret));
+    assert.doesNotMatch(JSON.stringify(attempts), new RegExp(secret));
+    assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
+  } finally {
+    await api.close();
+  }
+});
