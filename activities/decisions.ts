@@ -20,6 +20,12 @@ export async function decideUnknownEffect(
   const row = await getEffect(deps.db, key);
   if (!row)
     throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status unknown`);
+  // A resend needs the channel here: recorded and then not performed, the decision would stay
+  // on and a later re-drive of the window would resend behind a command that reported failure.
+  if (decision === 'resend' && !(deps.channels as Record<string, unknown> | undefined)?.[row.channel])
+    throw new DecisionError(
+      `effect "${key}" goes through channel "${row.channel}", which is not configured here: decide it where that channel is configured; nothing was decided`,
+    );
   if (!(await decideEffect(deps.db, key, decision, by, deps.now()))) {
     throw new DecisionError(`effect "${key}" is ${row.status}, not unknown: there is nothing to decide`);
   }

@@ -695,3 +695,34 @@ test('review: a webhook token in the URL path never reaches the effect row, its 
     await api.close();
   }
 });
+
+test('review: a resend decided where the channel is not configured is refused and not left to resend later', async () => {
+  const key = 'edges/review-decide-unconfigured:post';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'decide me' },
+      providerKey: key,
+    },
+  ]);
+  await leaveAs(key, 'unknown', { last_error: 'no reply' });
+  const before = chat.requests.length;
+  await assert.rejects(
+    decideUnknownEffect(depsAt(0, { channels: {} }), key, 'resend', 'alice'),
+    /not configured/,
+  );
+  const row = await effectRow(t.db, key);
+  assert.deepEqual(
+    [row.status, row.decision],
+    ['unknown', null],
+    'the failed command left no decision behind',
+  );
+  // A worker that drives the window's open effects later must not resend on that decision.
+  assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+  assert.equal(chat.requests.length, before, 'nothing sent');
+});
