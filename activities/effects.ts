@@ -226,8 +226,11 @@ export function effectActivities(deps: ActivityDeps) {
         throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.rejected);
       }
       if (provider.idempotent(row.request as never) || row.policy === 'resend') {
-        await settle(row, fence, startedAt, { status: 'failed', error });
-        throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
+        // Maybe sent: unknown, never "failed" (certainly not sent, which `effects retry` trusts).
+        // The next attempt resends it, as the target's idempotency or the policy allows.
+        await settle(row, fence, startedAt, { status: 'unknown', error }, 'unknown (to be resent)');
+        logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; the next attempt resends it`);
+        throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.inDoubt });
       }
       if (provider.canCheck?.(row.request as never)) {
         // Unknown, and the next attempt asks the provider before acting again. Unknown, not a

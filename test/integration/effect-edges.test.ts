@@ -726,3 +726,27 @@ test('review: a resend decided where the channel is not configured is refused an
   assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
   assert.equal(chat.requests.length, before, 'nothing sent');
 });
+
+test('review: a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', async () => {
+  const api = await startApi();
+  try {
+    for (const opts of [{ policy: 'resend' as const }, { honoursIdempotencyKey: true }]) {
+      const key = `edges/review-lost-reply-${Object.keys(opts)[0]}:push`;
+      await recordHttp(api, key, opts);
+      api.state.hang = true;
+      await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
+      const row = await effectRow(t.db, key);
+      assert.equal(
+        row.status,
+        'unknown',
+        `the target received it: maybe sent, not "certainly not sent" (${key})`,
+      );
+      await assert.rejects(retryFailedEffect(depsAt(), key, 'alice'), /is unknown, not failed/);
+      // The policy (or the target's idempotency) still resends it on the next attempt.
+      api.state.hang = false;
+      assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    }
+  } finally {
+    await api.close();
+  }
+});
