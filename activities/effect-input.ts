@@ -3,6 +3,7 @@
 import type { WindowEffect } from '../schedules/job.js';
 import { FAILURE, badInput } from './errors.js';
 
+const CHANNELS: readonly string[] = ['email', 'slack', 'telegram', 'http'];
 const POLICIES: readonly string[] = ['ask', 'resend', 'skip'];
 const METHODS: readonly string[] = ['POST', 'PUT', 'PATCH'];
 
@@ -16,6 +17,17 @@ export function checkWindowEffects(job: string, windowKey: string, effects: read
   const where = `job "${job}" window ${windowKey}`;
   const seen = new Set<string>();
   for (const e of effects) {
+    // The name makes the key (`<window key>:<name>`): 1 and "1" would be one effect, one dropped.
+    if (typeof e.name !== 'string' || e.name === '')
+      throw badInput(
+        FAILURE.badEffect,
+        `${where}: an effect's name must be a non-empty string (got ${JSON.stringify(e.name)}); nothing was committed`,
+      );
+    if (!CHANNELS.includes(e.channel))
+      throw badInput(
+        FAILURE.badEffect,
+        `${where}: effect "${e.name}": channel must be one of ${CHANNELS.join(', ')} (got ${JSON.stringify(e.channel)}); nothing was committed`,
+      );
     // Effects are keyed `<window key>:<name>`: a second one of a name would be dropped silently.
     if (seen.has(e.name))
       throw badInput(

@@ -661,6 +661,29 @@ for (const [field, effect] of [
   });
 }
 
+test('review: two effects whose names differ only in type (1 and "1") share a key: refused, not dropped', async () => {
+  const job = 'edges-name-types';
+  const mail = (name: unknown) => ({
+    name,
+    channel: 'email',
+    request: { to: ['a@x.test'], subject: 's', text: 't' },
+  });
+  const err = await processWith(job, [mail(1), mail('1')]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true, err.message);
+  assert.match(err.message, /name/);
+  await nothingCommitted(job);
+});
+
+test('review: an effect on a channel that does not exist is refused before anything commits', async () => {
+  const job = 'edges-bad-channel';
+  const err = await processWith(job, [{ name: 'sms', channel: 'sms', request: { to: '+1' } }]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true, err.message);
+  assert.match(err.message, /channel/);
+  await nothingCommitted(job);
+});
+
 test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', async () => {
   const api = await startApi();
   const key = 'edges/review-secret-path:push';
