@@ -33,15 +33,7 @@ export async function decideUnknownEffect(
   const result: EffectResult =
     decision === 'skip'
       ? { key, outcome: 'skipped', providerId: null, error: row.last_error }
-      : await effectActivities(deps)
-          .performEffect({ key })
-          .catch((err: unknown) => {
-            // A lost reply the provider can be asked about: no Temporal retry follows here, so it is
-            // unknown again (the next decision asks the provider before resending).
-            if (err instanceof ApplicationFailure && err.type === EFFECT_FAILURE.inDoubt)
-              return { key, outcome: 'unknown' as const, providerId: null, error: err.message };
-            throw err;
-          });
+      : await performByHand(deps, key);
   if (result.outcome === 'done' || result.outcome === 'already-done' || result.outcome === 'skipped') {
     await resolveNow(deps, {
       job: row.job,
@@ -49,18 +41,35 @@ export async function decideUnknownEffect(
       note: `${decision === 'resend' ? 'resent' : 'skipped'} by ${by}`,
     });
   }
-  if (result.outcome === 'unknown') {
-    // The one resend allowed was used and its outcome is in doubt again: a new question, so a
-    // new incident and a new alert (the open one already alerted and would stay silent).
-    await closeIncident(deps.db, row.job, key, deps.now());
-    await raiseNow(deps, {
-      job: row.job,
-      subject: key,
-      kind: 'effect-unknown',
-      error: `resent by ${by}, and the outcome is unknown again: ${result.error ?? 'no answer'}; resend or skip it: tidemark effects decide ${key} --resend|--skip`,
-    });
-  }
+  // The one resend allowed was used and its outcome is in doubt again: a new question.
+  if (result.outcome === 'unknown')
+    await askAgain(deps, row.job, key, `resent by ${by}, and the outcome is unknown again`, result);
   return result;
+}
+
+/**
+ * Performs an effect at a person's request. A lost reply that the provider could be asked about
+ * is unknown here (no Temporal retry follows to ask; the next decision does).
+ */
+async function performByHand(deps: ActivityDeps, key: string): Promise<EffectResult> {
+  return await effectActivities(deps)
+    .performEffect({ key })
+    .catch((err: unknown) => {
+      if (err instanceof ApplicationFailure && err.type === EFFECT_FAILURE.inDoubt)
+        return { key, outcome: 'unknown' as const, providerId: null, error: err.message };
+      throw err;
+    });
+}
+
+/** A new incident and a new alert: the open one already alerted, and a repeat would stay silent. */
+async function askAgain(deps: ActivityDeps, job: string, key: string, what: string, result: EffectResult) {
+  await closeIncident(deps.db, job, key, deps.now());
+  await raiseNow(deps, {
+    job,
+    subject: key,
+    kind: 'effect-unknown',
+    error: `${what}: ${result.error ?? 'no answer'}; resend or skip it: tidemark effects decide ${key} --resend|--skip`,
+  });
 }
 
 /** Tries an effect that stayed `failed` (not sent, or refused) once more, by an operator's hand. */
@@ -73,8 +82,10 @@ export async function retryFailedEffect(deps: ActivityDeps, key: string, by: str
       `effect "${key}" is ${row.status}, not failed: only a failed effect is retried (an unknown one is decided)`,
     );
   deps.logger.info(`EFFECT retry key=${key} by=${by}`);
-  const result = await effectActivities(deps).performEffect({ key });
-  if (result.outcome === 'done')
+  const result = await performByHand(deps, key);
+  if (result.outcome === 'done' || result.outcome === 'already-done')
     await resolveNow(deps, { job: row.job, subject: key, note: `retried by ${by}` });
+  if (result.outcome === 'unknown')
+    await askAgain(deps, row.job, key, `retried by ${by}, and the outcome is unknown`, result);
   return result;
 }

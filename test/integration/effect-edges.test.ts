@@ -773,3 +773,28 @@ test('review: a lost reply is recorded unknown even where a resend is allowed (p
     await api.close();
   }
 });
+
+test('review: an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', async () => {
+  const api = await startApi();
+  const key = 'edges/review-retry-lost:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    await t.db
+      .updateTable('effects')
+      .set({ status: 'failed', fence: 1, attempts: 1, last_error: 'connection refused' })
+      .where('effect_key', '=', key)
+      .execute();
+    api.state.hang = true;
+    api.state.statusLags = true;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const r = await settled(retryFailedEffect(depsAt(), key, 'alice'));
+    assert.equal((r as { outcome?: string }).outcome, 'unknown', inspect(r));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.filter((m) => /effect outcome unknown/.test(m)).length, 1, inspect(alerts));
+    assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
