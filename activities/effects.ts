@@ -194,13 +194,8 @@ export function effectActivities(deps: ActivityDeps) {
     }
 
     const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
-    if (fence === undefined) {
-      throw ApplicationFailure.create({
-        message: `effect ${row.effect_key} was claimed or settled by another attempt since it was read`,
-        type: EFFECT_FAILURE.inProgress,
-        nextRetryDelay: 1_000,
-      });
-    }
+    // Claimed or settled by another attempt since it was read: read it again (done, or in progress).
+    if (fence === undefined) return CHANGED;
     const startedAt = deps.now();
     let sent: { providerId: string | null; result?: unknown };
     try {

@@ -173,7 +173,6 @@ const settled = (p: Promise<unknown>): Promise<unknown> =>
     (v) => v,
     (err: unknown) => err,
   );
-const inProgress = (err: unknown) => err instanceof ApplicationFailure && err.type === 'EffectInProgress';
 
 // Item 1: attempt 2 reads "begun, lease passed" and decides to act; attempt 1 then commits done;
 // attempt 2's claim must fail. The row lock queues attempt 1's settle before attempt 2's claim.
@@ -200,7 +199,11 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
       await lockWaiters(2);
       await lock!.release();
       assert.equal((await first).outcome, 'done');
-      assert.ok(inProgress(await second), `the late claim must lose: ${inspect(await second)}`);
+      assert.equal(
+        ((await second) as { outcome?: string }).outcome,
+        'already-done',
+        `the late claim must lose: ${inspect(await second)}`,
+      );
       assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'already-done');
       assert.equal(api.posts.length, 1, 'exactly one provider call');
       assert.equal((await effectRow(t.db, key)).status, 'done');
@@ -262,7 +265,11 @@ test('item 1: an operator resend while the first attempt is still alive: its lat
     await lockWaiters(2);
     await lock.release();
     assert.equal((await first).outcome, 'done');
-    assert.ok(inProgress(await resend), `the resend read a state that is gone: ${inspect(await resend)}`);
+    assert.equal(
+      ((await resend) as { outcome?: string }).outcome,
+      'already-done',
+      `the resend read a state that is gone: ${inspect(await resend)}`,
+    );
     assert.equal(api.posts.length, 1, 'exactly one provider call');
     assert.equal((await effectRow(t.db, key)).status, 'done');
   } finally {
@@ -794,6 +801,75 @@ test('review: an operator retry whose reply is lost leaves the effect unknown an
     const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
     assert.equal(alerts.filter((m) => /effect outcome unknown/.test(m)).length, 1, inspect(alerts));
     assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', async () => {
+  const api = await startApi();
+  const key = 'edges/review-resend-loses-claim:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await raiseNow(depsAt(), {
+      job: 'edges',
+      subject: key,
+      kind: 'effect-unknown',
+      error: 'outcome unknown',
+    });
+    // The resend reads "unknown, resend decided"; attempt 1's "done" commits before the resend's
+    // claim (the second UPDATE of the operator's process, after the decision's).
+    let updates = 0;
+    const delayed = <T extends object>(target: T, before: () => Promise<void>): T =>
+      new Proxy(target, {
+        get(obj, prop, receiver) {
+          const value = Reflect.get(obj, prop, receiver) as unknown;
+          if (typeof value !== 'function') return value;
+          if (prop === 'executeTakeFirst')
+            return async (...args: unknown[]) => {
+              await before();
+              return (value as (...a: unknown[]) => unknown).apply(obj, args);
+            };
+          return (...args: unknown[]) => {
+            const out = (value as (...a: unknown[]) => unknown).apply(obj, args);
+            return typeof out === 'object' && out !== null ? delayed(out, before) : out;
+          };
+        },
+      });
+    const base = depsAt(LATER);
+    const db = new Proxy(base.db, {
+      get(obj, prop, receiver) {
+        const value = Reflect.get(obj, prop, receiver) as unknown;
+        if (prop === 'updateTable' && typeof value === 'function')
+          return (...args: unknown[]) => {
+            const builder = (value as (...a: unknown[]) => object).apply(obj, args);
+            return ++updates === 2
+              ? delayed(builder, async () => {
+                  sending.open();
+                  await first;
+                })
+              : builder;
+          };
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(obj) : value;
+      },
+    });
+    const r = await settled(decideUnknownEffect({ ...base, db }, key, 'resend', 'alice'));
+    assert.equal((await first).outcome, 'done');
+    assert.equal(api.posts.length, 1, 'one provider call');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+    const open = await t.db
+      .selectFrom('incidents')
+      .select('id')
+      .where('subject', '=', key)
+      .where('closed_at', 'is', null)
+      .execute();
+    assert.deepEqual(open, [], `the incident closes: ${inspect(r)}`);
   } finally {
     await api.close();
   }
