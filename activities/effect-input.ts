@@ -43,6 +43,15 @@ export function checkWindowEffects(job: string, windowKey: string, effects: read
       );
     if (typeof e.request !== 'object' || e.request === null || Array.isArray(e.request))
       throw badInput(FAILURE.badEffect, `${what}: request must be an object; nothing was committed`);
+    // It is stored as JSON (the outbox): a BigInt or a cycle would fail the commit with a TypeError.
+    try {
+      JSON.stringify(e.request);
+    } catch (err) {
+      throw badInput(
+        FAILURE.badEffect,
+        `${what}: request must be plain JSON (${(err as Error).message}); nothing was committed`,
+      );
+    }
     if (e.channel === 'http') {
       const r = e.request as unknown as Record<string, unknown>;
       // A bad URL or method would fail only after the commit, as an outcome nobody can know.

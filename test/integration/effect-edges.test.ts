@@ -654,6 +654,7 @@ for (const [field, effect] of [
   ['request', bad(null)],
   ['request', { name: 'mail', channel: 'email', request: 'to everyone' }],
   ['policy', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {} }, { policy: 'resnd' })],
+  ['request', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: { n: 1n } })],
 ] as const) {
   test(`review: an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
     const job = `edges-bad-${field.toLowerCase()}-${Math.random().toString(36).slice(2, 8)}`;
