@@ -2,7 +2,7 @@
 // through the same guard) or skip it. Either closes the effect's incident with one notice.
 // Used by the CLI now and by the Slack approval flow later.
 import { ApplicationFailure } from '@temporalio/common';
-import { closeIncident, decideEffect, getEffect } from '../db/effects.js';
+import { closeIncident, decideEffect, getEffect, settleEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow, resolveNow } from './direct-alerts.js';
 import { EFFECT_FAILURE, effectActivities, type EffectResult } from './effects.js';
@@ -20,6 +20,20 @@ export async function decideUnknownEffect(
   const row = await getEffect(deps.db, key);
   if (!row)
     throw new DecisionError(`no effect "${key}"; list them with: tidemark effects list --status unknown`);
+  // A begin marker whose lease passed (its attempt died: a killed resend, a worker gone for good)
+  // is unknown whoever finds it, the person deciding included; one whose lease runs is in progress.
+  if (row.status === 'begun') {
+    const now = deps.now();
+    if (row.lease_until && row.lease_until > now)
+      throw new DecisionError(
+        `effect "${key}" is being performed by attempt ${row.fence} until ${row.lease_until.toISOString()}: decide it after that if it is still unknown`,
+      );
+    await settleEffect(deps.db, key, row.fence, {
+      status: 'unknown',
+      error: `begun at ${row.begun_at?.toISOString()} by attempt ${row.fence} and never marked done: outcome unknown`,
+      at: now,
+    });
+  }
   // A resend needs the channel here: recorded and then not performed, the decision would stay
   // on and a later re-drive of the window would resend behind a command that reported failure.
   if (decision === 'resend' && !(deps.channels as Record<string, unknown> | undefined)?.[row.channel])

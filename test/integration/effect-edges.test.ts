@@ -875,3 +875,44 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
     await api.close();
   }
 });
+
+test('review: an effect whose attempt died (an operator\'s resend killed mid-send) is unknown to the next decision, not stuck "begun"', async () => {
+  const key = 'edges/review-killed-resend:post';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'killed' },
+      providerKey: key,
+    },
+  ]);
+  // The resend claimed it, then its process was killed: begun, and its lease has passed. No
+  // workflow drives the effect any more.
+  await leaveAs(key, 'begun', { lease_until: new Date(Date.now() - 60_000) });
+  const before = chat.requests.length;
+  const r = await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
+  assert.equal(r.outcome, 'skipped');
+  assert.equal((await effectRow(t.db, key)).status, 'skipped');
+  assert.equal(chat.requests.length, before, 'nothing sent');
+  // One whose lease has not passed is still being performed: not decidable yet.
+  const live = 'edges/review-live-resend:post';
+  await recordEffects(t.db, [
+    {
+      key: live,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'live' },
+      providerKey: live,
+    },
+  ]);
+  await leaveAs(live, 'begun', { lease_until: new Date(Date.now() + 60_000) });
+  await assert.rejects(decideUnknownEffect(depsAt(), live, 'skip', 'alice'), /being performed|not unknown/);
+  assert.equal((await effectRow(t.db, live)).status, 'begun');
+});
