@@ -7,6 +7,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { claimEffect, getEffect, recordEffectAttempt, settleEffect, type EffectRow } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
+import { raiseNow } from './direct-alerts.js';
 import { EffectError, type Provider } from './notify/provider.js';
 
 export interface EffectResult {
@@ -24,6 +25,9 @@ export const EFFECT_FAILURE = Object.freeze({
   unknownEffect: 'UnknownEffect',
   inDoubt: 'EffectInDoubt',
 } as const);
+
+/** The label of an attempt that only asked the provider, which confirmed an earlier send. */
+const CONFIRMED = 'done (confirmed by the provider)';
 
 /** The effect moved to another state between this attempt's read and its write: read it again. */
 const CHANGED = Symbol('changed');
@@ -91,6 +95,34 @@ export function effectActivities(deps: ActivityDeps) {
   }
 
   /**
+   * This attempt's send succeeded, and the effect was done already. If another attempt's own send
+   * did it (not a status check confirming this one), it was performed twice: a person hears it.
+   */
+  async function doneAlready(row: EffectRow, fence: number): Promise<void> {
+    const others = await db
+      .selectFrom('effect_attempts')
+      .select('fence')
+      .where('effect_key', '=', row.effect_key)
+      .where('fence', '<>', fence)
+      .where('outcome', 'in', ['done', 'done (late answer)'])
+      .execute();
+    if (others.length === 0) {
+      logger.warn(`EFFECT done key=${row.effect_key} by attempt ${fence}, confirmed already by the provider`);
+      return;
+    }
+    const error = `effect ${row.effect_key} was performed twice: by attempt ${fence} and by attempt ${others.map((o) => o.fence).join(', ')} (a lease that passed while an attempt was still sending, a resend, or a status URL that lagged)`;
+    logger.error(`EFFECT sent twice key=${row.effect_key}: ${error}`);
+    await raiseNow(deps, {
+      job: row.job,
+      subject: `${row.effect_key}:sent-twice`,
+      kind: 'finding',
+      error,
+    }).catch((err: unknown) =>
+      logger.error(`EFFECT sent twice key=${row.effect_key}: alert failed: ${(err as Error).message}`),
+    );
+  }
+
+  /**
    * A begin marker with no done: the attempt that wrote it died or timed out mid-effect, so the
    * effect may have happened. Only the provider's answer (or a person) says otherwise; a process
    * without the channel's provider cannot ask, and leaves it unknown. CHANGED: someone else
@@ -105,7 +137,8 @@ export function effectActivities(deps: ActivityDeps) {
       ? await provider.check(row.request as never, row.provider_key)
       : 'cannot-tell';
     if (seen === 'done') {
-      if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }))) return CHANGED;
+      if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }, CONFIRMED)))
+        return CHANGED;
       logger.info(`EFFECT done key=${row.effect_key}: the provider confirms the earlier attempt took effect`);
       return result(row, 'done');
     }
@@ -150,7 +183,8 @@ export function effectActivities(deps: ActivityDeps) {
           const startedAt = deps.now();
           const seen = await provider.check(row.request as never, row.provider_key);
           if (seen === 'done') {
-            if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }))) return CHANGED;
+            if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }, CONFIRMED)))
+              return CHANGED;
             logger.info(
               `EFFECT done key=${row.effect_key}: the provider confirms an earlier attempt took effect`,
             );
@@ -256,10 +290,7 @@ export function effectActivities(deps: ActivityDeps) {
       result: sent.result,
       error: null,
     });
-    if (!kept)
-      logger.warn(
-        `EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`,
-      );
+    if (!kept) await doneAlready(row, fence);
     logger.info(
       `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
     );

@@ -916,3 +916,27 @@ test('review: an effect whose attempt died (an operator\'s resend killed mid-sen
   await assert.rejects(decideUnknownEffect(depsAt(), live, 'skip', 'alice'), /being performed|not unknown/);
   assert.equal((await effectRow(t.db, live)).status, 'begun');
 });
+
+test('review: a send known to have happened twice (a lagging status URL said "absent") is alerted, not only logged', async () => {
+  const api = await startApi();
+  const key = 'edges/review-known-twice:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    api.state.statusLags = true;
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    // Another worker finds the lease passed, asks the status URL (it lags: 404) and sends again.
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'done');
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    assert.equal(api.posts.length, 2, 'the target received it twice');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.filter((m) => m.includes(key) && /twice/.test(m)).length, 1, inspect(alerts));
+  } finally {
+    await api.close();
+  }
+});
