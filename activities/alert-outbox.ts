@@ -63,7 +63,9 @@ export function alertOutboxActivities(deps: ActivityDeps) {
     async reportUndeliveredAlerts(input: { now?: string } = {}): Promise<string[]> {
       const now = input.now ? new Date(input.now) : deps.now();
       const reports = (await openIncidents(db)).filter((i) => i.kind === INCIDENT_KIND.alertUndelivered);
-      const failed = (await undeliveredAlerts(db)).filter((a) => a.status === 'failed');
+      const failed = (await undeliveredAlerts(db)).filter(
+        (a) => a.status === 'failed' || a.status === 'unknown',
+      );
       const aboutChannels = await channelReportIds(failed);
       const groups = new Map<
         string,

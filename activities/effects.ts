@@ -7,6 +7,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { claimEffect, getEffect, recordEffectAttempt, settleEffect, type EffectRow } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
+import { raiseNow } from './direct-alerts.js';
 import { EffectError, type Provider } from './notify/provider.js';
 
 export interface EffectResult {
@@ -24,6 +25,9 @@ export const EFFECT_FAILURE = Object.freeze({
   unknownEffect: 'UnknownEffect',
   inDoubt: 'EffectInDoubt',
 } as const);
+
+/** The label of an attempt that only asked the provider, which confirmed an earlier send. */
+const CONFIRMED = 'done (confirmed by the provider)';
 
 /** The effect moved to another state between this attempt's read and its write: read it again. */
 const CHANGED = Symbol('changed');
@@ -85,9 +89,37 @@ export function effectActivities(deps: ActivityDeps) {
     });
     if (how === 'late-answer')
       logger.warn(
-        `EFFECT done key=${row.effect_key}: attempt ${fence}'s answer came after its lease had passed; the effect is done`,
+        `EFFECT done key=${row.effect_key}: attempt ${fence}'s answer came after another attempt had moved the effect on (its lease had passed); the effect is done`,
       );
     return how !== undefined;
+  }
+
+  /**
+   * This attempt's send succeeded, and the effect was done already. If another attempt's own send
+   * did it (not a status check confirming this one), it was performed twice: a person hears it.
+   */
+  async function doneAlready(row: EffectRow, fence: number): Promise<void> {
+    const others = await db
+      .selectFrom('effect_attempts')
+      .select('fence')
+      .where('effect_key', '=', row.effect_key)
+      .where('fence', '<>', fence)
+      .where('outcome', 'in', ['done', 'done (late answer)'])
+      .execute();
+    if (others.length === 0) {
+      logger.warn(`EFFECT done key=${row.effect_key} by attempt ${fence}, confirmed already by the provider`);
+      return;
+    }
+    const error = `effect ${row.effect_key} was performed twice: by attempt ${fence} and by attempt ${others.map((o) => o.fence).join(', ')} (a lease that passed while an attempt was still sending, a resend, or a status URL that lagged)`;
+    logger.error(`EFFECT sent twice key=${row.effect_key}: ${error}`);
+    await raiseNow(deps, {
+      job: row.job,
+      subject: `${row.effect_key}:sent-twice`,
+      kind: 'finding',
+      error,
+    }).catch((err: unknown) =>
+      logger.error(`EFFECT sent twice key=${row.effect_key}: alert failed: ${(err as Error).message}`),
+    );
   }
 
   /**
@@ -105,7 +137,8 @@ export function effectActivities(deps: ActivityDeps) {
       ? await provider.check(row.request as never, row.provider_key)
       : 'cannot-tell';
     if (seen === 'done') {
-      if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }))) return CHANGED;
+      if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }, CONFIRMED)))
+        return CHANGED;
       logger.info(`EFFECT done key=${row.effect_key}: the provider confirms the earlier attempt took effect`);
       return result(row, 'done');
     }
@@ -144,11 +177,26 @@ export function effectActivities(deps: ActivityDeps) {
         return result(row, 'already-done');
       case 'skipped':
         return result(row, 'skipped', row.last_error);
-      case 'unknown':
+      case 'unknown': {
+        // Where the provider can say what happened, its answer comes before any resend or question.
+        if (provider?.check && provider.canCheck?.(row.request as never)) {
+          const startedAt = deps.now();
+          const seen = await provider.check(row.request as never, row.provider_key);
+          if (seen === 'done') {
+            if (!(await settle(row, row.fence, startedAt, { status: 'done', error: null }, CONFIRMED)))
+              return CHANGED;
+            logger.info(
+              `EFFECT done key=${row.effect_key}: the provider confirms an earlier attempt took effect`,
+            );
+            return result(row, 'done');
+          }
+          if (seen === 'absent') break;
+        }
         // An operator's one-time resend (the claim uses it up), or a resend the policy allows.
         if (row.decision === 'resend') break;
         if (provider && (provider.idempotent(row.request as never) || row.policy === 'resend')) break;
         return result(row, 'unknown', row.last_error);
+      }
       case 'begun': {
         if (row.lease_until && row.lease_until > now) {
           const waitMs = row.lease_until.getTime() - now.getTime();
@@ -180,13 +228,8 @@ export function effectActivities(deps: ActivityDeps) {
     }
 
     const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
-    if (fence === undefined) {
-      throw ApplicationFailure.create({
-        message: `effect ${row.effect_key} was claimed or settled by another attempt since it was read`,
-        type: EFFECT_FAILURE.inProgress,
-        nextRetryDelay: 1_000,
-      });
-    }
+    // Claimed or settled by another attempt since it was read: read it again (done, or in progress).
+    if (fence === undefined) return CHANGED;
     const startedAt = deps.now();
     let sent: { providerId: string | null; result?: unknown };
     try {
@@ -212,13 +255,17 @@ export function effectActivities(deps: ActivityDeps) {
         throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.rejected);
       }
       if (provider.idempotent(row.request as never) || row.policy === 'resend') {
-        await settle(row, fence, startedAt, { status: 'failed', error });
-        logger.warn(`EFFECT in doubt key=${row.effect_key}: ${error}; sent again (policy ${row.policy})`);
-        throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.notSent });
+        // Maybe sent: unknown, never "failed" (certainly not sent, which `effects retry` trusts).
+        // The next attempt resends it, as the target's idempotency or the policy allows.
+        await settle(row, fence, startedAt, { status: 'unknown', error }, 'unknown (to be resent)');
+        logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; the next attempt resends it`);
+        throw ApplicationFailure.create({ message: error, type: EFFECT_FAILURE.inDoubt });
       }
       if (provider.canCheck?.(row.request as never)) {
-        // Begun with its lease ended: the next attempt asks the provider before acting again.
-        await settle(row, fence, startedAt, { status: 'begun', error }, 'unknown (to be checked)');
+        // Unknown, and the next attempt asks the provider before acting again. Unknown, not a
+        // begun marker: when no attempt follows (the retries are used up, an operator's resend),
+        // it is still listed as unknown and a person can decide it.
+        await settle(row, fence, startedAt, { status: 'unknown', error }, 'unknown (to be checked)');
         logger.warn(`EFFECT unknown key=${row.effect_key}: ${error}; the next attempt asks the provider`);
         throw ApplicationFailure.create({
           message: `${error}; the next attempt asks the provider whether it took effect`,
@@ -226,7 +273,11 @@ export function effectActivities(deps: ActivityDeps) {
         });
       }
       const status = row.policy === 'skip' ? 'skipped' : 'unknown';
-      await settle(row, fence, startedAt, { status, error });
+      if (!(await settle(row, fence, startedAt, { status, error }))) {
+        // Moved meanwhile: an earlier attempt's late "done" is the answer, not this lost reply.
+        const now = await getEffect(db, row.effect_key);
+        if (now?.status === 'done') return result(now, 'already-done');
+      }
       logger.warn(
         `EFFECT ${status} key=${row.effect_key}: ${error}${status === 'unknown' ? '; not resent until an operator decides' : ''}`,
       );
@@ -239,10 +290,7 @@ export function effectActivities(deps: ActivityDeps) {
       result: sent.result,
       error: null,
     });
-    if (!kept)
-      logger.warn(
-        `EFFECT done key=${row.effect_key} by attempt ${fence}, but a newer attempt had taken it over`,
-      );
+    if (!kept) await doneAlready(row, fence);
     logger.info(
       `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
     );

@@ -101,8 +101,9 @@ export async function claimEffect(
 
 /**
  * How a settle landed: `settled` while `fence` was still current; `late-answer` when a provider's
- * "done" arrived after the effect had been set unknown, failed or skipped by someone else (the
- * provider's answer is the truth: it turns those into done); undefined when a newer attempt holds it.
+ * "done" arrived after someone else had moved the effect (set it unknown, failed or skipped, or
+ * claimed it for a resend): the provider's answer is the truth and turns any of those into done,
+ * so a resend whose own reply is lost cannot bury it; undefined when it was not kept.
  */
 export type Settled = 'settled' | 'late-answer' | undefined;
 
@@ -129,7 +130,7 @@ export async function settleEffect(
     // One statement, so no claim can slip between "not mine any more" and "but it was done".
     .where((eb) =>
       to.status === 'done'
-        ? eb.or([eb('fence', '=', fence), eb('status', 'in', ['unknown', 'failed', 'skipped'])])
+        ? eb.or([eb('fence', '=', fence), eb('status', 'in', ['begun', 'unknown', 'failed', 'skipped'])])
         : eb('fence', '=', fence),
     )
     .returning('fence')

@@ -5,8 +5,11 @@ import type { Database, EffectStatus } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
-/** Statuses of an alert delivery that has not reached its channel and may still be sent. */
-export const UNDELIVERED: readonly EffectStatus[] = ['pending', 'failed', 'begun'];
+/**
+ * Statuses of an alert delivery that has not reached its channel and may still be sent. An alert
+ * in doubt (`unknown`: a 5xx, a lost reply) is one of them: alerts are sent again when in doubt.
+ */
+export const UNDELIVERED: readonly EffectStatus[] = ['pending', 'failed', 'begun', 'unknown'];
 
 export interface UndeliveredAlert {
   effect_key: string;

@@ -23,7 +23,8 @@ export function httpApiProvider(
     idempotent: (request) => request.honoursIdempotencyKey === true,
     canCheck: (request) => typeof request.statusUrl === 'string',
     async perform(request, providerKey) {
-      const what = `${request.method} ${new URL(request.url).origin}${new URL(request.url).pathname}`;
+      // The origin only: a webhook's path (Slack, Discord) or query often is its secret.
+      const what = `${request.method} ${new URL(request.url).origin}`;
       let response: Response;
       try {
         response = await fetch(request.url, {

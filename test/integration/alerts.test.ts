@@ -106,13 +106,17 @@ test('Slack down (HTTP 500, then refused): e-mail and Telegram still alerted, th
       .where('job', '=', job)
       .where('channel', '=', 'slack')
       .executeTakeFirstOrThrow();
-    // Refused, or a 500 that may have been posted: an alert in doubt is sent again (a duplicate
-    // alert is better than a lost one), then left failed for the watch to re-drive.
-    assert.equal(slackEffect.status, 'failed');
+    // Refused: certainly not sent, retried, then left failed. A 500 may have been posted: in
+    // doubt, and an alert in doubt is sent again (a duplicate alert is better than a lost one),
+    // then left unknown. Either way the watch drives it again until it is delivered.
+    assert.equal(slackEffect.status, slackUrl ? 'failed' : 'unknown');
     assert.match(slackEffect.last_error ?? '', slackUrl ? /connection failed \(ECONNREFUSED\)/ : /HTTP 500/);
     assert.equal(slackEffect.attempts, 5, 'retried, then recorded');
-    const logged = slackUrl ? 'EFFECT not sent' : 'EFFECT in doubt';
+    const logged = slackUrl ? 'EFFECT not sent' : 'EFFECT unknown';
     assert.ok(deps.logger.lines.some((l) => l.startsWith(`${logged} key=${slackEffect.effect_key}`)));
+    const later = new Date(Date.now() + 2 * 3_600_000).toISOString();
+    const due = await alertOutboxActivities(deps).alertsDue({ now: later });
+    assert.ok(due.includes(slackEffect.effect_key), `the watch drives ${slackEffect.effect_key} again`);
   }
 });
 

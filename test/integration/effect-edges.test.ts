@@ -173,7 +173,6 @@ const settled = (p: Promise<unknown>): Promise<unknown> =>
     (v) => v,
     (err: unknown) => err,
   );
-const inProgress = (err: unknown) => err instanceof ApplicationFailure && err.type === 'EffectInProgress';
 
 // Item 1: attempt 2 reads "begun, lease passed" and decides to act; attempt 1 then commits done;
 // attempt 2's claim must fail. The row lock queues attempt 1's settle before attempt 2's claim.
@@ -200,7 +199,11 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
       await lockWaiters(2);
       await lock!.release();
       assert.equal((await first).outcome, 'done');
-      assert.ok(inProgress(await second), `the late claim must lose: ${inspect(await second)}`);
+      assert.equal(
+        ((await second) as { outcome?: string }).outcome,
+        'already-done',
+        `the late claim must lose: ${inspect(await second)}`,
+      );
       assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'already-done');
       assert.equal(api.posts.length, 1, 'exactly one provider call');
       assert.equal((await effectRow(t.db, key)).status, 'done');
@@ -262,7 +265,11 @@ test('item 1: an operator resend while the first attempt is still alive: its lat
     await lockWaiters(2);
     await lock.release();
     assert.equal((await first).outcome, 'done');
-    assert.ok(inProgress(await resend), `the resend read a state that is gone: ${inspect(await resend)}`);
+    assert.equal(
+      ((await resend) as { outcome?: string }).outcome,
+      'already-done',
+      `the resend read a state that is gone: ${inspect(await resend)}`,
+    );
     assert.equal(api.posts.length, 1, 'exactly one provider call');
     assert.equal((await effectRow(t.db, key)).status, 'done');
   } finally {
@@ -507,4 +514,429 @@ test('item 5: an http effect whose honoursIdempotencyKey is not a boolean is ref
   assert.equal(err.nonRetryable, true);
   assert.match(err.message, /honoursIdempotencyKey/);
   await nothingCommitted(job);
+});
+
+// ---- Review of items 1-6 (hostile review): edges the first pass did not cover ----
+
+test('review: a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', async () => {
+  const api = await startApi();
+  const key = 'edges/review-late-done-over-resend:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    // The operator resends; the resend's reply is lost (it will be unknown again) ...
+    api.state.hang = true;
+    const slowReply = depsAt(LATER, {
+      channels: { ...depsAt().channels, http: httpApiProvider({ timeoutMs: 1_500 }) },
+    });
+    const resend = settled(decideUnknownEffect(slowReply, key, 'resend', 'alice'));
+    await eventually(async () => (api.posts.length === 2 ? true : undefined), 10_000, 'the resend posted');
+    // ... and attempt 1's "done" arrives while the resend waits for its reply.
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    const r = await resend;
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'done', `the provider said done: ${row.status} ${row.last_error} ${inspect(r)}`);
+    assert.equal(
+      chatTexts(chat, 'telegram')
+        .slice(alertsBefore)
+        .filter((m) => /unknown again/.test(m)).length,
+      0,
+      'nobody is asked to resend an effect the provider said was done',
+    );
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: a late "done" after an operator skipped it turns the effect done', async () => {
+  const api = await startApi();
+  const key = 'edges/review-late-done-over-skip:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await decideUnknownEffect(depsAt(LATER), key, 'skip', 'alice');
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+    assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
+
+/** Sets an effect's row as an earlier attempt left it. */
+async function leaveAs(key: string, status: 'unknown' | 'begun', extra: Record<string, unknown> = {}) {
+  await t.db
+    .updateTable('effects')
+    .set({ status, fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), ...extra })
+    .where('effect_key', '=', key)
+    .execute();
+}
+
+test('review: an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', async () => {
+  const api = await startApi();
+  const key = 'edges/review-resend-checkable:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    await leaveAs(key, 'unknown', { last_error: 'the status URL could not tell' });
+    api.state.hang = true;
+    api.state.statusLags = true;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const r = await settled(decideUnknownEffect(depsAt(), key, 'resend', 'alice'));
+    assert.equal(api.posts.length, 1, 'resent once');
+    const row = await effectRow(t.db, key);
+    assert.deepEqual(
+      [row.status, row.decision],
+      ['unknown', null],
+      `not left "begun" with nobody to ask the provider: ${inspect(r)}`,
+    );
+    assert.equal(
+      chatTexts(chat, 'telegram')
+        .slice(alertsBefore)
+        .filter((m) => /unknown again/.test(m)).length,
+      1,
+      'asked again',
+    );
+    // The next decision asks the status URL first: it was applied, so nothing is sent again.
+    api.state.statusLags = false;
+    const again = await decideUnknownEffect(depsAt(), key, 'resend', 'bob');
+    assert.equal(again.outcome, 'done');
+    assert.equal(api.posts.length, 1, 'not sent again');
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', async () => {
+  const api = await startApi();
+  const key = 'edges/review-checkable-exhausted:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    api.state.hang = true;
+    api.state.statusLags = true;
+    // The workflow's attempts: the first loses its reply; each later one hears "absent", resends, loses it again.
+    for (let i = 0; i < 3; i++) await settled(effectActivities(depsAt()).performEffect({ key }));
+    const row = await effectRow(t.db, key);
+    assert.notEqual(row.status, 'begun', 'no attempt will follow: the effect must be left for a person');
+    const r = await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
+    assert.equal(r.outcome, 'skipped');
+  } finally {
+    await api.close();
+  }
+});
+
+const bad = (request: unknown, extra: Record<string, unknown> = {}) => ({
+  name: 'push',
+  channel: 'http',
+  request,
+  ...extra,
+});
+for (const [field, effect] of [
+  ['url', bad({ method: 'POST', url: 'not a url', body: {} })],
+  ['url', bad({ method: 'POST', url: 'file:///etc/passwd', body: {} })],
+  ['method', bad({ method: 'DELETE', url: 'http://127.0.0.1:9/x', body: {} })],
+  [
+    'statusUrl',
+    bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, statusUrl: 'ftp://127.0.0.1/s' }),
+  ],
+  ['request', bad(null)],
+  ['request', { name: 'mail', channel: 'email', request: 'to everyone' }],
+  ['policy', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {} }, { policy: 'resnd' })],
+  ['request', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: { n: 1n } })],
+] as const) {
+  test(`review: an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
+    const job = `edges-bad-${field.toLowerCase()}-${Math.random().toString(36).slice(2, 8)}`;
+    const err = await processWith(job, [effect]);
+    assert.ok(err instanceof ApplicationFailure, String(err));
+    assert.equal(err.nonRetryable, true, err.message);
+    assert.match(
+      err.message,
+      new RegExp(field === 'policy' || field === 'request' ? field : `request\\.${field}`),
+    );
+    await nothingCommitted(job);
+  });
+}
+
+test('review: two effects whose names differ only in type (1 and "1") share a key: refused, not dropped', async () => {
+  const job = 'edges-name-types';
+  const mail = (name: unknown) => ({
+    name,
+    channel: 'email',
+    request: { to: ['a@x.test'], subject: 's', text: 't' },
+  });
+  const err = await processWith(job, [mail(1), mail('1')]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true, err.message);
+  assert.match(err.message, /name/);
+  await nothingCommitted(job);
+});
+
+test('review: an effect on a channel that does not exist is refused before anything commits', async () => {
+  const job = 'edges-bad-channel';
+  const err = await processWith(job, [{ name: 'sms', channel: 'sms', request: { to: '+1' } }]);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true, err.message);
+  assert.match(err.message, /channel/);
+  await nothingCommitted(job);
+});
+
+test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', async () => {
+  const api = await startApi();
+  const key = 'edges/review-secret-path:push';
+  const secret = 'XsEcReTtOkEn123456';
+  try {
+    const deps = depsAt();
+    await recordEffects(t.db, [
+      {
+        key,
+        job: 'edges',
+        windowKey: null,
+        name: 'push',
+        channel: 'http',
+        policy: 'ask',
+        request: { method: 'POST', url: `${api.url}/services/T0/B0/${secret}`, body: {} },
+        providerKey: key,
+      },
+    ]);
+    api.state.hang = true;
+    await settled(effectActivities(deps).performEffect({ key }));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown');
+    const attempts = await t.db
+      .selectFrom('effect_attempts')
+      .selectAll()
+      .where('effect_key', '=', key)
+      .execute();
+    assert.doesNotMatch(String(row.last_error), new RegExp(secret));
+    assert.doesNotMatch(JSON.stringify(attempts), new RegExp(secret));
+    assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: a resend decided where the channel is not configured is refused and not left to resend later', async () => {
+  const key = 'edges/review-decide-unconfigured:post';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'decide me' },
+      providerKey: key,
+    },
+  ]);
+  await leaveAs(key, 'unknown', { last_error: 'no reply' });
+  const before = chat.requests.length;
+  await assert.rejects(
+    decideUnknownEffect(depsAt(0, { channels: {} }), key, 'resend', 'alice'),
+    /not configured/,
+  );
+  const row = await effectRow(t.db, key);
+  assert.deepEqual(
+    [row.status, row.decision],
+    ['unknown', null],
+    'the failed command left no decision behind',
+  );
+  // A worker that drives the window's open effects later must not resend on that decision.
+  assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+  assert.equal(chat.requests.length, before, 'nothing sent');
+});
+
+test('review: a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', async () => {
+  const api = await startApi();
+  try {
+    for (const opts of [{ policy: 'resend' as const }, { honoursIdempotencyKey: true }]) {
+      const key = `edges/review-lost-reply-${Object.keys(opts)[0]}:push`;
+      await recordHttp(api, key, opts);
+      api.state.hang = true;
+      await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
+      const row = await effectRow(t.db, key);
+      assert.equal(
+        row.status,
+        'unknown',
+        `the target received it: maybe sent, not "certainly not sent" (${key})`,
+      );
+      await assert.rejects(retryFailedEffect(depsAt(), key, 'alice'), /is unknown, not failed/);
+      // The policy (or the target's idempotency) still resends it on the next attempt.
+      api.state.hang = false;
+      assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    }
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', async () => {
+  const api = await startApi();
+  const key = 'edges/review-retry-lost:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    await t.db
+      .updateTable('effects')
+      .set({ status: 'failed', fence: 1, attempts: 1, last_error: 'connection refused' })
+      .where('effect_key', '=', key)
+      .execute();
+    api.state.hang = true;
+    api.state.statusLags = true;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const r = await settled(retryFailedEffect(depsAt(), key, 'alice'));
+    assert.equal((r as { outcome?: string }).outcome, 'unknown', inspect(r));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.filter((m) => /effect outcome unknown/.test(m)).length, 1, inspect(alerts));
+    assert.equal(api.posts.length, 1);
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', async () => {
+  const api = await startApi();
+  const key = 'edges/review-resend-loses-claim:push';
+  try {
+    await recordHttp(api, key);
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await raiseNow(depsAt(), {
+      job: 'edges',
+      subject: key,
+      kind: 'effect-unknown',
+      error: 'outcome unknown',
+    });
+    // The resend reads "unknown, resend decided"; attempt 1's "done" commits before the resend's
+    // claim (the second UPDATE of the operator's process, after the decision's).
+    let updates = 0;
+    const delayed = <T extends object>(target: T, before: () => Promise<void>): T =>
+      new Proxy(target, {
+        get(obj, prop, receiver) {
+          const value = Reflect.get(obj, prop, receiver) as unknown;
+          if (typeof value !== 'function') return value;
+          if (prop === 'executeTakeFirst')
+            return async (...args: unknown[]) => {
+              await before();
+              return (value as (...a: unknown[]) => unknown).apply(obj, args);
+            };
+          return (...args: unknown[]) => {
+            const out = (value as (...a: unknown[]) => unknown).apply(obj, args);
+            return typeof out === 'object' && out !== null ? delayed(out, before) : out;
+          };
+        },
+      });
+    const base = depsAt(LATER);
+    const db = new Proxy(base.db, {
+      get(obj, prop, receiver) {
+        const value = Reflect.get(obj, prop, receiver) as unknown;
+        if (prop === 'updateTable' && typeof value === 'function')
+          return (...args: unknown[]) => {
+            const builder = (value as (...a: unknown[]) => object).apply(obj, args);
+            return ++updates === 2
+              ? delayed(builder, async () => {
+                  sending.open();
+                  await first;
+                })
+              : builder;
+          };
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(obj) : value;
+      },
+    });
+    const r = await settled(decideUnknownEffect({ ...base, db }, key, 'resend', 'alice'));
+    assert.equal((await first).outcome, 'done');
+    assert.equal(api.posts.length, 1, 'one provider call');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+    const open = await t.db
+      .selectFrom('incidents')
+      .select('id')
+      .where('subject', '=', key)
+      .where('closed_at', 'is', null)
+      .execute();
+    assert.deepEqual(open, [], `the incident closes: ${inspect(r)}`);
+  } finally {
+    await api.close();
+  }
+});
+
+test('review: an effect whose attempt died (an operator\'s resend killed mid-send) is unknown to the next decision, not stuck "begun"', async () => {
+  const key = 'edges/review-killed-resend:post';
+  await recordEffects(t.db, [
+    {
+      key,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'killed' },
+      providerKey: key,
+    },
+  ]);
+  // The resend claimed it, then its process was killed: begun, and its lease has passed. No
+  // workflow drives the effect any more.
+  await leaveAs(key, 'begun', { lease_until: new Date(Date.now() - 60_000) });
+  const before = chat.requests.length;
+  const r = await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
+  assert.equal(r.outcome, 'skipped');
+  assert.equal((await effectRow(t.db, key)).status, 'skipped');
+  assert.equal(chat.requests.length, before, 'nothing sent');
+  // One whose lease has not passed is still being performed: not decidable yet.
+  const live = 'edges/review-live-resend:post';
+  await recordEffects(t.db, [
+    {
+      key: live,
+      job: 'edges',
+      windowKey: null,
+      name: 'post',
+      channel: 'slack',
+      policy: 'ask',
+      request: { channel: '#ops', text: 'live' },
+      providerKey: live,
+    },
+  ]);
+  await leaveAs(live, 'begun', { lease_until: new Date(Date.now() + 60_000) });
+  await assert.rejects(decideUnknownEffect(depsAt(), live, 'skip', 'alice'), /being performed|not unknown/);
+  assert.equal((await effectRow(t.db, live)).status, 'begun');
+});
+
+test('review: a send known to have happened twice (a lagging status URL said "absent") is alerted, not only logged', async () => {
+  const api = await startApi();
+  const key = 'edges/review-known-twice:push';
+  try {
+    await recordHttp(api, key, { statusUrl: true });
+    api.state.statusLags = true;
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    const alertsBefore = chatTexts(chat, 'telegram').length;
+    // Another worker finds the lease passed, asks the status URL (it lags: 404) and sends again.
+    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'done');
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    assert.equal(api.posts.length, 2, 'the target received it twice');
+    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    assert.equal(alerts.filter((m) => m.includes(key) && /twice/.test(m)).length, 1, inspect(alerts));
+  } finally {
+    await api.close();
+  }
 });
