@@ -6,6 +6,7 @@ import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
+import pg from 'pg';
 import { memoryLogger } from '../../activities/logger.js';
 import { rerunActivities } from '../../activities/rerun.js';
 import { loadConfig } from '../../config/env.js';
@@ -122,6 +123,12 @@ test('Review of item 15: an approved request whose workflow ended does not hold 
       });
     const first = await start(1);
     await waitForRequest(first.workflowId);
+    // Generation 1's window run blocks on the summary rows, so the request stays approved (not
+    // done) until the operator has terminated it, however fast or slow the machine is.
+    const hold = new pg.Client({ connectionString: stack.t.url });
+    await hold.connect();
+    await hold.query('begin');
+    await hold.query('select 1 from daily_sales where job = $1 for update', [job]);
     await first.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
     await eventually(
       async () =>
@@ -137,6 +144,8 @@ test('Review of item 15: an approved request whose workflow ended does not hold 
     );
     // An operator terminates the request's workflow (its window run, abandoned, goes on or not).
     await first.terminate('operator cleanup');
+    await hold.query('commit');
+    await hold.end();
     const child = client.workflow.getHandle(`${job}/${W.start}#1`);
     await eventually(
       async () => {
