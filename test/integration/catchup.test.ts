@@ -407,3 +407,56 @@ test('a window that keeps failing does not fill the catch-up cap: newer windows 
     },
   );
 });
+
+test('clock skew near the tolerance: a worker 45 s behind with one attempt waits the whole 45 s, then processes', async () => {
+  // The workflow must sleep for as long as the activity asked (the failure's delay), not a guess:
+  // a short fixed sleep spends the workflow's few tries long before the window closes.
+  const name = 'skew-45s';
+  const taskQueue = uniqueQueue(name);
+  const end = Math.floor(Date.now() / 60_000) * 60_000;
+  const skew = Date.now() - end + 45_000;
+  const start = new Date(end - 60_000);
+  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
+  await withWorker(
+    stack.env,
+    taskQueue,
+    {
+      db: stack.t.db,
+      catalog: defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]),
+      logger: memoryLogger(),
+      now: () => new Date(Date.now() - skew),
+    },
+    async () => {
+      const result = (await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job: name,
+            start: start.toISOString(),
+            end: new Date(end).toISOString(),
+            generation: 0,
+            key,
+            trigger: 'schedule' as const,
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '1s',
+                maximumInterval: '1s',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 10_000,
+            },
+          },
+        ],
+      })) as WindowResult;
+      assert.equal(result.outcome, 'processed');
+      const incidents = await stack.t.db
+        .selectFrom('incidents')
+        .selectAll()
+        .where('job', '=', name)
+        .execute();
+      assert.deepEqual(incidents, [], 'no incident, no alert');
+    },
+  );
+});
