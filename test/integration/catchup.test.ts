@@ -460,3 +460,45 @@ test('clock skew near the tolerance: a worker 45 s behind with one attempt waits
     },
   );
 });
+
+test('the failed-window budget rotates: a window that keeps failing does not keep a newer failed window from retrying', async () => {
+  // Cap 1: 10:00 always fails; 11:00 fails once (a transient error) and would succeed now. The
+  // retries have a budget of their own, so they must take turns (least recently tried first),
+  // or 11:00 waits behind 10:00 for as long as 10:00 fails.
+  const job = 'rotate';
+  const failsOnce = new Set(['2026-05-06T11:00:00.000Z']);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      maxCatchUp: 1,
+      start: '2026-05-06T10:00:00Z',
+      handler: async (ctx) => {
+        const start = ctx.window.start.toISOString();
+        if (start === '2026-05-06T10:00:00.000Z') throw new Error('this window always fails');
+        if (failsOnce.delete(start)) throw new Error('a transient failure');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() });
+  const policy = {
+    retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
+    startToCloseTimeoutMs: 10_000,
+  };
+  const planned: string[][] = [];
+  for (let i = 0; i < 6; i++) {
+    const plan = await acts.planTick({ job, now: '2026-05-06T18:00:00Z' });
+    planned.push(plan.windows.map((w) => w.start));
+    for (const w of plan.windows)
+      await acts.processWindow({ ...w, trigger: 'schedule', policy }).catch(() => undefined);
+  }
+  const status = await stack.t.db
+    .selectFrom('job_windows')
+    .select('status')
+    .where('job', '=', job)
+    .where('window_start', '=', new Date('2026-05-06T11:00:00Z'))
+    .executeTakeFirstOrThrow();
+  assert.equal(status.status, 'done', `11:00 never retried; ticks planned ${JSON.stringify(planned)}`);
+  assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-06T10:00:00.000Z');
+});
