@@ -67,22 +67,27 @@ export function planActivities(deps: ActivityDeps) {
       }
       const done = await doneStarts(db, job.name, watermark, now);
       const failed = await failedStarts(db, job.name, watermark, now);
-      const windows: WindowSpec[] = [];
-      let [alreadyDone, fresh, retries] = [0, 0, 0];
+      const fresh: Window[] = [];
+      const retryable: Window[] = [];
+      let alreadyDone = 0;
       for (const w of windowsFrom(job.grid, job.timezone, watermark, (w) =>
         isClosed(w, now, job.latenessMs),
       )) {
-        if (done.has(w.start.getTime())) {
-          alreadyDone++;
-        } else if (failed.has(w.start.getTime())) {
-          // Failed windows retry on every tick outside the cap (with a cap of their own), so a
-          // window that keeps failing holds the watermark but never keeps newer windows waiting.
-          if (retries++ < job.maxCatchUp) windows.push(spec(job, w));
-        } else {
-          windows.push(spec(job, w));
-          if (++fresh >= job.maxCatchUp) break;
-        }
+        if (done.has(w.start.getTime())) alreadyDone++;
+        else if (failed.has(w.start.getTime())) retryable.push(w);
+        else if (fresh.push(w) >= job.maxCatchUp) break;
       }
+      // Failed windows retry outside the cap, with a budget of their own (the cap again), so a
+      // window that keeps failing holds the watermark but never keeps newer windows waiting. They
+      // take turns, least recently tried first: one that keeps failing cannot hold the budget
+      // while a newer failed window that would succeed now waits behind it.
+      const lastTried = (w: Window) => failed.get(w.start.getTime())!;
+      const retries = retryable
+        .sort((a, b) => lastTried(a) - lastTried(b) || a.start.getTime() - b.start.getTime())
+        .slice(0, job.maxCatchUp);
+      const windows = [...retries, ...fresh]
+        .sort((a, b) => a.start.getTime() - b.start.getTime())
+        .map((w) => spec(job, w));
       const recovered = await alerts.resolve(db, {
         job: job.name,
         subject: 'tick',

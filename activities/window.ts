@@ -79,10 +79,13 @@ export function windowActivities(deps: ActivityDeps) {
         logger.info(
           `WAITING job=${job.name} window=${windowKey(job.name, start)}: closes in ${dueInMs} ms by this worker's clock`,
         );
+        const retryInMs = Math.ceil(dueInMs / 1000) * 1000 + 1000;
         throw ApplicationFailure.create({
           type: FAILURE.windowNotClosedYet,
           nonRetryable: false,
-          nextRetryDelay: Math.ceil(dueInMs / 1000) * 1000 + 1000,
+          nextRetryDelay: retryInMs,
+          // The workflow reads the delay here: nextRetryDelay does not reach it (the SDK drops it).
+          details: [{ retryInMs }],
           message: `window ${windowKey(job.name, start)} closes in ${dueInMs} ms by this worker's clock (clock skew?); retrying then`,
         });
       }

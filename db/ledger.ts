@@ -51,18 +51,21 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
   return new Set(rows.map((r) => r.window_start.getTime()));
 }
 
-/** Starts of the job's failed windows (generation 0, not done) in [from, to). */
-export async function failedStarts(db: Db, job: string, from: Date, to: Date): Promise<Set<number>> {
+/**
+ * The job's failed windows (generation 0, not done) in [from, to): start -> when it was last
+ * tried (ms), so that retries can take turns, least recently tried first.
+ */
+export async function failedStarts(db: Db, job: string, from: Date, to: Date): Promise<Map<number, number>> {
   const rows = await db
     .selectFrom('job_windows')
-    .select('window_start')
+    .select(['window_start', 'started_at', 'finished_at'])
     .where('job', '=', job)
     .where('generation', '=', 0)
     .where('status', '=', 'failed')
     .where('window_start', '>=', from)
     .where('window_start', '<', to)
     .execute();
-  return new Set(rows.map((r) => r.window_start.getTime()));
+  return new Map(rows.map((r) => [r.window_start.getTime(), (r.finished_at ?? r.started_at).getTime()]));
 }
 
 export async function isDone(db: Db, w: WindowRef): Promise<boolean> {

@@ -335,6 +335,15 @@ export function defineJob(spec: JobSpec): Job {
       'must not be shorter than retry.initialInterval',
     );
   }
+  const clock = (t: string) => (t.length === 5 ? `${t}:00` : t);
+  if (s.allowedHours && clock(s.allowedHours.from) === clock(s.allowedHours.to)) {
+    // An empty range never opens: every window would wait for it forever, silently.
+    throw new JobDefinitionError(
+      name,
+      'allowedHours',
+      `from and to are both "${s.allowedHours.from}": the range would never open; leave allowedHours out to allow every hour`,
+    );
+  }
   const start = s.start === undefined ? undefined : new Date(s.start);
   if (start && !isAligned(grid, s.timezone, start)) {
     throw new JobDefinitionError(

@@ -96,7 +96,14 @@ function nextPeriod(unit: CalendarUnit, date: Date): number {
 export function windowStartAt(grid: Grid, zone: string, t: Date): Date {
   if (grid.kind === 'fixed') return new Date(Math.floor(t.getTime() / grid.ms) * grid.ms);
   const date = localPeriodStart(grid.unit, zone, t.getTime());
-  return new Date(firstInstantAtOrAfter(zone, date.getTime()));
+  let start = firstInstantAtOrAfter(zone, date.getTime());
+  // A fall-back past midnight (St. John's at 00:01 until 2011) shows the previous date again
+  // after the next period began: t then lies in a later window than its local date says.
+  for (let end = windowEndAfter(grid, zone, new Date(start)).getTime(); end <= t.getTime();) {
+    start = end;
+    end = windowEndAfter(grid, zone, new Date(start)).getTime();
+  }
+  return new Date(start);
 }
 
 /** The end of the window that starts at `start` (which must be aligned to the grid). */

@@ -12,7 +12,10 @@ export async function waitingForClose<T>(call: () => Promise<T>, tries = 5): Pro
     } catch (err) {
       const cause = err instanceof ActivityFailure ? err.cause : undefined;
       if (n >= tries || !(cause instanceof ApplicationFailure) || cause.type !== NOT_CLOSED_YET) throw err;
-      await sleep(cause.nextRetryDelay ?? '5 seconds');
+      // The delay the activity asked for travels in its details: a failure's nextRetryDelay is
+      // not decoded on the workflow side, and a guessed short sleep spends the tries too early.
+      const asked = (cause.details?.[0] as { retryInMs?: unknown } | undefined)?.retryInMs;
+      await sleep(typeof asked === 'number' && asked > 0 ? asked : (cause.nextRetryDelay ?? '5 seconds'));
     }
   }
 }

@@ -407,3 +407,98 @@ test('a window that keeps failing does not fill the catch-up cap: newer windows 
     },
   );
 });
+
+test('clock skew near the tolerance: a worker 45 s behind with one attempt waits the whole 45 s, then processes', async () => {
+  // The workflow must sleep for as long as the activity asked (the failure's delay), not a guess:
+  // a short fixed sleep spends the workflow's few tries long before the window closes.
+  const name = 'skew-45s';
+  const taskQueue = uniqueQueue(name);
+  const end = Math.floor(Date.now() / 60_000) * 60_000;
+  const skew = Date.now() - end + 45_000;
+  const start = new Date(end - 60_000);
+  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
+  await withWorker(
+    stack.env,
+    taskQueue,
+    {
+      db: stack.t.db,
+      catalog: defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]),
+      logger: memoryLogger(),
+      now: () => new Date(Date.now() - skew),
+    },
+    async () => {
+      const result = (await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job: name,
+            start: start.toISOString(),
+            end: new Date(end).toISOString(),
+            generation: 0,
+            key,
+            trigger: 'schedule' as const,
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '1s',
+                maximumInterval: '1s',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 10_000,
+            },
+          },
+        ],
+      })) as WindowResult;
+      assert.equal(result.outcome, 'processed');
+      const incidents = await stack.t.db
+        .selectFrom('incidents')
+        .selectAll()
+        .where('job', '=', name)
+        .execute();
+      assert.deepEqual(incidents, [], 'no incident, no alert');
+    },
+  );
+});
+
+test('the failed-window budget rotates: a window that keeps failing does not keep a newer failed window from retrying', async () => {
+  // Cap 1: 10:00 always fails; 11:00 fails once (a transient error) and would succeed now. The
+  // retries have a budget of their own, so they must take turns (least recently tried first),
+  // or 11:00 waits behind 10:00 for as long as 10:00 fails.
+  const job = 'rotate';
+  const failsOnce = new Set(['2026-05-06T11:00:00.000Z']);
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      maxCatchUp: 1,
+      start: '2026-05-06T10:00:00Z',
+      handler: async (ctx) => {
+        const start = ctx.window.start.toISOString();
+        if (start === '2026-05-06T10:00:00.000Z') throw new Error('this window always fails');
+        if (failsOnce.delete(start)) throw new Error('a transient failure');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() });
+  const policy = {
+    retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
+    startToCloseTimeoutMs: 10_000,
+  };
+  const planned: string[][] = [];
+  for (let i = 0; i < 6; i++) {
+    const plan = await acts.planTick({ job, now: '2026-05-06T18:00:00Z' });
+    planned.push(plan.windows.map((w) => w.start));
+    for (const w of plan.windows)
+      await acts.processWindow({ ...w, trigger: 'schedule', policy }).catch(() => undefined);
+  }
+  const status = await stack.t.db
+    .selectFrom('job_windows')
+    .select('status')
+    .where('job', '=', job)
+    .where('window_start', '=', new Date('2026-05-06T11:00:00Z'))
+    .executeTakeFirstOrThrow();
+  assert.equal(status.status, 'done', `11:00 never retried; ticks planned ${JSON.stringify(planned)}`);
+  assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-06T10:00:00.000Z');
+});

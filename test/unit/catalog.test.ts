@@ -55,6 +55,9 @@ describe('bad job definitions are refused with the job and the field', () => {
   test('start not an instant', () => refused({ start: 'yesterday' }, 'start', 'ISO-8601'));
   test('missing handler', () => refused({ handler: undefined }, 'handler', 'function'));
   test('unknown field', () => refused({ ...({ latness: '5m' } as object) }, '(job)', 'latness'));
+  // from == to is an empty range: the window would wait for it forever, silently.
+  test('allowed hours that never open', () =>
+    refused({ allowedHours: { from: '02:00', to: '02:00:00' } }, 'allowedHours', 'never open'));
   test('retry interval inverted', () =>
     refused(
       { retry: { initialInterval: '1m', maximumInterval: '1s' } },

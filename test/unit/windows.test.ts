@@ -180,6 +180,43 @@ describe('every IANA zone, 1995 to 2040, against an Intl reference', () => {
   });
 });
 
+describe('a fall-back past midnight: the local date goes back, the window does not', () => {
+  // St. John's fell back at 00:01 NDT to 23:01 NST the day before (until 2011): from 02:31Z the
+  // clock reads the 28th again, though the 29th began at 02:30Z. Those instants are in the 29th's
+  // window (it started before them), so windowAt must give that window, never one that ended.
+  const cases: [string, string, string, [string, string]][] = [
+    ['day', 'America/St_Johns', '2006-10-29T03:00:00Z', ['2006-10-29T02:30:00Z', '2006-10-30T03:30:00Z']],
+    ['day', 'America/Goose_Bay', '1995-10-29T03:01:00Z', ['1995-10-29T03:00:00Z', '1995-10-30T04:00:00Z']],
+    ['month', 'America/St_Johns', '2009-11-01T02:31:00Z', ['2009-11-01T02:30:00Z', '2009-12-01T03:30:00Z']],
+  ];
+  for (const [unit, zone, instant, [start, end]] of cases) {
+    test(`${zone} ${unit}: ${instant} lies in [${start}, ${end})`, () => {
+      const w = windowAt(grid(unit), zone, at(instant));
+      assert.deepEqual([isoUtc(w.start), isoUtc(w.end)], [start, end]);
+      assert.equal(isoUtc(windowStartAt(grid(unit), zone, at(instant))), start);
+    });
+  }
+  test('every zone, 1995 to 2040: each instant next to an offset change lies in its window', () => {
+    const failures: string[] = [];
+    const [day, week, month] = [grid('day'), grid('week'), grid('month')];
+    for (const zone of Intl.supportedValuesOf('timeZone')) {
+      const seg = segmentsOf(zone, Date.UTC(1995, 0, 1), Date.UTC(2041, 0, 1));
+      for (let i = 1; i < seg.length; i++) {
+        for (const t of [seg[i]!.from - 1, seg[i]!.from, seg[i]!.from + 60_000]) {
+          for (const g of [day, week, month]) {
+            const w = windowAt(g, zone, new Date(t));
+            if (!(w.start.getTime() <= t && t < w.end.getTime()))
+              failures.push(
+                `${zone} ${g.label} ${new Date(t).toISOString()} in [${isoUtc(w.start)}, ${isoUtc(w.end)})`,
+              );
+          }
+        }
+      }
+    }
+    assert.deepEqual(failures.slice(0, 10), [], `${failures.length} instants outside their window`);
+  });
+});
+
 describe('two years of windows per zone', () => {
   const zones = ['UTC', 'Europe/Berlin', 'America/New_York', 'Australia/Lord_Howe', 'Asia/Kolkata'];
   for (const zone of zones) {
