@@ -3,6 +3,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
+import { isDone } from '../db/ledger.js';
 import type { SlackRequest } from './notify/provider.js';
 import { isGroupProof, type GroupClaim } from '../slack/group-proof.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
@@ -35,14 +36,7 @@ export function rerunActivities(deps: ActivityDeps) {
     status: string;
   }): Promise<{ status: 'done' | 'failed'; note: string } | null> {
     if (open.status === 'pending') return { status: 'failed', note: 'its workflow ended before a decision' };
-    const run = await db
-      .selectFrom('job_windows')
-      .select('status')
-      .where('job', '=', open.job)
-      .where('window_start', '=', open.window_start)
-      .where('generation', '=', open.generation)
-      .executeTakeFirst();
-    if (run?.status === 'done')
+    if (await isDone(db, { job: open.job, start: open.window_start, generation: open.generation }))
       return {
         status: 'done',
         note: `its workflow ended after the approval; generation ${open.generation} ran`,

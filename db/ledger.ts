@@ -68,7 +68,7 @@ export async function failedStarts(db: Db, job: string, from: Date, to: Date): P
   return new Map(rows.map((r) => [r.window_start.getTime(), (r.finished_at ?? r.started_at).getTime()]));
 }
 
-export async function isDone(db: Db, w: WindowRef): Promise<boolean> {
+export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'generation'>): Promise<boolean> {
   const row = await db
     .selectFrom('job_windows')
     .select('status')
