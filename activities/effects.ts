@@ -5,7 +5,14 @@
 // change of state raises the fence, and acting needs a claim on the fence that was read.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { claimEffect, getEffect, recordEffectAttempt, settleEffect, type EffectRow } from '../db/effects.js';
+import {
+  claimEffect,
+  getEffect,
+  leaseLeftMs,
+  recordEffectAttempt,
+  settleEffect,
+  type EffectRow,
+} from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow } from './direct-alerts.js';
 import { EffectError, type Provider } from './notify/provider.js';
@@ -198,8 +205,10 @@ export function effectActivities(deps: ActivityDeps) {
         return result(row, 'unknown', row.last_error);
       }
       case 'begun': {
-        if (row.lease_until && row.lease_until > now) {
-          const waitMs = row.lease_until.getTime() - now.getTime();
+        // Judged on the database's clock: this worker's own clock may run ahead of the holder's.
+        const waitMs = await leaseLeftMs(db, row.effect_key, row.fence);
+        if (waitMs === undefined) return CHANGED;
+        if (waitMs > 0) {
           throw ApplicationFailure.create({
             message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`,
             type: EFFECT_FAILURE.inProgress,
