@@ -15,7 +15,7 @@ import {
 } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow } from './direct-alerts.js';
-import { EffectError, type Provider } from './notify/provider.js';
+import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
 
 export interface EffectResult {
   readonly key: string;
@@ -47,6 +47,19 @@ function leaseMs(): number {
   } catch {
     return DEFAULT_LEASE_MS;
   }
+}
+
+/**
+ * The deadline of a call made under a lease just claimed: the lease less a margin (for the
+ * claim's round trip and the settle after it), so the call ends before another attempt may act.
+ */
+function withinLease(leaseMs: number): CallOptions {
+  const budgetMs = Math.max(1, leaseMs - Math.min(5_000, leaseMs / 5));
+  const endsAt = performance.now() + budgetMs;
+  return {
+    signal: AbortSignal.timeout(budgetMs),
+    timeLeftMs: () => Math.max(1, endsAt - performance.now()),
+  };
 }
 
 const CHANNEL_ENV: Record<string, string> = {
@@ -236,13 +249,14 @@ export function effectActivities(deps: ActivityDeps) {
       throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.notConfigured);
     }
 
-    const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
+    const lease = leaseMs();
+    const fence = await claimEffect(db, row.effect_key, row.fence, lease, now);
     // Claimed or settled by another attempt since it was read: read it again (done, or in progress).
     if (fence === undefined) return CHANGED;
     const startedAt = deps.now();
     let sent: { providerId: string | null; result?: unknown };
     try {
-      sent = await provider.perform(row.request as never, row.provider_key);
+      sent = await provider.perform(row.request as never, row.provider_key, withinLease(lease));
     } catch (err) {
       const e =
         err instanceof EffectError

@@ -9,6 +9,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { sql } from 'kysely';
 import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { raiseNow } from '../../activities/direct-alerts.js';
@@ -72,7 +73,7 @@ async function expireLease(key: string): Promise<void> {
  */
 async function startApi() {
   const posts: string[] = [];
-  const state = { statusLags: false, hang: false };
+  const state = { statusLags: false, hang: false, hangMs: 2_000 };
   const server = createServer((req, res) => {
     void (async () => {
       if (req.method === 'GET') {
@@ -83,7 +84,7 @@ async function startApi() {
       for await (const _ of req) void _;
       posts.push(String(req.headers['idempotency-key'] ?? ''));
       const reply = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
-      if (state.hang) setTimeout(reply, 2_000);
+      if (state.hang) setTimeout(reply, state.hangMs);
       else reply();
     })();
   });
@@ -980,6 +981,34 @@ test('lease on the database clock: a worker whose clock runs 5 minutes ahead fin
     assert.equal((await first).outcome, 'done');
     assert.equal(api.posts.length, 1, 'exactly one provider call');
     assert.equal((await effectRow(t.db, key)).status, 'done');
+  } finally {
+    await api.close();
+  }
+});
+
+test("lease deadline: a provider call that would outlive the attempt's lease is cut short inside it", async () => {
+  const api = await startApi();
+  const key = 'edges/lease-deadline:push';
+  try {
+    await recordHttp(api, key, { policy: 'resend' });
+    // The target answers after 10 s, the provider's own timeout is its default 15 s, and the
+    // attempt (and so its lease) has 3 s: the call must end before the lease does.
+    api.state.hang = true;
+    api.state.hangMs = 10_000;
+    const deps = depsAt(0, { channels: { ...depsAt().channels, http: httpApiProvider() } });
+    const env = new MockActivityEnvironment({ startToCloseTimeoutMs: 3_000 });
+    const started = Date.now();
+    const r = await settled(env.run(effectActivities(deps).performEffect, { key }));
+    const tookMs = Date.now() - started;
+    assert.equal(api.posts.length, 1);
+    assert.ok(tookMs < 3_000, `the call ended inside the 3 s lease, after ${tookMs} ms: ${inspect(r)}`);
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown', 'cut short after sending: maybe sent, never "failed"');
+    const live = await sql<{ live: boolean }>`
+      select (lease_until is not null and lease_until > now()) as live from effects where effect_key = ${key}`.execute(
+      t.db,
+    );
+    assert.equal(live.rows[0]!.live, false, 'no lease is left behind');
   } finally {
     await api.close();
   }
