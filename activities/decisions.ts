@@ -2,7 +2,7 @@
 // through the same guard) or skip it. Either closes the effect's incident with one notice.
 // Used by the CLI now and by the Slack approval flow later.
 import { ApplicationFailure } from '@temporalio/common';
-import { closeIncident, decideEffect, getEffect, settleEffect } from '../db/effects.js';
+import { closeIncident, decideEffect, getEffect, leaseLeftMs, settleEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow, resolveNow } from './direct-alerts.js';
 import { EFFECT_FAILURE, effectActivities, type EffectResult } from './effects.js';
@@ -24,9 +24,13 @@ export async function decideUnknownEffect(
   // is unknown whoever finds it, the person deciding included; one whose lease runs is in progress.
   if (row.status === 'begun') {
     const now = deps.now();
-    if (row.lease_until && row.lease_until > now)
+    // Judged on the database's clock, not this process's, which may run ahead of the holder's.
+    const left = await leaseLeftMs(deps.db, key, row.fence);
+    if (left === undefined)
+      throw new DecisionError(`effect "${key}" changed while it was read: decide it again`);
+    if (left > 0)
       throw new DecisionError(
-        `effect "${key}" is being performed by attempt ${row.fence} until ${row.lease_until.toISOString()}: decide it after that if it is still unknown`,
+        `effect "${key}" is being performed by attempt ${row.fence} until ${row.lease_until?.toISOString()} (database clock): decide it after that if it is still unknown`,
       );
     await settleEffect(deps.db, key, row.fence, {
       status: 'unknown',

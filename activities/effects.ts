@@ -5,10 +5,17 @@
 // change of state raises the fence, and acting needs a claim on the fence that was read.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { claimEffect, getEffect, recordEffectAttempt, settleEffect, type EffectRow } from '../db/effects.js';
+import {
+  claimEffect,
+  getEffect,
+  leaseLeftMs,
+  recordEffectAttempt,
+  settleEffect,
+  type EffectRow,
+} from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow } from './direct-alerts.js';
-import { EffectError, type Provider } from './notify/provider.js';
+import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
 
 export interface EffectResult {
   readonly key: string;
@@ -40,6 +47,19 @@ function leaseMs(): number {
   } catch {
     return DEFAULT_LEASE_MS;
   }
+}
+
+/**
+ * The deadline of a call made under a lease just claimed: the lease less a margin (for the
+ * claim's round trip and the settle after it), so the call ends before another attempt may act.
+ */
+function withinLease(leaseMs: number): CallOptions {
+  const budgetMs = Math.max(1, leaseMs - Math.min(5_000, leaseMs / 5));
+  const endsAt = performance.now() + budgetMs;
+  return {
+    signal: AbortSignal.timeout(budgetMs),
+    timeLeftMs: () => Math.max(1, endsAt - performance.now()),
+  };
 }
 
 const CHANNEL_ENV: Record<string, string> = {
@@ -198,8 +218,10 @@ export function effectActivities(deps: ActivityDeps) {
         return result(row, 'unknown', row.last_error);
       }
       case 'begun': {
-        if (row.lease_until && row.lease_until > now) {
-          const waitMs = row.lease_until.getTime() - now.getTime();
+        // Judged on the database's clock: this worker's own clock may run ahead of the holder's.
+        const waitMs = await leaseLeftMs(db, row.effect_key, row.fence);
+        if (waitMs === undefined) return CHANGED;
+        if (waitMs > 0) {
           throw ApplicationFailure.create({
             message: `effect ${row.effect_key} is being performed by attempt ${row.fence}; its lease ends in ${waitMs} ms`,
             type: EFFECT_FAILURE.inProgress,
@@ -227,13 +249,14 @@ export function effectActivities(deps: ActivityDeps) {
       throw ApplicationFailure.nonRetryable(error, EFFECT_FAILURE.notConfigured);
     }
 
-    const fence = await claimEffect(db, row.effect_key, row.fence, leaseMs(), now);
+    const lease = leaseMs();
+    const fence = await claimEffect(db, row.effect_key, row.fence, lease, now);
     // Claimed or settled by another attempt since it was read: read it again (done, or in progress).
     if (fence === undefined) return CHANGED;
     const startedAt = deps.now();
     let sent: { providerId: string | null; result?: unknown };
     try {
-      sent = await provider.perform(row.request as never, row.provider_key);
+      sent = await provider.perform(row.request as never, row.provider_key, withinLease(lease));
     } catch (err) {
       const e =
         err instanceof EffectError

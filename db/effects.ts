@@ -88,15 +88,42 @@ export async function claimEffect(
       fence: sql`fence + 1`,
       attempts: sql`attempts + 1`,
       begun_at: at,
-      lease_until: new Date(at.getTime() + leaseMs),
+      // The lease is set and judged on the database's clock, the one clock every worker shares:
+      // a worker whose own clock runs ahead must not take a live lease for a passed one.
+      lease_until: sql`now() + ${leaseMs}::float8 * interval '1 millisecond'`,
       decision: null,
       updated_at: at,
     })
     .where('effect_key', '=', key)
     .where('fence', '=', seenFence)
+    .where((eb) =>
+      eb.or([
+        eb('status', '<>', 'begun'),
+        eb('lease_until', 'is', null),
+        eb('lease_until', '<=', sql<Date>`now()`),
+      ]),
+    )
     .returning('fence')
     .executeTakeFirst();
   return row?.fence;
+}
+
+/**
+ * What is left of a begun effect's lease by the database's clock, in ms (0 when it has passed);
+ * undefined when the effect moved on from `fence` since it was read.
+ */
+export async function leaseLeftMs(db: Db, key: string, fence: number): Promise<number | undefined> {
+  const row = await db
+    .selectFrom('effects')
+    .select(
+      sql<number>`greatest(0, ceil(extract(epoch from (coalesce(lease_until, now()) - now())) * 1000))::int`.as(
+        'left_ms',
+      ),
+    )
+    .where('effect_key', '=', key)
+    .where('fence', '=', fence)
+    .executeTakeFirst();
+  return row?.left_ms;
 }
 
 /**

@@ -45,22 +45,26 @@ export function classifySmtpError(err: unknown): EffectError {
 }
 
 export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
-  const transport = nodemailer.createTransport({
-    host: settings.host,
-    port: settings.port,
-    secure: settings.secure,
-    tls: { rejectUnauthorized: settings.rejectUnauthorized },
-    ...(settings.user ? { auth: { user: settings.user, pass: settings.password ?? '' } } : {}),
-    connectionTimeout: 10_000,
-    greetingTimeout: 10_000,
-    socketTimeout: settings.socketTimeoutMs ?? 30_000,
-  });
+  /** SMTP takes timeouts, not a signal: within a deadline, each phase gets a third of the time left. */
+  const transportWithin = (leftMs: number) =>
+    nodemailer.createTransport({
+      host: settings.host,
+      port: settings.port,
+      secure: settings.secure,
+      tls: { rejectUnauthorized: settings.rejectUnauthorized },
+      ...(settings.user ? { auth: { user: settings.user, pass: settings.password ?? '' } } : {}),
+      connectionTimeout: Math.min(10_000, leftMs / 3),
+      greetingTimeout: Math.min(10_000, leftMs / 3),
+      socketTimeout: Math.min(settings.socketTimeoutMs ?? 30_000, leftMs / 3),
+    });
+  const transport = transportWithin(Infinity);
   return {
     channel: 'email',
     idempotent: () => false,
-    async perform(request, providerKey) {
+    async perform(request, providerKey, call) {
       try {
-        const info = await transport.sendMail({
+        const left = call?.timeLeftMs?.();
+        const info = await (left === undefined ? transport : transportWithin(Math.max(1, left))).sendMail({
           from: settings.from,
           to: request.to,
           subject: request.subject,

@@ -3,7 +3,7 @@
 // a plain webhook would act twice, so its unknown outcome follows the effect's policy. Where the
 // API can say what happened (`statusUrl`), the guard asks it before acting again.
 import { fetchFailure, retryAfter } from './http.js';
-import { EffectError, type Provider } from './provider.js';
+import { callSignal, EffectError, type CallOptions, type Provider } from './provider.js';
 
 export interface HttpRequest {
   method: 'POST' | 'PUT' | 'PATCH';
@@ -17,12 +17,18 @@ export interface HttpRequest {
 
 export function httpApiProvider(
   opts: { timeoutMs?: number; headers?: Record<string, string> } = {},
-): Provider<HttpRequest> & { check(request: HttpRequest): Promise<'done' | 'absent' | 'cannot-tell'> } {
+): Provider<HttpRequest> & {
+  check(
+    request: HttpRequest,
+    providerKey?: string,
+    call?: CallOptions,
+  ): Promise<'done' | 'absent' | 'cannot-tell'>;
+} {
   return {
     channel: 'http',
     idempotent: (request) => request.honoursIdempotencyKey === true,
     canCheck: (request) => typeof request.statusUrl === 'string',
-    async perform(request, providerKey) {
+    async perform(request, providerKey, call) {
       // The origin only: a webhook's path (Slack, Discord) or query often is its secret.
       const what = `${request.method} ${new URL(request.url).origin}`;
       let response: Response;
@@ -31,7 +37,7 @@ export function httpApiProvider(
           method: request.method,
           headers: { 'content-type': 'application/json', 'idempotency-key': providerKey, ...opts.headers },
           body: JSON.stringify(request.body),
-          signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000),
+          signal: callSignal(opts.timeoutMs ?? 15_000, call),
         });
       } catch (err) {
         throw fetchFailure(err, what);
@@ -54,10 +60,10 @@ export function httpApiProvider(
       }
       return { providerId: response.headers.get('x-request-id') ?? `${response.status}`, result };
     },
-    async check(request) {
+    async check(request, _providerKey, call) {
       if (!request.statusUrl) return 'cannot-tell';
       try {
-        const r = await fetch(request.statusUrl, { signal: AbortSignal.timeout(opts.timeoutMs ?? 15_000) });
+        const r = await fetch(request.statusUrl, { signal: callSignal(opts.timeoutMs ?? 15_000, call) });
         if (r.status === 200) return 'done';
         if (r.status === 404) return 'absent';
       } catch {

@@ -1,6 +1,6 @@
 // JSON over HTTP for chat providers, with failures classified for the effect guard:
 // refused connection = not sent; a reply lost after the request went out = unknown.
-import { EffectError } from './provider.js';
+import { callSignal, EffectError } from './provider.js';
 
 export interface JsonReply {
   status: number;
@@ -39,7 +39,12 @@ export function retryAfter(seconds: unknown): number | undefined {
 export async function postJson(
   url: string,
   body: unknown,
-  opts: { what: string; headers?: Record<string, string>; timeoutMs: number },
+  opts: {
+    what: string;
+    headers?: Record<string, string>;
+    timeoutMs: number;
+    signal?: AbortSignal | undefined;
+  },
 ): Promise<JsonReply> {
   let response: Response;
   try {
@@ -47,7 +52,7 @@ export async function postJson(
       method: 'POST',
       headers: { 'content-type': 'application/json; charset=utf-8', ...opts.headers },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(opts.timeoutMs),
+      signal: callSignal(opts.timeoutMs, opts),
     });
   } catch (err) {
     throw fetchFailure(err, opts.what);
@@ -69,7 +74,7 @@ export async function postJson(
 /** Waits out a 429 in place when it is short, so a rate limit costs no retry; longer ones go back to Temporal. */
 export async function honourRateLimit<T>(
   call: () => Promise<T | { rateLimitedMs: number }>,
-  opts: { maxWaitMs: number; what: string },
+  opts: { maxWaitMs: number; what: string; signal?: AbortSignal | undefined },
 ): Promise<T> {
   for (let waited = 0; ;) {
     const result = await call();
@@ -77,7 +82,13 @@ export async function honourRateLimit<T>(
     const ms = result.rateLimitedMs;
     if (waited + ms > opts.maxWaitMs)
       throw new EffectError('not-sent', `${opts.what}: rate limited, retry after ${ms} ms`, ms);
-    await new Promise((r) => setTimeout(r, ms));
+    // The wait ends early at the attempt's deadline: nothing is sent after it, the next attempt retries.
+    await new Promise<void>((r) => {
+      const timer = setTimeout(r, ms);
+      opts.signal?.addEventListener('abort', () => (clearTimeout(timer), r()), { once: true });
+    });
+    if (opts.signal?.aborted)
+      throw new EffectError('not-sent', `${opts.what}: rate limited past the attempt's deadline`, ms);
     waited += ms;
   }
 }

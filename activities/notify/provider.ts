@@ -22,14 +22,34 @@ export class EffectError extends Error {
   }
 }
 
+/**
+ * What bounds one provider call: the attempt's deadline, which falls inside its lease, so no
+ * call is still sending when the lease passes and another attempt may act.
+ */
+export interface CallOptions {
+  readonly signal?: AbortSignal;
+  /** Milliseconds left before the deadline, for clients that take timeouts, not a signal. */
+  timeLeftMs?(): number;
+}
+
+/** A call's own timeout, cut short by the caller's deadline where there is one. */
+export function callSignal(timeoutMs: number, call?: CallOptions): AbortSignal {
+  const own = AbortSignal.timeout(timeoutMs);
+  return call?.signal ? AbortSignal.any([own, call.signal]) : own;
+}
+
 export interface Provider<Req = unknown> {
   readonly channel: string;
   /** True when the provider drops a repeated request with the same key, so a resend after an unknown outcome is safe. */
   idempotent(request: Req): boolean;
   /** Acts once; throws EffectError saying what is known when it fails. */
-  perform(request: Req, providerKey: string): Promise<{ providerId: string | null; result?: unknown }>;
+  perform(
+    request: Req,
+    providerKey: string,
+    call?: CallOptions,
+  ): Promise<{ providerId: string | null; result?: unknown }>;
   /** Asks the provider whether an earlier attempt took effect, where it can say. */
-  check?(request: Req, providerKey: string): Promise<'done' | 'absent' | 'cannot-tell'>;
+  check?(request: Req, providerKey: string, call?: CallOptions): Promise<'done' | 'absent' | 'cannot-tell'>;
   /** True when `check` can say for this request; then a lost reply is asked about before any resend. */
   canCheck?(request: Req): boolean;
 }

@@ -16,7 +16,7 @@ export function slackProvider(opts: {
   return {
     channel: 'slack',
     idempotent: () => false,
-    async perform(request) {
+    async perform(request, _providerKey, call) {
       const method = request.ts ? 'chat.update' : 'chat.postMessage';
       const what = `slack ${method} to ${request.channel}`;
       const body = {
@@ -31,6 +31,7 @@ export function slackProvider(opts: {
             what,
             headers: { authorization: `Bearer ${opts.token}` },
             timeoutMs: opts.timeoutMs ?? 15_000,
+            signal: call?.signal,
           });
           if (reply.status === 429) return { rateLimitedMs: reply.retryAfterMs ?? 1_000 };
           // A 5xx (or a gateway's 502/504) may come after Slack posted the message.
@@ -43,7 +44,7 @@ export function slackProvider(opts: {
           if (IN_DOUBT.has(error)) throw new EffectError('unknown', `${what}: ${error}`);
           throw new EffectError('rejected', `${what}: ${error}`);
         },
-        { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what },
+        { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what, signal: call?.signal },
       );
     },
   };

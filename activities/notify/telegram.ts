@@ -13,14 +13,14 @@ export function telegramProvider(opts: {
   return {
     channel: 'telegram',
     idempotent: () => false,
-    async perform(request) {
+    async perform(request, _providerKey, call) {
       const what = `telegram sendMessage to ${request.chatId}`;
       return await honourRateLimit<{ providerId: string | null }>(
         async () => {
           const reply = await postJson(
             url,
             { chat_id: request.chatId, text: request.text, disable_web_page_preview: true },
-            { what, timeoutMs: opts.timeoutMs ?? 15_000 },
+            { what, timeoutMs: opts.timeoutMs ?? 15_000, signal: call?.signal },
           );
           if (reply.status === 429) {
             const parameters = reply.body.parameters as { retry_after?: unknown } | undefined;
@@ -37,7 +37,7 @@ export function telegramProvider(opts: {
             `${what}: ${String(reply.body.description ?? `HTTP ${reply.status}`)}`,
           );
         },
-        { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what },
+        { maxWaitMs: opts.maxRateLimitWaitMs ?? 30_000, what, signal: call?.signal },
       );
     },
   };

@@ -7,7 +7,9 @@ import { createServer } from 'node:http';
 import { inspect } from 'node:util';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
+import { sql } from 'kysely';
 import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { raiseNow } from '../../activities/direct-alerts.js';
@@ -47,7 +49,7 @@ after(async () => {
 
 const catalog = defineCatalog([salesJob('edges', { alerts: { telegram: ['ops-chat'] } })]);
 
-/** Deps whose clock runs `aheadMs` ahead: to them, every lease taken now has passed. */
+/** Deps whose clock runs `aheadMs` ahead: leases are judged on the database's clock, so this changes no lease. */
 function depsAt(aheadMs = 0, extra: Partial<ActivityDeps> = {}): ActivityDeps {
   const base = depsWithChannels(t.db, catalog, smtp, chat);
   return {
@@ -57,7 +59,13 @@ function depsAt(aheadMs = 0, extra: Partial<ActivityDeps> = {}): ActivityDeps {
     ...extra,
   };
 }
-const LATER = 10 * 60_000;
+
+/** Makes the effect's lease pass on the database's clock, as if its attempt had outlived it. */
+async function expireLease(key: string): Promise<void> {
+  await sql`update effects set lease_until = now() - interval '1 second' where effect_key = ${key}`.execute(
+    t.db,
+  );
+}
 
 /**
  * An HTTP API on loopback that counts the requests it receives. Its status view can lag (says
@@ -65,7 +73,7 @@ const LATER = 10 * 60_000;
  */
 async function startApi() {
   const posts: string[] = [];
-  const state = { statusLags: false, hang: false };
+  const state = { statusLags: false, hang: false, hangMs: 2_000 };
   const server = createServer((req, res) => {
     void (async () => {
       if (req.method === 'GET') {
@@ -76,7 +84,7 @@ async function startApi() {
       for await (const _ of req) void _;
       posts.push(String(req.headers['idempotency-key'] ?? ''));
       const reply = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
-      if (state.hang) setTimeout(reply, 2_000);
+      if (state.hang) setTimeout(reply, state.hangMs);
       else reply();
     })();
   });
@@ -188,6 +196,7 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
         depsAt(0, {
           hooks: {
             afterEffect: async () => {
+              await expireLease(key);
               lock = await holdRow(key);
             },
           },
@@ -195,7 +204,7 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
       ).performEffect({ key });
       await lockWaiters(1);
       assert.equal(api.posts.length, 1, 'attempt 1 sent');
-      const second = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+      const second = settled(effectActivities(depsAt()).performEffect({ key }));
       await lockWaiters(2);
       await lock!.release();
       assert.equal((await first).outcome, 'done');
@@ -204,7 +213,7 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
         'already-done',
         `the late claim must lose: ${inspect(await second)}`,
       );
-      assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'already-done');
+      assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'already-done');
       assert.equal(api.posts.length, 1, 'exactly one provider call');
       assert.equal((await effectRow(t.db, key)).status, 'done');
     } finally {
@@ -223,6 +232,7 @@ test('item 1: a worker that finds the lease passed while the first attempt commi
       depsAt(0, {
         hooks: {
           afterEffect: async () => {
+            await expireLease(key);
             lock = await holdRow(key);
           },
         },
@@ -230,7 +240,7 @@ test('item 1: a worker that finds the lease passed while the first attempt commi
     ).performEffect({ key });
     await lockWaiters(1);
     // Policy ask and no way to check: it would settle unknown, and then a person is asked to resend.
-    const second = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+    const second = settled(effectActivities(depsAt()).performEffect({ key }));
     await lockWaiters(2);
     await lock!.release();
     assert.equal((await first).outcome, 'done');
@@ -252,16 +262,17 @@ test('item 1: an operator resend while the first attempt is still alive: its lat
       key,
     });
     await sending.reached;
+    await expireLease(key);
     assert.equal(api.posts.length, 1, 'attempt 1 sent and has not answered yet');
     // Another worker finds the lease passed: unknown (policy ask).
-    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
     // An operator decides to resend; the resend reads the row, then attempt 1's answer and the
     // resend's claim race: the answer queues first.
     assert.ok(await decideEffect(t.db, key, 'resend', 'alice', new Date()));
     const lock = await holdRow(key);
     sending.open();
     await lockWaiters(1);
-    const resend = settled(effectActivities(depsAt(LATER)).performEffect({ key }));
+    const resend = settled(effectActivities(depsAt()).performEffect({ key }));
     await lockWaiters(2);
     await lock.release();
     assert.equal((await first).outcome, 'done');
@@ -528,11 +539,12 @@ test('review: a late "done" while an operator\'s resend holds the effect is kept
       key,
     });
     await sending.reached;
-    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await expireLease(key);
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
     const alertsBefore = chatTexts(chat, 'telegram').length;
     // The operator resends; the resend's reply is lost (it will be unknown again) ...
     api.state.hang = true;
-    const slowReply = depsAt(LATER, {
+    const slowReply = depsAt(0, {
       channels: { ...depsAt().channels, http: httpApiProvider({ timeoutMs: 1_500 }) },
     });
     const resend = settled(decideUnknownEffect(slowReply, key, 'resend', 'alice'));
@@ -565,8 +577,9 @@ test('review: a late "done" after an operator skipped it turns the effect done',
       key,
     });
     await sending.reached;
-    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
-    await decideUnknownEffect(depsAt(LATER), key, 'skip', 'alice');
+    await expireLease(key);
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
     sending.open();
     assert.equal((await first).outcome, 'done');
     assert.equal((await effectRow(t.db, key)).status, 'done');
@@ -817,7 +830,8 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
       key,
     });
     await sending.reached;
-    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'unknown');
+    await expireLease(key);
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
     await raiseNow(depsAt(), {
       job: 'edges',
       subject: key,
@@ -843,7 +857,7 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
           };
         },
       });
-    const base = depsAt(LATER);
+    const base = depsAt();
     const db = new Proxy(base.db, {
       get(obj, prop, receiver) {
         const value = Reflect.get(obj, prop, receiver) as unknown;
@@ -928,14 +942,73 @@ test('review: a send known to have happened twice (a lagging status URL said "ab
       key,
     });
     await sending.reached;
+    await expireLease(key);
     const alertsBefore = chatTexts(chat, 'telegram').length;
     // Another worker finds the lease passed, asks the status URL (it lags: 404) and sends again.
-    assert.equal((await effectActivities(depsAt(LATER)).performEffect({ key })).outcome, 'done');
+    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
     sending.open();
     assert.equal((await first).outcome, 'done');
     assert.equal(api.posts.length, 2, 'the target received it twice');
     const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
     assert.equal(alerts.filter((m) => m.includes(key) && /twice/.test(m)).length, 1, inspect(alerts));
+  } finally {
+    await api.close();
+  }
+});
+
+test('lease on the database clock: a worker whose clock runs 5 minutes ahead finds a live begun effect and does not send', async () => {
+  const api = await startApi();
+  const key = 'edges/lease-fast-clock:push';
+  try {
+    await recordHttp(api, key, { policy: 'resend' });
+    const sending = gate();
+    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
+      key,
+    });
+    await sending.reached;
+    assert.equal(api.posts.length, 1, 'attempt 1 sent and has not answered yet');
+    // To this worker's clock the lease passed minutes ago; to the database's it is live.
+    const fast = await settled(effectActivities(depsAt(5 * 60_000)).performEffect({ key }));
+    assert.ok(
+      fast instanceof ApplicationFailure && fast.type === 'EffectInProgress',
+      `a live lease is in progress whatever the worker's clock says: ${inspect(fast)}`,
+    );
+    assert.ok(
+      (fast.nextRetryDelay as number) > 50_000,
+      `it waits out the lease by the database clock: ${inspect(fast.nextRetryDelay)}`,
+    );
+    sending.open();
+    assert.equal((await first).outcome, 'done');
+    assert.equal(api.posts.length, 1, 'exactly one provider call');
+    assert.equal((await effectRow(t.db, key)).status, 'done');
+  } finally {
+    await api.close();
+  }
+});
+
+test("lease deadline: a provider call that would outlive the attempt's lease is cut short inside it", async () => {
+  const api = await startApi();
+  const key = 'edges/lease-deadline:push';
+  try {
+    await recordHttp(api, key, { policy: 'resend' });
+    // The target answers after 10 s, the provider's own timeout is its default 15 s, and the
+    // attempt (and so its lease) has 3 s: the call must end before the lease does.
+    api.state.hang = true;
+    api.state.hangMs = 10_000;
+    const deps = depsAt(0, { channels: { ...depsAt().channels, http: httpApiProvider() } });
+    const env = new MockActivityEnvironment({ startToCloseTimeoutMs: 3_000 });
+    const started = Date.now();
+    const r = await settled(env.run(effectActivities(deps).performEffect, { key }));
+    const tookMs = Date.now() - started;
+    assert.equal(api.posts.length, 1);
+    assert.ok(tookMs < 3_000, `the call ended inside the 3 s lease, after ${tookMs} ms: ${inspect(r)}`);
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'unknown', 'cut short after sending: maybe sent, never "failed"');
+    const live = await sql<{ live: boolean }>`
+      select (lease_until is not null and lease_until > now()) as live from effects where effect_key = ${key}`.execute(
+      t.db,
+    );
+    assert.equal(live.rows[0]!.live, false, 'no lease is left behind');
   } finally {
     await api.close();
   }
