@@ -6,7 +6,7 @@ import type { ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { RerunState, WindowRunResult } from '../../workflows/types.js';
+import type { RerunInput, RerunState, WindowRunResult } from '../../workflows/types.js';
 import type { TestDb } from './db.js';
 import { insertOrders, ordersBetween, salesJob, type Order } from './jobs.js';
 import { eventually, uniqueQueue } from './temporal.js';
@@ -22,74 +22,82 @@ export const policy = {
   startToCloseTimeoutMs: 20_000,
 };
 
-/**
- * `job` starting at window W with `n` orders in it, on its own task queue. The deps hand the
- * worker a Temporal client when `temporal` is set (the request activity then checks open workflows).
- */
-export async function rerunJob(
-  stack: Stack,
-  job: string,
-  W: Window,
-  n: number,
-  opts: { temporal?: boolean; badEvery?: number } = {},
-): Promise<{ taskQueue: string; orders: Order[]; deps: ActivityDeps }> {
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  const orders = await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, n, opts.badEvery));
-  const deps: ActivityDeps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    ...(opts.temporal ? { temporal: { client: stack.env.client, taskQueue } } : {}),
-  };
-  return { taskQueue, orders, deps };
-}
-
-/** Runs a generation (0 unless given) of a window directly, as a tick or a rerun would. */
-export async function processWindow(
-  stack: Stack,
-  taskQueue: string,
-  job: string,
-  W: Window,
-  generation = 0,
-): Promise<WindowRunResult> {
-  const key = `${job}/${W.start}${generation ? `#${generation}` : ''}`;
-  return (await stack.env.client.workflow.execute('window', {
-    taskQueue,
-    workflowId: key,
-    args: [{ job, ...W, generation, key, trigger: generation ? 'rerun' : 'manual', policy }],
-  })) as WindowRunResult;
-}
-
-/** Alice asks bob for rerun number `n` of window W. */
-export const startRerun = (stack: Stack, taskQueue: string, job: string, W: Window, n: number) =>
-  stack.env.client.workflow.start('rerun', {
-    taskQueue,
-    workflowId: `${job}/${W.start}/rerun-${n}`,
-    args: [{ job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'] }],
-  });
-
-/** Waits until the rerun workflow `id` has recorded its request. */
-export async function waitForRequest(stack: Stack, id: string): Promise<RerunState> {
-  return await eventually(
-    async () => {
-      const s = await stack.env.client.workflow.getHandle(id).query<RerunState>('state');
-      return s.request ? s : undefined;
+/** The rerun tools bound to a test file's stack. */
+export function rerunTools(stack: Stack) {
+  // The stack is ready only once its before hook ran: reach its client when a tool is used.
+  const client = () => stack.env.client;
+  return {
+    /**
+     * `job` starting at window W with `n` orders in it, on its own task queue. The deps hand the
+     * worker a Temporal client when `temporal` is set (the request activity then checks open workflows).
+     */
+    async rerunJob(
+      job: string,
+      W: Window,
+      n: number,
+      opts: { temporal?: boolean; badEvery?: number } = {},
+    ): Promise<{ taskQueue: string; orders: Order[]; deps: ActivityDeps }> {
+      const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+      const taskQueue = uniqueQueue(job);
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, n, opts.badEvery));
+      const deps: ActivityDeps = {
+        db: stack.t.db,
+        catalog,
+        logger: memoryLogger(),
+        now: () => new Date(),
+        ...(opts.temporal ? { temporal: { client: client(), taskQueue } } : {}),
+      };
+      return { taskQueue, orders, deps };
     },
-    20_000,
-    `request ${id}`,
-  );
-}
 
-/** The audited decisions on `request`, oldest first. */
-export const auditOf = (db: Kysely<Database>, request: string) =>
-  db
-    .selectFrom('approval_audit')
-    .select(['actor', 'accepted'])
-    .where('request', '=', request)
-    .orderBy('id')
-    .execute();
+    /** Runs a generation (0 unless given) of a window directly, as a tick or a rerun would. */
+    async processWindow(taskQueue: string, job: string, W: Window, generation = 0): Promise<WindowRunResult> {
+      const key = `${job}/${W.start}${generation ? `#${generation}` : ''}`;
+      return (await client().workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [{ job, ...W, generation, key, trigger: generation ? 'rerun' : 'manual', policy }],
+      })) as WindowRunResult;
+    },
+
+    /** Alice asks bob (unless `input` says otherwise) for rerun `n` of window W. */
+    startRerun: (
+      taskQueue: string,
+      job: string,
+      W: Window,
+      n: number | string,
+      input: Partial<RerunInput> = {},
+    ) =>
+      client().workflow.start('rerun', {
+        taskQueue,
+        workflowId: `${job}/${W.start}/rerun-${n}`,
+        args: [
+          { job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'], ...input },
+        ],
+      }),
+
+    /** Waits until the rerun workflow `id` has recorded its request. */
+    async waitForRequest(id: string): Promise<RerunState> {
+      return await eventually(
+        async () => {
+          const s = await client().workflow.getHandle(id).query<RerunState>('state');
+          return s.request ? s : undefined;
+        },
+        20_000,
+        `request ${id}`,
+      );
+    },
+
+    /** The audited decisions on `request`, oldest first. */
+    auditOf: (request: string) =>
+      stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted'])
+        .where('request', '=', request)
+        .orderBy('id')
+        .execute(),
+  };
+}
 
 /**
  * Holds what `lock` takes in an open transaction until the returned function releases it (and

@@ -14,18 +14,11 @@ import { defineCatalog } from '../../schedules/job.js';
 import { startWebServer } from '../../web/server.js';
 import type { RerunResult } from '../../workflows/types.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import {
-  auditOf,
-  holding,
-  processWindow as processWindowOn,
-  rerunJob,
-  startRerun as startRerunOn,
-  waitForRequest as waitForRequestOn,
-  type Window,
-} from '../helpers/reruns.js';
+import { holding, rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
+const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTools(stack);
 const TOKEN = 'review-operator-token-1';
 const bearer = { authorization: `Bearer ${TOKEN}` };
 /** The web server on this file's stack, its config read from the environment plus `env`. */
@@ -51,16 +44,10 @@ function startWeb(
   });
 }
 
-const processWindow = (taskQueue: string, job: string, W: Window) =>
-  processWindowOn(stack, taskQueue, job, W);
-const waitForRequest = (id: string) => waitForRequestOn(stack, id);
-const startRerun = (taskQueue: string, job: string, W: Window, n: number) =>
-  startRerunOn(stack, taskQueue, job, W, n);
-
 test('Review of items 15, 19: a rerun the page asks for but the worker refuses is an error on the page, not "ok"', async () => {
   const job = 'review-page-rerun';
   const W = { start: '2026-06-01T10:00:00Z', end: '2026-06-01T11:00:00Z' };
-  const { taskQueue, deps } = await rerunJob(stack, job, W, 4, { temporal: true });
+  const { taskQueue, deps } = await rerunJob(job, W, 4, { temporal: true });
   const client = stack.env.client;
   const web = await startWeb(deps.catalog, {
     TIDEMARK_TASK_QUEUE: taskQueue,
@@ -98,7 +85,7 @@ test('Review of items 15, 19: a rerun the page asks for but the worker refuses i
 test('Review of item 15: an approved request whose workflow ended does not hold its window for ever', async () => {
   const job = 'review-approved-ended';
   const W = { start: '2026-06-02T10:00:00Z', end: '2026-06-02T11:00:00Z' };
-  const { taskQueue, orders, deps } = await rerunJob(stack, job, W, 5, { temporal: true });
+  const { taskQueue, orders, deps } = await rerunJob(job, W, 5, { temporal: true });
   const client = stack.env.client;
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
@@ -153,7 +140,7 @@ test('Review of item 15: an approved request whose workflow ended does not hold 
 test('Review of item 15: one request recorded by two overlapping attempts is one request, not refused by itself', async () => {
   const job = 'review-same-request';
   const W = { start: '2026-06-04T10:00:00Z', end: '2026-06-04T11:00:00Z' };
-  const { taskQueue, deps } = await rerunJob(stack, job, W, 2, { temporal: true });
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
@@ -180,7 +167,7 @@ test('Review of item 15: one request recorded by two overlapping attempts is one
 test('Review of item 17: a decision before the request is recorded is refused, so a refused request has no accepted approval', async () => {
   const job = 'review-early-decision';
   const W = { start: '2026-06-05T10:00:00Z', end: '2026-06-05T11:00:00Z' };
-  const { taskQueue, deps } = await rerunJob(stack, job, W, 2, { temporal: true });
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
@@ -206,7 +193,7 @@ test('Review of item 17: a decision before the request is recorded is refused, s
       await release();
     }
     await assert.rejects(second.result());
-    const audit = await auditOf(stack.t.db, second.workflowId);
+    const audit = await auditOf(second.workflowId);
     assert.deepEqual(
       audit.filter((a) => a.accepted),
       [],
@@ -220,25 +207,12 @@ test('Review of item 17: a decision before the request is recorded is refused, s
 test('Review of item 17: a decision on a request that has already timed out (its workflow closed) is refused and audited', async () => {
   const job = 'review-closed-decision';
   const W = { start: '2026-06-06T10:00:00Z', end: '2026-06-06T11:00:00Z' };
-  const { taskQueue, deps } = await rerunJob(stack, job, W, 2, { temporal: true });
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
-    const id = `${job}/${W.start}/rerun-closed`;
-    const handle = await client.workflow.start('rerun', {
-      taskQueue,
-      workflowId: id,
-      args: [
-        {
-          job,
-          windowStart: W.start,
-          reason: 'x',
-          requestedBy: 'alice',
-          approvers: ['bob'],
-          timeoutMs: 1_000,
-        },
-      ],
-    });
+    const handle = await startRerun(taskQueue, job, W, 'closed', { timeoutMs: 1_000 });
+    const id = handle.workflowId;
     assert.equal(((await handle.result()) as RerunResult).outcome, 'timed-out');
     const late = await decideRequest(client, stack.t.db, id, {
       decision: 'approve',
@@ -249,7 +223,7 @@ test('Review of item 17: a decision on a request that has already timed out (its
       (e: Error) => `${e.constructor.name}: ${e.message}`,
     );
     assert.match(late, /^DecisionRefused: approve by bob refused: the request timed out/);
-    const audit = await auditOf(stack.t.db, id);
+    const audit = await auditOf(id);
     assert.deepEqual(audit, [{ actor: 'bob', accepted: false }]);
   });
 });
