@@ -8,51 +8,31 @@ import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { rerunActivities } from '../../activities/rerun.js';
-import { loadConfig } from '../../config/env.js';
 import { decide as decideRequest } from '../../operator/reruns.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { startWebServer } from '../../web/server.js';
 import type { RerunResult } from '../../workflows/types.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTools(stack);
 const TOKEN = 'review-operator-token-1';
 const bearer = { authorization: `Bearer ${TOKEN}` };
-/** The web server on this file's stack, its config read from the environment plus `env`. */
-function startWeb(
-  catalog: Parameters<typeof startWebServer>[0]['catalog'],
-  env: Record<string, string>,
-  now?: () => Date,
-) {
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    ...env,
-  });
-  return startWebServer({
-    port: 0,
-    token: TOKEN,
-    db: stack.t.db,
-    client: stack.env.client,
-    catalog,
-    config,
-    ...(now ? { now } : {}),
-  });
-}
-
 test('Review of items 15, 19: a rerun the page asks for but the worker refuses is an error on the page, not "ok"', async () => {
   const job = 'review-page-rerun';
   const W = { start: '2026-06-01T10:00:00Z', end: '2026-06-01T11:00:00Z' };
   const { taskQueue, deps } = await rerunJob(job, W, 4, { temporal: true });
   const client = stack.env.client;
-  const web = await startWeb(deps.catalog, {
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TIDEMARK_APPROVERS: 'bob=U0BOB0001',
-    TIDEMARK_PEOPLE: 'alice=U0ALICE01',
+  const web = await startWeb(stack, {
+    token: TOKEN,
+    catalog: deps.catalog,
+    env: {
+      TIDEMARK_TASK_QUEUE: taskQueue,
+      TIDEMARK_APPROVERS: 'bob=U0BOB0001',
+      TIDEMARK_PEOPLE: 'alice=U0ALICE01',
+    },
   });
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
@@ -231,7 +211,11 @@ test('Review of item 17: a decision on a request that has already timed out (its
 test('Review of item 19: a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
   const job = 'review-big-body';
   const catalog = defineCatalog([salesJob(job, { start: '2026-06-07T00:00:00Z', lateness: '0m' })]);
-  const web = await startWeb(catalog, { TIDEMARK_TASK_QUEUE: uniqueQueue(job) });
+  const web = await startWeb(stack, {
+    token: TOKEN,
+    catalog,
+    env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job) },
+  });
   try {
     const post = async (body: string | Buffer) => {
       const r = await fetch(`${web.url}/api/jobs/${job}/backfill`, {
@@ -261,19 +245,14 @@ test('Review of item 19: the update stream of a session that expires or logs out
   const job = 'review-sse';
   const catalog = defineCatalog([salesJob(job, { start: '2026-06-08T00:00:00Z', lateness: '0m' })]);
   let now = new Date('2026-11-30T12:00:00Z');
-  const web = await startWeb(
+  const web = await startWeb(stack, {
+    token: TOKEN,
     catalog,
-    { TIDEMARK_TASK_QUEUE: uniqueQueue(job), TIDEMARK_WEB_SESSION_TTL: '1h' },
-    () => now,
-  );
+    env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job), TIDEMARK_WEB_SESSION_TTL: '1h' },
+    now: () => now,
+  });
   try {
-    const login = await fetch(`${web.url}/login`, {
-      method: 'POST',
-      body: `token=${TOKEN}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      redirect: 'manual',
-    });
-    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const cookie = sessionCookie(await postLogin(web.url, TOKEN));
     const events = await fetch(`${web.url}/api/events`, { headers: { cookie } });
     const reader = events.body!.getReader();
     assert.equal((await reader.read()).done, false, 'a first update');
