@@ -122,6 +122,17 @@ async function toLocalDir(daily: number, every: number) {
   return { dir, opts };
 }
 
+/** A client of the S3 test server that checksums only where the request needs it. */
+const s3Client = () =>
+  new S3Client({
+    region: 'us-east-1',
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+
 /** Each window run's outcome, or why it failed. */
 const outcomes = (results: PromiseSettledResult<WindowRunResult>[]) =>
   results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason)));
@@ -211,14 +222,7 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     .executeTakeFirstOrThrow();
   assert.ok(Number(row.bytes) > 5 * 1024 * 1024, `${row.bytes} bytes: more than one part`);
   assert.equal(row.encrypted, true);
-  const client = new S3Client({
-    region: 'us-east-1',
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = s3Client();
   const listed = await client.send(new ListObjectsV2Command({ Bucket: 'backups' }));
   assert.deepEqual(
     listed.Contents?.map((c) => [c.Key, c.Size]),
@@ -248,14 +252,7 @@ test('S3 publish above the copy threshold is a multipart copy (UploadPartCopy), 
   const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
   await dest.putStaging('big/object.bin', Readable.from([data]));
   await dest.publish('big/object.bin');
-  const client = new S3Client({
-    region: 'us-east-1',
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = s3Client();
   const got = await client.send(new GetObjectCommand({ Bucket: 'large', Key: 'big/object.bin' }));
   const raw = Buffer.concat(await (got.Body as Readable).toArray());
   assert.equal(raw.length, data.length);
