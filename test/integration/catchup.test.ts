@@ -118,7 +118,7 @@ test('a window that is open by the wall clock is refused, not retried, and write
   const job = 'open-now';
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '5m' })]);
   const now = new Date('2026-05-03T10:30:00Z');
-  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => now });
+  const acts = createActivities(depsFor(catalog, () => now));
   const input = {
     job,
     start: '2026-05-03T10:00:00Z',
@@ -171,12 +171,7 @@ test('a window that is open by the wall clock is refused, not retried, and write
 
 test('a window off the grid is refused with the window it should have been', async () => {
   const job = 'off-grid';
-  const acts = createActivities({
-    db: stack.t.db,
-    catalog: defineCatalog([salesJob(job)]),
-    logger: memoryLogger(),
-    now: () => new Date(),
-  });
+  const acts = createActivities(depsFor(defineCatalog([salesJob(job)])));
   await assert.rejects(
     acts.processWindow({
       job,
@@ -255,12 +250,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
   const job = 'skewed';
   const catalog = defineCatalog([salesJob(job, { grid: '1m', lateness: '10s' })]);
   // Directly: 30 s short of closing is a retryable wait with a delay that covers the rest.
-  const acts = createActivities({
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date('2026-05-03T10:01:40Z'),
-  });
+  const acts = createActivities(depsFor(catalog, () => new Date('2026-05-03T10:01:40Z')));
   const input = {
     job,
     start: '2026-05-03T10:01:00Z',
@@ -281,12 +271,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
       err.nextRetryDelay <= 32_000,
   );
   // A minute or more short of closing is still bad input (the 'open-now' test: not retried).
-  const far = createActivities({
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date('2026-05-03T10:01:09Z'),
-  });
+  const far = createActivities(depsFor(catalog, () => new Date('2026-05-03T10:01:09Z')));
   await assert.rejects(
     far.processWindow(input),
     (err: unknown) => err instanceof ApplicationFailure && err.nonRetryable && err.type === 'WindowNotClosed',
