@@ -21,7 +21,7 @@ import { startChat, type TestChat } from '../helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { startSmtp } from '../helpers/smtp.js';
-import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 let chat: TestChat;
@@ -115,15 +115,7 @@ function runWindow(taskQueue: string, job: string, W: { start: string; end: stri
         generation: 0,
         key,
         trigger: 'manual',
-        policy: {
-          retry: {
-            maximumAttempts: 1,
-            initialInterval: '1s',
-            maximumInterval: '1s',
-            backoffCoefficient: 1,
-          },
-          startToCloseTimeoutMs: 20_000,
-        },
+        policy: windowPolicy(1, 20_000),
       },
     ],
   });
