@@ -92,6 +92,14 @@ async function startApp(setup: AppSetup) {
   return { app, post };
 }
 
+/** Waits for the first message shown only to Slack user `user`. */
+const ephemeralTo = (user: string, what: string) =>
+  eventually(
+    async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === user),
+    20_000,
+    what,
+  );
+
 /** Worker deps that post rerun requests to C_APPROVALS. */
 const approvalDeps = (catalog: ActivityDeps['catalog']): ActivityDeps => ({
   db: stack.t.db,
@@ -303,11 +311,7 @@ test('approving a rerun from Slack', async () => {
       // Someone who is not an approver: acknowledged, refused, told, audited.
       const mallory = click('UMALLORY', 'rerun_approve', id);
       assert.equal((await post(mallory, signed(mallory))).status, 200);
-      const told = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'),
-        20_000,
-        'the refusal',
-      );
+      const told = await ephemeralTo('UMALLORY', 'the refusal');
       assert.match(
         told.text,
         /Not accepted: approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol or members of S_APPROVERS\)/,
@@ -477,20 +481,12 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
       // alice's own Slack account (a member of the approver group): refused, told, audited under her name.
       const self = click('UALICE', 'rerun_approve', id);
       assert.equal((await post(self)).status, 200);
-      const told = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UALICE'),
-        20_000,
-        'the refusal',
-      );
+      const told = await ephemeralTo('UALICE', 'the refusal');
       assert.match(told.text, /alice asked for this rerun and may not approve it/);
       // A Slack user with no tidemark name is nobody: refused.
       const stranger = click('UERIN', 'rerun_approve', id);
       assert.equal((await post(stranger)).status, 200);
-      const toldErin = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UERIN'),
-        20_000,
-        'the refusal of an unnamed user',
-      );
+      const toldErin = await ephemeralTo('UERIN', 'the refusal of an unnamed user');
       assert.match(toldErin.text, /Slack user UERIN has no tidemark name/);
       assert.equal(
         (await stack.env.client.workflow.getHandle(id).query<RerunState>('state')).status,
