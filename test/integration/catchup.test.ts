@@ -11,7 +11,7 @@ import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 
@@ -21,12 +21,6 @@ const depsFor = (catalog: Catalog, now: () => Date = () => new Date()) => ({
   catalog,
   logger: memoryLogger(),
   now,
-});
-
-/** A window run's policy: `maximumAttempts` attempts one second apart. */
-const policyOf = (maximumAttempts: number, startToCloseTimeoutMs = 10_000) => ({
-  retry: { maximumAttempts, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-  startToCloseTimeoutMs,
 });
 
 /** Runs tick `n` of `job` at `now`, and waits for every window it started to end. */
@@ -126,7 +120,7 @@ test('a window that is open by the wall clock is refused, not retried, and write
     generation: 0,
     key: `${job}/2026-05-03T10:00:00Z`,
     trigger: 'manual' as const,
-    policy: policyOf(3),
+    policy: windowPolicy(3, 10_000),
   };
   await assert.rejects(
     acts.processWindow(input),
@@ -180,7 +174,7 @@ test('a window off the grid is refused with the window it should have been', asy
       generation: 0,
       key: 'x',
       trigger: 'manual',
-      policy: policyOf(1, 1000),
+      policy: windowPolicy(1, 1000),
     }),
     (err: unknown) =>
       err instanceof ApplicationFailure &&
@@ -258,7 +252,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
     generation: 0,
     key: `${job}/2026-05-03T10:01:00Z`,
     trigger: 'schedule' as const,
-    policy: policyOf(3),
+    policy: windowPolicy(3, 10_000),
   };
   await assert.rejects(
     acts.processWindow(input),
@@ -396,7 +390,7 @@ test('clock skew near the tolerance: a worker 45 s behind with one attempt waits
             generation: 0,
             key,
             trigger: 'schedule' as const,
-            policy: policyOf(1),
+            policy: windowPolicy(1, 10_000),
           },
         ],
       })) as WindowResult;
@@ -427,7 +421,7 @@ test('the failed-window budget rotates: a window that keeps failing does not kee
     }),
   ]);
   const acts = createActivities(depsFor(catalog));
-  const policy = policyOf(1);
+  const policy = windowPolicy(1, 10_000);
   const planned: string[][] = [];
   for (let i = 0; i < 6; i++) {
     const plan = await acts.planTick({ job, now: '2026-05-06T18:00:00Z' });
