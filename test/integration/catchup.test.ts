@@ -23,6 +23,17 @@ const depsFor = (catalog: Catalog, now: () => Date = () => new Date()) => ({
   now,
 });
 
+/** Generation 0 of `job`'s window [start, end), run with three attempts. */
+const windowInput = (job: string, start: string, end: string, trigger: 'manual' | 'schedule') => ({
+  job,
+  start,
+  end,
+  generation: 0,
+  key: `${job}/${start}`,
+  trigger,
+  policy: windowPolicy(3, 10_000),
+});
+
 /** Runs tick `n` of `job` at `now`, and waits for every window it started to end. */
 async function tickAndWait(taskQueue: string, job: string, now: string, n: number) {
   const r = (await stack.env.client.workflow.execute('tick', {
@@ -113,15 +124,7 @@ test('a window that is open by the wall clock is refused, not retried, and write
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '5m' })]);
   const now = new Date('2026-05-03T10:30:00Z');
   const acts = createActivities(depsFor(catalog, () => now));
-  const input = {
-    job,
-    start: '2026-05-03T10:00:00Z',
-    end: '2026-05-03T11:00:00Z',
-    generation: 0,
-    key: `${job}/2026-05-03T10:00:00Z`,
-    trigger: 'manual' as const,
-    policy: windowPolicy(3, 10_000),
-  };
+  const input = windowInput(job, '2026-05-03T10:00:00Z', '2026-05-03T11:00:00Z', 'manual');
   await assert.rejects(
     acts.processWindow(input),
     (err: unknown) =>
@@ -245,15 +248,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
   const catalog = defineCatalog([salesJob(job, { grid: '1m', lateness: '10s' })]);
   // Directly: 30 s short of closing is a retryable wait with a delay that covers the rest.
   const acts = createActivities(depsFor(catalog, () => new Date('2026-05-03T10:01:40Z')));
-  const input = {
-    job,
-    start: '2026-05-03T10:01:00Z',
-    end: '2026-05-03T10:02:00Z',
-    generation: 0,
-    key: `${job}/2026-05-03T10:01:00Z`,
-    trigger: 'schedule' as const,
-    policy: windowPolicy(3, 10_000),
-  };
+  const input = windowInput(job, '2026-05-03T10:01:00Z', '2026-05-03T10:02:00Z', 'schedule');
   await assert.rejects(
     acts.processWindow(input),
     (err: unknown) =>
