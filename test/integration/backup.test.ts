@@ -109,20 +109,38 @@ async function restoredCount(dump: Readable): Promise<number> {
   }
 }
 
-test('to a local directory: three days, restore-checked, retention keeps two, a second run changes nothing', async () => {
+/** A backup of `items` into a fresh local directory, keeping `daily` days, restore-checking every `every`th. */
+async function toLocalDir(daily: number, every: number) {
   const dir = await mkdtemp(join(tmpdir(), 'tidemark-backup-'));
   const opts = {
     database: source.url,
     destination: localDestination(dir),
-    retention: { daily: 2, weekly: 0, monthly: 0 },
+    retention: { daily, weekly: 0, monthly: 0 },
     tables: ['items'],
-    restoreCheck: { every: 1, scratchDatabaseUrl: scratchUrl() },
+    restoreCheck: { every, scratchDatabaseUrl: scratchUrl() },
   };
+  return { dir, opts };
+}
+
+/** A client of the S3 test server that checksums only where the request needs it. */
+const s3Client = () =>
+  new S3Client({
+    region: 'us-east-1',
+    endpoint: s3.endpoint,
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    requestChecksumCalculation: 'WHEN_REQUIRED',
+    responseChecksumValidation: 'WHEN_REQUIRED',
+  });
+
+/** Each window run's outcome, or why it failed. */
+const outcomes = (results: PromiseSettledResult<WindowRunResult>[]) =>
+  results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason)));
+
+test('to a local directory: three days, restore-checked, retention keeps two, a second run changes nothing', async () => {
+  const { dir, opts } = await toLocalDir(2, 1);
   const results = await runDays('bk-local', opts, [0, 1, 2, 2]);
-  assert.deepEqual(
-    results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason))),
-    ['processed', 'processed', 'processed', 'already-done'],
-  );
+  assert.deepEqual(outcomes(results), ['processed', 'processed', 'processed', 'already-done']);
   const files = (await readdir(join(dir, 'bk-local'))).sort();
   assert.deepEqual(files, ['20261002T000000Z.dump', '20261003T000000Z.dump']);
   const rows = await stack.t.db
@@ -149,19 +167,9 @@ test('to a local directory: three days, restore-checked, retention keeps two, a 
 });
 
 test('a job without start restore-checks every Nth window, counted on the grid from the epoch', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'tidemark-backup-'));
-  const opts = {
-    database: source.url,
-    destination: localDestination(dir),
-    retention: { daily: 7, weekly: 0, monthly: 0 },
-    tables: ['items'],
-    restoreCheck: { every: 2, scratchDatabaseUrl: scratchUrl() },
-  };
+  const { opts } = await toLocalDir(7, 2);
   const results = await runDays('cadence-nostart', opts, [0, 1, 2, 3], null);
-  assert.deepEqual(
-    results.map((r) => (r.status === 'fulfilled' ? r.value.outcome : String(r.reason))),
-    ['processed', 'processed', 'processed', 'processed'],
-  );
+  assert.deepEqual(outcomes(results), ['processed', 'processed', 'processed', 'processed']);
   const rows = await stack.t.db
     .selectFrom('backups')
     .select(['window_start', 'restore_checked'])
@@ -214,14 +222,7 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     .executeTakeFirstOrThrow();
   assert.ok(Number(row.bytes) > 5 * 1024 * 1024, `${row.bytes} bytes: more than one part`);
   assert.equal(row.encrypted, true);
-  const client = new S3Client({
-    region: 'us-east-1',
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = s3Client();
   const listed = await client.send(new ListObjectsV2Command({ Bucket: 'backups' }));
   assert.deepEqual(
     listed.Contents?.map((c) => [c.Key, c.Size]),
@@ -251,14 +252,7 @@ test('S3 publish above the copy threshold is a multipart copy (UploadPartCopy), 
   const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
   await dest.putStaging('big/object.bin', Readable.from([data]));
   await dest.publish('big/object.bin');
-  const client = new S3Client({
-    region: 'us-east-1',
-    endpoint: s3.endpoint,
-    forcePathStyle: true,
-    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
-    requestChecksumCalculation: 'WHEN_REQUIRED',
-    responseChecksumValidation: 'WHEN_REQUIRED',
-  });
+  const client = s3Client();
   const got = await client.send(new GetObjectCommand({ Bucket: 'large', Key: 'big/object.bin' }));
   const raw = Buffer.concat(await (got.Body as Readable).toArray());
   assert.equal(raw.length, data.length);

@@ -7,13 +7,51 @@ import { RetryState } from '@temporalio/common';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
+
+/** Worker deps for `catalog` on a clock that is `now` (the wall clock unless given). */
+const depsFor = (catalog: Catalog, now: () => Date = () => new Date()) => ({
+  db: stack.t.db,
+  catalog,
+  logger: memoryLogger(),
+  now,
+});
+
+/** Generation 0 of `job`'s window [start, end), run with three attempts. */
+const windowInput = (job: string, start: string, end: string, trigger: 'manual' | 'schedule') => ({
+  job,
+  start,
+  end,
+  generation: 0,
+  key: `${job}/${start}`,
+  trigger,
+  policy: windowPolicy(3, 10_000),
+});
+
+/** Runs tick `n` of `job` at `now`, and waits for every window it started to end. */
+async function tickAndWait(taskQueue: string, job: string, now: string, n: number) {
+  const r = (await stack.env.client.workflow.execute('tick', {
+    taskQueue,
+    workflowId: `${job}/tick-${n}`,
+    args: [{ job, now }],
+  })) as TickResult;
+  const settled = await Promise.allSettled(
+    r.started.map((k) => stack.env.client.workflow.getHandle(k).result()),
+  );
+  return { started: r.started, settled };
+}
+
+/** A window run on a worker whose clock was behind raised no incident (so no alert). */
+async function assertNoIncidents(job: string) {
+  const incidents = await stack.t.db.selectFrom('incidents').selectAll().where('job', '=', job).execute();
+  assert.deepEqual(incidents, [], 'no incident, no alert');
+}
 
 test('30 missed windows with cap 10: three ticks, oldest first, none lost', async () => {
   const job = 'catchup';
@@ -21,48 +59,43 @@ test('30 missed windows with cap 10: three ticks, oldest first, none lost', asyn
     salesJob(job, { grid: '15m', lateness: '2m', maxCatchUp: 10, start: '2026-05-01T00:00:00Z' }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
-    async () => {
-      // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
-      const orders = await insertOrders(
-        stack.t.db,
-        ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31),
-      );
-      const now = '2026-05-01T07:32:00Z';
-      const seen: string[] = [];
-      for (let i = 1; i <= 3; i++) {
-        const r = (await stack.env.client.workflow.execute('tick', {
-          taskQueue,
-          workflowId: `${job}/tick-${i}`,
-          args: [{ job, now }],
-        })) as TickResult;
-        assert.equal(r.started.length, 10, `tick ${i} started ${r.started.length}`);
-        const results = await Promise.all(
-          r.started.map((k) => stack.env.client.workflow.getHandle(k).result() as Promise<WindowResult>),
-        );
-        assert.ok(results.every((x) => x.outcome === 'processed'));
-        seen.push(...r.started);
-      }
-      const expected = Array.from(
-        { length: 30 },
-        (_, i) =>
-          `${job}/${new Date(Date.parse('2026-05-01T00:00:00Z') + i * 900_000).toISOString().replace('.000Z', 'Z')}`,
-      );
-      assert.deepEqual(seen, expected, 'oldest first, each window once');
-      const fourth = (await stack.env.client.workflow.execute('tick', {
+  await withWorker(stack.env, taskQueue, depsFor(catalog), async () => {
+    // 30 windows of 15 minutes: 00:00 to 07:30; one more order in the open window after them.
+    const orders = await insertOrders(
+      stack.t.db,
+      ordersBetween(job, '2026-05-01T00:00:00Z', '2026-05-01T07:40:00Z', 310, 31),
+    );
+    const now = '2026-05-01T07:32:00Z';
+    const seen: string[] = [];
+    for (let i = 1; i <= 3; i++) {
+      const r = (await stack.env.client.workflow.execute('tick', {
         taskQueue,
-        workflowId: `${job}/tick-4`,
+        workflowId: `${job}/tick-${i}`,
         args: [{ job, now }],
       })) as TickResult;
-      assert.deepEqual(fourth.started, []);
-      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
-      const ref = reference(orders, '2026-05-01T00:00:00Z', '2026-05-01T07:30:00Z');
-      assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
-    },
-  );
+      assert.equal(r.started.length, 10, `tick ${i} started ${r.started.length}`);
+      const results = await Promise.all(
+        r.started.map((k) => stack.env.client.workflow.getHandle(k).result() as Promise<WindowResult>),
+      );
+      assert.ok(results.every((x) => x.outcome === 'processed'));
+      seen.push(...r.started);
+    }
+    const expected = Array.from(
+      { length: 30 },
+      (_, i) =>
+        `${job}/${new Date(Date.parse('2026-05-01T00:00:00Z') + i * 900_000).toISOString().replace('.000Z', 'Z')}`,
+    );
+    assert.deepEqual(seen, expected, 'oldest first, each window once');
+    const fourth = (await stack.env.client.workflow.execute('tick', {
+      taskQueue,
+      workflowId: `${job}/tick-4`,
+      args: [{ job, now }],
+    })) as TickResult;
+    assert.deepEqual(fourth.started, []);
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), '2026-05-01T07:30:00.000Z');
+    const ref = reference(orders, '2026-05-01T00:00:00Z', '2026-05-01T07:30:00Z');
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+  });
 });
 
 test('lateness: a window is not started before end + lateness, and a tick at that instant starts it', async () => {
@@ -71,43 +104,27 @@ test('lateness: a window is not started before end + lateness, and a tick at tha
     salesJob(job, { grid: '1h', lateness: '10m', start: '2026-05-02T10:00:00Z' }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
-    async () => {
-      const tick = (now: string, n: number) =>
-        stack.env.client.workflow.execute('tick', {
-          taskQueue,
-          workflowId: `${job}/tick-${n}`,
-          args: [{ job, now }],
-        }) as Promise<TickResult>;
-      assert.deepEqual((await tick('2026-05-02T10:59:59Z', 1)).started, [], 'open window');
-      assert.deepEqual((await tick('2026-05-02T11:09:59Z', 2)).started, [], 'closed but not late enough');
-      const r = await tick('2026-05-02T11:10:00Z', 3);
-      assert.deepEqual(r.started, [`${job}/2026-05-02T10:00:00Z`]);
-      await stack.env.client.workflow.getHandle(r.started[0]!).result();
-    },
-  );
+  await withWorker(stack.env, taskQueue, depsFor(catalog), async () => {
+    const tick = (now: string, n: number) =>
+      stack.env.client.workflow.execute('tick', {
+        taskQueue,
+        workflowId: `${job}/tick-${n}`,
+        args: [{ job, now }],
+      }) as Promise<TickResult>;
+    assert.deepEqual((await tick('2026-05-02T10:59:59Z', 1)).started, [], 'open window');
+    assert.deepEqual((await tick('2026-05-02T11:09:59Z', 2)).started, [], 'closed but not late enough');
+    const r = await tick('2026-05-02T11:10:00Z', 3);
+    assert.deepEqual(r.started, [`${job}/2026-05-02T10:00:00Z`]);
+    await stack.env.client.workflow.getHandle(r.started[0]!).result();
+  });
 });
 
 test('a window that is open by the wall clock is refused, not retried, and writes nothing', async () => {
   const job = 'open-now';
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '5m' })]);
   const now = new Date('2026-05-03T10:30:00Z');
-  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => now });
-  const input = {
-    job,
-    start: '2026-05-03T10:00:00Z',
-    end: '2026-05-03T11:00:00Z',
-    generation: 0,
-    key: `${job}/2026-05-03T10:00:00Z`,
-    trigger: 'manual' as const,
-    policy: {
-      retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-      startToCloseTimeoutMs: 10_000,
-    },
-  };
+  const acts = createActivities(depsFor(catalog, () => now));
+  const input = windowInput(job, '2026-05-03T10:00:00Z', '2026-05-03T11:00:00Z', 'manual');
   await assert.rejects(
     acts.processWindow(input),
     (err: unknown) =>
@@ -121,47 +138,37 @@ test('a window that is open by the wall clock is refused, not retried, and write
 
   // Through Temporal with the real clock: a window in the future fails at once, one attempt.
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
-    async () => {
-      const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
-      const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
-      await assert.rejects(
-        stack.env.client.workflow.execute('window', {
-          taskQueue,
-          workflowId: key,
-          args: [
-            {
-              ...input,
-              start: start.toISOString(),
-              end: new Date(start.getTime() + 3_600_000).toISOString(),
-              key,
-            },
-          ],
-        }),
-        (err: unknown) =>
-          err instanceof WorkflowFailedError &&
-          err.cause instanceof ActivityFailure &&
-          err.cause.retryState === RetryState.NON_RETRYABLE_FAILURE &&
-          err.cause.cause instanceof ApplicationFailure &&
-          err.cause.cause.type === 'WindowNotClosed',
-      );
-      const summary = await summaryOf(stack.t.db, job);
-      assert.deepEqual(summary, { count: 0, totalCents: 0 });
-    },
-  );
+  await withWorker(stack.env, taskQueue, depsFor(catalog), async () => {
+    const start = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 + 3_600_000);
+    const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
+    await assert.rejects(
+      stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            ...input,
+            start: start.toISOString(),
+            end: new Date(start.getTime() + 3_600_000).toISOString(),
+            key,
+          },
+        ],
+      }),
+      (err: unknown) =>
+        err instanceof WorkflowFailedError &&
+        err.cause instanceof ActivityFailure &&
+        err.cause.retryState === RetryState.NON_RETRYABLE_FAILURE &&
+        err.cause.cause instanceof ApplicationFailure &&
+        err.cause.cause.type === 'WindowNotClosed',
+    );
+    const summary = await summaryOf(stack.t.db, job);
+    assert.deepEqual(summary, { count: 0, totalCents: 0 });
+  });
 });
 
 test('a window off the grid is refused with the window it should have been', async () => {
   const job = 'off-grid';
-  const acts = createActivities({
-    db: stack.t.db,
-    catalog: defineCatalog([salesJob(job)]),
-    logger: memoryLogger(),
-    now: () => new Date(),
-  });
+  const acts = createActivities(depsFor(defineCatalog([salesJob(job)])));
   await assert.rejects(
     acts.processWindow({
       job,
@@ -170,10 +177,7 @@ test('a window off the grid is refused with the window it should have been', asy
       generation: 0,
       key: 'x',
       trigger: 'manual',
-      policy: {
-        retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-        startToCloseTimeoutMs: 1000,
-      },
+      policy: windowPolicy(1, 1000),
     }),
     (err: unknown) =>
       err instanceof ApplicationFailure &&
@@ -204,77 +208,47 @@ test('a failing window holds the watermark; windows after it still run; once fix
     }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
-    async () => {
-      const tick = async (n: number) => {
-        const r = (await stack.env.client.workflow.execute('tick', {
-          taskQueue,
-          workflowId: `${job}/tick-${n}`,
-          args: [{ job, now: '2026-05-04T13:00:00Z' }],
-        })) as TickResult;
-        return await Promise.allSettled(
-          r.started.map((k) => stack.env.client.workflow.getHandle(k).result()),
-        );
-      };
-      const first = await tick(1);
-      assert.deepEqual(
-        first.map((s) => s.status),
-        ['fulfilled', 'rejected', 'fulfilled'],
-      );
-      assert.equal(
-        (await readWatermark(stack.t.db, job))?.toISOString(),
-        '2026-05-04T11:00:00.000Z',
-        'the watermark stops before the failed window',
-      );
-      const failed = await stack.t.db
-        .selectFrom('job_windows')
-        .select(['status', 'attempts', 'reason'])
-        .where('job', '=', job)
-        .where('window_start', '=', new Date('2026-05-04T11:00:00Z'))
-        .executeTakeFirstOrThrow();
-      assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
+  await withWorker(stack.env, taskQueue, depsFor(catalog), async () => {
+    const tick = async (n: number) => (await tickAndWait(taskQueue, job, '2026-05-04T13:00:00Z', n)).settled;
+    const first = await tick(1);
+    assert.deepEqual(
+      first.map((s) => s.status),
+      ['fulfilled', 'rejected', 'fulfilled'],
+    );
+    assert.equal(
+      (await readWatermark(stack.t.db, job))?.toISOString(),
+      '2026-05-04T11:00:00.000Z',
+      'the watermark stops before the failed window',
+    );
+    const failed = await stack.t.db
+      .selectFrom('job_windows')
+      .select(['status', 'attempts', 'reason'])
+      .where('job', '=', job)
+      .where('window_start', '=', new Date('2026-05-04T11:00:00Z'))
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(failed, { status: 'failed', attempts: 2, reason: 'source system down' });
 
-      broken = false;
-      const second = await tick(2);
-      assert.deepEqual(
-        second.map((s) => s.status),
-        ['fulfilled'],
-        'only the failed window is started again',
-      );
-      assert.equal(
-        (await readWatermark(stack.t.db, job))?.toISOString(),
-        '2026-05-04T13:00:00.000Z',
-        'the watermark jumps over the contiguous done windows',
-      );
-    },
-  );
+    broken = false;
+    const second = await tick(2);
+    assert.deepEqual(
+      second.map((s) => s.status),
+      ['fulfilled'],
+      'only the failed window is started again',
+    );
+    assert.equal(
+      (await readWatermark(stack.t.db, job))?.toISOString(),
+      '2026-05-04T13:00:00.000Z',
+      'the watermark jumps over the contiguous done windows',
+    );
+  });
 });
 
 test('clock skew: a window not closed by under a minute on the worker clock waits and retries, never fails or alerts', async () => {
   const job = 'skewed';
   const catalog = defineCatalog([salesJob(job, { grid: '1m', lateness: '10s' })]);
   // Directly: 30 s short of closing is a retryable wait with a delay that covers the rest.
-  const acts = createActivities({
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date('2026-05-03T10:01:40Z'),
-  });
-  const input = {
-    job,
-    start: '2026-05-03T10:01:00Z',
-    end: '2026-05-03T10:02:00Z',
-    generation: 0,
-    key: `${job}/2026-05-03T10:01:00Z`,
-    trigger: 'schedule' as const,
-    policy: {
-      retry: { maximumAttempts: 3, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-      startToCloseTimeoutMs: 10_000,
-    },
-  };
+  const acts = createActivities(depsFor(catalog, () => new Date('2026-05-03T10:01:40Z')));
+  const input = windowInput(job, '2026-05-03T10:01:00Z', '2026-05-03T10:02:00Z', 'schedule');
   await assert.rejects(
     acts.processWindow(input),
     (err: unknown) =>
@@ -286,12 +260,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
       err.nextRetryDelay <= 32_000,
   );
   // A minute or more short of closing is still bad input (the 'open-now' test: not retried).
-  const far = createActivities({
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date('2026-05-03T10:01:09Z'),
-  });
+  const far = createActivities(depsFor(catalog, () => new Date('2026-05-03T10:01:09Z')));
   await assert.rejects(
     far.processWindow(input),
     (err: unknown) => err instanceof ApplicationFailure && err.nonRetryable && err.type === 'WindowNotClosed',
@@ -307,12 +276,10 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
     await withWorker(
       stack.env,
       taskQueue,
-      {
-        db: stack.t.db,
-        catalog: defineCatalog([salesJob(name, { grid: '1m', lateness: '10s' })]),
-        logger: memoryLogger(),
-        now: () => new Date(Date.now() - skew),
-      },
+      depsFor(
+        defineCatalog([salesJob(name, { grid: '1m', lateness: '10s' })]),
+        () => new Date(Date.now() - skew),
+      ),
       async () => {
         const start = new Date(due - 10_000 - 60_000);
         const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
@@ -337,12 +304,7 @@ test('clock skew: a window not closed by under a minute on the worker clock wait
           .where('window_key', '=', key)
           .executeTakeFirstOrThrow();
         assert.deepEqual(row, { status: 'done', attempts: 1 }, 'the wait is not a failed attempt');
-        const incidents = await stack.t.db
-          .selectFrom('incidents')
-          .selectAll()
-          .where('job', '=', job)
-          .execute();
-        assert.deepEqual(incidents, [], 'no incident, no alert');
+        await assertNoIncidents(job);
       },
     );
   }
@@ -365,47 +327,34 @@ test('a window that keeps failing does not fill the catch-up cap: newer windows 
     }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
-    async () => {
-      const tick = async (n: number) => {
-        const r = (await stack.env.client.workflow.execute('tick', {
-          taskQueue,
-          workflowId: `${job}/tick-${n}`,
-          args: [{ job, now: '2026-05-05T13:00:00Z' }],
-        })) as TickResult;
-        await Promise.allSettled(r.started.map((k) => stack.env.client.workflow.getHandle(k).result()));
-        return r.started;
-      };
-      assert.deepEqual(await tick(1), [`${job}/2026-05-05T10:00:00Z`]);
-      assert.deepEqual(
-        await tick(2),
-        [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T11:00:00Z`],
-        'the failed window retries outside the cap; the next window starts',
-      );
-      assert.deepEqual(await tick(3), [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T12:00:00Z`]);
-      const rows = await stack.t.db
-        .selectFrom('job_windows')
-        .select(['window_start', 'status'])
-        .where('job', '=', job)
-        .orderBy('window_start')
-        .execute();
-      assert.deepEqual(
-        rows.map((r) => `${r.window_start.toISOString()} ${r.status}`),
-        ['2026-05-05T10:00:00.000Z failed', '2026-05-05T11:00:00.000Z done', '2026-05-05T12:00:00.000Z done'],
-      );
-      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), failing, 'the watermark is held');
-      const incident = await stack.t.db
-        .selectFrom('incidents')
-        .select(['kind', 'closed_at'])
-        .where('job', '=', job)
-        .where('subject', '=', `${job}/2026-05-05T10:00:00Z`)
-        .executeTakeFirstOrThrow();
-      assert.deepEqual(incident, { kind: 'window-failed', closed_at: null }, 'the incident stays open');
-    },
-  );
+  await withWorker(stack.env, taskQueue, depsFor(catalog), async () => {
+    const tick = async (n: number) => (await tickAndWait(taskQueue, job, '2026-05-05T13:00:00Z', n)).started;
+    assert.deepEqual(await tick(1), [`${job}/2026-05-05T10:00:00Z`]);
+    assert.deepEqual(
+      await tick(2),
+      [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T11:00:00Z`],
+      'the failed window retries outside the cap; the next window starts',
+    );
+    assert.deepEqual(await tick(3), [`${job}/2026-05-05T10:00:00Z`, `${job}/2026-05-05T12:00:00Z`]);
+    const rows = await stack.t.db
+      .selectFrom('job_windows')
+      .select(['window_start', 'status'])
+      .where('job', '=', job)
+      .orderBy('window_start')
+      .execute();
+    assert.deepEqual(
+      rows.map((r) => `${r.window_start.toISOString()} ${r.status}`),
+      ['2026-05-05T10:00:00.000Z failed', '2026-05-05T11:00:00.000Z done', '2026-05-05T12:00:00.000Z done'],
+    );
+    assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), failing, 'the watermark is held');
+    const incident = await stack.t.db
+      .selectFrom('incidents')
+      .select(['kind', 'closed_at'])
+      .where('job', '=', job)
+      .where('subject', '=', `${job}/2026-05-05T10:00:00Z`)
+      .executeTakeFirstOrThrow();
+    assert.deepEqual(incident, { kind: 'window-failed', closed_at: null }, 'the incident stays open');
+  });
 });
 
 test('clock skew near the tolerance: a worker 45 s behind with one attempt waits the whole 45 s, then processes', async () => {
@@ -420,12 +369,10 @@ test('clock skew near the tolerance: a worker 45 s behind with one attempt waits
   await withWorker(
     stack.env,
     taskQueue,
-    {
-      db: stack.t.db,
-      catalog: defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]),
-      logger: memoryLogger(),
-      now: () => new Date(Date.now() - skew),
-    },
+    depsFor(
+      defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]),
+      () => new Date(Date.now() - skew),
+    ),
     async () => {
       const result = (await stack.env.client.workflow.execute('window', {
         taskQueue,
@@ -438,25 +385,12 @@ test('clock skew near the tolerance: a worker 45 s behind with one attempt waits
             generation: 0,
             key,
             trigger: 'schedule' as const,
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '1s',
-                maximumInterval: '1s',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 10_000,
-            },
+            policy: windowPolicy(1, 10_000),
           },
         ],
       })) as WindowResult;
       assert.equal(result.outcome, 'processed');
-      const incidents = await stack.t.db
-        .selectFrom('incidents')
-        .selectAll()
-        .where('job', '=', name)
-        .execute();
-      assert.deepEqual(incidents, [], 'no incident, no alert');
+      await assertNoIncidents(name);
     },
   );
 });
@@ -481,11 +415,8 @@ test('the failed-window budget rotates: a window that keeps failing does not kee
       },
     }),
   ]);
-  const acts = createActivities({ db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() });
-  const policy = {
-    retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-    startToCloseTimeoutMs: 10_000,
-  };
+  const acts = createActivities(depsFor(catalog));
+  const policy = windowPolicy(1, 10_000);
   const planned: string[][] = [];
   for (let i = 0; i < 6; i++) {
     const plan = await acts.planTick({ job, now: '2026-05-06T18:00:00Z' });

@@ -76,30 +76,23 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
       );
       assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
 
+      const askRerun = (by: string) =>
+        cli([
+          'rerun',
+          'sales-hourly',
+          '--window',
+          '2026-03-01T02:00:00Z',
+          '--reason',
+          'late orders',
+          '--by',
+          by,
+        ]);
       // Issue 8 item 18: a requester is someone tidemark knows, so their approval elsewhere is recognised.
-      const stranger = await cli([
-        'rerun',
-        'sales-hourly',
-        '--window',
-        '2026-03-01T02:00:00Z',
-        '--reason',
-        'late orders',
-        '--by',
-        'zed',
-      ]);
+      const stranger = await askRerun('zed');
       assert.equal(stranger.code, 1, stranger.out);
       assert.match(stranger.err, /rerun: "zed" is not a known person \(bob, carol, alice\)/);
       // A rerun of one window: asked for, refused to someone who is not an approver, approved by one.
-      const asked = await cli([
-        'rerun',
-        'sales-hourly',
-        '--window',
-        '2026-03-01T02:00:00Z',
-        '--reason',
-        'late orders',
-        '--by',
-        'alice',
-      ]);
+      const asked = await askRerun('alice');
       assert.equal(asked.code, 0, asked.err);
       const id = /^rerun requested: (\S+)$/m.exec(asked.out)?.[1];
       assert.ok(id, asked.out);

@@ -7,67 +7,33 @@ import { test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { memoryLogger } from '../../activities/logger.js';
 import { rerunActivities } from '../../activities/rerun.js';
-import { loadConfig } from '../../config/env.js';
 import { decide as decideRequest } from '../../operator/reruns.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { startWebServer } from '../../web/server.js';
-import type { RerunResult, RerunState, WindowRunResult } from '../../workflows/types.js';
-import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
+import type { RerunResult } from '../../workflows/types.js';
+import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
+import { holding, rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
+const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTools(stack);
 const TOKEN = 'review-operator-token-1';
 const bearer = { authorization: `Bearer ${TOKEN}` };
-const policy = {
-  retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms', backoffCoefficient: 1 },
-  startToCloseTimeoutMs: 20_000,
-};
-
-async function processWindow(taskQueue: string, job: string, W: { start: string; end: string }) {
-  const key = `${job}/${W.start}`;
-  return (await stack.env.client.workflow.execute('window', {
-    taskQueue,
-    workflowId: key,
-    args: [{ job, ...W, generation: 0, key, trigger: 'manual', policy }],
-  })) as WindowRunResult;
-}
-
-async function waitForRequest(id: string): Promise<RerunState> {
-  return await eventually(
-    async () => {
-      const s = await stack.env.client.workflow.getHandle(id).query<RerunState>('state');
-      return s.request ? s : undefined;
-    },
-    20_000,
-    `request ${id}`,
-  );
-}
-
 test('Review of items 15, 19: a rerun the page asks for but the worker refuses is an error on the page, not "ok"', async () => {
   const job = 'review-page-rerun';
   const W = { start: '2026-06-01T10:00:00Z', end: '2026-06-01T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 4));
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TIDEMARK_APPROVERS: 'bob=U0BOB0001',
-    TIDEMARK_PEOPLE: 'alice=U0ALICE01',
-  });
+  const { taskQueue, deps } = await rerunJob(job, W, 4, { temporal: true });
   const client = stack.env.client;
-  const web = await startWebServer({ port: 0, token: TOKEN, db: stack.t.db, client, catalog, config });
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    temporal: { client, taskQueue },
-  };
+  const web = await startWeb(stack, {
+    token: TOKEN,
+    catalog: deps.catalog,
+    env: {
+      TIDEMARK_TASK_QUEUE: taskQueue,
+      TIDEMARK_APPROVERS: 'bob=U0BOB0001',
+      TIDEMARK_PEOPLE: 'alice=U0ALICE01',
+    },
+  });
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
       const ask = async (body: Record<string, unknown>) => {
@@ -99,28 +65,14 @@ test('Review of items 15, 19: a rerun the page asks for but the worker refuses i
 test('Review of item 15: an approved request whose workflow ended does not hold its window for ever', async () => {
   const job = 'review-approved-ended';
   const W = { start: '2026-06-02T10:00:00Z', end: '2026-06-02T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  const orders = await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 5));
+  const { taskQueue, orders, deps } = await rerunJob(job, W, 5, { temporal: true });
   const client = stack.env.client;
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    temporal: { client, taskQueue },
-  };
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
     const late = await insertOrders(stack.t.db, [
       { key: `${job}-late`, at: '2026-06-02T10:30:00Z', amount: 40 },
     ]);
-    const start = (n: number) =>
-      client.workflow.start('rerun', {
-        taskQueue,
-        workflowId: `${job}/${W.start}/rerun-${n}`,
-        args: [{ job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'] }],
-      });
+    const start = (n: number) => startRerun(taskQueue, job, W, n);
     const first = await start(1);
     await waitForRequest(first.workflowId);
     // Generation 1's window run blocks on the summary rows, so the request stays approved (not
@@ -168,17 +120,8 @@ test('Review of item 15: an approved request whose workflow ended does not hold 
 test('Review of item 15: one request recorded by two overlapping attempts is one request, not refused by itself', async () => {
   const job = 'review-same-request';
   const W = { start: '2026-06-04T10:00:00Z', end: '2026-06-04T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 2));
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    temporal: { client, taskQueue },
-  };
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
     // A retried attempt of the request's activity overlapping the first (its first attempt's
@@ -204,38 +147,17 @@ test('Review of item 15: one request recorded by two overlapping attempts is one
 test('Review of item 17: a decision before the request is recorded is refused, so a refused request has no accepted approval', async () => {
   const job = 'review-early-decision';
   const W = { start: '2026-06-05T10:00:00Z', end: '2026-06-05T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 2));
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    temporal: { client, taskQueue },
-  };
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
-    const start = (n: number) =>
-      client.workflow.start('rerun', {
-        taskQueue,
-        workflowId: `${job}/${W.start}/rerun-${n}`,
-        args: [{ job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'] }],
-      });
+    const start = (n: number) => startRerun(taskQueue, job, W, n);
     const open = await start(1);
     await waitForRequest(open.workflowId);
     // Hold the window's request lock, so the second request is not recorded yet when bob decides.
-    let release!: () => void;
-    let onLocked!: () => void;
-    const held = new Promise<void>((r) => (release = r));
-    const locked = new Promise<void>((r) => (onLocked = r));
-    const holder = stack.t.db.transaction().execute(async (trx) => {
-      await sql`select pg_advisory_xact_lock(hashtext(${`rerun:${job}/${W.start}`}))`.execute(trx);
-      onLocked();
-      await held;
-    });
-    await locked;
+    const release = await holding(stack.t.db, (trx) =>
+      sql`select pg_advisory_xact_lock(hashtext(${`rerun:${job}/${W.start}`}))`.execute(trx),
+    );
     const second = await start(2);
     let early: string;
     try {
@@ -248,15 +170,10 @@ test('Review of item 17: a decision before the request is recorded is refused, s
         (e: Error) => e.message,
       );
     } finally {
-      release();
-      await holder;
+      await release();
     }
     await assert.rejects(second.result());
-    const audit = await stack.t.db
-      .selectFrom('approval_audit')
-      .select(['actor', 'accepted'])
-      .where('request', '=', second.workflowId)
-      .execute();
+    const audit = await auditOf(second.workflowId);
     assert.deepEqual(
       audit.filter((a) => a.accepted),
       [],
@@ -270,34 +187,12 @@ test('Review of item 17: a decision before the request is recorded is refused, s
 test('Review of item 17: a decision on a request that has already timed out (its workflow closed) is refused and audited', async () => {
   const job = 'review-closed-decision';
   const W = { start: '2026-06-06T10:00:00Z', end: '2026-06-06T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 2));
+  const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
   const client = stack.env.client;
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    temporal: { client, taskQueue },
-  };
   await withWorker(stack.env, taskQueue, deps, async () => {
     await processWindow(taskQueue, job, W);
-    const id = `${job}/${W.start}/rerun-closed`;
-    const handle = await client.workflow.start('rerun', {
-      taskQueue,
-      workflowId: id,
-      args: [
-        {
-          job,
-          windowStart: W.start,
-          reason: 'x',
-          requestedBy: 'alice',
-          approvers: ['bob'],
-          timeoutMs: 1_000,
-        },
-      ],
-    });
+    const handle = await startRerun(taskQueue, job, W, 'closed', { timeoutMs: 1_000 });
+    const id = handle.workflowId;
     assert.equal(((await handle.result()) as RerunResult).outcome, 'timed-out');
     const late = await decideRequest(client, stack.t.db, id, {
       decision: 'approve',
@@ -308,11 +203,7 @@ test('Review of item 17: a decision on a request that has already timed out (its
       (e: Error) => `${e.constructor.name}: ${e.message}`,
     );
     assert.match(late, /^DecisionRefused: approve by bob refused: the request timed out/);
-    const audit = await stack.t.db
-      .selectFrom('approval_audit')
-      .select(['actor', 'accepted'])
-      .where('request', '=', id)
-      .execute();
+    const audit = await auditOf(id);
     assert.deepEqual(audit, [{ actor: 'bob', accepted: false }]);
   });
 });
@@ -320,19 +211,10 @@ test('Review of item 17: a decision on a request that has already timed out (its
 test('Review of item 19: a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
   const job = 'review-big-body';
   const catalog = defineCatalog([salesJob(job, { start: '2026-06-07T00:00:00Z', lateness: '0m' })]);
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: uniqueQueue(job),
-  });
-  const web = await startWebServer({
-    port: 0,
+  const web = await startWeb(stack, {
     token: TOKEN,
-    db: stack.t.db,
-    client: stack.env.client,
     catalog,
-    config,
+    env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job) },
   });
   try {
     const post = async (body: string | Buffer) => {
@@ -362,31 +244,15 @@ test('Review of item 19: a body over the limit is a 413 that closes its connecti
 test('Review of item 19: the update stream of a session that expires or logs out ends, so the page hears it', async () => {
   const job = 'review-sse';
   const catalog = defineCatalog([salesJob(job, { start: '2026-06-08T00:00:00Z', lateness: '0m' })]);
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: uniqueQueue(job),
-    TIDEMARK_WEB_SESSION_TTL: '1h',
-  });
   let now = new Date('2026-11-30T12:00:00Z');
-  const web = await startWebServer({
-    port: 0,
+  const web = await startWeb(stack, {
     token: TOKEN,
-    db: stack.t.db,
-    client: stack.env.client,
     catalog,
-    config,
+    env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job), TIDEMARK_WEB_SESSION_TTL: '1h' },
     now: () => now,
   });
   try {
-    const login = await fetch(`${web.url}/login`, {
-      method: 'POST',
-      body: `token=${TOKEN}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      redirect: 'manual',
-    });
-    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const cookie = sessionCookie(await postLogin(web.url, TOKEN));
     const events = await fetch(`${web.url}/api/events`, { headers: { cookie } });
     const reader = events.body!.getReader();
     assert.equal((await reader.read()).done, false, 'a first update');

@@ -5,12 +5,13 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
+import type { ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { emailProvider } from '../../activities/notify/email.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { startSlackApp } from '../../slack/app.js';
+import { startSlackApp, type SlackAppOptions } from '../../slack/app.js';
 import { run as runCli } from '../../cli/main.js';
 import { loadConfig } from '../../config/env.js';
 import { directoryOf } from '../../config/people.js';
@@ -20,7 +21,7 @@ import { startChat, type TestChat } from '../helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { startSmtp } from '../helpers/smtp.js';
-import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 let chat: TestChat;
@@ -71,22 +72,11 @@ function click(user: string, action: 'rerun_approve' | 'rerun_reject', request: 
   return `payload=${encodeURIComponent(JSON.stringify(payload))}`;
 }
 
-test('approving a rerun from Slack', async () => {
-  const job = 'slack-sales';
-  const W = { start: '2026-04-12T10:00:00Z', end: '2026-04-12T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
-  const taskQueue = uniqueQueue(job);
-  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 20));
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
-    approvals: { slackChannel: 'C_APPROVALS', groupProofSecret: SECRET },
-  };
+type AppSetup = Pick<SlackAppOptions, 'deps' | 'directory' | 'approverGroup'>;
+
+/** Starts the Bolt app on a free port; `post` sends a request signed with SECRET unless given headers. */
+async function startApp(setup: AppSetup) {
   const port = await freePort();
-  chat.groups.S_APPROVERS = ['UDAVE'];
   const app = await startSlackApp({
     signingSecret: SECRET,
     botToken: 'xoxb-test',
@@ -95,6 +85,165 @@ test('approving a rerun from Slack', async () => {
     db: stack.t.db,
     logger: memoryLogger(),
     port,
+    ...setup,
+  });
+  const post = (body: string, headers: Record<string, string> = signed(body)) =>
+    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers });
+  return { app, post };
+}
+
+/** Waits for the first message shown only to Slack user `user`. */
+const ephemeralTo = (user: string, what: string) =>
+  eventually(
+    async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === user),
+    20_000,
+    what,
+  );
+
+/** Worker deps that post rerun requests to C_APPROVALS. */
+const approvalDeps = (catalog: ActivityDeps['catalog']): ActivityDeps => ({
+  db: stack.t.db,
+  catalog,
+  logger: memoryLogger(),
+  now: () => new Date(),
+  channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
+  approvals: { slackChannel: 'C_APPROVALS', groupProofSecret: SECRET },
+});
+
+/** Runs generation 0 of `job`'s window once, as a manual run with no retries. */
+function runWindow(taskQueue: string, job: string, W: { start: string; end: string }) {
+  const key = `${job}/${W.start}`;
+  return stack.env.client.workflow.execute('window', {
+    taskQueue,
+    workflowId: key,
+    args: [
+      {
+        job,
+        ...W,
+        generation: 0,
+        key,
+        trigger: 'manual',
+        policy: windowPolicy(1, 20_000),
+      },
+    ],
+  });
+}
+
+/** The audited decisions on `request`, oldest first. */
+const auditOf = (request: string) =>
+  stack.t.db
+    .selectFrom('approval_audit')
+    .select(['actor', 'accepted'])
+    .where('request', '=', request)
+    .orderBy('id')
+    .execute();
+
+const EFFECT_WINDOW = { start: '2026-04-13T00:00:00Z', end: '2026-04-13T01:00:00Z' };
+
+/**
+ * A job whose window sends one email effect, alerting C_OPS, with the app started for approver bob.
+ * `leaveUnknown` runs the window against an SMTP server that stores then drops the mail, so the
+ * effect is left unknown and its alert carries the Resend button that `resendBy` presses.
+ */
+async function effectStack(job: string) {
+  const smtp = await startSmtp();
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: EFFECT_WINDOW.start,
+      lateness: '0m',
+      alerts: { slack: ['C_OPS'] },
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          {
+            name: 'report',
+            channel: 'email',
+            request: { to: ['ops@example.test'], subject: 'report', text: 'x' },
+          },
+        ],
+      }),
+    }),
+  ]);
+  const deps = {
+    db: stack.t.db,
+    catalog,
+    logger: memoryLogger(),
+    now: () => new Date(),
+    channels: {
+      slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
+      email: emailProvider({
+        host: '127.0.0.1',
+        port: smtp.port,
+        secure: false,
+        rejectUnauthorized: false,
+        from: 't@test',
+        socketTimeoutMs: 5_000,
+      }),
+    },
+  };
+  const { app, post } = await startApp({
+    deps,
+    directory: { approvers: ['bob'], people: [{ name: 'bob', slack: 'UBOB' }] },
+  });
+  const taskQueue = uniqueQueue(job);
+  const effectKey = `${job}/${EFFECT_WINDOW.start}:report`;
+  const leaveUnknown = async () => {
+    smtp.plan.push('store-then-drop');
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      await assert.rejects(runWindow(taskQueue, job, EFFECT_WINDOW));
+    });
+    const alert = chat.messages.find(
+      (m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'),
+    );
+    assert.ok(alert, 'the alert carries Resend and Skip buttons');
+  };
+  const resendBy = (user: string) =>
+    post(
+      click(user, 'rerun_approve', '')
+        .replace(
+          encodeURIComponent('"action_id":"rerun_approve"'),
+          encodeURIComponent('"action_id":"effect_resend"'),
+        )
+        .replace(
+          encodeURIComponent('"value":""'),
+          encodeURIComponent(`"value":${JSON.stringify(effectKey)}`),
+        ),
+    );
+  /** Mallory (not an approver) presses Resend: refused and audited, and nothing is resent. */
+  const refusedForMallory = async () => {
+    assert.equal((await resendBy('UMALLORY')).status, 200);
+    await eventually(
+      async () =>
+        (
+          await stack.t.db
+            .selectFrom('approval_audit')
+            .select('accepted')
+            .where('request', '=', effectKey)
+            .execute()
+        ).length === 1
+          ? true
+          : undefined,
+      20_000,
+      'the refusal',
+    );
+    assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
+  };
+  const close = async () => {
+    await app.stop();
+    await smtp.close();
+  };
+  return { smtp, effectKey, leaveUnknown, resendBy, refusedForMallory, close };
+}
+
+test('approving a rerun from Slack', async () => {
+  const job = 'slack-sales';
+  const W = { start: '2026-04-12T10:00:00Z', end: '2026-04-12T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 20));
+  const deps = approvalDeps(catalog);
+  chat.groups.S_APPROVERS = ['UDAVE'];
+  const { app, post } = await startApp({
     deps,
     directory: {
       approvers: ['bob', 'carol'],
@@ -108,34 +257,10 @@ test('approving a rerun from Slack', async () => {
     },
     approverGroup: 'S_APPROVERS',
   });
-  const endpoint = `http://127.0.0.1:${port}/slack/events`;
-  const post = (body: string, headers: Record<string, string>) =>
-    fetch(endpoint, { method: 'POST', body, headers });
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
       const key = `${job}/2026-04-12T10:00:00Z`;
-      await stack.env.client.workflow.execute('window', {
-        taskQueue,
-        workflowId: key,
-        args: [
-          {
-            job,
-            ...W,
-            generation: 0,
-            key,
-            trigger: 'manual',
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '1s',
-                maximumInterval: '1s',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 20_000,
-            },
-          },
-        ],
-      });
+      await runWindow(taskQueue, job, W);
       const id = `${key}/rerun-slack`;
       const handle = await stack.env.client.workflow.start('rerun', {
         taskQueue,
@@ -186,11 +311,7 @@ test('approving a rerun from Slack', async () => {
       // Someone who is not an approver: acknowledged, refused, told, audited.
       const mallory = click('UMALLORY', 'rerun_approve', id);
       assert.equal((await post(mallory, signed(mallory))).status, 200);
-      const told = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UMALLORY'),
-        20_000,
-        'the refusal',
-      );
+      const told = await ephemeralTo('UMALLORY', 'the refusal');
       assert.match(
         told.text,
         /Not accepted: approve by mallory refused: mallory may not decide reruns \(approvers: bob, carol or members of S_APPROVERS\)/,
@@ -251,119 +372,12 @@ test('approving a rerun from Slack', async () => {
 });
 
 test('an effect left unknown is decided from the buttons of its Slack alert', async () => {
-  const smtp = await startSmtp();
-  const job = 'slack-effect';
-  const catalog = defineCatalog([
-    salesJob(job, {
-      start: '2026-04-13T00:00:00Z',
-      lateness: '0m',
-      alerts: { slack: ['C_OPS'] },
-      handler: async (ctx) => ({
-        ...(await summariseWindow(ctx)),
-        effects: [
-          {
-            name: 'report',
-            channel: 'email',
-            request: { to: ['ops@example.test'], subject: 'report', text: 'x' },
-          },
-        ],
-      }),
-    }),
-  ]);
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    channels: {
-      slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
-      email: emailProvider({
-        host: '127.0.0.1',
-        port: smtp.port,
-        secure: false,
-        rejectUnauthorized: false,
-        from: 't@test',
-        socketTimeoutMs: 5_000,
-      }),
-    },
-  };
-  const port = await freePort();
-  const app = await startSlackApp({
-    signingSecret: SECRET,
-    botToken: 'xoxb-test',
-    apiUrl: chat.slackUrl,
-    temporal: stack.env.client,
-    db: stack.t.db,
-    logger: memoryLogger(),
-    port,
-    deps,
-    directory: { approvers: ['bob'], people: [{ name: 'bob', slack: 'UBOB' }] },
-  });
-  const post = (body: string) =>
-    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
-  const taskQueue = uniqueQueue(job);
-  const key = `${job}/2026-04-13T00:00:00Z`;
-  const effectKey = `${key}:report`;
+  const { smtp, effectKey, leaveUnknown, resendBy, refusedForMallory, close } =
+    await effectStack('slack-effect');
   try {
-    smtp.plan.push('store-then-drop');
-    await withWorker(stack.env, taskQueue, deps, async () => {
-      await assert.rejects(
-        stack.env.client.workflow.execute('window', {
-          taskQueue,
-          workflowId: key,
-          args: [
-            {
-              job,
-              start: '2026-04-13T00:00:00Z',
-              end: '2026-04-13T01:00:00Z',
-              generation: 0,
-              key,
-              trigger: 'manual',
-              policy: {
-                retry: {
-                  maximumAttempts: 1,
-                  initialInterval: '1s',
-                  maximumInterval: '1s',
-                  backoffCoefficient: 1,
-                },
-                startToCloseTimeoutMs: 20_000,
-              },
-            },
-          ],
-        }),
-      );
-    });
-    const alert = chat.messages.find(
-      (m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'),
-    );
-    assert.ok(alert, 'the alert carries Resend and Skip buttons');
-    const asBlockAction = (user: string) =>
-      click(user, 'rerun_approve', '')
-        .replace(
-          encodeURIComponent('"action_id":"rerun_approve"'),
-          encodeURIComponent('"action_id":"effect_resend"'),
-        )
-        .replace(
-          encodeURIComponent('"value":""'),
-          encodeURIComponent(`"value":${JSON.stringify(effectKey)}`),
-        );
-    assert.equal((await post(asBlockAction('UMALLORY'))).status, 200);
-    await eventually(
-      async () =>
-        (
-          await stack.t.db
-            .selectFrom('approval_audit')
-            .select('accepted')
-            .where('request', '=', effectKey)
-            .execute()
-        ).length === 1
-          ? true
-          : undefined,
-      20_000,
-      'the refusal',
-    );
-    assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
-    assert.equal((await post(asBlockAction('UBOB'))).status, 200);
+    await leaveUnknown();
+    await refusedForMallory();
+    assert.equal((await resendBy('UBOB')).status, 200);
     await eventually(
       async () => (smtp.messages.length === 2 ? true : undefined),
       20_000,
@@ -378,12 +392,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
     // The accepted decision is audited after it applied: wait for it.
     const audit = await eventually(
       async () => {
-        const rows = await stack.t.db
-          .selectFrom('approval_audit')
-          .select(['actor', 'accepted'])
-          .where('request', '=', effectKey)
-          .orderBy('id')
-          .execute();
+        const rows = await auditOf(effectKey);
         return rows.length >= 2 ? rows : undefined;
       },
       20_000,
@@ -394,8 +403,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
       { actor: 'bob', accepted: true },
     ]);
   } finally {
-    await app.stop();
-    await smtp.close();
+    await close();
   }
 });
 
@@ -404,120 +412,13 @@ test('Review of issue 8 item 17: an effect decision that applied but whose audit
   await sql`alter table approval_audit add constraint test_no_bob check (not (accepted and actor = 'bob')) not valid`.execute(
     stack.t.db,
   );
-  const smtp = await startSmtp();
-  const job = 'slack-effect-audit';
-  const catalog = defineCatalog([
-    salesJob(job, {
-      start: '2026-04-13T00:00:00Z',
-      lateness: '0m',
-      alerts: { slack: ['C_OPS'] },
-      handler: async (ctx) => ({
-        ...(await summariseWindow(ctx)),
-        effects: [
-          {
-            name: 'report',
-            channel: 'email',
-            request: { to: ['ops@example.test'], subject: 'report', text: 'x' },
-          },
-        ],
-      }),
-    }),
-  ]);
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    channels: {
-      slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }),
-      email: emailProvider({
-        host: '127.0.0.1',
-        port: smtp.port,
-        secure: false,
-        rejectUnauthorized: false,
-        from: 't@test',
-        socketTimeoutMs: 5_000,
-      }),
-    },
-  };
-  const port = await freePort();
-  const app = await startSlackApp({
-    signingSecret: SECRET,
-    botToken: 'xoxb-test',
-    apiUrl: chat.slackUrl,
-    temporal: stack.env.client,
-    db: stack.t.db,
-    logger: memoryLogger(),
-    port,
-    deps,
-    directory: { approvers: ['bob'], people: [{ name: 'bob', slack: 'UBOB' }] },
-  });
-  const post = (body: string) =>
-    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
-  const taskQueue = uniqueQueue(job);
-  const key = `${job}/2026-04-13T00:00:00Z`;
-  const effectKey = `${key}:report`;
+  const { smtp, effectKey, leaveUnknown, resendBy, refusedForMallory, close } =
+    await effectStack('slack-effect-audit');
   try {
-    smtp.plan.push('store-then-drop');
-    await withWorker(stack.env, taskQueue, deps, async () => {
-      await assert.rejects(
-        stack.env.client.workflow.execute('window', {
-          taskQueue,
-          workflowId: key,
-          args: [
-            {
-              job,
-              start: '2026-04-13T00:00:00Z',
-              end: '2026-04-13T01:00:00Z',
-              generation: 0,
-              key,
-              trigger: 'manual',
-              policy: {
-                retry: {
-                  maximumAttempts: 1,
-                  initialInterval: '1s',
-                  maximumInterval: '1s',
-                  backoffCoefficient: 1,
-                },
-                startToCloseTimeoutMs: 20_000,
-              },
-            },
-          ],
-        }),
-      );
-    });
-    const alert = chat.messages.find(
-      (m) => m.target === 'C_OPS' && JSON.stringify(m.blocks ?? '').includes('effect_resend'),
-    );
-    assert.ok(alert, 'the alert carries Resend and Skip buttons');
-    const asBlockAction = (user: string) =>
-      click(user, 'rerun_approve', '')
-        .replace(
-          encodeURIComponent('"action_id":"rerun_approve"'),
-          encodeURIComponent('"action_id":"effect_resend"'),
-        )
-        .replace(
-          encodeURIComponent('"value":""'),
-          encodeURIComponent(`"value":${JSON.stringify(effectKey)}`),
-        );
-    assert.equal((await post(asBlockAction('UMALLORY'))).status, 200);
-    await eventually(
-      async () =>
-        (
-          await stack.t.db
-            .selectFrom('approval_audit')
-            .select('accepted')
-            .where('request', '=', effectKey)
-            .execute()
-        ).length === 1
-          ? true
-          : undefined,
-      20_000,
-      'the refusal',
-    );
-    assert.equal(smtp.messages.length, 1, 'not resent for a non-approver');
+    await leaveUnknown();
+    await refusedForMallory();
     const seen = chat.messages.length;
-    assert.equal((await post(asBlockAction('UBOB'))).status, 200);
+    assert.equal((await resendBy('UBOB')).status, 200);
     await eventually(
       async () => (smtp.messages.length === 2 ? true : undefined),
       20_000,
@@ -531,16 +432,10 @@ test('Review of issue 8 item 17: an effect decision that applied but whose audit
       'what bob is told',
     );
     assert.doesNotMatch(told.text, /Not accepted/, told.text);
-    const audit = await stack.t.db
-      .selectFrom('approval_audit')
-      .select(['actor', 'accepted'])
-      .where('request', '=', effectKey)
-      .orderBy('id')
-      .execute();
+    const audit = await auditOf(effectKey);
     assert.deepEqual(audit, [{ actor: 'UMALLORY', accepted: false }]);
   } finally {
-    await app.stop();
-    await smtp.close();
+    await close();
     await sql`alter table approval_audit drop constraint test_no_bob`.execute(stack.t.db);
   }
 });
@@ -552,7 +447,7 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
   const taskQueue = uniqueQueue('slack-self');
   await insertOrders(stack.t.db, ordersBetween('slack-self', W.start, W.end, 5));
   // alice is a member of the approver group; bob is on the approvers list.
-  const config = loadConfig({
+  const env = {
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
     TIDEMARK_TASK_QUEUE: taskQueue,
@@ -560,66 +455,20 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
     TIDEMARK_APPROVERS: 'bob=UBOB',
     TIDEMARK_PEOPLE: 'alice=UALICE',
     TIDEMARK_APPROVER_GROUP: 'S_APPROVERS',
-  });
-  Object.assign(process.env, {
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TIDEMARK_STATE_DIR: '/tmp/tidemark-slack-test',
-    TIDEMARK_APPROVERS: 'bob=UBOB',
-    TIDEMARK_PEOPLE: 'alice=UALICE',
-    TIDEMARK_APPROVER_GROUP: 'S_APPROVERS',
-  });
+  };
+  const config = loadConfig(env);
+  Object.assign(process.env, env);
   const catalog = buildCatalog(config);
   chat.groups.S_APPROVERS = ['UALICE', 'UERIN'];
-  const deps = {
-    db: stack.t.db,
-    catalog,
-    logger: memoryLogger(),
-    now: () => new Date(),
-    channels: { slack: slackProvider({ token: 'xoxb-test', apiUrl: chat.slackUrl }) },
-    approvals: { slackChannel: 'C_APPROVALS', groupProofSecret: SECRET },
-  };
-  const port = await freePort();
-  const app = await startSlackApp({
-    signingSecret: SECRET,
-    botToken: 'xoxb-test',
-    apiUrl: chat.slackUrl,
-    temporal: stack.env.client,
-    db: stack.t.db,
-    logger: memoryLogger(),
-    port,
+  const deps = approvalDeps(catalog);
+  const { app, post } = await startApp({
     deps,
     directory: directoryOf(config),
     approverGroup: 'S_APPROVERS',
   });
-  const post = (body: string) =>
-    fetch(`http://127.0.0.1:${port}/slack/events`, { method: 'POST', body, headers: signed(body) });
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
-      const key = `${job}/${W.start}`;
-      await stack.env.client.workflow.execute('window', {
-        taskQueue,
-        workflowId: key,
-        args: [
-          {
-            job,
-            ...W,
-            generation: 0,
-            key,
-            trigger: 'manual',
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '1s',
-                maximumInterval: '1s',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 20_000,
-            },
-          },
-        ],
-      });
+      await runWindow(taskQueue, job, W);
       const out: string[] = [];
       const err: string[] = [];
       const asked = await runCli(
@@ -632,20 +481,12 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
       // alice's own Slack account (a member of the approver group): refused, told, audited under her name.
       const self = click('UALICE', 'rerun_approve', id);
       assert.equal((await post(self)).status, 200);
-      const told = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UALICE'),
-        20_000,
-        'the refusal',
-      );
+      const told = await ephemeralTo('UALICE', 'the refusal');
       assert.match(told.text, /alice asked for this rerun and may not approve it/);
       // A Slack user with no tidemark name is nobody: refused.
       const stranger = click('UERIN', 'rerun_approve', id);
       assert.equal((await post(stranger)).status, 200);
-      const toldErin = await eventually(
-        async () => chat.messages.find((m) => m.method === 'chat.postEphemeral' && m.user === 'UERIN'),
-        20_000,
-        'the refusal of an unnamed user',
-      );
+      const toldErin = await ephemeralTo('UERIN', 'the refusal of an unnamed user');
       assert.match(toldErin.text, /Slack user UERIN has no tidemark name/);
       assert.equal(
         (await stack.env.client.workflow.getHandle(id).query<RerunState>('state')).status,
@@ -662,12 +503,7 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
         .where('workflow_id', '=', id)
         .executeTakeFirstOrThrow();
       assert.deepEqual(req, { requested_by: 'alice', decided_by: 'bob' });
-      const audit = await stack.t.db
-        .selectFrom('approval_audit')
-        .select(['actor', 'accepted'])
-        .where('request', '=', id)
-        .orderBy('id')
-        .execute();
+      const audit = await auditOf(id);
       assert.deepEqual(audit, [
         { actor: 'alice', accepted: false },
         { actor: 'UERIN', accepted: false },

@@ -15,7 +15,7 @@ import {
   salesJob,
   summaryOf,
 } from '../helpers/jobs.js';
-import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 
@@ -92,15 +92,7 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
             generation: 0,
             key: w10,
             trigger: 'manual',
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '1s',
-                maximumInterval: '1s',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 30_000,
-            },
+            policy: windowPolicy(1, 30_000),
           },
         ],
       })) as WindowResult;

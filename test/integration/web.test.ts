@@ -6,12 +6,11 @@ import { mkdir } from 'node:fs/promises';
 import { test } from 'node:test';
 import { chromium, type Browser } from 'playwright-core';
 import { memoryLogger } from '../../activities/logger.js';
-import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf, syncSchedules } from '../../schedules/sync.js';
-import { startWebServer } from '../../web/server.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
 const TOKEN = 'web-test-token-7c1e';
@@ -20,22 +19,9 @@ test('the management page: pause, resume, trigger and a backfill from the browse
   const job = 'web-sales';
   const taskQueue = uniqueQueue('web');
   const catalog = defineCatalog([salesJob(job, { start: '2026-05-20T00:00:00Z', lateness: '0m' })]);
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-  });
   await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
   await insertOrders(stack.t.db, ordersBetween(job, '2026-05-20T00:00:00Z', '2026-05-20T06:00:00Z', 60));
-  const web = await startWebServer({
-    port: 0,
-    token: TOKEN,
-    db: stack.t.db,
-    client: stack.env.client,
-    catalog,
-    config,
-  });
+  const web = await startWeb(stack, { token: TOKEN, catalog, env: { TIDEMARK_TASK_QUEUE: taskQueue } });
   let browser: Browser | undefined;
   try {
     browser = await chromium.launch({
@@ -52,13 +38,8 @@ test('the management page: pause, resume, trigger and a backfill from the browse
     });
     // Access and CSRF.
     assert.equal((await fetch(`${web.url}/api/state`)).status, 401);
-    const login = await fetch(`${web.url}/login`, {
-      method: 'POST',
-      body: `token=${TOKEN}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      redirect: 'manual',
-    });
-    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    const login = await postLogin(web.url, TOKEN);
+    const cookie = sessionCookie(login);
     assert.match(login.headers.get('set-cookie')!, /HttpOnly; SameSite=Strict/);
     assert.equal(
       (await fetch(`${web.url}/api/jobs/${job}/pause`, { method: 'POST', headers: { cookie }, body: '{}' }))
@@ -77,17 +58,7 @@ test('the management page: pause, resume, trigger and a backfill from the browse
       403,
       'cross-site',
     );
-    assert.equal(
-      (
-        await fetch(`${web.url}/login`, {
-          method: 'POST',
-          body: 'token=wrong',
-          headers: { 'content-type': 'application/x-www-form-urlencoded' },
-          redirect: 'manual',
-        })
-      ).status,
-      401,
-    );
+    assert.equal((await postLogin(web.url, 'wrong')).status, 401);
 
     await withWorker(
       stack.env,
@@ -190,31 +161,16 @@ async function hardenedServer(env: Record<string, string>, now: () => Date = () 
   const job = 'web-hard';
   const taskQueue = uniqueQueue('web-hard');
   const catalog = defineCatalog([salesJob(job, { start: '2026-05-20T00:00:00Z', lateness: '0m' })]);
-  const config = loadConfig({
-    ...process.env,
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    ...env,
-  });
-  const web = await startWebServer({
-    port: 0,
+  const web = await startWeb(stack, {
     token: TOKEN,
-    db: stack.t.db,
-    client: stack.env.client,
     catalog,
-    config,
+    env: { TIDEMARK_TASK_QUEUE: taskQueue, ...env },
     now,
   });
   const login = async () => {
-    const r = await fetch(`${web.url}/login`, {
-      method: 'POST',
-      body: `token=${TOKEN}`,
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      redirect: 'manual',
-    });
+    const r = await postLogin(web.url, TOKEN);
     assert.equal(r.status, 303, 'logged in');
-    const cookie = r.headers.get('set-cookie')!.split(';')[0]!;
+    const cookie = sessionCookie(r);
     const html = await (await fetch(web.url, { headers: { cookie } })).text();
     const csrf = /<meta name="csrf" content="([a-f0-9]+)">/.exec(html)![1]!;
     return { cookie, csrf, setCookie: r.headers.get('set-cookie')! };
@@ -259,12 +215,7 @@ test('web: a wrong token is refused whatever its length or encoding', async () =
   try {
     // Same number of characters as the token but more bytes, shorter, longer, empty.
     for (const wrong of ['é'.repeat(TOKEN.length), 'short', `${TOKEN}-and-more`, '']) {
-      const login = await fetch(`${web.url}/login`, {
-        method: 'POST',
-        body: new URLSearchParams({ token: wrong }).toString(),
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        redirect: 'manual',
-      });
+      const login = await postLogin(web.url, wrong);
       assert.equal(login.status, 401, `login with ${JSON.stringify(wrong)}`);
       const api = await fetch(`${web.url}/api/state`, { headers: { authorization: `Bearer ${wrong}` } });
       assert.equal(api.status, 401, `bearer ${JSON.stringify(wrong)}`);

@@ -1,0 +1,124 @@
+// The stack the rerun and approval tests share: a job with orders in one window, its worker deps,
+// processing the window directly, asking for a rerun and waiting until the request is recorded.
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Kysely, Transaction } from 'kysely';
+import type { ActivityDeps } from '../../activities/index.js';
+import { memoryLogger } from '../../activities/logger.js';
+import type { Database } from '../../db/schema.js';
+import { defineCatalog } from '../../schedules/job.js';
+import type { RerunInput, RerunState, WindowRunResult } from '../../workflows/types.js';
+import type { TestDb } from './db.js';
+import { insertOrders, ordersBetween, salesJob, type Order } from './jobs.js';
+import { eventually, uniqueQueue } from './temporal.js';
+
+type Stack = { readonly env: TestWorkflowEnvironment; readonly t: TestDb };
+export interface Window {
+  start: string;
+  end: string;
+}
+
+export const policy = {
+  retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms', backoffCoefficient: 1 },
+  startToCloseTimeoutMs: 20_000,
+};
+
+/** The rerun tools bound to a test file's stack. */
+export function rerunTools(stack: Stack) {
+  // The stack is ready only once its before hook ran: reach its client when a tool is used.
+  const client = () => stack.env.client;
+  return {
+    /**
+     * `job` starting at window W with `n` orders in it, on its own task queue. The deps hand the
+     * worker a Temporal client when `temporal` is set (the request activity then checks open workflows).
+     */
+    async rerunJob(
+      job: string,
+      W: Window,
+      n: number,
+      opts: { temporal?: boolean; badEvery?: number } = {},
+    ): Promise<{ taskQueue: string; orders: Order[]; deps: ActivityDeps }> {
+      const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+      const taskQueue = uniqueQueue(job);
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, n, opts.badEvery));
+      const deps: ActivityDeps = {
+        db: stack.t.db,
+        catalog,
+        logger: memoryLogger(),
+        now: () => new Date(),
+        ...(opts.temporal ? { temporal: { client: client(), taskQueue } } : {}),
+      };
+      return { taskQueue, orders, deps };
+    },
+
+    /** Runs a generation (0 unless given) of a window directly, as a tick or a rerun would. */
+    async processWindow(taskQueue: string, job: string, W: Window, generation = 0): Promise<WindowRunResult> {
+      const key = `${job}/${W.start}${generation ? `#${generation}` : ''}`;
+      return (await client().workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [{ job, ...W, generation, key, trigger: generation ? 'rerun' : 'manual', policy }],
+      })) as WindowRunResult;
+    },
+
+    /** Alice asks bob (unless `input` says otherwise) for rerun `n` of window W. */
+    startRerun: (
+      taskQueue: string,
+      job: string,
+      W: Window,
+      n: number | string,
+      input: Partial<RerunInput> = {},
+    ) =>
+      client().workflow.start('rerun', {
+        taskQueue,
+        workflowId: `${job}/${W.start}/rerun-${n}`,
+        args: [
+          { job, windowStart: W.start, reason: 'x', requestedBy: 'alice', approvers: ['bob'], ...input },
+        ],
+      }),
+
+    /** Waits until the rerun workflow `id` has recorded its request. */
+    async waitForRequest(id: string): Promise<RerunState> {
+      return await eventually(
+        async () => {
+          const s = await client().workflow.getHandle(id).query<RerunState>('state');
+          return s.request ? s : undefined;
+        },
+        20_000,
+        `request ${id}`,
+      );
+    },
+
+    /** The audited decisions on `request`, oldest first. */
+    auditOf: (request: string) =>
+      stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted'])
+        .where('request', '=', request)
+        .orderBy('id')
+        .execute(),
+  };
+}
+
+/**
+ * Holds what `lock` takes in an open transaction until the returned function releases it (and
+ * waits for the transaction to end), so a test can decide while something is locked.
+ */
+export async function holding(
+  db: Kysely<Database>,
+  lock: (trx: Transaction<Database>) => Promise<unknown>,
+): Promise<() => Promise<void>> {
+  let release!: () => void;
+  let onLocked!: () => void;
+  const held = new Promise<void>((r) => (release = r));
+  const locked = new Promise<void>((r) => (onLocked = r));
+  const holder = db.transaction().execute(async (trx) => {
+    await lock(trx);
+    onLocked();
+    await held;
+  });
+  await locked;
+  return async () => {
+    release();
+    await holder;
+  };
+}

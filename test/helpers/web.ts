@@ -1,0 +1,49 @@
+// The management web server on a test file's stack, and logging in to it over real HTTP.
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import { loadConfig } from '../../config/env.js';
+import { startWebServer } from '../../web/server.js';
+import type { TestDb } from './db.js';
+
+type Stack = { readonly env: TestWorkflowEnvironment; readonly t: TestDb };
+
+/**
+ * Starts the web server for `catalog` with bearer `token`, its config read from the environment
+ * plus the stack's database and Temporal and `env`; `now` is its clock (the wall clock unless given).
+ */
+export function startWeb(
+  stack: Stack,
+  opts: {
+    token: string;
+    catalog: Parameters<typeof startWebServer>[0]['catalog'];
+    env: Record<string, string>;
+    now?: () => Date;
+  },
+) {
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    ...opts.env,
+  });
+  return startWebServer({
+    port: 0,
+    token: opts.token,
+    db: stack.t.db,
+    client: stack.env.client,
+    catalog: opts.catalog,
+    config,
+    ...(opts.now ? { now: opts.now } : {}),
+  });
+}
+
+/** Posts the login form with `token`, not following the redirect. */
+export const postLogin = (url: string, token: string) =>
+  fetch(`${url}/login`, {
+    method: 'POST',
+    body: new URLSearchParams({ token }).toString(),
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    redirect: 'manual',
+  });
+
+/** The session cookie (name=value) a login response set. */
+export const sessionCookie = (login: Response): string => login.headers.get('set-cookie')!.split(';')[0]!;
