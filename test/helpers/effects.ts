@@ -77,3 +77,13 @@ export async function attemptOutcomes(db: Kysely<Database>, key: string): Promis
 /** The text of every chat message to one API. */
 export const chatTexts = (chat: TestChat, api: 'slack' | 'telegram'): string[] =>
   chat.messages.filter((m) => m.api === api).map((m) => m.text);
+
+/** Every attempt recorded for the effect, all columns, oldest first. */
+export async function effectAttempts(db: Kysely<Database>, key: string) {
+  return await db
+    .selectFrom('effect_attempts')
+    .selectAll()
+    .where('effect_key', '=', key)
+    .orderBy('id')
+    .execute();
+}

@@ -26,8 +26,9 @@ import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type WindowEffect } from '../../schedules/job.js';
 import { startChat, type ChatAnswer, type TestChat } from '../helpers/chat.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
-import { chatTexts, depsWithChannels, effectRow } from '../helpers/effects.js';
+import { chatTexts, depsWithChannels, effectAttempts, effectRow } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { listenOnLoopback } from '../helpers/net.js';
 import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { eventually } from '../helpers/temporal.js';
 
@@ -88,20 +89,22 @@ async function startApi() {
       else reply();
     })();
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-  return {
-    url,
-    posts,
-    state,
-    close: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+  return { ...(await listenOnLoopback(server)), posts, state };
 }
 type Api = Awaited<ReturnType<typeof startApi>>;
+
+/** Records one effect of job "edges" outside any window; its provider key is its own key. */
+async function recordEdge(
+  key: string,
+  effect: Pick<NewEffect, 'name' | 'channel' | 'request'> & { policy?: EffectPolicy },
+): Promise<void> {
+  const { policy = 'ask', ...rest } = effect;
+  await recordEffects(t.db, [{ key, job: 'edges', windowKey: null, policy, providerKey: key, ...rest }]);
+}
+
+/** Records a Slack message to #ops, policy ask. */
+const recordSlack = (key: string, name: string, text: string): Promise<void> =>
+  recordEdge(key, { name, channel: 'slack', request: { channel: '#ops', text } });
 
 async function recordHttp(
   api: Api,
@@ -117,17 +120,44 @@ async function recordHttp(
       ? { honoursIdempotencyKey: opts.honoursIdempotencyKey }
       : {}),
   };
-  const effect: NewEffect = {
-    key,
-    job: 'edges',
-    windowKey: null,
-    name: 'push',
-    channel: 'http',
-    policy: opts.policy ?? 'ask',
-    request,
-    providerKey: key,
-  };
-  await recordEffects(t.db, [effect]);
+  await recordEdge(key, { name: 'push', channel: 'http', policy: opts.policy, request });
+}
+
+/** Runs a test against its own API on loopback, closed however the test ends. */
+async function withApi(body: (api: Api) => Promise<void>): Promise<void> {
+  const api = await startApi();
+  try {
+    await body(api);
+  } finally {
+    await api.close();
+  }
+}
+
+/** One attempt at the effect by a worker with `deps` (by default: every channel, its clock in step). */
+const perform = (key: string, deps: ActivityDeps = depsAt()) => effectActivities(deps).performEffect({ key });
+
+/** The outcome a settled call ended with (undefined for an error without one). */
+const outcomeOf = (r: unknown): string | undefined => (r as { outcome?: string }).outcome;
+
+/** Overwrites columns of the effect's row. */
+async function setEffect(key: string, values: Record<string, unknown>): Promise<void> {
+  await t.db.updateTable('effects').set(values).where('effect_key', '=', key).execute();
+}
+
+/** Sets an effect's row as an earlier attempt left it. */
+async function leaveAs(key: string, status: 'unknown' | 'begun', extra: Record<string, unknown> = {}) {
+  await setEffect(key, { status, fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), ...extra });
+}
+
+/** Raises the "effect outcome unknown" alert a workflow raises for the effect. */
+async function raiseUnknown(key: string): Promise<void> {
+  await raiseNow(depsAt(), { job: 'edges', subject: key, kind: 'effect-unknown', error: 'outcome unknown' });
+}
+
+/** Watches the ops Telegram chat: the result reads the alerts sent since. */
+function watchAlerts(): () => string[] {
+  const before = chatTexts(chat, 'telegram').length;
+  return () => chatTexts(chat, 'telegram').slice(before);
 }
 
 /** Takes the effect's row lock in its own connection: every UPDATE of the row queues behind it, in order. */
@@ -182,144 +212,118 @@ const settled = (p: Promise<unknown>): Promise<unknown> =>
     (err: unknown) => err,
   );
 
+/** Attempt 1 sends, then waits for its answer until the test calls `answer`. */
+async function attemptAwaitingAnswer(key: string) {
+  const sending = gate();
+  const first = perform(key, depsAt(0, { hooks: { afterEffect: sending.wait } }));
+  await sending.reached;
+  return { first, answer: sending.open };
+}
+
+/** Attempt 1 sends and outlives its lease; another worker (policy ask) then finds the outcome unknown. */
+async function attemptOutlivedItsLease(key: string) {
+  const attempt = await attemptAwaitingAnswer(key);
+  await expireLease(key);
+  assert.equal((await perform(key)).outcome, 'unknown');
+  return attempt;
+}
+
+/** Attempt 1 sends and outlives its lease; its "done" then queues behind a row lock the test holds. */
+async function attemptQueuedBehindLock(key: string) {
+  let lock: { release(): Promise<void> } | undefined;
+  const first = perform(
+    key,
+    depsAt(0, {
+      hooks: {
+        afterEffect: async () => {
+          await expireLease(key);
+          lock = await holdRow(key);
+        },
+      },
+    }),
+  );
+  await lockWaiters(1);
+  return { first, lock: { release: () => lock!.release() } };
+}
+
+/**
+ * Queues `rival`'s claim behind the held lock, after the update already waiting there, then
+ * releases the lock: the two commit in that order. What `rival` ended with.
+ */
+async function claimAfter(lock: { release(): Promise<void> }, rival: Promise<unknown>): Promise<unknown> {
+  const second = settled(rival);
+  await lockWaiters(2);
+  await lock.release();
+  return await second;
+}
+
 // Item 1: attempt 2 reads "begun, lease passed" and decides to act; attempt 1 then commits done;
 // attempt 2's claim must fail. The row lock queues attempt 1's settle before attempt 2's claim.
 for (const scenario of ['policy resend', 'a status check that said absent'] as const) {
-  test(`item 1: a lease race with ${scenario}: the late claim loses, one provider call`, async () => {
-    const api = await startApi();
-    const key = `edges/race-${scenario.replace(/\W+/g, '-')}:push`;
-    try {
+  test(`item 1: a lease race with ${scenario}: the late claim loses, one provider call`, () =>
+    withApi(async (api) => {
+      const key = `edges/race-${scenario.replace(/\W+/g, '-')}:push`;
       await recordHttp(api, key, scenario === 'policy resend' ? { policy: 'resend' } : { statusUrl: true });
       api.state.statusLags = true;
-      let lock: { release(): Promise<void> } | undefined;
-      const first = effectActivities(
-        depsAt(0, {
-          hooks: {
-            afterEffect: async () => {
-              await expireLease(key);
-              lock = await holdRow(key);
-            },
-          },
-        }),
-      ).performEffect({ key });
-      await lockWaiters(1);
+      const { first, lock } = await attemptQueuedBehindLock(key);
       assert.equal(api.posts.length, 1, 'attempt 1 sent');
-      const second = settled(effectActivities(depsAt()).performEffect({ key }));
-      await lockWaiters(2);
-      await lock!.release();
+      const second = await claimAfter(lock, perform(key));
       assert.equal((await first).outcome, 'done');
-      assert.equal(
-        ((await second) as { outcome?: string }).outcome,
-        'already-done',
-        `the late claim must lose: ${inspect(await second)}`,
-      );
-      assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'already-done');
+      assert.equal(outcomeOf(second), 'already-done', `the late claim must lose: ${inspect(second)}`);
+      assert.equal((await perform(key)).outcome, 'already-done');
       assert.equal(api.posts.length, 1, 'exactly one provider call');
       assert.equal((await effectRow(t.db, key)).status, 'done');
-    } finally {
-      await api.close();
-    }
-  });
+    }));
 }
 
-test('item 1: a worker that finds the lease passed while the first attempt commits done: the effect stays done', async () => {
-  const api = await startApi();
-  const key = 'edges/race-resolver:push';
-  try {
+test('item 1: a worker that finds the lease passed while the first attempt commits done: the effect stays done', () =>
+  withApi(async (api) => {
+    const key = 'edges/race-resolver:push';
     await recordHttp(api, key);
-    let lock: { release(): Promise<void> } | undefined;
-    const first = effectActivities(
-      depsAt(0, {
-        hooks: {
-          afterEffect: async () => {
-            await expireLease(key);
-            lock = await holdRow(key);
-          },
-        },
-      }),
-    ).performEffect({ key });
-    await lockWaiters(1);
+    const { first, lock } = await attemptQueuedBehindLock(key);
     // Policy ask and no way to check: it would settle unknown, and then a person is asked to resend.
-    const second = settled(effectActivities(depsAt()).performEffect({ key }));
-    await lockWaiters(2);
-    await lock!.release();
+    const second = await claimAfter(lock, perform(key));
     assert.equal((await first).outcome, 'done');
-    assert.equal(((await second) as { outcome?: string }).outcome, 'already-done', inspect(await second));
+    assert.equal(outcomeOf(second), 'already-done', inspect(second));
     assert.equal((await effectRow(t.db, key)).status, 'done', 'the answer is not overwritten by "unknown"');
     assert.equal(api.posts.length, 1);
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('item 1: an operator resend while the first attempt is still alive: its late answer wins, one provider call', async () => {
-  const api = await startApi();
-  const key = 'edges/race-operator:push';
-  try {
+test('item 1: an operator resend while the first attempt is still alive: its late answer wins, one provider call', () =>
+  withApi(async (api) => {
+    const key = 'edges/race-operator:push';
     await recordHttp(api, key);
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
+    const { first, answer } = await attemptAwaitingAnswer(key);
     await expireLease(key);
     assert.equal(api.posts.length, 1, 'attempt 1 sent and has not answered yet');
     // Another worker finds the lease passed: unknown (policy ask).
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    assert.equal((await perform(key)).outcome, 'unknown');
     // An operator decides to resend; the resend reads the row, then attempt 1's answer and the
     // resend's claim race: the answer queues first.
     assert.ok(await decideEffect(t.db, key, 'resend', 'alice', new Date()));
     const lock = await holdRow(key);
-    sending.open();
+    answer();
     await lockWaiters(1);
-    const resend = settled(effectActivities(depsAt()).performEffect({ key }));
-    await lockWaiters(2);
-    await lock.release();
+    const resend = await claimAfter(lock, perform(key));
     assert.equal((await first).outcome, 'done');
     assert.equal(
-      ((await resend) as { outcome?: string }).outcome,
+      outcomeOf(resend),
       'already-done',
-      `the resend read a state that is gone: ${inspect(await resend)}`,
+      `the resend read a state that is gone: ${inspect(resend)}`,
     );
     assert.equal(api.posts.length, 1, 'exactly one provider call');
     assert.equal((await effectRow(t.db, key)).status, 'done');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
 test('item 2: a lease that passed where the channel is not configured is unknown, never failed', async () => {
   const key = 'edges/no-provider:alert';
-  await recordEffects(t.db, [
-    {
-      key,
-      job: 'edges',
-      windowKey: null,
-      name: 'alert',
-      channel: 'slack',
-      policy: 'ask',
-      request: { channel: '#ops', text: 'hello' },
-      providerKey: key,
-    },
-  ]);
-  await t.db
-    .updateTable('effects')
-    .set({
-      status: 'begun',
-      fence: 1,
-      attempts: 1,
-      begun_at: new Date(Date.now() - 600_000),
-      lease_until: new Date(Date.now() - 540_000),
-    })
-    .where('effect_key', '=', key)
-    .execute();
+  await recordSlack(key, 'alert', 'hello');
+  await leaveAs(key, 'begun', { lease_until: new Date(Date.now() - 540_000) });
   const before = chat.messages.length;
-  const r = await effectActivities(depsAt(0, { channels: {} }))
-    .performEffect({ key })
-    .catch((err: unknown) => err);
+  const r = await settled(perform(key, depsAt(0, { channels: {} })));
   const row = await effectRow(t.db, key);
   assert.equal(row.status, 'unknown', `maybe sent must stay unknown (got ${row.status}: ${row.last_error})`);
-  assert.equal((r as { outcome?: string }).outcome, 'unknown');
+  assert.equal(outcomeOf(r), 'unknown');
   await assert.rejects(retryFailedEffect(depsAt(0), key, 'alice'), /is unknown, not failed/);
   assert.equal(chat.messages.length, before, 'nothing resent');
 });
@@ -351,112 +355,78 @@ for (const [api, answer] of [
 
 test('item 3: through the guard, a Slack 500 leaves the message unknown (policy ask), not failed and resent', async () => {
   const key = 'edges/slack-500:post';
-  await recordEffects(t.db, [
-    {
-      key,
-      job: 'edges',
-      windowKey: null,
-      name: 'post',
-      channel: 'slack',
-      policy: 'ask',
-      request: { channel: '#ops', text: 'maybe' },
-      providerKey: key,
-    },
-  ]);
+  await recordSlack(key, 'post', 'maybe');
   const before = chat.requests.length;
   chat.plan.slack.push('error-500');
-  const r = await effectActivities(depsAt()).performEffect({ key });
+  const r = await perform(key);
   assert.equal(r.outcome, 'unknown');
-  assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+  assert.equal((await perform(key)).outcome, 'unknown');
   assert.equal(chat.requests.length - before, 1, 'not sent again');
   assert.equal((await effectRow(t.db, key)).status, 'unknown');
 });
 
-test('item 4: a resend decision is used by one resend; unknown again, it alerts again and is not resent on its own', async () => {
-  const api = await startApi();
-  const key = 'edges/resend-once:push';
-  try {
+test('item 4: a resend decision is used by one resend; unknown again, it alerts again and is not resent on its own', () =>
+  withApi(async (api) => {
+    const key = 'edges/resend-once:push';
     await recordHttp(api, key);
     api.state.hang = true;
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
-    const alertsBefore = chatTexts(chat, 'telegram').length;
-    await raiseNow(depsAt(), {
-      job: 'edges',
-      subject: key,
-      kind: 'effect-unknown',
-      error: 'outcome unknown',
-    });
-    assert.equal(chatTexts(chat, 'telegram').length - alertsBefore, 1, 'the first alert');
+    assert.equal((await perform(key)).outcome, 'unknown');
+    const alertsSince = watchAlerts();
+    await raiseUnknown(key);
+    assert.equal(alertsSince().length, 1, 'the first alert');
 
     const r = await decideUnknownEffect(depsAt(), key, 'resend', 'alice');
     assert.equal(r.outcome, 'unknown');
     assert.equal(api.posts.length, 2, 'resent once');
     const row = await effectRow(t.db, key);
     assert.deepEqual([row.status, row.decision], ['unknown', null], 'the decision was used');
-    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    const alerts = alertsSince();
     assert.equal(alerts.length, 2, 'asked again');
     assert.match(alerts[1]!, /effect outcome unknown/);
     assert.match(alerts[1]!, /resent by alice/);
 
     // The window driven again (a retry, a re-run): not resent without a new decision.
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    assert.equal((await perform(key)).outcome, 'unknown');
     assert.equal(api.posts.length, 2, 'no resend without a new decision');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('item 5: a plain webhook whose reply is lost follows its policy (ask): not resent', async () => {
-  const api = await startApi();
-  const key = 'edges/plain-webhook:push';
-  try {
+test('item 5: a plain webhook whose reply is lost follows its policy (ask): not resent', () =>
+  withApi(async (api) => {
+    const key = 'edges/plain-webhook:push';
     await recordHttp(api, key);
     api.state.hang = true;
-    const first = await effectActivities(depsAt())
-      .performEffect({ key })
-      .catch((err: unknown) => err);
-    assert.equal((first as { outcome?: string }).outcome, 'unknown', String(first));
+    const first = await settled(perform(key));
+    assert.equal(outcomeOf(first), 'unknown', String(first));
     api.state.hang = false;
-    const again = await effectActivities(depsAt())
-      .performEffect({ key })
-      .catch((err: unknown) => err);
-    assert.equal((again as { outcome?: string }).outcome, 'unknown', String(again));
+    const again = await settled(perform(key));
+    assert.equal(outcomeOf(again), 'unknown', String(again));
     assert.equal(api.posts.length, 1, 'not resent');
     assert.equal((await effectRow(t.db, key)).status, 'unknown');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('item 5: a webhook declared to honour Idempotency-Key is resent with the same key', async () => {
-  const api = await startApi();
-  const key = 'edges/idempotent-webhook:push';
-  try {
+/** A webhook whose first reply is lost, then an attempt that gets through: the second must be done. */
+async function lostReplyThenDone(api: Api, key: string): Promise<void> {
+  api.state.hang = true;
+  await assert.rejects(perform(key), /no reply/);
+  api.state.hang = false;
+  assert.equal((await perform(key)).outcome, 'done');
+}
+
+test('item 5: a webhook declared to honour Idempotency-Key is resent with the same key', () =>
+  withApi(async (api) => {
+    const key = 'edges/idempotent-webhook:push';
     await recordHttp(api, key, { honoursIdempotencyKey: true });
-    api.state.hang = true;
-    await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
-    api.state.hang = false;
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    await lostReplyThenDone(api, key);
     assert.deepEqual(api.posts, [key, key]);
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('item 5: a webhook whose lost reply can be checked at its status URL is asked before any resend', async () => {
-  const api = await startApi();
-  const key = 'edges/checked-webhook:push';
-  try {
+test('item 5: a webhook whose lost reply can be checked at its status URL is asked before any resend', () =>
+  withApi(async (api) => {
+    const key = 'edges/checked-webhook:push';
     await recordHttp(api, key, { statusUrl: true });
-    api.state.hang = true;
-    await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
-    api.state.hang = false;
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+    await lostReplyThenDone(api, key);
     assert.equal(api.posts.length, 1, 'the status URL confirmed it: not sent again');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
 /** Runs window 2026-08-01T00:00Z of a job whose handler returns `effects`; what was thrown, if anything. */
 async function processWith(job: string, effects: unknown[]): Promise<unknown> {
@@ -496,52 +466,41 @@ async function nothingCommitted(job: string): Promise<void> {
   assert.deepEqual(summary, [], 'the window is not done');
 }
 
+/** Runs the window with `effects`: it must be refused for good, and nothing committed; the refusal. */
+async function refused(job: string, effects: unknown[], match: RegExp[]): Promise<void> {
+  const err = await processWith(job, effects);
+  assert.ok(err instanceof ApplicationFailure, String(err));
+  assert.equal(err.nonRetryable, true, err.message);
+  for (const m of match) assert.match(err.message, m);
+  await nothingCommitted(job);
+}
+
 test('item 6: two effects with one name in a window are refused, naming job, window and effect; nothing committed', async () => {
-  const job = 'edges-twice';
   const mail = (text: string) => ({
     name: 'report',
     channel: 'email',
     request: { to: ['a@x.test'], subject: 's', text },
   });
-  const err = await processWith(job, [mail('one'), mail('two')]);
-  assert.ok(err instanceof ApplicationFailure, String(err));
-  assert.equal(err.nonRetryable, true);
-  assert.match(err.message, /edges-twice/);
-  assert.match(err.message, /edges-twice\/2026-08-01T00:00:00Z/);
-  assert.match(err.message, /"report"/);
-  await nothingCommitted(job);
+  await refused(
+    'edges-twice',
+    [mail('one'), mail('two')],
+    [/edges-twice/, /edges-twice\/2026-08-01T00:00:00Z/, /"report"/],
+  );
 });
 
 test('item 5: an http effect whose honoursIdempotencyKey is not a boolean is refused, naming the field', async () => {
-  const job = 'edges-bad-http';
-  const err = await processWith(job, [
-    {
-      name: 'push',
-      channel: 'http',
-      request: { method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, honoursIdempotencyKey: 'yes' },
-    },
-  ]);
-  assert.ok(err instanceof ApplicationFailure, String(err));
-  assert.equal(err.nonRetryable, true);
-  assert.match(err.message, /honoursIdempotencyKey/);
-  await nothingCommitted(job);
+  const request = { method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, honoursIdempotencyKey: 'yes' };
+  await refused('edges-bad-http', [{ name: 'push', channel: 'http', request }], [/honoursIdempotencyKey/]);
 });
 
 // ---- Review of items 1-6 (hostile review): edges the first pass did not cover ----
 
-test('review: a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', async () => {
-  const api = await startApi();
-  const key = 'edges/review-late-done-over-resend:push';
-  try {
+test('review: a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-late-done-over-resend:push';
     await recordHttp(api, key);
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
-    await expireLease(key);
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
-    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const { first, answer } = await attemptOutlivedItsLease(key);
+    const alertsSince = watchAlerts();
     // The operator resends; the resend's reply is lost (it will be unknown again) ...
     api.state.hang = true;
     const slowReply = depsAt(0, {
@@ -550,63 +509,38 @@ test('review: a late "done" while an operator\'s resend holds the effect is kept
     const resend = settled(decideUnknownEffect(slowReply, key, 'resend', 'alice'));
     await eventually(async () => (api.posts.length === 2 ? true : undefined), 10_000, 'the resend posted');
     // ... and attempt 1's "done" arrives while the resend waits for its reply.
-    sending.open();
+    answer();
     assert.equal((await first).outcome, 'done');
     const r = await resend;
     const row = await effectRow(t.db, key);
     assert.equal(row.status, 'done', `the provider said done: ${row.status} ${row.last_error} ${inspect(r)}`);
     assert.equal(
-      chatTexts(chat, 'telegram')
-        .slice(alertsBefore)
-        .filter((m) => /unknown again/.test(m)).length,
+      alertsSince().filter((m) => /unknown again/.test(m)).length,
       0,
       'nobody is asked to resend an effect the provider said was done',
     );
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('review: a late "done" after an operator skipped it turns the effect done', async () => {
-  const api = await startApi();
-  const key = 'edges/review-late-done-over-skip:push';
-  try {
+test('review: a late "done" after an operator skipped it turns the effect done', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-late-done-over-skip:push';
     await recordHttp(api, key);
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
-    await expireLease(key);
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+    const { first, answer } = await attemptOutlivedItsLease(key);
     await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
-    sending.open();
+    answer();
     assert.equal((await first).outcome, 'done');
     assert.equal((await effectRow(t.db, key)).status, 'done');
     assert.equal(api.posts.length, 1);
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-/** Sets an effect's row as an earlier attempt left it. */
-async function leaveAs(key: string, status: 'unknown' | 'begun', extra: Record<string, unknown> = {}) {
-  await t.db
-    .updateTable('effects')
-    .set({ status, fence: 1, attempts: 1, begun_at: new Date(Date.now() - 600_000), ...extra })
-    .where('effect_key', '=', key)
-    .execute();
-}
-
-test('review: an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', async () => {
-  const api = await startApi();
-  const key = 'edges/review-resend-checkable:push';
-  try {
+test('review: an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-resend-checkable:push';
     await recordHttp(api, key, { statusUrl: true });
     await leaveAs(key, 'unknown', { last_error: 'the status URL could not tell' });
     api.state.hang = true;
     api.state.statusLags = true;
-    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const alertsSince = watchAlerts();
     const r = await settled(decideUnknownEffect(depsAt(), key, 'resend', 'alice'));
     assert.equal(api.posts.length, 1, 'resent once');
     const row = await effectRow(t.db, key);
@@ -615,40 +549,27 @@ test('review: an operator resend of a checkable webhook whose reply is lost is u
       ['unknown', null],
       `not left "begun" with nobody to ask the provider: ${inspect(r)}`,
     );
-    assert.equal(
-      chatTexts(chat, 'telegram')
-        .slice(alertsBefore)
-        .filter((m) => /unknown again/.test(m)).length,
-      1,
-      'asked again',
-    );
+    assert.equal(alertsSince().filter((m) => /unknown again/.test(m)).length, 1, 'asked again');
     // The next decision asks the status URL first: it was applied, so nothing is sent again.
     api.state.statusLags = false;
     const again = await decideUnknownEffect(depsAt(), key, 'resend', 'bob');
     assert.equal(again.outcome, 'done');
     assert.equal(api.posts.length, 1, 'not sent again');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('review: a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', async () => {
-  const api = await startApi();
-  const key = 'edges/review-checkable-exhausted:push';
-  try {
+test('review: a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-checkable-exhausted:push';
     await recordHttp(api, key, { statusUrl: true });
     api.state.hang = true;
     api.state.statusLags = true;
     // The workflow's attempts: the first loses its reply; each later one hears "absent", resends, loses it again.
-    for (let i = 0; i < 3; i++) await settled(effectActivities(depsAt()).performEffect({ key }));
+    for (let i = 0; i < 3; i++) await settled(perform(key));
     const row = await effectRow(t.db, key);
     assert.notEqual(row.status, 'begun', 'no attempt will follow: the effect must be left for a person');
     const r = await decideUnknownEffect(depsAt(), key, 'skip', 'alice');
     assert.equal(r.outcome, 'skipped');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
 const bad = (request: unknown, extra: Record<string, unknown> = {}) => ({
   name: 'push',
@@ -671,89 +592,50 @@ for (const [field, effect] of [
 ] as const) {
   test(`review: an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
     const job = `edges-bad-${field.toLowerCase()}-${Math.random().toString(36).slice(2, 8)}`;
-    const err = await processWith(job, [effect]);
-    assert.ok(err instanceof ApplicationFailure, String(err));
-    assert.equal(err.nonRetryable, true, err.message);
-    assert.match(
-      err.message,
-      new RegExp(field === 'policy' || field === 'request' ? field : `request\\.${field}`),
+    await refused(
+      job,
+      [effect],
+      [new RegExp(field === 'policy' || field === 'request' ? field : `request\\.${field}`)],
     );
-    await nothingCommitted(job);
   });
 }
 
 test('review: two effects whose names differ only in type (1 and "1") share a key: refused, not dropped', async () => {
-  const job = 'edges-name-types';
   const mail = (name: unknown) => ({
     name,
     channel: 'email',
     request: { to: ['a@x.test'], subject: 's', text: 't' },
   });
-  const err = await processWith(job, [mail(1), mail('1')]);
-  assert.ok(err instanceof ApplicationFailure, String(err));
-  assert.equal(err.nonRetryable, true, err.message);
-  assert.match(err.message, /name/);
-  await nothingCommitted(job);
+  await refused('edges-name-types', [mail(1), mail('1')], [/name/]);
 });
 
 test('review: an effect on a channel that does not exist is refused before anything commits', async () => {
-  const job = 'edges-bad-channel';
-  const err = await processWith(job, [{ name: 'sms', channel: 'sms', request: { to: '+1' } }]);
-  assert.ok(err instanceof ApplicationFailure, String(err));
-  assert.equal(err.nonRetryable, true, err.message);
-  assert.match(err.message, /channel/);
-  await nothingCommitted(job);
+  await refused('edges-bad-channel', [{ name: 'sms', channel: 'sms', request: { to: '+1' } }], [/channel/]);
 });
 
-test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', async () => {
-  const api = await startApi();
-  const key = 'edges/review-secret-path:push';
-  const secret = 'XsEcReTtOkEn123456';
-  try {
+test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-secret-path:push';
+    const secret = 'XsEcReTtOkEn123456';
     const deps = depsAt();
-    await recordEffects(t.db, [
-      {
-        key,
-        job: 'edges',
-        windowKey: null,
-        name: 'push',
-        channel: 'http',
-        policy: 'ask',
-        request: { method: 'POST', url: `${api.url}/services/T0/B0/${secret}`, body: {} },
-        providerKey: key,
-      },
-    ]);
+    await recordEdge(key, {
+      name: 'push',
+      channel: 'http',
+      request: { method: 'POST', url: `${api.url}/services/T0/B0/${secret}`, body: {} },
+    });
     api.state.hang = true;
-    await settled(effectActivities(deps).performEffect({ key }));
+    await settled(perform(key, deps));
     const row = await effectRow(t.db, key);
     assert.equal(row.status, 'unknown');
-    const attempts = await t.db
-      .selectFrom('effect_attempts')
-      .selectAll()
-      .where('effect_key', '=', key)
-      .execute();
+    const attempts = await effectAttempts(t.db, key);
     assert.doesNotMatch(String(row.last_error), new RegExp(secret));
     assert.doesNotMatch(JSON.stringify(attempts), new RegExp(secret));
     assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
 test('review: a resend decided where the channel is not configured is refused and not left to resend later', async () => {
   const key = 'edges/review-decide-unconfigured:post';
-  await recordEffects(t.db, [
-    {
-      key,
-      job: 'edges',
-      windowKey: null,
-      name: 'post',
-      channel: 'slack',
-      policy: 'ask',
-      request: { channel: '#ops', text: 'decide me' },
-      providerKey: key,
-    },
-  ]);
+  await recordSlack(key, 'post', 'decide me');
   await leaveAs(key, 'unknown', { last_error: 'no reply' });
   const before = chat.requests.length;
   await assert.rejects(
@@ -767,18 +649,17 @@ test('review: a resend decided where the channel is not configured is refused an
     'the failed command left no decision behind',
   );
   // A worker that drives the window's open effects later must not resend on that decision.
-  assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
+  assert.equal((await perform(key)).outcome, 'unknown');
   assert.equal(chat.requests.length, before, 'nothing sent');
 });
 
-test('review: a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', async () => {
-  const api = await startApi();
-  try {
+test('review: a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', () =>
+  withApi(async (api) => {
     for (const opts of [{ policy: 'resend' as const }, { honoursIdempotencyKey: true }]) {
       const key = `edges/review-lost-reply-${Object.keys(opts)[0]}:push`;
       await recordHttp(api, key, opts);
       api.state.hang = true;
-      await assert.rejects(effectActivities(depsAt()).performEffect({ key }), /no reply/);
+      await assert.rejects(perform(key), /no reply/);
       const row = await effectRow(t.db, key);
       assert.equal(
         row.status,
@@ -788,56 +669,33 @@ test('review: a lost reply is recorded unknown even where a resend is allowed (p
       await assert.rejects(retryFailedEffect(depsAt(), key, 'alice'), /is unknown, not failed/);
       // The policy (or the target's idempotency) still resends it on the next attempt.
       api.state.hang = false;
-      assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
+      assert.equal((await perform(key)).outcome, 'done');
     }
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('review: an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', async () => {
-  const api = await startApi();
-  const key = 'edges/review-retry-lost:push';
-  try {
+test('review: an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-retry-lost:push';
     await recordHttp(api, key, { statusUrl: true });
-    await t.db
-      .updateTable('effects')
-      .set({ status: 'failed', fence: 1, attempts: 1, last_error: 'connection refused' })
-      .where('effect_key', '=', key)
-      .execute();
+    await setEffect(key, { status: 'failed', fence: 1, attempts: 1, last_error: 'connection refused' });
     api.state.hang = true;
     api.state.statusLags = true;
-    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const alertsSince = watchAlerts();
     const r = await settled(retryFailedEffect(depsAt(), key, 'alice'));
-    assert.equal((r as { outcome?: string }).outcome, 'unknown', inspect(r));
+    assert.equal(outcomeOf(r), 'unknown', inspect(r));
     const row = await effectRow(t.db, key);
     assert.equal(row.status, 'unknown');
-    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    const alerts = alertsSince();
     assert.equal(alerts.filter((m) => /effect outcome unknown/.test(m)).length, 1, inspect(alerts));
     assert.equal(api.posts.length, 1);
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('review: an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', async () => {
-  const api = await startApi();
-  const key = 'edges/review-resend-loses-claim:push';
-  try {
+test('review: an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-resend-loses-claim:push';
     await recordHttp(api, key);
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
-    await expireLease(key);
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'unknown');
-    await raiseNow(depsAt(), {
-      job: 'edges',
-      subject: key,
-      kind: 'effect-unknown',
-      error: 'outcome unknown',
-    });
+    const { first, answer } = await attemptOutlivedItsLease(key);
+    await raiseUnknown(key);
     // The resend reads "unknown, resend decided"; attempt 1's "done" commits before the resend's
     // claim (the second UPDATE of the operator's process, after the decision's).
     let updates = 0;
@@ -866,7 +724,7 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
             const builder = (value as (...a: unknown[]) => object).apply(obj, args);
             return ++updates === 2
               ? delayed(builder, async () => {
-                  sending.open();
+                  answer();
                   await first;
                 })
               : builder;
@@ -885,25 +743,11 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
       .where('closed_at', 'is', null)
       .execute();
     assert.deepEqual(open, [], `the incident closes: ${inspect(r)}`);
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
 test('review: an effect whose attempt died (an operator\'s resend killed mid-send) is unknown to the next decision, not stuck "begun"', async () => {
   const key = 'edges/review-killed-resend:post';
-  await recordEffects(t.db, [
-    {
-      key,
-      job: 'edges',
-      windowKey: null,
-      name: 'post',
-      channel: 'slack',
-      policy: 'ask',
-      request: { channel: '#ops', text: 'killed' },
-      providerKey: key,
-    },
-  ]);
+  await recordSlack(key, 'post', 'killed');
   // The resend claimed it, then its process was killed: begun, and its lease has passed. No
   // workflow drives the effect any more.
   await leaveAs(key, 'begun', { lease_until: new Date(Date.now() - 60_000) });
@@ -914,61 +758,37 @@ test('review: an effect whose attempt died (an operator\'s resend killed mid-sen
   assert.equal(chat.requests.length, before, 'nothing sent');
   // One whose lease has not passed is still being performed: not decidable yet.
   const live = 'edges/review-live-resend:post';
-  await recordEffects(t.db, [
-    {
-      key: live,
-      job: 'edges',
-      windowKey: null,
-      name: 'post',
-      channel: 'slack',
-      policy: 'ask',
-      request: { channel: '#ops', text: 'live' },
-      providerKey: live,
-    },
-  ]);
+  await recordSlack(live, 'post', 'live');
   await leaveAs(live, 'begun', { lease_until: new Date(Date.now() + 60_000) });
   await assert.rejects(decideUnknownEffect(depsAt(), live, 'skip', 'alice'), /being performed|not unknown/);
   assert.equal((await effectRow(t.db, live)).status, 'begun');
 });
 
-test('review: a send known to have happened twice (a lagging status URL said "absent") is alerted, not only logged', async () => {
-  const api = await startApi();
-  const key = 'edges/review-known-twice:push';
-  try {
+test('review: a send known to have happened twice (a lagging status URL said "absent") is alerted, not only logged', () =>
+  withApi(async (api) => {
+    const key = 'edges/review-known-twice:push';
     await recordHttp(api, key, { statusUrl: true });
     api.state.statusLags = true;
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
+    const { first, answer } = await attemptAwaitingAnswer(key);
     await expireLease(key);
-    const alertsBefore = chatTexts(chat, 'telegram').length;
+    const alertsSince = watchAlerts();
     // Another worker finds the lease passed, asks the status URL (it lags: 404) and sends again.
-    assert.equal((await effectActivities(depsAt()).performEffect({ key })).outcome, 'done');
-    sending.open();
+    assert.equal((await perform(key)).outcome, 'done');
+    answer();
     assert.equal((await first).outcome, 'done');
     assert.equal(api.posts.length, 2, 'the target received it twice');
-    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    const alerts = alertsSince();
     assert.equal(alerts.filter((m) => m.includes(key) && /twice/.test(m)).length, 1, inspect(alerts));
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test('lease on the database clock: a worker whose clock runs 5 minutes ahead finds a live begun effect and does not send', async () => {
-  const api = await startApi();
-  const key = 'edges/lease-fast-clock:push';
-  try {
+test('lease on the database clock: a worker whose clock runs 5 minutes ahead finds a live begun effect and does not send', () =>
+  withApi(async (api) => {
+    const key = 'edges/lease-fast-clock:push';
     await recordHttp(api, key, { policy: 'resend' });
-    const sending = gate();
-    const first = effectActivities(depsAt(0, { hooks: { afterEffect: sending.wait } })).performEffect({
-      key,
-    });
-    await sending.reached;
+    const { first, answer } = await attemptAwaitingAnswer(key);
     assert.equal(api.posts.length, 1, 'attempt 1 sent and has not answered yet');
     // To this worker's clock the lease passed minutes ago; to the database's it is live.
-    const fast = await settled(effectActivities(depsAt(5 * 60_000)).performEffect({ key }));
+    const fast = await settled(perform(key, depsAt(5 * 60_000)));
     assert.ok(
       fast instanceof ApplicationFailure && fast.type === 'EffectInProgress',
       `a live lease is in progress whatever the worker's clock says: ${inspect(fast)}`,
@@ -977,19 +797,15 @@ test('lease on the database clock: a worker whose clock runs 5 minutes ahead fin
       (fast.nextRetryDelay as number) > 50_000,
       `it waits out the lease by the database clock: ${inspect(fast.nextRetryDelay)}`,
     );
-    sending.open();
+    answer();
     assert.equal((await first).outcome, 'done');
     assert.equal(api.posts.length, 1, 'exactly one provider call');
     assert.equal((await effectRow(t.db, key)).status, 'done');
-  } finally {
-    await api.close();
-  }
-});
+  }));
 
-test("lease deadline: a provider call that would outlive the attempt's lease is cut short inside it", async () => {
-  const api = await startApi();
-  const key = 'edges/lease-deadline:push';
-  try {
+test("lease deadline: a provider call that would outlive the attempt's lease is cut short inside it", () =>
+  withApi(async (api) => {
+    const key = 'edges/lease-deadline:push';
     await recordHttp(api, key, { policy: 'resend' });
     // The target answers after 10 s, the provider's own timeout is its default 15 s, and the
     // attempt (and so its lease) has 3 s: the call must end before the lease does.
@@ -1009,7 +825,4 @@ test("lease deadline: a provider call that would outlive the attempt's lease is 
       t.db,
     );
     assert.equal(live.rows[0]!.live, false, 'no lease is left behind');
-  } finally {
-    await api.close();
-  }
-});
+  }));
