@@ -13,13 +13,32 @@ export interface WindowRef {
   readonly key: string;
 }
 
-/** The job's watermark, set to `initial` on first sight (never moved back). */
+/**
+ * The job's watermark, set to `initial` on first sight (never moved back), then moved over the
+ * contiguous done windows starting at it. A window only moves the watermark when it commits, so
+ * windows done before the job's first tick (a backfill or a manual run before the schedule
+ * started), or committed while the first tick created the row, would otherwise leave it behind
+ * until some later window commits: behind the done prefix, and short of a failed window.
+ */
 export async function watermarkOf(db: Db, job: string, initial: Date): Promise<Date> {
   await db
     .insertInto('job_watermarks')
     .values({ job, watermark: initial, updated_at: new Date() })
     .onConflict((oc) => oc.column('job').doNothing())
     .execute();
+  // Only forward, over done windows only (done is final): a stale read moves it less, never wrong.
+  await sql`
+    with recursive chain(window_end) as (
+      select watermark from job_watermarks where job = ${job}
+      union all
+      select next.window_end from chain cross join lateral (
+        select jw.window_end from job_windows jw
+         where jw.job = ${job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
+      ) next
+    )
+    update job_watermarks set watermark = c.new_watermark, updated_at = now()
+      from (select max(window_end) as new_watermark from chain) c
+     where job = ${job} and c.new_watermark > job_watermarks.watermark`.execute(db);
   const row = await db
     .selectFrom('job_watermarks')
     .select('watermark')

@@ -76,3 +76,88 @@ export function occurrences(segments: readonly Segment[], naive: number): number
 }
 
 export { DAY };
+
+/** The offset in force at instant t according to the segments. */
+export function offsetAt(segments: readonly Segment[], t: number): number {
+  let offset = segments[0]!.offset;
+  for (const s of segments) {
+    if (s.from > t) break;
+    offset = s.offset;
+  }
+  return offset;
+}
+
+export type CalendarUnit = 'day' | 'week' | 'month';
+
+/** The local date (UTC midnight of the same y-m-d) that begins the period containing local date `date`. */
+function periodOf(unit: CalendarUnit, date: number): number {
+  const d = new Date(date);
+  if (unit === 'day') return date;
+  if (unit === 'week') return date - ((d.getUTCDay() + 6) % 7) * DAY; // weeks begin on Monday
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), 1);
+}
+
+function shiftPeriod(unit: CalendarUnit, period: number, n: number): number {
+  if (unit === 'day') return period + n * DAY;
+  if (unit === 'week') return period + n * 7 * DAY;
+  const d = new Date(period);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + n, 1);
+}
+
+/**
+ * The calendar window [start, end) containing instant t, from first principles: every period's
+ * boundary is the first instant whose wall clock reaches the period's first local date, and t
+ * lies between two consecutive distinct boundaries. The periods tried are those around the
+ * local date of t (a fall-back past midnight shows a date that already ended).
+ */
+export function calendarWindowOf(
+  segments: readonly Segment[],
+  unit: CalendarUnit,
+  t: number,
+): { start: number; end: number } {
+  const date = Math.floor((t + offsetAt(segments, t)) / DAY) * DAY;
+  const p = periodOf(unit, date);
+  for (let n = -2; n <= 2; n++) {
+    const start = firstAtOrAfter(segments, shiftPeriod(unit, p, n));
+    const end = firstAtOrAfter(segments, shiftPeriod(unit, p, n + 1));
+    if (start <= t && t < end) return { start, end };
+  }
+  throw new Error(`no ${unit} window around ${new Date(t).toISOString()}`);
+}
+
+const wallFormats = new Map<string, Intl.DateTimeFormat>();
+
+/**
+ * The wall clock at instant t in `zone`, as a local date-time written as if it were UTC, read
+ * from Intl's calendar fields (not from the offset text that segments are built on).
+ */
+export function wallClock(zone: string, t: number): number {
+  let f = wallFormats.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: 'numeric',
+      day: 'numeric',
+      hour: 'numeric',
+      minute: 'numeric',
+      second: 'numeric',
+      era: 'short',
+    });
+    wallFormats.set(zone, f);
+  }
+  const parts: Record<string, string> = {};
+  for (const p of f.formatToParts(t)) parts[p.type] = p.value;
+  const year = parts.era === 'BC' ? 1 - Number(parts.year) : Number(parts.year);
+  const ms = ((t % 1000) + 1000) % 1000;
+  return Date.UTC(
+    year,
+    Number(parts.month) - 1,
+    Number(parts.day),
+    Number(parts.hour),
+    Number(parts.minute),
+    Number(parts.second),
+    ms,
+  );
+}
