@@ -1,6 +1,6 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
 import type { Database, RunKind } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -11,6 +11,26 @@ export interface WindowRef {
   readonly end: Date;
   readonly generation: number;
   readonly key: string;
+}
+
+/**
+ * The tail of a `with recursive` statement that moves the job's watermark forward from `from`
+ * over its contiguous done windows, hopping from each to the next by its key (an index lookup
+ * each), and returns the new watermark (no row when it did not move).
+ */
+function advanceOverDone(job: string, from: RawBuilder<unknown>): RawBuilder<{ watermark: Date }> {
+  return sql`chain(window_end) as (
+      select ${from}::timestamptz
+      union all
+      select next.window_end from chain cross join lateral (
+        select jw.window_end from job_windows jw
+         where jw.job = ${job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
+      ) next
+    )
+    update job_watermarks set watermark = c.new_watermark, updated_at = now()
+      from (select max(window_end) as new_watermark from chain) c
+     where job = ${job} and c.new_watermark > job_watermarks.watermark
+    returning job_watermarks.watermark`;
 }
 
 /**
@@ -27,18 +47,9 @@ export async function watermarkOf(db: Db, job: string, initial: Date): Promise<D
     .onConflict((oc) => oc.column('job').doNothing())
     .execute();
   // Only forward, over done windows only (done is final): a stale read moves it less, never wrong.
-  await sql`
-    with recursive chain(window_end) as (
-      select watermark from job_watermarks where job = ${job}
-      union all
-      select next.window_end from chain cross join lateral (
-        select jw.window_end from job_windows jw
-         where jw.job = ${job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
-      ) next
-    )
-    update job_watermarks set watermark = c.new_watermark, updated_at = now()
-      from (select max(window_end) as new_watermark from chain) c
-     where job = ${job} and c.new_watermark > job_watermarks.watermark`.execute(db);
+  await sql`with recursive ${advanceOverDone(job, sql`(select watermark from job_watermarks where job = ${job})`)}`.execute(
+    db,
+  );
   const row = await db
     .selectFrom('job_watermarks')
     .select('watermark')
@@ -184,19 +195,7 @@ export async function finishWindow(
       insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
       values ('window', ${w.job}, ${w.start}, ${w.generation}, ${f.workflowId}, ${f.attempt}, ${f.startedAt}, ${f.finishedAt}, ${durationMs},
               'processed', ${JSON.stringify({ input, applied, quarantined, ...f.counts.details })}::jsonb)
-    ), chain(window_end) as (
-      -- From the watermark, hop from each done window to the next by its key (an index lookup each).
-      select ${locked?.watermark ?? null}::timestamptz
-      union all
-      select next.window_end from chain cross join lateral (
-        select jw.window_end from job_windows jw
-         where jw.job = ${w.job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
-      ) next
-    )
-    update job_watermarks set watermark = c.new_watermark, updated_at = now()
-      from (select max(window_end) as new_watermark from chain) c
-     where job = ${w.job} and c.new_watermark > job_watermarks.watermark
-    returning job_watermarks.watermark`.execute(trx);
+    ), ${advanceOverDone(w.job, sql`${locked?.watermark ?? null}`)}`.execute(trx);
   return result.rows[0]?.watermark ?? locked?.watermark;
 }
 
