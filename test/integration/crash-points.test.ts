@@ -1,0 +1,153 @@
+// A SIGKILL at each named crash point (activities/crash-points.ts): a worker process dies there,
+// a second one takes over, and an independent checker (test/helpers/invariants.ts) finds no
+// duplicate, no lost window or effect, and no effect in doubt left unalerted.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { CRASH_POINT, type CrashPoint } from '../../activities/crash-points.js';
+import type { TickResult } from '../../workflows/types.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { checkInvariants, violations } from '../helpers/invariants.js';
+import { insertOrders, ordersBetween } from '../helpers/jobs.js';
+import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
+
+const stack = realStack();
+let smtp: TestSmtp;
+let chat: TestChat;
+before(async () => {
+  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
+});
+after(async () => {
+  await Promise.all([smtp?.close(), chat?.close()]);
+});
+
+const HOUR = 3_600_000;
+const WINDOWS = 2;
+
+/**
+ * Each case: the worker processes that die, in turn, each at the first time it reaches its
+ * point, before one survives; each case has its own job, task queue and day of orders (the
+ * summary reads every order in its window). An alert needs an incident: in the alert case the
+ * first worker leaves an e-mail in doubt (begun, never sent), whose `unknown` alerts.
+ */
+const cases: { point: CrashPoint; day: string; crashes: CrashPoint[] }[] = [
+  { point: CRASH_POINT.beforeClaim, day: '2026-09-01', crashes: [CRASH_POINT.beforeClaim] },
+  { point: CRASH_POINT.inHandler, day: '2026-09-02', crashes: [CRASH_POINT.inHandler] },
+  { point: CRASH_POINT.afterCommit, day: '2026-09-03', crashes: [CRASH_POINT.afterCommit] },
+  { point: CRASH_POINT.afterBegin, day: '2026-09-04', crashes: [CRASH_POINT.afterBegin] },
+  { point: CRASH_POINT.afterProvider, day: '2026-09-05', crashes: [CRASH_POINT.afterProvider] },
+  {
+    point: CRASH_POINT.inAlertDelivery,
+    day: '2026-09-06',
+    crashes: [CRASH_POINT.afterBegin, CRASH_POINT.inAlertDelivery],
+  },
+];
+
+const iso = (d: Date) => d.toISOString().replace('.000Z', 'Z');
+
+/** Spawns a worker that dies at `point`, and waits until it has died there. */
+async function dieAt(name: string, env: Record<string, string>, point: CrashPoint): Promise<WorkerProcess> {
+  const doomed = await spawnWorker(name, env);
+  const died = new Promise<void>((r) => doomed.child.once('exit', () => r()));
+  await eventually(
+    async () => (doomed.child.exitCode !== null || doomed.child.signalCode !== null ? true : undefined),
+    90_000,
+    `worker ${name} to die at ${point}`,
+  );
+  await died;
+  assert.equal(doomed.child.signalCode, 'SIGKILL', doomed.output());
+  assert.match(doomed.output(), new RegExp(`CRASH point=${point} `), doomed.output());
+  return doomed;
+}
+
+// The cases run side by side on the one stack: each waits on its own processes, never on the clock.
+describe('crash points', { concurrency: 3 }, () => {
+  for (const c of cases) {
+    test(`SIGKILL at ${c.point}: a second worker takes over; no duplicate, no loss, no unalerted unknown`, async () => {
+      const job = `crash-${c.point.replace(/[A-Z]/g, (l) => `-${l.toLowerCase()}`)}`;
+      const taskQueue = uniqueQueue(job);
+      const first = new Date(`${c.day}T00:00:00Z`);
+      const windows = Array.from({ length: WINDOWS }, (_, i) => ({
+        start: new Date(first.getTime() + i * HOUR),
+        end: new Date(first.getTime() + (i + 1) * HOUR),
+      }));
+      const tickAt = iso(windows.at(-1)!.end);
+      await insertOrders(stack.t.db, ordersBetween(job, iso(first), tickAt, 20 * WINDOWS, 10));
+      const env = (crashAt?: CrashPoint): Record<string, string> => ({
+        DATABASE_URL: stack.t.url,
+        TEMPORAL_ADDRESS: stack.env.address,
+        TIDEMARK_TASK_QUEUE: taskQueue,
+        TEST_JOB: JSON.stringify({
+          name: job,
+          grid: '1h',
+          start: iso(first),
+          holdMs: 0,
+          smtpPort: smtp.port,
+          telegramUrl: chat.telegramUrl,
+          // Short, so that a dead attempt times out and its effect's lease passes quickly.
+          attemptTimeout: '4s',
+          effectTimeout: '3s',
+          ...(crashAt ? { crashAt: { point: crashAt, nth: 1 } } : {}),
+        }),
+      });
+      const workers: WorkerProcess[] = [];
+      try {
+        // The tick plans the closed windows from the watermark and starts their runs.
+        const tick = stack.env.client.workflow.execute('tick', {
+          taskQueue,
+          workflowId: `${job}/tick`,
+          args: [{ job, now: tickAt }],
+        }) as Promise<TickResult>;
+        for (const [i, point] of c.crashes.entries())
+          workers.push(await dieAt(`${c.point}-doomed-${i + 1}`, env(point), point));
+        workers.push(await spawnWorker(`${c.point}-survivor`, env()));
+
+        // The state asserted: every window run ended (done, or failed with its effects alerted)...
+        const { started } = await tick;
+        assert.equal(started.length, WINDOWS);
+        await Promise.all(
+          started.map((k) =>
+            stack.env.client.workflow
+              .getHandle(k)
+              .result()
+              .catch(() => undefined),
+          ),
+        );
+        // ... and nothing is left in flight in the ledger.
+        await eventually(
+          async () => {
+            const open = await stack.t.db
+              .selectFrom('effects')
+              .select('effect_key')
+              .where('job', '=', job)
+              .where('status', 'in', ['pending', 'begun'])
+              .execute();
+            return open.length === 0 ? true : undefined;
+          },
+          60_000,
+          `the effects of ${job} to settle`,
+        );
+        const result = await checkInvariants(stack.t.db, job, windows, {
+          emails: smtp.messages,
+          chat: chat.messages,
+        });
+        const faults = workers.reduce((n, w) => n + (w.output().match(/^CRASH point=/gm) ?? []).length, 0);
+        console.log(
+          `crash point ${c.point}: faults injected ${faults}, duplicates ${result.duplicates.length}, lost ${result.lost.length}, unalerted unknowns ${result.unalertedUnknowns.length}`,
+        );
+        assert.equal(faults, c.crashes.length);
+        assert.deepEqual(violations(result), [], workers.map((w) => w.output()).join('\n'));
+        const done = await stack.t.db
+          .selectFrom('job_windows')
+          .select('window_key')
+          .where('job', '=', job)
+          .where('status', '=', 'done')
+          .execute();
+        assert.equal(done.length, WINDOWS);
+      } finally {
+        await Promise.all(workers.map((w) => w.stop()));
+      }
+    });
+  }
+});
