@@ -17,6 +17,11 @@ export const CRASH_POINT = Object.freeze({
   afterProvider: 'afterProvider',
   /** An alert's delivery is claimed (its begin marker is written), before the channel is called. */
   inAlertDelivery: 'inAlertDelivery',
+  /**
+   * A backfill page is planned, its windows not yet started. Every page after the first is
+   * planned by the run the backfill continued as new into.
+   */
+  backfillPage: 'backfillPage',
 } as const);
 
 export type CrashPoint = (typeof CRASH_POINT)[keyof typeof CRASH_POINT];

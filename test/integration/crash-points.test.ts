@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { CRASH_POINT, type CrashPoint } from '../../activities/crash-points.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
+import type { BackfillResult } from '../../workflows/types.js';
 import { checkInvariants, violations } from '../helpers/invariants.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
@@ -31,22 +32,50 @@ const WINDOWS = 2;
  * summary reads every order in its window). An alert needs an incident: in the alert case the
  * first worker leaves an e-mail in doubt (begun, never sent), whose `unknown` alerts.
  */
-const cases: { point: CrashPoint; day: string; crashes: CrashPoint[] }[] = [
-  { point: CRASH_POINT.beforeClaim, day: '2026-09-01', crashes: [CRASH_POINT.beforeClaim] },
-  { point: CRASH_POINT.inHandler, day: '2026-09-02', crashes: [CRASH_POINT.inHandler] },
-  { point: CRASH_POINT.afterCommit, day: '2026-09-03', crashes: [CRASH_POINT.afterCommit] },
-  { point: CRASH_POINT.afterBegin, day: '2026-09-04', crashes: [CRASH_POINT.afterBegin] },
-  { point: CRASH_POINT.afterProvider, day: '2026-09-05', crashes: [CRASH_POINT.afterProvider] },
+const cases: {
+  point: CrashPoint;
+  day: string;
+  crashes: { point: CrashPoint; nth: number }[];
+  by?: 'backfill';
+}[] = [
+  // The second page is planned by the run the backfill continued as new into (a page a window).
+  // It runs first: the planning activity lost with the dead worker is retried after its timeout.
+  {
+    point: CRASH_POINT.backfillPage,
+    day: '2026-09-07',
+    crashes: [{ point: CRASH_POINT.backfillPage, nth: 2 }],
+    by: 'backfill',
+  },
+  {
+    point: CRASH_POINT.beforeClaim,
+    day: '2026-09-01',
+    crashes: [{ point: CRASH_POINT.beforeClaim, nth: 1 }],
+  },
+  { point: CRASH_POINT.inHandler, day: '2026-09-02', crashes: [{ point: CRASH_POINT.inHandler, nth: 1 }] },
+  {
+    point: CRASH_POINT.afterCommit,
+    day: '2026-09-03',
+    crashes: [{ point: CRASH_POINT.afterCommit, nth: 1 }],
+  },
+  { point: CRASH_POINT.afterBegin, day: '2026-09-04', crashes: [{ point: CRASH_POINT.afterBegin, nth: 1 }] },
+  {
+    point: CRASH_POINT.afterProvider,
+    day: '2026-09-05',
+    crashes: [{ point: CRASH_POINT.afterProvider, nth: 1 }],
+  },
   {
     point: CRASH_POINT.inAlertDelivery,
     day: '2026-09-06',
-    crashes: [CRASH_POINT.afterBegin, CRASH_POINT.inAlertDelivery],
+    crashes: [
+      { point: CRASH_POINT.afterBegin, nth: 1 },
+      { point: CRASH_POINT.inAlertDelivery, nth: 1 },
+    ],
   },
 ];
 
 const iso = (d: Date) => d.toISOString().replace('.000Z', 'Z');
 
-/** Waits until the window's run (started by the tick) has ended, whether it succeeded or failed. */
+/** Waits until the window's run (started by a tick or a backfill) has ended, whether it succeeded or failed. */
 async function windowRunEnded(key: string): Promise<void> {
   await eventually(
     async () => {
@@ -54,7 +83,7 @@ async function windowRunEnded(key: string): Promise<void> {
         await stack.env.client.workflow.getHandle(key).result();
         return true;
       } catch (err) {
-        // Not started yet: the tick that starts it may itself be taking over from a dead worker.
+        // Not started yet: the tick or backfill that starts it may itself be taking over from a dead worker.
         if (err instanceof WorkflowNotFoundError) return undefined;
         return true;
       }
@@ -80,7 +109,7 @@ async function dieAt(name: string, env: Record<string, string>, point: CrashPoin
 }
 
 // The cases run side by side on the one stack: each waits on its own processes, never on the clock.
-describe('crash points', { concurrency: 3 }, () => {
+describe('crash points', { concurrency: 4 }, () => {
   for (const c of cases) {
     test(`SIGKILL at ${c.point}: a second worker takes over; no duplicate, no loss, no unalerted unknown`, async () => {
       const job = `crash-${c.point.replace(/[A-Z]/g, (l) => `-${l.toLowerCase()}`)}`;
@@ -92,7 +121,7 @@ describe('crash points', { concurrency: 3 }, () => {
       }));
       const tickAt = iso(windows.at(-1)!.end);
       await insertOrders(stack.t.db, ordersBetween(job, iso(first), tickAt, 20 * WINDOWS, 10));
-      const env = (crashAt?: CrashPoint): Record<string, string> => ({
+      const env = (crashAt?: { point: CrashPoint; nth: number }): Record<string, string> => ({
         DATABASE_URL: stack.t.url,
         TEMPORAL_ADDRESS: stack.env.address,
         TIDEMARK_TASK_QUEUE: taskQueue,
@@ -106,25 +135,38 @@ describe('crash points', { concurrency: 3 }, () => {
           // Short, so that a dead attempt times out and its effect's lease passes quickly.
           attemptTimeout: '4s',
           effectTimeout: '3s',
-          ...(crashAt ? { crashAt: { point: crashAt, nth: 1 } } : {}),
+          ...(crashAt ? { crashAt } : {}),
         }),
       });
       const workers: WorkerProcess[] = [];
       try {
         // The tick plans the closed windows from the watermark and starts their runs. It is not
         // waited for: a bookkeeping activity it lost with a dead worker retries only after its
-        // timeout (a minute), which says nothing about the windows.
-        await stack.env.client.workflow.start('tick', {
-          taskQueue,
-          workflowId: `${job}/tick`,
-          args: [{ job, now: tickAt }],
-        });
-        for (const [i, point] of c.crashes.entries())
-          workers.push(await dieAt(`${c.point}-doomed-${i + 1}`, env(point), point));
+        // timeout (a minute), which says nothing about the windows. The backfill case runs a page
+        // a window, so that it continues as new between them.
+        const runner =
+          c.by === 'backfill'
+            ? await stack.env.client.workflow.start('backfill', {
+                taskQueue,
+                workflowId: `${job}/backfill`,
+                args: [{ job, from: iso(first), to: tickAt, concurrency: 1, pageSize: 1 }],
+              })
+            : await stack.env.client.workflow.start('tick', {
+                taskQueue,
+                workflowId: `${job}/tick`,
+                args: [{ job, now: tickAt }],
+              });
+        for (const [i, crash] of c.crashes.entries())
+          workers.push(await dieAt(`${c.point}-doomed-${i + 1}`, env(crash), crash.point));
         workers.push(await spawnWorker(`${c.point}-survivor`, env()));
 
         // The state asserted: every window run ended (done, or failed with its effects alerted)...
         for (const w of windows) await windowRunEnded(`${job}/${iso(w.start)}`);
+        if (c.by === 'backfill') {
+          // Followed through its continue-as-new: the run that took over finished the range.
+          const r = (await runner.result()) as BackfillResult;
+          assert.equal(r.processed + r.alreadyDone, WINDOWS, JSON.stringify(r));
+        }
         // ... and nothing is left in flight in the ledger.
         await eventually(
           async () => {
@@ -139,10 +181,16 @@ describe('crash points', { concurrency: 3 }, () => {
           60_000,
           `the effects of ${job} to settle`,
         );
-        const result = await checkInvariants(stack.t.db, job, windows, {
-          emails: smtp.messages,
-          chat: chat.messages,
-        });
+        const result = await checkInvariants(
+          stack.t.db,
+          job,
+          windows,
+          {
+            emails: smtp.messages,
+            chat: chat.messages,
+          },
+          { watermark: c.by !== 'backfill' },
+        );
         const faults = workers.reduce((n, w) => n + (w.output().match(/^CRASH point=/gm) ?? []).length, 0);
         console.log(
           `crash point ${c.point}: faults injected ${faults}, duplicates ${result.duplicates.length}, lost ${result.lost.length}, unalerted unknowns ${result.unalertedUnknowns.length}`,
