@@ -7,7 +7,7 @@ import type { ActivityDeps } from './deps.js';
 export const CRASH_POINT = Object.freeze({
   /** A window attempt resolved its window, before its transaction claims it. */
   beforeClaim: 'beforeClaim',
-  /** Inside the window's transaction: the handler ran, nothing is committed yet. */
+  /** Inside the window's transaction: the handler ran, nothing is committed yet (generation 0). */
   inHandler: 'inHandler',
   /** The window's commit (effect, done marker, watermark) happened; the activity has not completed. */
   afterCommit: 'afterCommit',
@@ -22,6 +22,11 @@ export const CRASH_POINT = Object.freeze({
    * planned by the run the backfill continued as new into.
    */
   backfillPage: 'backfillPage',
+  /**
+   * Inside a rerun's transaction: the new generation's handler replaced the previous
+   * generation's contribution with its own; nothing is committed yet.
+   */
+  inGenerationSwap: 'inGenerationSwap',
 } as const);
 
 export type CrashPoint = (typeof CRASH_POINT)[keyof typeof CRASH_POINT];

@@ -185,7 +185,7 @@ export function windowActivities(deps: ActivityDeps) {
             attempt,
             log: (line) => logger.info(line),
           });
-          await reached(deps, CRASH_POINT.inHandler, w.key);
+          await reached(deps, w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler, w.key);
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(
               FAILURE.countMismatch,

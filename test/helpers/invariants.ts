@@ -72,9 +72,13 @@ export async function checkInvariants(
              coalesce(sum(amount), 0)::text as total
         from orders where placed_at >= ${w.start} and placed_at < ${w.end} and amount >= 0
        group by 1`.execute(db);
+    // The newest done generation's contribution is the window's (a rerun replaces the one before).
     const got = await sql<{ n: number; total: string }>`
       select coalesce(sum(order_count), 0)::int as n, coalesce(sum(total), 0)::text as total
-        from sales_window_totals where job = ${job} and window_start = ${w.start} and generation = 0`.execute(
+        from sales_window_totals
+       where job = ${job} and window_start = ${w.start}
+         and generation = (select max(generation) from job_windows
+                            where job = ${job} and window_start = ${w.start} and status = 'done')`.execute(
       db,
     );
     const refN = ref.rows.reduce((s, r) => s + r.n, 0);

@@ -36,7 +36,7 @@ const cases: {
   point: CrashPoint;
   day: string;
   crashes: { point: CrashPoint; nth: number }[];
-  by?: 'backfill';
+  by?: 'backfill' | 'rerun';
 }[] = [
   // The second page is planned by the run the backfill continued as new into (a page a window).
   // It runs first: the planning activity lost with the dead worker is retried after its timeout.
@@ -45,6 +45,13 @@ const cases: {
     day: '2026-09-07',
     crashes: [{ point: CRASH_POINT.backfillPage, nth: 2 }],
     by: 'backfill',
+  },
+  // A rerun (generation 1) of a done window: its handler replaced generation 0's contribution.
+  {
+    point: CRASH_POINT.inGenerationSwap,
+    day: '2026-09-08',
+    crashes: [{ point: CRASH_POINT.inGenerationSwap, nth: 1 }],
+    by: 'rerun',
   },
   {
     point: CRASH_POINT.beforeClaim,
@@ -72,6 +79,13 @@ const cases: {
     ],
   },
 ];
+
+/** The rerun's window run, started as the rerun workflow starts it once approved. */
+const rerunPolicy = {
+  retry: { maximumAttempts: 10, initialInterval: '100ms', maximumInterval: '500ms', backoffCoefficient: 2 },
+  startToCloseTimeoutMs: 4_000,
+  effectTimeoutMs: 3_000,
+};
 
 const iso = (d: Date) => d.toISOString().replace('.000Z', 'Z');
 
@@ -144,24 +158,61 @@ describe('crash points', { concurrency: 4 }, () => {
         // waited for: a bookkeeping activity it lost with a dead worker retries only after its
         // timeout (a minute), which says nothing about the windows. The backfill case runs a page
         // a window, so that it continues as new between them.
+        const tick = () =>
+          stack.env.client.workflow.start('tick', {
+            taskQueue,
+            workflowId: `${job}/tick`,
+            args: [{ job, now: tickAt }],
+          });
+        // The rerun case: generation 0 of every window first, on a worker that does not die; then
+        // the rerun of the first window (generation 1) meets the crash.
+        const rerunKey = `${job}/${iso(first)}#1`;
+        if (c.by === 'rerun') {
+          const steady = await spawnWorker(`${c.point}-steady`, env());
+          workers.push(steady);
+          await tick();
+          for (const w of windows) await windowRunEnded(`${job}/${iso(w.start)}`);
+          await steady.stop();
+        }
         const runner =
-          c.by === 'backfill'
-            ? await stack.env.client.workflow.start('backfill', {
+          c.by === 'rerun'
+            ? await stack.env.client.workflow.start('window', {
                 taskQueue,
-                workflowId: `${job}/backfill`,
-                args: [{ job, from: iso(first), to: tickAt, concurrency: 1, pageSize: 1 }],
+                workflowId: rerunKey,
+                args: [
+                  {
+                    job,
+                    start: iso(first),
+                    end: iso(windows[0]!.end),
+                    generation: 1,
+                    key: rerunKey,
+                    trigger: 'rerun',
+                    policy: rerunPolicy,
+                  },
+                ],
               })
-            : await stack.env.client.workflow.start('tick', {
-                taskQueue,
-                workflowId: `${job}/tick`,
-                args: [{ job, now: tickAt }],
-              });
+            : c.by === 'backfill'
+              ? await stack.env.client.workflow.start('backfill', {
+                  taskQueue,
+                  workflowId: `${job}/backfill`,
+                  args: [{ job, from: iso(first), to: tickAt, concurrency: 1, pageSize: 1 }],
+                })
+              : await tick();
         for (const [i, crash] of c.crashes.entries())
           workers.push(await dieAt(`${c.point}-doomed-${i + 1}`, env(crash), crash.point));
         workers.push(await spawnWorker(`${c.point}-survivor`, env()));
 
         // The state asserted: every window run ended (done, or failed with its effects alerted)...
         for (const w of windows) await windowRunEnded(`${job}/${iso(w.start)}`);
+        if (c.by === 'rerun') {
+          await windowRunEnded(rerunKey);
+          const swapped = await stack.t.db
+            .selectFrom('job_windows')
+            .select('status')
+            .where('window_key', '=', rerunKey)
+            .executeTakeFirst();
+          assert.equal(swapped?.status, 'done', `${rerunKey} is done`);
+        }
         if (c.by === 'backfill') {
           // Followed through its continue-as-new: the run that took over finished the range.
           const r = (await runner.result()) as BackfillResult;
@@ -201,6 +252,7 @@ describe('crash points', { concurrency: 4 }, () => {
           .selectFrom('job_windows')
           .select('window_key')
           .where('job', '=', job)
+          .where('generation', '=', 0)
           .where('status', '=', 'done')
           .execute();
         assert.equal(done.length, WINDOWS);
