@@ -4,6 +4,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import type { ActivityPolicy } from '../workflows/types.js';
+import type { CrashPoint } from './crash-points.js';
 import type { Logger } from './logger.js';
 import type { Channels } from './notify/provider.js';
 
@@ -32,8 +33,14 @@ export interface ActivityDeps {
   readonly approvals?: { slackChannel?: string; groupProofSecret?: string };
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */
   readonly temporal?: { client: Client; taskQueue: string };
-  /** Test seams: called between an effect and its done marker. */
-  readonly hooks?: { afterEffect?: (key: string) => Promise<void> | void };
+  /**
+   * Test seams, never installed in production: `afterEffect` is called between an effect and its
+   * done marker; `crashPoint` at each named crash point (activities/crash-points.ts).
+   */
+  readonly hooks?: {
+    afterEffect?: (key: string) => Promise<void> | void;
+    crashPoint?: (point: CrashPoint, key: string) => Promise<void> | void;
+  };
 }
 
 export function policyOf(job: Job): ActivityPolicy {

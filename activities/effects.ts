@@ -13,6 +13,7 @@ import {
   settleEffect,
   type EffectRow,
 } from '../db/effects.js';
+import { beginPointOf, CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow } from './direct-alerts.js';
 import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
@@ -253,6 +254,7 @@ export function effectActivities(deps: ActivityDeps) {
     const fence = await claimEffect(db, row.effect_key, row.fence, lease, now);
     // Claimed or settled by another attempt since it was read: read it again (done, or in progress).
     if (fence === undefined) return CHANGED;
+    await reached(deps, beginPointOf(row.effect_key), row.effect_key);
     const startedAt = deps.now();
     let sent: { providerId: string | null; result?: unknown };
     try {
@@ -307,6 +309,7 @@ export function effectActivities(deps: ActivityDeps) {
       return { key: row.effect_key, outcome: status, providerId: null, error };
     }
     await deps.hooks?.afterEffect?.(row.effect_key);
+    await reached(deps, CRASH_POINT.afterProvider, row.effect_key);
     const kept = await settle(row, fence, startedAt, {
       status: 'done',
       providerId: sent.providerId,

@@ -14,6 +14,7 @@ import {
 } from '../schedules/windows.js';
 import type { BackfillPage, BackfillResult, TickPlan, TickResult, WindowSpec } from '../workflows/types.js';
 import { alerting } from './alerts.js';
+import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { FAILURE, badInput } from './errors.js';
 
@@ -151,6 +152,7 @@ export function planActivities(deps: ActivityDeps) {
       const windows = page.slice(0, input.limit);
       const last = windows.at(-1);
       const done = last ? await doneStarts(db, job.name, windows[0]!.start, last.end) : new Set<number>();
+      await reached(deps, CRASH_POINT.backfillPage, `${job.name}@${isoUtc(from)}`);
       return {
         windows: windows.filter((w) => !done.has(w.start.getTime())).map((w) => spec(job, w)),
         alreadyDone: done.size,

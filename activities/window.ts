@@ -9,6 +9,7 @@ import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowR
 import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
+import { CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
@@ -171,6 +172,7 @@ export function windowActivities(deps: ActivityDeps) {
             log: (line) => logger.info(line),
           });
         }
+        await reached(deps, CRASH_POINT.beforeClaim, w.key);
         const committed = await db.transaction().execute(async (trx) => {
           const attempts = await claimWindow(trx, w, attemptMeta);
           if (attempts === undefined) return null;
@@ -183,6 +185,7 @@ export function windowActivities(deps: ActivityDeps) {
             attempt,
             log: (line) => logger.info(line),
           });
+          await reached(deps, w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler, w.key);
           if (counts.applied + counts.quarantined !== counts.input) {
             throw badInput(
               FAILURE.countMismatch,
@@ -246,6 +249,7 @@ export function windowActivities(deps: ActivityDeps) {
           };
         });
         if (!committed) return await skipDone();
+        await reached(deps, CRASH_POINT.afterCommit, w.key);
         const { counts, watermark, alerted, effects, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,

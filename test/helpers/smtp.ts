@@ -14,6 +14,8 @@ export interface TestSmtp {
   /** Every DATA the server was offered, including rejected ones. */
   offered: number;
   auths: { username: string; password: string }[];
+  /** Connection errors, e.g. a client process killed mid-session (ECONNRESET). */
+  errors: Error[];
   close(): Promise<void>;
 }
 
@@ -23,6 +25,7 @@ export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<T
     plan: [] as SmtpAnswer[],
     offered: 0,
     auths: [] as { username: string; password: string }[],
+    errors: [] as Error[],
   };
   const server: SMTPServer = new SMTPServer({
     disabledCommands: opts.requireAuth ? ['STARTTLS'] : ['STARTTLS', 'AUTH'],
@@ -57,6 +60,9 @@ export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<T
       });
     },
   });
+  // A client that dies mid-session resets its connection; smtp-server reports it as an 'error'
+  // event, which with no listener would crash the test process. A real server logs it and goes on.
+  server.on('error', (err: Error) => state.errors.push(err));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const address = (server as unknown as { server: { address(): { port: number } } }).server.address();
   return Object.assign(state, {

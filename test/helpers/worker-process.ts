@@ -3,6 +3,7 @@
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NativeConnection } from '@temporalio/worker';
+import type { CrashPoint } from '../../activities/crash-points.js';
 import { consoleLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
 import { emailProvider } from '../../activities/notify/email.js';
@@ -24,6 +25,8 @@ const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
   effectTimeout?: string;
   /** Die (SIGKILL) right after the effect, before its done marker. */
   killAfterEffect?: boolean;
+  /** Die (SIGKILL) the `nth` time (1 = the first) the named crash point is reached. */
+  crashAt?: { point: CrashPoint; nth: number };
   /** A nightly rollup instead of the sales summary: chunk size, and the chunk after which to die. */
   rollup?: { chunkSize: number; killAfterChunk?: number; heartbeatTimeout: string };
 };
@@ -94,13 +97,29 @@ const channels = {
     ? { telegram: telegramProvider({ token: 'test-token', apiUrl: spec.telegramUrl }) }
     : {}),
 };
-const hooks = spec.killAfterEffect
-  ? {
-      afterEffect: () => {
-        process.kill(process.pid, 'SIGKILL');
-      },
-    }
-  : {};
+let crashPointHits = 0;
+const hooks = {
+  ...(spec.killAfterEffect
+    ? {
+        afterEffect: () => {
+          process.kill(process.pid, 'SIGKILL');
+        },
+      }
+    : {}),
+  ...(spec.crashAt
+    ? {
+        crashPoint: (point: CrashPoint, key: string) => {
+          if (point !== spec.crashAt?.point || ++crashPointHits !== spec.crashAt.nth) return;
+          // Said on stdout first so the test can tell where the process died.
+          process.stdout.write(`CRASH point=${point} key=${key}\n`, () =>
+            process.kill(process.pid, 'SIGKILL'),
+          );
+          // Nothing after this point may run: wait for the signal.
+          return new Promise<void>(() => undefined);
+        },
+      }
+    : {}),
+};
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const worker = await createWorker({
   connection,

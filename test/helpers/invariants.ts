@@ -1,0 +1,165 @@
+// An independent invariant checker for fault tests. It reads the database with its own SQL and
+// the recording sinks (SMTP, chat) and shares no code with the ledger or the effect guard, so a
+// bug there cannot hide itself here. It reports violations; it never repairs anything.
+import { sql, type Kysely } from 'kysely';
+import type { ParsedMail } from 'mailparser';
+import type { Database } from '../../db/schema.js';
+import type { ChatMessage } from './chat.js';
+
+export interface Sinks {
+  readonly emails: readonly ParsedMail[];
+  readonly chat: readonly ChatMessage[];
+}
+
+export interface CheckResult {
+  /** An effect or alert received more than once, or a window's records applied more than once. */
+  readonly duplicates: string[];
+  /** A closed window neither done nor under an open incident; an effect neither received nor settled. */
+  readonly lost: string[];
+  /** An effect in doubt (unknown) or failed whose incident was not alerted exactly once. */
+  readonly unalertedUnknowns: string[];
+  /** Anything else: totals not equal to the reference, a watermark off the done prefix. */
+  readonly other: string[];
+}
+
+export const violations = (r: CheckResult): string[] => [
+  ...r.duplicates,
+  ...r.lost,
+  ...r.unalertedUnknowns,
+  ...r.other,
+];
+
+const cents = (v: unknown): number => Math.round(Number(v) * 100);
+
+/**
+ * Checks one job whose closed windows are `windows` (oldest first, contiguous, from the job's
+ * start), over the sales-summary tables and orders in those windows.
+ */
+export async function checkInvariants(
+  db: Kysely<Database>,
+  job: string,
+  windows: readonly { start: Date; end: Date }[],
+  sinks: Sinks,
+  /** False where no tick ever ran: only a tick sets a job's first watermark. */
+  opts: { watermark: boolean } = { watermark: true },
+): Promise<CheckResult> {
+  const duplicates: string[] = [];
+  const lost: string[] = [];
+  const unalertedUnknowns: string[] = [];
+  const other: string[] = [];
+
+  const doneRows = await sql<{ window_start: Date; status: string; window_key: string }>`
+    select window_start, status, window_key from job_windows where job = ${job} and generation = 0`.execute(
+    db,
+  );
+  const statusAt = new Map(doneRows.rows.map((r) => [r.window_start.getTime(), r.status]));
+  const openIncidents = await sql<{ subject: string; kind: string }>`
+    select subject, kind from incidents where job = ${job} and closed_at is null`.execute(db);
+  const openSubjects = new Set(openIncidents.rows.map((r) => r.subject));
+
+  // Applied exactly once: each window's own contribution, and the job's daily totals, equal a
+  // reference summed here from the source rows of the done windows.
+  const daily = new Map<string, { count: number; cents: number }>();
+  for (const w of windows) {
+    const key = `${job}/${w.start.toISOString().replace('.000Z', 'Z')}`;
+    const status = statusAt.get(w.start.getTime());
+    if (status !== 'done') {
+      if (!openSubjects.has(key)) lost.push(`window ${key}: ${status ?? 'no marker'} and no open incident`);
+      continue;
+    }
+    const ref = await sql<{ day: string; n: number; total: string }>`
+      select to_char(placed_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*)::int as n,
+             coalesce(sum(amount), 0)::text as total
+        from orders where placed_at >= ${w.start} and placed_at < ${w.end} and amount >= 0
+       group by 1`.execute(db);
+    // The newest done generation's contribution is the window's (a rerun replaces the one before).
+    const got = await sql<{ n: number; total: string }>`
+      select coalesce(sum(order_count), 0)::int as n, coalesce(sum(total), 0)::text as total
+        from sales_window_totals
+       where job = ${job} and window_start = ${w.start}
+         and generation = (select max(generation) from job_windows
+                            where job = ${job} and window_start = ${w.start} and status = 'done')`.execute(
+      db,
+    );
+    const refN = ref.rows.reduce((s, r) => s + r.n, 0);
+    const refCents = ref.rows.reduce((s, r) => s + cents(r.total), 0);
+    const g = got.rows[0]!;
+    if (g.n !== refN || cents(g.total) !== refCents) {
+      (g.n > refN ? duplicates : other).push(
+        `window ${key}: applied ${g.n} orders / ${cents(g.total)} cents, reference ${refN} / ${refCents}`,
+      );
+    }
+    for (const r of ref.rows) {
+      const d = daily.get(r.day) ?? { count: 0, cents: 0 };
+      daily.set(r.day, { count: d.count + r.n, cents: d.cents + cents(r.total) });
+    }
+  }
+  const days = await sql<{ day: string; order_count: number; total: string }>`
+    select to_char(day, 'YYYY-MM-DD') as day, order_count, total::text as total
+      from daily_sales where job = ${job}`.execute(db);
+  const seenDays = new Set<string>();
+  for (const d of days.rows) {
+    seenDays.add(d.day);
+    const ref = daily.get(d.day) ?? { count: 0, cents: 0 };
+    if (d.order_count !== ref.count || cents(d.total) !== ref.cents)
+      (d.order_count > ref.count ? duplicates : other).push(
+        `daily total ${job} ${d.day}: ${d.order_count} orders / ${cents(d.total)} cents, reference ${ref.count} / ${ref.cents}`,
+      );
+  }
+  for (const [day, ref] of daily)
+    if (!seenDays.has(day) && ref.count > 0) lost.push(`daily total ${job} ${day}: missing`);
+
+  // The watermark is the end of the contiguous done prefix (or absent / at the start before any).
+  let prefixEnd: Date | null = null;
+  for (const w of windows) {
+    if (statusAt.get(w.start.getTime()) !== 'done') break;
+    prefixEnd = w.end;
+  }
+  const wm = await sql<{ watermark: Date }>`
+    select watermark from job_watermarks where job = ${job}`.execute(db);
+  const watermark = wm.rows[0]?.watermark ?? null;
+  const expected = prefixEnd ?? windows[0]?.start ?? null;
+  if (watermark && expected && watermark.getTime() !== expected.getTime())
+    other.push(`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`);
+  if (!watermark && prefixEnd && opts.watermark)
+    other.push(`watermark ${job}: missing, done prefix ends ${prefixEnd.toISOString()}`);
+
+  // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
+  const effects = await sql<{ effect_key: string; channel: string; status: string; request: unknown }>`
+    select effect_key, channel, status, request from effects where job = ${job}`.execute(db);
+  const received = (channel: string, request: unknown): number => {
+    const r = request as { subject?: string; text?: string };
+    if (channel === 'email') return sinks.emails.filter((m) => m.subject === r.subject).length;
+    return sinks.chat.filter((m) => m.api === channel && m.text === r.text).length;
+  };
+  const alertsAbout = (subject: string): number =>
+    sinks.chat.filter((m) => {
+      const first = m.text.split('\n')[0] ?? '';
+      return (
+        first.startsWith(`[tidemark] ${job}: `) &&
+        first.endsWith(`(${subject})`) &&
+        !first.includes(': recovered (')
+      );
+    }).length;
+  for (const e of effects.rows) {
+    const n = received(e.channel, e.request);
+    const what = `effect ${e.effect_key} (${e.channel}, ${e.status})`;
+    if (n > 1) duplicates.push(`${what}: received ${n} times`);
+    if (e.status === 'done') {
+      if (n === 0) lost.push(`${what}: marked done, never received`);
+    } else if (e.status === 'unknown' || e.status === 'failed') {
+      if (e.effect_key.startsWith('alert:')) {
+        lost.push(`${what}: an alert not delivered`);
+        continue;
+      }
+      const alerts = alertsAbout(e.effect_key);
+      if (!openSubjects.has(e.effect_key) || alerts !== 1)
+        unalertedUnknowns.push(
+          `${what}: ${openSubjects.has(e.effect_key) ? 'an open' : 'no open'} incident, alerted ${alerts} times`,
+        );
+    } else if (e.status !== 'skipped') {
+      lost.push(`${what}: never settled`);
+    }
+  }
+  return { duplicates, lost, unalertedUnknowns, other };
+}
