@@ -299,7 +299,7 @@ test('attempts racing for one effect: the fencing number lets exactly one act', 
   assert.equal((await effectRow(stack.t.db, key)).attempts, 1);
 });
 
-/** An HTTP API on loopback that honours Idempotency-Key and can apply a request and then not answer in time. */
+/** An HTTP API on loopback that honours Idempotency-Key and can apply a request and then never answer it. */
 async function startIdempotentApi() {
   const applied = new Map<string, unknown>();
   const seen: string[] = [];
@@ -312,17 +312,23 @@ async function startIdempotentApi() {
         return;
       }
       const chunks: Buffer[] = [];
-      for await (const c of req) chunks.push(c as Buffer);
+      let body: unknown;
+      try {
+        for await (const c of req) chunks.push(c as Buffer);
+        body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      } catch {
+        return; // the client gave up before its request was read: not applied, not seen
+      }
       seen.push(key);
-      if (!applied.has(key)) applied.set(key, JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      const reply = () =>
-        res
-          .writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}` })
-          .end('{"ok":true}');
+      if (!applied.has(key)) applied.set(key, body);
+      // Applied, and the reply never comes: the client can only time out, however busy the machine.
       if (hangNext) {
         hangNext = false;
-        setTimeout(reply, 3_000);
-      } else reply();
+        return;
+      }
+      res
+        .writeHead(200, { 'content-type': 'application/json', 'x-request-id': `req-${seen.length}` })
+        .end('{"ok":true}');
     })();
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -386,7 +392,14 @@ test('an HTTP API declared to honour Idempotency-Key applies a request and then 
     const key = `${job}/2026-08-01T00:00:00Z:push`;
     assert.deepEqual(api.seen, [key, key], 'the same key twice');
     assert.equal(api.applied.size, 1, 'applied once');
-    assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['unknown (to be resent)', 'done']);
+    // One attempt per lost reply (a busy machine may lose one before the request is read), then done.
+    const outcomes = await attemptOutcomes(stack.t.db, key);
+    assert.equal(outcomes.at(-1), 'done', outcomes.join(', '));
+    assert.ok(outcomes.length >= 2, outcomes.join(', '));
+    assert.ok(
+      outcomes.slice(0, -1).every((o) => o === 'unknown (to be resent)'),
+      outcomes.join(', '),
+    );
   } finally {
     await api.close();
   }
