@@ -45,8 +45,11 @@ async function body(req: IncomingMessage): Promise<Record<string, unknown>> {
   return JSON.parse(text || '{}') as Record<string, unknown>;
 }
 
-/** `port`: listen there (a channel that was down coming up); any free port by default. */
-export async function startChat(opts: { port?: number } = {}): Promise<TestChat> {
+/**
+ * `port`: listen there (a channel that was down coming up); any free port by default. `host`:
+ * the address to listen on (the fault suite's hosts reach it on a bridge); loopback by default.
+ */
+export async function startChat(opts: { port?: number; host?: string } = {}): Promise<TestChat> {
   const state = {
     messages: [] as ChatMessage[],
     requests: [] as TestChat['requests'],
@@ -119,9 +122,9 @@ export async function startChat(opts: { port?: number } = {}): Promise<TestChat>
         : send(200, { ok: true, result: { message_id: ts, chat: { id: target }, text: json.text } });
     })();
   });
-  await new Promise<void>((r) => server.listen(opts.port ?? 0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', r));
   const { port } = server.address() as { port: number };
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://${opts.host ?? '127.0.0.1'}:${port}`;
   return Object.assign(state, {
     url,
     slackUrl: `${url}/api`,

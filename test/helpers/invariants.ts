@@ -12,11 +12,14 @@ export interface Sinks {
 }
 
 export interface CheckResult {
-  /** An effect or alert received more than once, or a window's records applied more than once. */
+  /**
+   * An effect received more than once, or a window's records applied more than once; an alert sent
+   * more than once (these start "alert about").
+   */
   readonly duplicates: string[];
   /** A closed window neither done nor under an open incident; an effect neither received nor settled. */
   readonly lost: string[];
-  /** An effect in doubt (unknown) or failed whose incident was not alerted exactly once. */
+  /** An effect in doubt (unknown) or failed whose incident was never alerted; an incident never alerted. */
   readonly unalertedUnknowns: string[];
   /** Anything else: totals not equal to the reference, a watermark off the done prefix. */
   readonly other: string[];
@@ -153,12 +156,35 @@ export async function checkInvariants(
         continue;
       }
       const alerts = alertsAbout(e.effect_key);
-      if (!openSubjects.has(e.effect_key) || alerts !== 1)
+      if (!openSubjects.has(e.effect_key) || alerts === 0)
         unalertedUnknowns.push(
           `${what}: ${openSubjects.has(e.effect_key) ? 'an open' : 'no open'} incident, alerted ${alerts} times`,
         );
+      else if (alerts > 1) duplicates.push(`alert about ${what}: sent ${alerts} times`);
     } else if (e.status !== 'skipped') {
       lost.push(`${what}: never settled`);
+    }
+  }
+
+  // Every incident alerted once when it opened and, once closed, its recovery sent once. The
+  // messages name their incident on an `incident: <id>` line.
+  const incidents = await sql<{ id: string; subject: string; kind: string; closed_at: Date | null }>`
+    select id::text as id, subject, kind, closed_at from incidents where job = ${job}`.execute(db);
+  const messagesOf = (id: string, recovered: boolean): number =>
+    sinks.chat.filter(
+      (m) =>
+        new RegExp(`^incident: ${id}$`, 'm').test(m.text) &&
+        m.text.startsWith(`[tidemark] ${job}: recovered (`) === recovered,
+    ).length;
+  for (const i of incidents.rows) {
+    const what = `incident ${i.id} (${i.kind}, ${i.subject})`;
+    const opened = messagesOf(i.id, false);
+    if (opened === 0) unalertedUnknowns.push(`${what}: never alerted`);
+    else if (opened > 1) duplicates.push(`alert about ${what}: sent ${opened} times`);
+    if (i.closed_at) {
+      const cleared = messagesOf(i.id, true);
+      if (cleared === 0) lost.push(`alert about ${what}: closed, its recovery never sent`);
+      else if (cleared > 1) duplicates.push(`alert about ${what}: recovery sent ${cleared} times`);
     }
   }
   return { duplicates, lost, unalertedUnknowns, other };

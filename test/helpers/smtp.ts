@@ -19,7 +19,8 @@ export interface TestSmtp {
   close(): Promise<void>;
 }
 
-export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<TestSmtp> {
+/** `host`: the address to listen on (the fault suite's hosts reach it on a bridge); loopback by default. */
+export async function startSmtp(opts: { requireAuth?: boolean; host?: string } = {}): Promise<TestSmtp> {
   const state = {
     messages: [] as ParsedMail[],
     plan: [] as SmtpAnswer[],
@@ -63,7 +64,7 @@ export async function startSmtp(opts: { requireAuth?: boolean } = {}): Promise<T
   // A client that dies mid-session resets its connection; smtp-server reports it as an 'error'
   // event, which with no listener would crash the test process. A real server logs it and goes on.
   server.on('error', (err: Error) => state.errors.push(err));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve) => server.listen(0, opts.host ?? '127.0.0.1', resolve));
   const address = (server as unknown as { server: { address(): { port: number } } }).server.address();
   return Object.assign(state, {
     port: address.port,

@@ -1,0 +1,55 @@
+// `npm run chaos`: the fault-injection run. CHAOS_FAULTS (default 500), CHAOS_SEED (default
+// random), CHAOS_LANES (default 3); `--soak 30m` for continuous faults for a duration instead.
+// Writes RELIABILITY.md and reliability/results.json; exits 1 when any invariant was broken.
+import { fileURLToPath } from 'node:url';
+import { parseDuration } from '../schedules/duration.js';
+import { runChaos } from './driver.js';
+import { clean, writeReports } from './report.js';
+
+function fail(message: string): never {
+  console.error(`npm run chaos: ${message}`);
+  process.exit(2);
+}
+
+function intFrom(name: string, fallback: number, min: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) fail(`${name}="${raw}" must be a whole number of at least ${min}`);
+  return n;
+}
+
+const args = process.argv.slice(2);
+let soakMs: number | undefined;
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--soak') {
+    const v = args[++i];
+    if (!v) fail('--soak needs a duration, e.g. --soak 30m');
+    soakMs = parseDuration(v);
+    if (!soakMs) fail(`--soak "${v}" is not a duration; use e.g. 30m, 2h or 90s`);
+  } else {
+    fail(`unknown argument "${args[i]}"; use --soak <duration>, CHAOS_FAULTS, CHAOS_SEED, CHAOS_LANES`);
+  }
+}
+const seed = intFrom('CHAOS_SEED', Math.floor(Math.random() * 2 ** 31), 0);
+const faults = intFrom('CHAOS_FAULTS', 500, 1);
+const lanes = intFrom('CHAOS_LANES', 3, 1);
+const command = [
+  process.env.CHAOS_SEED ? `CHAOS_SEED=${seed}` : '',
+  process.env.CHAOS_FAULTS ? `CHAOS_FAULTS=${faults}` : '',
+  'npm run chaos',
+  soakMs ? `-- --soak ${args[args.indexOf('--soak') + 1]}` : '',
+]
+  .filter(Boolean)
+  .join(' ');
+const t0 = Date.now();
+const log = (line: string) =>
+  console.log(`[chaos ${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${line}`);
+log(`seed ${seed}: ${soakMs ? `soak for ${soakMs / 60_000} min` : `${faults} faults`}, ${lanes} lanes`);
+const results = await runChaos({ faults, seed, lanes, soakMs, partitionSeconds: [10, 60], log });
+const root = fileURLToPath(new URL('..', import.meta.url));
+await writeReports(results, root, command);
+log(
+  `${results.faults_injected} faults: duplicate effects ${results.duplicate_effects}, duplicate windows ${results.duplicate_windows}, lost windows ${results.lost_windows}, lost effects ${results.lost_effects}, unalerted unknowns ${results.unalerted_unknowns}, other ${results.other_violations}; wrote RELIABILITY.md and reliability/results.json`,
+);
+process.exit(clean(results) ? 0 : 1);

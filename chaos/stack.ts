@@ -1,0 +1,117 @@
+// The fault suite's system: simulated hosts, a private PostgreSQL, its own Temporal dev server
+// on a persistence file, recording sinks (SMTP, Telegram) and a supervised worker per host.
+// Everything listens on the hosts' server address (a bridge, or loopback in the fallback).
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
+import type { Kysely } from 'kysely';
+import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import type { Database } from '../db/schema.js';
+import { startChat, type TestChat } from '../test/helpers/chat.js';
+import { startSmtp, type TestSmtp } from '../test/helpers/smtp.js';
+import { bundleWorkflows } from '../workers/create-worker.js';
+import { createHosts, type Hosts } from './hosts.js';
+import { startPgCluster, type PgCluster } from './pg-cluster.js';
+import { HostWorkers } from './supervisor.js';
+import { startTemporalProcess, type TemporalProcess } from './temporal-process.js';
+
+export const TASK_QUEUE = 'chaos';
+const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+
+export interface Stack {
+  hosts: Hosts;
+  pg: PgCluster;
+  temporal: TemporalProcess;
+  client: Client;
+  db: Kysely<Database>;
+  smtp: TestSmtp;
+  chat: TestChat;
+  workers: HostWorkers;
+  /** How a host's clock is shifted: a process-level clock (libfaketime) or the `now` dependency. */
+  clockMechanism: 'libfaketime' | 'now-dependency';
+  dir: string;
+  teardown(): Promise<void>;
+}
+
+export async function startStack(opts: {
+  lanes: number;
+  liveStart: Date;
+  hostCount: number;
+  log: (line: string) => void;
+}): Promise<Stack> {
+  const dir = await mkdtemp(join(tmpdir(), 'tidemark-chaos-'));
+  const cleanups: (() => Promise<unknown>)[] = [() => rm(dir, { recursive: true, force: true })];
+  const teardown = async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  };
+  try {
+    const hosts = await createHosts({ count: opts.hostCount });
+    cleanups.push(() => hosts.destroy());
+    opts.log(`hosts: ${hosts.note}`);
+    const listen = [...new Set([hosts.serverAddress, '127.0.0.1'])];
+    const [pg, temporal, smtp, chat, bundle] = await Promise.all([
+      startPgCluster({ listen }),
+      startTemporalProcess({ ip: hosts.serverAddress }),
+      startSmtp({ host: hosts.serverAddress }),
+      startChat({ host: hosts.serverAddress }),
+      bundleWorkflows(),
+    ]);
+    cleanups.push(
+      () => pg.destroy(),
+      () => temporal.destroy(),
+      () => smtp.close(),
+      () => chat.close(),
+    );
+    opts.log(`PostgreSQL ${pg.url()} (private cluster), Temporal ${temporal.address} (${temporal.dbFile})`);
+    const url = pg.url('tidemark');
+    await ensureDatabase(url);
+    const db = createDb(url, { max: 10 });
+    cleanups.push(() => db.destroy());
+    await migrate(db);
+    const bundlePath = join(dir, 'workflows.js');
+    await writeFile(bundlePath, bundle.code);
+    await mkdir(join(dir, 'armed'));
+    await mkdir(join(dir, 'claimed'));
+    const connection = await Connection.connect({ address: temporal.address });
+    cleanups.push(() => connection.close());
+    const client = new Client({ connection, namespace: 'default' });
+    const clockMechanism = existsSync(LIBFAKETIME) ? 'libfaketime' : 'now-dependency';
+    const workers = new HostWorkers({
+      hosts,
+      script: new URL('./worker.ts', import.meta.url),
+      config: {
+        lanes: opts.lanes,
+        liveStart: opts.liveStart.toISOString(),
+        taskQueue: TASK_QUEUE,
+        smtp: { host: hosts.serverAddress, port: smtp.port },
+        telegramUrl: chat.telegramUrl,
+        controlDir: dir,
+        bundlePath,
+      },
+      databaseUrl: (host) => `${url}?application_name=tidemark-chaos-${host}`,
+      temporalAddress: temporal.address,
+      clock: (offsetMs): { env: Record<string, string>; nowOffsetMs: number } =>
+        clockMechanism === 'libfaketime'
+          ? {
+              env: offsetMs
+                ? {
+                    LD_PRELOAD: LIBFAKETIME,
+                    FAKETIME: `${offsetMs > 0 ? '+' : '-'}${Math.abs(offsetMs) / 1000}s`,
+                    FAKETIME_DONT_FAKE_MONOTONIC: '1',
+                  }
+                : {},
+              nowOffsetMs: 0,
+            }
+          : { env: {}, nowOffsetMs: offsetMs },
+      log: opts.log,
+    });
+    cleanups.push(() => workers.stopAll());
+    await workers.startAll();
+    return { hosts, pg, temporal, client, db, smtp, chat, workers, clockMechanism, dir, teardown };
+  } catch (err) {
+    await teardown();
+    throw err;
+  }
+}
