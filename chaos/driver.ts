@@ -3,7 +3,7 @@
 // starts), injects one fault of its planned kind while that work is in flight, waits until the
 // work is settled (the recovery time), and runs the independent checker over every window of
 // the job so far. New violations are charged to the round's fault kind.
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';

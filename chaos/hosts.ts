@@ -34,12 +34,31 @@ export interface HostsOptions {
   count: number;
   /** Forces a mode; by default netns when root and `ip netns add` works, else processes. */
   mode?: 'netns' | 'processes';
+  /**
+   * Names of what it makes (default "tmk-") and its /24 (default "10.213.0"): two harnesses that
+   * run at once (the suite runs test files side by side) need their own, as each removes every
+   * leftover of its prefix when it starts.
+   */
+  prefix?: string;
+  subnet?: string;
 }
 
-const prefix = 'tmk-';
-const bridge = `${prefix}br0`;
-const subnet = '10.213.0';
-const bridgeAddress = `${subnet}.1`;
+interface Net {
+  prefix: string;
+  bridge: string;
+  subnet: string;
+  bridgeAddress: string;
+}
+
+const netOf = (opts: HostsOptions): Net => {
+  const prefix = opts.prefix ?? 'tmk-';
+  const subnet = opts.subnet ?? '10.213.0';
+  if (!/^[a-z]{1,6}-$/.test(prefix))
+    throw new Error(`createHosts: prefix "${prefix}" must be 1-6 letters and a dash`);
+  if (!/^\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(subnet))
+    throw new Error(`createHosts: subnet "${subnet}" must be like 10.213.0`);
+  return { prefix, bridge: `${prefix}br0`, subnet, bridgeAddress: `${subnet}.1` };
+};
 const maxHosts = 50;
 
 /** `ip`/`iptables` with the failing command and its stderr in the error. */
@@ -53,7 +72,7 @@ async function sh(command: string, args: string[]): Promise<string> {
 }
 
 /** Names of the `tmk-*` namespaces, or links in the root namespace, that exist now. */
-async function existing(what: 'netns' | 'link'): Promise<string[]> {
+async function existing(prefix: string, what: 'netns' | 'link'): Promise<string[]> {
   const out = what === 'netns' ? await sh('ip', ['netns', 'list']) : await sh('ip', ['-o', 'link', 'show']);
   return out
     .split('\n')
@@ -66,9 +85,10 @@ async function existing(what: 'netns' | 'link'): Promise<string[]> {
  * veth end deletes its peer at once, while a deleted namespace's veth lingers in the root
  * namespace until the kernel's asynchronous namespace clean-up gets to it.
  */
-async function removeLeftovers(): Promise<void> {
-  for (const name of await existing('link')) await run('ip', ['link', 'delete', name]).catch(() => {});
-  for (const name of await existing('netns')) await sh('ip', ['netns', 'delete', name]);
+async function removeLeftovers(prefix: string): Promise<void> {
+  for (const name of await existing(prefix, 'link'))
+    await run('ip', ['link', 'delete', name]).catch(() => {});
+  for (const name of await existing(prefix, 'netns')) await sh('ip', ['netns', 'delete', name]);
 }
 
 function hostNames(count: number): string[] {
@@ -106,7 +126,7 @@ function processHosts(names: string[], why: string): Hosts {
 }
 
 /** The bridge and one namespace per host; on any failure everything made so far is removed. */
-async function build(names: string[]): Promise<void> {
+async function build(names: string[], { prefix, bridge, subnet, bridgeAddress }: Net): Promise<void> {
   try {
     const taken = (await sh('ip', ['-o', '-4', 'addr', 'show', 'to', `${subnet}.0/24`])).trim();
     if (taken) {
@@ -130,7 +150,7 @@ async function build(names: string[]): Promise<void> {
       await sh('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
     }
   } catch (error) {
-    await removeLeftovers().catch(() => {});
+    await removeLeftovers(prefix).catch(() => {});
     throw error;
   }
 }
@@ -143,7 +163,7 @@ function partitionRules(action: '-A' | '-D'): string[][] {
   ];
 }
 
-function netnsHosts(names: string[]): Hosts {
+function netnsHosts(names: string[], { prefix, bridge, bridgeAddress }: Net): Hosts {
   const cut = new Set<string>();
   let destroyed = false;
   const live = (what: string, host: string) => {
@@ -200,6 +220,7 @@ function netnsHosts(names: string[]): Hosts {
 /** Simulated hosts: network namespaces when possible (root), plain processes otherwise. */
 export async function createHosts(opts: HostsOptions): Promise<Hosts> {
   const names = hostNames(opts.count);
+  const net = netOf(opts);
   if (opts.mode === 'processes') return processHosts(names, 'processes mode was asked for');
   const forced = opts.mode === 'netns';
   const fallback = (why: string) => {
@@ -207,12 +228,12 @@ export async function createHosts(opts: HostsOptions): Promise<Hosts> {
     return processHosts(names, why);
   };
   if (process.getuid?.() !== 0) return fallback('not root');
-  await removeLeftovers();
+  await removeLeftovers(net.prefix);
   try {
-    await sh('ip', ['netns', 'add', `${prefix}${names[0]}`]);
+    await sh('ip', ['netns', 'add', `${net.prefix}${names[0]}`]);
   } catch (error) {
     return fallback(`ip netns add failed: ${(error as Error).message}`);
   }
-  await build(names);
-  return netnsHosts(names);
+  await build(names, net);
+  return netnsHosts(names, net);
 }

@@ -11,6 +11,8 @@ import { promisify } from 'node:util';
 import { createHosts, type Hosts } from '../../chaos/hosts.js';
 
 const run = promisify(execFile);
+// Not the fault suite's own names and subnet: its test may run at the same time as this one.
+const NET = { prefix: 'tmkt-', subnet: '10.214.0' };
 const hostsModule = fileURLToPath(new URL('../../chaos/hosts.ts', import.meta.url));
 
 /** Node code run on a host: connects to argv host:port, prints events as lines, relays stdin lines. */
@@ -115,7 +117,7 @@ async function netnsList(): Promise<string[]> {
   return stdout
     .split('\n')
     .map((l) => l.split(' ')[0]!)
-    .filter((n) => n.startsWith('tmk-'));
+    .filter((n) => n.startsWith('tmkt-'));
 }
 
 async function tmkLinks(): Promise<string[]> {
@@ -123,7 +125,7 @@ async function tmkLinks(): Promise<string[]> {
   return stdout
     .split('\n')
     .map((l) => l.split(': ')[1]?.split('@')[0] ?? '')
-    .filter((n) => n.startsWith('tmk-'));
+    .filter((n) => n.startsWith('tmkt-'));
 }
 
 /**
@@ -138,14 +140,14 @@ async function backoff(hosts: Hosts, host: string, port: number): Promise<number
 }
 
 test('netns hosts reach the server address and nothing else', async () => {
-  const hosts = await createHosts({ count: 3 });
+  const hosts = await createHosts({ count: 3, ...NET });
   const loopbackOnly = await echoServer('127.0.0.1');
   let server: Awaited<ReturnType<typeof echoServer>> | undefined;
   try {
     assert.equal(hosts.mode, 'netns', hosts.note);
-    assert.equal(hosts.serverAddress, '10.213.0.1');
+    assert.equal(hosts.serverAddress, '10.214.0.1');
     assert.deepEqual(hosts.names, ['h1', 'h2', 'h3']);
-    assert.deepEqual((await netnsList()).sort(), ['tmk-h1', 'tmk-h2', 'tmk-h3']);
+    assert.deepEqual((await netnsList()).sort(), ['tmkt-h1', 'tmkt-h2', 'tmkt-h3']);
     server = await echoServer(hosts.serverAddress);
     for (const host of hosts.names) {
       assert.equal(await tryConnect(hosts, host, hosts.serverAddress, server.port), 'connected', host);
@@ -168,7 +170,7 @@ test('netns hosts reach the server address and nothing else', async () => {
 });
 
 test('a partition silently stalls an established connection; heal resumes the same connection', async () => {
-  const hosts = await createHosts({ count: 2 });
+  const hosts = await createHosts({ count: 2, ...NET });
   const server = await echoServer(hosts.serverAddress);
   const client = startProbe(hosts, 'h1', hosts.serverAddress, server.port, 'relay');
   try {
@@ -213,31 +215,31 @@ test('a partition silently stalls an established connection; heal resumes the sa
 });
 
 test('destroy removes every namespace and link, and is idempotent', async () => {
-  const hosts = await createHosts({ count: 2 });
+  const hosts = await createHosts({ count: 2, ...NET });
   await hosts.partition('h2');
-  assert.deepEqual((await netnsList()).sort(), ['tmk-h1', 'tmk-h2']);
+  assert.deepEqual((await netnsList()).sort(), ['tmkt-h1', 'tmkt-h2']);
   await hosts.destroy();
   await hosts.destroy();
   assert.deepEqual(await netnsList(), []);
   assert.deepEqual(await tmkLinks(), []);
-  await assert.rejects(run('ip', ['link', 'show', 'tmk-br0']), /does not exist/);
+  await assert.rejects(run('ip', ['link', 'show', 'tmkt-br0']), /does not exist/);
   assert.throws(() => hosts.command('h1', 'true', []), /destroyed/);
 });
 
 test('createHosts cleans up the leftovers of a crashed run', async () => {
   // A separate process makes three hosts, partitions one, and exits without destroy.
   const crash = `import { createHosts } from ${JSON.stringify(hostsModule)};
-const hosts = await createHosts({ count: 3 });
+const hosts = await createHosts({ count: 3, ...${JSON.stringify(NET)} });
 await hosts.partition('h3');
 process.exit(0);`;
   await run(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', crash]);
-  assert.deepEqual((await netnsList()).sort(), ['tmk-h1', 'tmk-h2', 'tmk-h3']);
-  assert.ok((await tmkLinks()).includes('tmk-br0'));
+  assert.deepEqual((await netnsList()).sort(), ['tmkt-h1', 'tmkt-h2', 'tmkt-h3']);
+  assert.ok((await tmkLinks()).includes('tmkt-br0'));
 
-  const hosts = await createHosts({ count: 1 });
+  const hosts = await createHosts({ count: 1, ...NET });
   try {
-    assert.deepEqual(await netnsList(), ['tmk-h1']);
-    assert.deepEqual((await tmkLinks()).sort(), ['tmk-br0', 'tmk-h1']);
+    assert.deepEqual(await netnsList(), ['tmkt-h1']);
+    assert.deepEqual((await tmkLinks()).sort(), ['tmkt-br0', 'tmkt-h1']);
     assert.equal(hosts.partitioned('h1'), false);
     const server = await echoServer(hosts.serverAddress);
     try {
@@ -252,7 +254,7 @@ process.exit(0);`;
 });
 
 test('processes mode: plain processes on loopback, no partitions', async () => {
-  const hosts = await createHosts({ count: 2, mode: 'processes' });
+  const hosts = await createHosts({ count: 2, mode: 'processes', ...NET });
   try {
     assert.equal(hosts.mode, 'processes');
     assert.match(hosts.note, /processes/);
@@ -278,7 +280,7 @@ test('processes mode: plain processes on loopback, no partitions', async () => {
 test('auto mode falls back to processes when not root, saying why', async () => {
   // Run as an unprivileged user: `ip netns add` is refused, so the fallback is taken.
   const script = `import { createHosts } from ${JSON.stringify(hostsModule)};
-const hosts = await createHosts({ count: 1 });
+const hosts = await createHosts({ count: 1, ...${JSON.stringify(NET)} });
 console.log(JSON.stringify({ mode: hosts.mode, note: hosts.note, serverAddress: hosts.serverAddress }));
 await hosts.destroy();`;
   const { stdout } = await run(
