@@ -12,6 +12,7 @@ import type { Database } from '../db/schema.js';
 import { startChat, type TestChat } from '../test/helpers/chat.js';
 import { startSmtp, type TestSmtp } from '../test/helpers/smtp.js';
 import { bundleWorkflows } from '../workers/create-worker.js';
+import { forward } from './forward.js';
 import { createHosts, type Hosts } from './hosts.js';
 import { startPgCluster, type PgCluster } from './pg-cluster.js';
 import { HostWorkers } from './supervisor.js';
@@ -53,7 +54,7 @@ export async function startStack(opts: {
     const listen = [...new Set([hosts.serverAddress, '127.0.0.1'])];
     const [pg, temporal, smtp, chat, bundle] = await Promise.all([
       startPgCluster({ listen }),
-      startTemporalProcess({ ip: hosts.serverAddress }),
+      startTemporalProcess({ ip: '127.0.0.1' }),
       startSmtp({ host: hosts.serverAddress }),
       startChat({ host: hosts.serverAddress }),
       bundleWorkflows(),
@@ -64,6 +65,13 @@ export async function startStack(opts: {
       () => smtp.close(),
       () => chat.close(),
     );
+    // Hosts reach Temporal on the bridge through a forwarder (its services dial 127.0.0.1).
+    const temporalPort = Number(temporal.address.split(':').at(-1));
+    const temporalForHosts = `${hosts.serverAddress}:${temporalPort}`;
+    if (hosts.serverAddress !== '127.0.0.1') {
+      const forwarder = await forward(hosts.serverAddress, temporalPort);
+      cleanups.push(() => forwarder.close());
+    }
     opts.log(`PostgreSQL ${pg.url()} (private cluster), Temporal ${temporal.address} (${temporal.dbFile})`);
     const url = pg.url('tidemark');
     await ensureDatabase(url);
@@ -91,7 +99,7 @@ export async function startStack(opts: {
         bundlePath,
       },
       databaseUrl: (host) => `${url}?application_name=tidemark-chaos-${host}`,
-      temporalAddress: temporal.address,
+      temporalAddress: temporalForHosts,
       clock: (offsetMs): { env: Record<string, string>; nowOffsetMs: number } =>
         clockMechanism === 'libfaketime'
           ? {

@@ -49,6 +49,10 @@ export function createDb(url: string, opts: { max?: number } = {}): Kysely<Datab
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: customTypes });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => undefined);
+  // Nor one that a transaction holds between statements (a server restart, a terminated
+  // backend): the pool removes its own listener while a client is checked out, and an 'error'
+  // event with none kills the process. The transaction still fails on its next statement.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
 }
 

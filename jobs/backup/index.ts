@@ -88,6 +88,8 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     const objectKey = `${prefix}${isoUtc(window.start).replace(/[-:]/g, '')}.dump${encryptionKey ? '.enc' : ''}`;
     // One snapshot for the counts and the dump, so they describe the same data.
     const snap = new pg.Client({ connectionString: database });
+    // Held for the whole dump: a source restart must fail this window, not kill the worker.
+    snap.on('error', () => undefined);
     await snap.connect();
     let counts: Record<string, number>;
     let digest: Digest;
