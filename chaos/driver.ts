@@ -26,10 +26,13 @@ export interface ChaosOptions {
   soakMs?: number;
   /** How long a partition lasts, in seconds (inclusive range). */
   partitionSeconds: readonly [number, number];
+  /** The hosts' names and /24 (chaos/hosts.ts); two runs at once need their own. */
+  net?: { prefix: string; subnet: string };
   log: (line: string) => void;
 }
 
 const HOUR = 3_600_000;
+const STEADY_HOST = 'h1';
 const MINUTE = 60_000;
 const iso = (d: Date): string => d.toISOString().replace('.000Z', 'Z');
 interface Win {
@@ -88,7 +91,16 @@ async function until<T>(
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResults> {
   const started = Date.now();
   const liveStart = new Date(Math.floor(started / MINUTE) * MINUTE);
-  const stack = await startStack({ lanes: opts.lanes, liveStart, hostCount: 3, log: opts.log });
+  // A soak run keeps one host's worker alive throughout (no crash point, no clock restart) to
+  // measure its memory and descriptors over the whole run; the other two take every fault.
+  const stack = await startStack({
+    lanes: opts.lanes,
+    liveStart,
+    hostCount: 3,
+    ...(opts.net ? { net: opts.net } : {}),
+    ...(opts.soakMs ? { steadyHost: STEADY_HOST } : {}),
+    log: opts.log,
+  });
   try {
     return await new Run(stack, opts, liveStart, started).run();
   } finally {
@@ -105,6 +117,7 @@ class Run {
   private readonly serverFaults = new Mutex();
   private readonly partitions = new Mutex();
   private injected = 0;
+  private readonly harnessErrors: string[] = [];
   private rounds = 0;
   private ids = 0;
   private readonly lanes: { job: string; lane: number; windows: number; generations: Map<number, number> }[];
@@ -150,7 +163,16 @@ class Run {
     const takeKind = (): FaultKind => plan[next++ % plan.length]!;
     await Promise.all(
       this.lanes.map(async (lane) => {
-        while (!this.done()) await this.round(lane, takeKind());
+        while (!this.done()) {
+          const kind = takeKind();
+          try {
+            await this.round(lane, kind);
+          } catch (err) {
+            // The harness itself failed (not the system under test): said, counted, published.
+            this.harnessErrors.push(`${kind} on ${lane.job}: ${(err as Error).stack ?? String(err)}`);
+            log(`HARNESS ERROR (${kind}) on ${lane.job}: ${(err as Error).message}`);
+          }
+        }
       }),
     );
     log(`faults injected: ${this.injected} in ${this.rounds} rounds; settling the live job`);
@@ -247,7 +269,27 @@ class Run {
         .execute();
       return open.length === 0 ? true : undefined;
     });
-    return ok === true;
+    if (!ok) return false;
+    // And every run of them ended: an effect in doubt is alerted by its window's run after the
+    // ledger settles, so the check waits for the runs, not for a proxy.
+    for (const key of keys) await this.runEnded(key, ms);
+    return true;
+  }
+
+  /** Waits until the run with this workflow id ended, whether it succeeded or failed. */
+  private async runEnded(workflowId: string, ms: number): Promise<void> {
+    await persist(
+      `the run of ${workflowId} to end`,
+      async () => {
+        try {
+          await this.client.workflow.getHandle(workflowId).result();
+        } catch (err) {
+          const name = (err as Error).name;
+          if (name !== 'WorkflowFailedError' && name !== 'WorkflowContinuedAsNewError') throw err;
+        }
+      },
+      ms,
+    );
   }
 
   // ---- faults
@@ -328,7 +370,10 @@ class Run {
         ]);
       } else {
         if (kind === 'clock-skew') {
-          const host = pick(r, this.stack.hosts.names);
+          const host = pick(
+            r,
+            this.stack.hosts.names.filter((h) => !this.opts.soakMs || h !== STEADY_HOST),
+          );
           const offset = (r() < 0.5 ? -1 : 1) * between(r, 1, 5) * 1000;
           await this.stack.workers.setClockOffset(host, offset);
           this.opts.log(`clock-skew: ${host} now ${offset > 0 ? '+' : ''}${offset / 1000} s`);
@@ -372,7 +417,7 @@ class Run {
           });
         } else if (kind === 'pg-terminate' || kind === 'pg-restart') {
           const mode = r() < 0.5 ? 'immediate' : 'fast';
-          fault = (kind === 'pg-restart' ? this.serverFaults : new Mutex()).run(async () => {
+          fault = this.serverFaults.run(async () => {
             const busy = await until('a worker in a transaction', 30_000, async () =>
               (await this.backendsInTransaction()).length > 0 ? true : undefined,
             );
@@ -417,13 +462,7 @@ class Run {
         const start = new Date(key.slice(job.length + 1));
         await this.runWindow(job, { start, end: new Date(start.getTime() + HOUR) }, 0, 'manual');
         // Its run ends (it found the window done) before the check looks for a second effect.
-        await persist(`the retry of ${key}`, async () => {
-          try {
-            await this.client.workflow.getHandle(key).result();
-          } catch (err) {
-            if ((err as Error).name !== 'WorkflowFailedError') throw err;
-          }
-        });
+        await this.runEnded(key, 60_000);
       }
     }
     this.rounds++;
@@ -614,6 +653,7 @@ class Run {
       unalerted_unknowns: sum('unalerted_unknowns'),
       duplicate_alerts: sum('duplicate_alerts'),
       other_violations: sum('other'),
+      harness_errors: this.harnessErrors,
       final_violations: this.violations.filter((v) => v.kind === 'final').map((v) => v.text),
       violations: this.violations.map((v) => `${v.kind}: ${v.text}`),
       kinds,

@@ -1,5 +1,5 @@
 // `npm run chaos`: the fault-injection run. CHAOS_FAULTS (default 500), CHAOS_SEED (default
-// random), CHAOS_LANES (default 3); `--soak 30m` for continuous faults for a duration instead.
+// random), CHAOS_LANES (default 6); `--soak 30m` for continuous faults for a duration instead.
 // Writes RELIABILITY.md and reliability/results.json; exits 1 when any invariant was broken.
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../schedules/duration.js';
@@ -33,7 +33,12 @@ for (let i = 0; i < args.length; i++) {
 }
 const seed = intFrom('CHAOS_SEED', Math.floor(Math.random() * 2 ** 31), 0);
 const faults = intFrom('CHAOS_FAULTS', 500, 1);
-const lanes = intFrom('CHAOS_LANES', 3, 1);
+const lanes = intFrom('CHAOS_LANES', 6, 1);
+// CHAOS_NET="tmkb-/10.215.0": the hosts' name prefix and /24, for a second run beside another.
+const netSpec = process.env.CHAOS_NET;
+const [netPrefix, netSubnet] = (netSpec ?? '').split('/');
+if (netSpec && !(netPrefix && netSubnet)) fail(`CHAOS_NET="${netSpec}" must be like tmkb-/10.215.0`);
+const net = netSpec ? { prefix: netPrefix!, subnet: netSubnet! } : undefined;
 const command = [
   process.env.CHAOS_SEED ? `CHAOS_SEED=${seed}` : '',
   process.env.CHAOS_FAULTS ? `CHAOS_FAULTS=${faults}` : '',
@@ -46,7 +51,7 @@ const t0 = Date.now();
 const log = (line: string) =>
   console.log(`[chaos ${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${line}`);
 log(`seed ${seed}: ${soakMs ? `soak for ${soakMs / 60_000} min` : `${faults} faults`}, ${lanes} lanes`);
-const results = await runChaos({ faults, seed, lanes, soakMs, partitionSeconds: [10, 60], log });
+const results = await runChaos({ faults, seed, lanes, soakMs, partitionSeconds: [10, 60], net, log });
 const root = fileURLToPath(new URL('..', import.meta.url));
 await writeReports(results, root, command);
 log(

@@ -59,6 +59,8 @@ export interface ChaosResults {
   unalerted_unknowns: number;
   duplicate_alerts: number;
   other_violations: number;
+  /** Rounds the harness itself could not complete (not verified): must be none. */
+  harness_errors: string[];
   final_violations: string[];
   violations: string[];
   kinds: Record<
@@ -75,7 +77,8 @@ export const clean = (r: ChaosResults): boolean =>
   r.lost_windows === 0 &&
   r.lost_effects === 0 &&
   r.unalerted_unknowns === 0 &&
-  r.other_violations === 0;
+  r.other_violations === 0 &&
+  r.harness_errors.length === 0;
 
 const seconds = (ms: number | null): string => (ms === null ? '–' : (ms / 1000).toFixed(1));
 
@@ -175,6 +178,14 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '',
     ...resourceLines(r),
     '',
+    ...(r.harness_errors.length
+      ? [
+          '## Harness errors (rounds not verified)',
+          '',
+          ...r.harness_errors.map((e) => `- ${e.split('\n')[0]}`),
+          '',
+        ]
+      : []),
     ...(r.violations.length
       ? ['## Violations', '', ...r.violations.map((v) => `- ${v}`), '']
       : ['## Violations', '', 'None.', '']),

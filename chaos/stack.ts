@@ -1,7 +1,7 @@
 // The fault suite's system: simulated hosts, a private PostgreSQL, its own Temporal dev server
 // on a persistence file, recording sinks (SMTP, Telegram) and a supervised worker per host.
 // Everything listens on the hosts' server address (a bridge, or loopback in the fallback).
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +19,19 @@ import { HostWorkers } from './supervisor.js';
 import { startTemporalProcess, type TemporalProcess } from './temporal-process.js';
 
 export const TASK_QUEUE = 'chaos';
-const LIBFAKETIME = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+
+/** Debian's libfaketime (package libfaketime), under the machine's multiarch directory. */
+function findLibfaketime(): string | undefined {
+  try {
+    for (const dir of readdirSync('/usr/lib')) {
+      const path = join('/usr/lib', dir, 'faketime', 'libfaketime.so.1');
+      if (existsSync(path)) return path;
+    }
+  } catch {
+    // no /usr/lib: not Debian
+  }
+  return undefined;
+}
 
 export interface Stack {
   hosts: Hosts;
@@ -40,15 +52,27 @@ export async function startStack(opts: {
   lanes: number;
   liveStart: Date;
   hostCount: number;
+  net?: { prefix: string; subnet: string };
+  /** A host whose worker is never killed at a crash point nor restarted for a clock skew. */
+  steadyHost?: string;
   log: (line: string) => void;
 }): Promise<Stack> {
   const dir = await mkdtemp(join(tmpdir(), 'tidemark-chaos-'));
   const cleanups: (() => Promise<unknown>)[] = [() => rm(dir, { recursive: true, force: true })];
-  const teardown = async () => {
-    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  let tornDown: Promise<void> | undefined;
+  const teardown = (): Promise<void> =>
+    (tornDown ??= (async () => {
+      process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
+      for (const c of cleanups.reverse()) await c().catch(() => undefined);
+    })());
+  // Interrupted (Ctrl-C): the namespaces, servers and workers go too, not only this process.
+  const interrupted = (signal: NodeJS.Signals) => {
+    opts.log(`${signal}: tearing down`);
+    void teardown().then(() => process.exit(130));
   };
+  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
   try {
-    const hosts = await createHosts({ count: opts.hostCount });
+    const hosts = await createHosts({ count: opts.hostCount, ...opts.net });
     cleanups.push(() => hosts.destroy());
     opts.log(`hosts: ${hosts.note}`);
     const listen = [...new Set([hosts.serverAddress, '127.0.0.1'])];
@@ -85,7 +109,8 @@ export async function startStack(opts: {
     const connection = await Connection.connect({ address: temporal.address });
     cleanups.push(() => connection.close());
     const client = new Client({ connection, namespace: 'default' });
-    const clockMechanism = existsSync(LIBFAKETIME) ? 'libfaketime' : 'now-dependency';
+    const libfaketime = findLibfaketime();
+    const clockMechanism = libfaketime ? 'libfaketime' : 'now-dependency';
     const workers = new HostWorkers({
       hosts,
       script: new URL('./worker.ts', import.meta.url),
@@ -100,12 +125,13 @@ export async function startStack(opts: {
       },
       databaseUrl: (host) => `${url}?application_name=tidemark-chaos-${host}`,
       temporalAddress: temporalForHosts,
+      ...(opts.steadyHost ? { steadyHost: opts.steadyHost } : {}),
       clock: (offsetMs): { env: Record<string, string>; nowOffsetMs: number } =>
-        clockMechanism === 'libfaketime'
+        libfaketime
           ? {
               env: offsetMs
                 ? {
-                    LD_PRELOAD: LIBFAKETIME,
+                    LD_PRELOAD: libfaketime,
                     FAKETIME: `${offsetMs > 0 ? '+' : '-'}${Math.abs(offsetMs) / 1000}s`,
                     FAKETIME_DONT_FAKE_MONOTONIC: '1',
                   }

@@ -18,7 +18,9 @@ export interface WorkerLife {
 interface HostWorkersOptions {
   hosts: Hosts;
   script: URL;
-  config: Omit<ChaosWorkerConfig, 'host' | 'nowOffsetMs'>;
+  config: Omit<ChaosWorkerConfig, 'host' | 'nowOffsetMs' | 'crashable'>;
+  /** A host whose worker never dies at an armed crash point (a soak run measures it). */
+  steadyHost?: string;
   databaseUrl: (host: string) => string;
   temporalAddress: string;
   /** The environment and `now` offset that shift a process's clock by `offsetMs`. */
@@ -95,7 +97,12 @@ export class HostWorkers {
   private spawn(host: string): Promise<void> {
     const offsetMs = this.offsetOf(host);
     const clock = this.opts.clock(offsetMs);
-    const config: ChaosWorkerConfig = { ...this.opts.config, host, nowOffsetMs: clock.nowOffsetMs };
+    const config: ChaosWorkerConfig = {
+      ...this.opts.config,
+      host,
+      nowOffsetMs: clock.nowOffsetMs,
+      crashable: host !== this.opts.steadyHost,
+    };
     const { command, args } = this.opts.hosts.command(host, process.execPath, [
       '--import',
       'tsx',

@@ -26,6 +26,8 @@ export interface ChaosWorkerConfig {
   bundlePath: string;
   /** Clock skew applied through the `now` dependency (when libfaketime is not available). */
   nowOffsetMs: number;
+  /** False: this worker never dies at an armed crash point (a soak run's steady host). */
+  crashable: boolean;
 }
 
 export interface Arming {
@@ -42,6 +44,7 @@ const matches = (a: Arming, point: CrashPoint, key: string): boolean =>
   a.point === point && (!a.job || key.startsWith(`${a.job}/`) || key.startsWith(`${a.job}@`));
 
 async function crashPoint(point: CrashPoint, key: string): Promise<void> {
+  if (!config.crashable) return;
   for (const file of readdirSync(armedDir)) {
     let arming: Arming;
     try {

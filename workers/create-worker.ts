@@ -41,5 +41,9 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
+    // A workflow task waits this long on a dead worker's sticky queue before any worker may take
+    // it (the default, 10 s, added that much to every window a crashed worker held). A live but
+    // busy worker past it only costs a replay elsewhere.
+    stickyQueueScheduleToStartTimeout: '3s',
   });
 }

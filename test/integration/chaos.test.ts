@@ -12,6 +12,8 @@ test('20 faults of every kind on three hosts: no duplicate, no loss, no unalerte
     seed: 20261130,
     lanes: 3,
     partitionSeconds: [10, 12],
+    // Not `npm run chaos`'s names: both may run at once.
+    net: { prefix: 'tmkc-', subnet: '10.216.0' },
     log: (line) => lines.push(line),
   });
   const summary = `${JSON.stringify({ ...r, resources: r.resources.length }, null, 2)}\n${lines.join('\n')}`;
