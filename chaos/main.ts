@@ -1,5 +1,5 @@
 // `npm run chaos`: the fault-injection run. CHAOS_FAULTS (default 500), CHAOS_SEED (default
-// random), CHAOS_LANES (default 6); `--soak 30m` for continuous faults for a duration instead.
+// random), CHAOS_LANES (default 10); `--soak 30m` for continuous faults for a duration instead.
 // Writes RELIABILITY.md and reliability/results.json; exits 1 when any invariant was broken.
 import { fileURLToPath } from 'node:url';
 import { parseDuration } from '../schedules/duration.js';
@@ -33,7 +33,7 @@ for (let i = 0; i < args.length; i++) {
 }
 const seed = intFrom('CHAOS_SEED', Math.floor(Math.random() * 2 ** 31), 0);
 const faults = intFrom('CHAOS_FAULTS', 500, 1);
-const lanes = intFrom('CHAOS_LANES', 6, 1);
+const lanes = intFrom('CHAOS_LANES', 10, 1);
 // CHAOS_NET="tmkb-/10.215.0": the hosts' name prefix and /24, for a second run beside another.
 const netSpec = process.env.CHAOS_NET;
 const [netPrefix, netSubnet] = (netSpec ?? '').split('/');
