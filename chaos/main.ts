@@ -20,6 +20,12 @@ function intFrom(name: string, fallback: number, min: number): number {
 }
 
 const args = process.argv.slice(2);
+const root = fileURLToPath(new URL('..', import.meta.url));
+if (args[0] === '--render') {
+  // RELIABILITY.md again from reliability/*.json, without a run.
+  await writeReports(null, root);
+  process.exit(0);
+}
 let soakMs: number | undefined;
 for (let i = 0; i < args.length; i++) {
   if (args[i] === '--soak') {
@@ -28,7 +34,9 @@ for (let i = 0; i < args.length; i++) {
     soakMs = parseDuration(v);
     if (!soakMs) fail(`--soak "${v}" is not a duration; use e.g. 30m, 2h or 90s`);
   } else {
-    fail(`unknown argument "${args[i]}"; use --soak <duration>, CHAOS_FAULTS, CHAOS_SEED, CHAOS_LANES`);
+    fail(
+      `unknown argument "${args[i]}"; use --soak <duration>, --render, CHAOS_FAULTS, CHAOS_SEED, CHAOS_LANES, CHAOS_NET`,
+    );
   }
 }
 const seed = intFrom('CHAOS_SEED', Math.floor(Math.random() * 2 ** 31), 0);
@@ -52,9 +60,8 @@ const log = (line: string) =>
   console.log(`[chaos ${((Date.now() - t0) / 1000).toFixed(0).padStart(5)} s] ${line}`);
 log(`seed ${seed}: ${soakMs ? `soak for ${soakMs / 60_000} min` : `${faults} faults`}, ${lanes} lanes`);
 const results = await runChaos({ faults, seed, lanes, soakMs, partitionSeconds: [10, 60], net, log });
-const root = fileURLToPath(new URL('..', import.meta.url));
-await writeReports(results, root, command);
+await writeReports({ command, ...(soakMs ? { soak_ms: soakMs } : {}), ...results }, root);
 log(
-  `${results.faults_injected} faults: duplicate effects ${results.duplicate_effects}, duplicate windows ${results.duplicate_windows}, lost windows ${results.lost_windows}, lost effects ${results.lost_effects}, unalerted unknowns ${results.unalerted_unknowns}, other ${results.other_violations}; wrote RELIABILITY.md and reliability/results.json`,
+  `${results.faults_injected} faults: duplicate effects ${results.duplicate_effects}, duplicate windows ${results.duplicate_windows}, lost windows ${results.lost_windows}, lost effects ${results.lost_effects}, unalerted unknowns ${results.unalerted_unknowns}, other ${results.other_violations}; wrote RELIABILITY.md and reliability/${soakMs ? 'soak' : 'results'}.json`,
 );
 process.exit(clean(results) ? 0 : 1);

@@ -1,5 +1,5 @@
 // The fault suite's figures: reliability/results.json for machines, RELIABILITY.md for people.
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
 
@@ -40,6 +40,10 @@ export function percentile(values: readonly number[], p: number): number | null 
 }
 
 export interface ChaosResults {
+  /** The command that produced the run, to reproduce it. */
+  command?: string;
+  /** Set for a soak run: how long faults went on. */
+  soak_ms?: number;
   seed: number;
   started_at: string;
   duration_s: number;
@@ -192,8 +196,66 @@ export function renderReliability(r: ChaosResults, command: string): string {
   ].join('\n');
 }
 
-export async function writeReports(r: ChaosResults, root: string, command: string): Promise<void> {
-  await mkdir(join(root, 'reliability'), { recursive: true });
-  await writeFile(join(root, 'reliability', 'results.json'), `${JSON.stringify(r, null, 2)}\n`);
-  await writeFile(join(root, 'RELIABILITY.md'), renderReliability(r, command));
+/** The steady worker's growth over a soak: median RSS and descriptors early and late in its life. */
+function soakLines(r: ChaosResults): string[] {
+  const lives = new Map<number, ChaosResults['resources']>();
+  for (const x of r.resources) lives.set(x.pid, [...(lives.get(x.pid) ?? []), x]);
+  const longest = [...lives.values()].sort((a, b) => b.length - a.length)[0] ?? [];
+  const median = (v: number[]) => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)] ?? 0;
+  // The first two minutes are warm-up (code loaded, caches filled); then a fifth at each end.
+  const settled = longest.filter((x) => x.at - longest[0]!.at >= 120_000);
+  const fifth = Math.max(1, Math.floor(settled.length / 5));
+  const early = settled.slice(0, fifth);
+  const late = settled.slice(-fifth);
+  const minutes = Math.round((r.soak_ms ?? 0) / 60_000);
+  const lines = [
+    '## Soak',
+    '',
+    `\`${r.command ?? 'npm run chaos -- --soak'}\` (seed ${r.seed}, ${r.started_at}): ${minutes} minutes of continuous faults, ` +
+      `${r.faults_injected} injected, the live minutely job's ${r.live_windows} windows; duplicate effects ${r.duplicate_effects}, ` +
+      `duplicate windows ${r.duplicate_windows}, lost windows ${r.lost_windows}, lost effects ${r.lost_effects}, unalerted unknowns ${r.unalerted_unknowns}.`,
+    '',
+  ];
+  if (early.length === 0)
+    return [...lines, 'The steady worker lived less than two minutes: no figure for growth.', ''];
+  const mib = (kb: number) => (kb / 1024).toFixed(1);
+  const rss = [median(early.map((x) => x.rssKb)), median(late.map((x) => x.rssKb))] as const;
+  const fds = [median(early.map((x) => x.fds)), median(late.map((x) => x.fds))] as const;
+  return [
+    ...lines,
+    `The steady worker (host ${longest[0]!.host}, never killed, faults all around it) over ` +
+      `${((longest.at(-1)!.at - longest[0]!.at) / 60_000).toFixed(0)} minutes, ${longest.length} samples every 10 s, ` +
+      'medians of the first and last fifth after two minutes of warm-up:',
+    '',
+    '| | early | late | late / early | max |',
+    '|---|---|---|---|---|',
+    `| resident memory (MiB) | ${mib(rss[0])} | ${mib(rss[1])} | ${(rss[1] / rss[0]).toFixed(2)} | ${mib(Math.max(...longest.map((x) => x.rssKb)))} |`,
+    `| open descriptors | ${fds[0]} | ${fds[1]} | ${(fds[1] / Math.max(1, fds[0])).toFixed(2)} | ${Math.max(...longest.map((x) => x.fds))} |`,
+    '',
+  ];
+}
+
+async function readResults(path: string): Promise<ChaosResults | null> {
+  try {
+    return JSON.parse(await readFile(path, 'utf8')) as ChaosResults;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Writes the run's JSON (a fault run's reliability/results.json, a soak's reliability/soak.json)
+ * and renders RELIABILITY.md from the latest of each.
+ */
+export async function writeReports(r: ChaosResults | null, root: string): Promise<void> {
+  const dir = join(root, 'reliability');
+  await mkdir(dir, { recursive: true });
+  if (r)
+    await writeFile(join(dir, r.soak_ms ? 'soak.json' : 'results.json'), `${JSON.stringify(r, null, 2)}\n`);
+  const faults = await readResults(join(dir, 'results.json'));
+  const soak = await readResults(join(dir, 'soak.json'));
+  const text = faults
+    ? renderReliability(faults, faults.command ?? `CHAOS_SEED=${faults.seed} npm run chaos`)
+    : '# Reliability under injected faults\n\nNo fault run yet: `npm run chaos`.\n';
+  await writeFile(join(root, 'RELIABILITY.md'), soak ? `${text}\n${soakLines(soak).join('\n')}` : text);
 }

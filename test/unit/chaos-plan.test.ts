@@ -3,7 +3,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { FAULT_KINDS, planKinds, rng } from '../../chaos/faults.js';
-import { clean, emptyFigures, percentile, renderReliability, type ChaosResults } from '../../chaos/report.js';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  clean,
+  emptyFigures,
+  percentile,
+  renderReliability,
+  writeReports,
+  type ChaosResults,
+} from '../../chaos/report.js';
 
 test('a seed reproduces the plan; another seed gives another', () => {
   assert.deepEqual(planKinds(500, rng(42)), planKinds(500, rng(42)));
@@ -29,7 +39,7 @@ test('percentiles: nearest rank; none without values', () => {
   assert.equal(percentile([10, 9, 8, 7, 6, 5, 4, 3, 2, 1], 99), 10);
 });
 
-test('the verdict is clean only with no duplicate, loss, unalerted unknown, other violation or harness error', () => {
+test('the verdict is clean only with no duplicate, loss, unalerted unknown, other violation or harness error', async () => {
   const kind = { ...emptyFigures(), recovery_p50_ms: null, recovery_p99_ms: null };
   const base: ChaosResults = {
     seed: 1,
@@ -54,7 +64,7 @@ test('the verdict is clean only with no duplicate, loss, unalerted unknown, othe
     harness_errors: [],
     final_violations: [],
     violations: [],
-    kinds: Object.fromEntries(FAULT_KINDS.map((k) => [k, kind])) as ChaosResults['kinds'],
+    kinds: Object.fromEntries(FAULT_KINDS.map((k) => [k, kind])) as unknown as ChaosResults['kinds'],
     resources: [],
   };
   assert.equal(clean(base), true);
@@ -75,4 +85,29 @@ test('the verdict is clean only with no duplicate, loss, unalerted unknown, othe
   assert.match(md, /\*\*1 faults injected\*\*/);
   assert.match(md, /- crash:inHandler: window x applied twice/);
   assert.match(md, /CHAOS_SEED=1 npm run chaos/);
+
+  // A soak run writes its own file; RELIABILITY.md shows the fault run and the soak's growth.
+  const root = await mkdtemp(join(tmpdir(), 'tidemark-report-'));
+  try {
+    await writeReports({ ...base, command: 'npm run chaos' }, root);
+    const t0 = Date.parse(base.started_at);
+    const resources = Array.from({ length: 100 }, (_, i) => ({
+      at: t0 + i * 10_000,
+      host: 'h1',
+      pid: 7,
+      rssKb: 100_000 + (i >= 80 ? 50_000 : 0),
+      fds: 40,
+    }));
+    await writeReports(
+      { ...base, soak_ms: 1_000_000, command: 'npm run chaos -- --soak 17m', resources },
+      root,
+    );
+    const text = await readFile(join(root, 'RELIABILITY.md'), 'utf8');
+    assert.match(text, /\*\*1 faults injected\*\*/);
+    assert.match(text, /## Soak/);
+    assert.match(text, /\| resident memory \(MiB\) \| 97\.7 \| 146\.5 \| 1\.50 \|/);
+    assert.match(text, /\| open descriptors \| 40 \| 40 \| 1\.00 \|/);
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
 });
