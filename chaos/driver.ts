@@ -32,6 +32,9 @@ export interface ChaosOptions {
 }
 
 const HOUR = 3_600_000;
+/** A round's work not settled after this long is a stall (said, counted); after SETTLE_MS, lost. */
+const STALL_MS = 300_000;
+const SETTLE_MS = 900_000;
 const STEADY_HOST = 'h1';
 const MINUTE = 60_000;
 const iso = (d: Date): string => d.toISOString().replace('.000Z', 'Z');
@@ -117,6 +120,7 @@ class Run {
   private readonly serverFaults = new Mutex();
   private readonly partitions = new Mutex();
   private injected = 0;
+  private stalls = 0;
   private readonly harnessErrors: string[] = [];
   private rounds = 0;
   private ids = 0;
@@ -331,7 +335,7 @@ class Run {
     };
     const isCrash = kind?.startsWith('crash:');
     const point = isCrash ? (kind!.slice('crash:'.length) as CrashPoint) : undefined;
-    const count = kind === 'temporal-restart' ? 6 : kind === 'pg-terminate' || kind === 'pg-restart' ? 3 : 2;
+    const count = kind === 'temporal-restart' ? 4 : kind === 'pg-terminate' || kind === 'pg-restart' ? 3 : 2;
     let keys: string[];
     let work: Promise<unknown>;
     let fault: Promise<void> = Promise.resolve();
@@ -385,7 +389,10 @@ class Run {
             : point && point !== CRASH_POINT.backfillPage
               ? await this.arm(point, job)
               : undefined;
-        work = byBackfill ? this.backfill(job, first, last, 1) : this.tick(job, last);
+        // A backfill a window a page (it continues as new between pages); two for a restart's.
+        work = byBackfill
+          ? this.backfill(job, first, last, kind === 'temporal-restart' ? 2 : 1)
+          : this.tick(job, last);
         if (point === CRASH_POINT.backfillPage) {
           // The second page: planned by the run the backfill continued as new into.
           fault = (async () => {
@@ -454,7 +461,15 @@ class Run {
       }
     }
     await Promise.all([work, fault]);
-    const ok = await this.settled(job, keys, 300_000);
+    // Settled, however slowly: a busy machine makes recovery slow, not work lost. Only work that
+    // has not settled after SETTLE_MS counts as lost; a round past STALL_MS is said and counted.
+    const stall = setTimeout(() => {
+      this.stalls++;
+      this.opts.log(
+        `STALL (${kind ?? 'no fault'}) ${job}: ${keys.join(', ')} not settled after ${STALL_MS / 1000} s`,
+      );
+    }, STALL_MS);
+    const ok = await this.settled(job, keys, SETTLE_MS).finally(() => clearTimeout(stall));
     const recoveredAt = Date.now();
     if (kind === 'duplicates') {
       // A retry of each done window: the ledger must answer "already done", with no second effect.
@@ -575,12 +590,14 @@ class Run {
     const windows: Win[] = [];
     for (let t = this.liveStart.getTime(); t + MINUTE <= last.getTime(); t += MINUTE)
       windows.push({ start: new Date(t), end: new Date(t + MINUTE) });
-    await this.tick(LIVE_JOB, last);
-    const ok = await this.settled(
-      LIVE_JOB,
-      windows.map((w) => `${LIVE_JOB}/${iso(w.start)}`),
-      300_000,
-    );
+    // A tick starts at most the job's catch-up cap of windows: tick again until all settled.
+    const keys = windows.map((w) => `${LIVE_JOB}/${iso(w.start)}`);
+    const deadline = Date.now() + SETTLE_MS;
+    let ok = false;
+    while (!ok && Date.now() < deadline) {
+      await this.tick(LIVE_JOB, last);
+      ok = await this.settled(LIVE_JOB, keys, 30_000);
+    }
     if (!ok)
       this.violation(
         'final',
@@ -653,6 +670,7 @@ class Run {
       unalerted_unknowns: sum('unalerted_unknowns'),
       duplicate_alerts: sum('duplicate_alerts'),
       other_violations: sum('other'),
+      stalled_rounds: this.stalls,
       harness_errors: this.harnessErrors,
       final_violations: this.violations.filter((v) => v.kind === 'final').map((v) => v.text),
       violations: this.violations.map((v) => `${v.kind}: ${v.text}`),

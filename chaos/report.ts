@@ -63,6 +63,8 @@ export interface ChaosResults {
   unalerted_unknowns: number;
   duplicate_alerts: number;
   other_violations: number;
+  /** Rounds whose work took over 5 minutes to settle (slow, not lost). */
+  stalled_rounds: number;
   /** Rounds the harness itself could not complete (not verified): must be none. */
   harness_errors: string[];
   final_violations: string[];
@@ -124,7 +126,8 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '',
     `Run: \`${command}\` (seed ${r.seed}), ${r.started_at}, on ${r.hosts.count} simulated hosts (${r.hosts.note});`,
     `clock skew by ${r.clock_skew_mechanism === 'libfaketime' ? "libfaketime (Debian's `libfaketime`: the whole worker process's wall clock)" : 'the `now` dependency (libfaketime not installed)'}.`,
-    `${r.windows_checked} windows checked (${r.live_windows} of them the live minutely job's), ${r.worker_lives} worker processes started in all.`,
+    `${r.stalled_rounds} rounds took over 5 minutes to settle (slow, not lost: work not settled in 15 minutes counts as lost). ` +
+      `${r.windows_checked} windows checked (${r.live_windows} of them the live minutely job's), ${r.worker_lives} worker processes started in all.`,
     '',
     '## Per fault kind',
     '',

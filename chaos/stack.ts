@@ -62,15 +62,20 @@ export async function startStack(opts: {
   let tornDown: Promise<void> | undefined;
   const teardown = (): Promise<void> =>
     (tornDown ??= (async () => {
-      process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
+      if (!interruptedBy) process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
       for (const c of cleanups.reverse()) await c().catch(() => undefined);
     })());
   // Interrupted (Ctrl-C): the namespaces, servers and workers go too, not only this process.
+  // A terminal's Ctrl-C reaches this process twice (from the terminal and relayed by tsx): the
+  // handler stays, so the second one does not end the process half torn down.
+  let interruptedBy: NodeJS.Signals | undefined;
   const interrupted = (signal: NodeJS.Signals) => {
+    if (interruptedBy) return;
+    interruptedBy = signal;
     opts.log(`${signal}: tearing down`);
     void teardown().then(() => process.exit(130));
   };
-  process.once('SIGINT', interrupted).once('SIGTERM', interrupted);
+  process.on('SIGINT', interrupted).on('SIGTERM', interrupted);
   try {
     const hosts = await createHosts({ count: opts.hostCount, ...opts.net });
     cleanups.push(() => hosts.destroy());

@@ -61,6 +61,7 @@ test('the verdict is clean only with no duplicate, loss, unalerted unknown, othe
     unalerted_unknowns: 0,
     duplicate_alerts: 0,
     other_violations: 0,
+    stalled_rounds: 0,
     harness_errors: [],
     final_violations: [],
     violations: [],
