@@ -35,6 +35,8 @@ const HOUR = 3_600_000;
 /** A round's work not settled after this long is a stall (said, counted); after SETTLE_MS, lost. */
 const STALL_MS = 300_000;
 const SETTLE_MS = 900_000;
+/** How long an armed crash point (or the state a fault waits for) may take to be reached on a busy machine. */
+const CLAIM_MS = 180_000;
 const STEADY_HOST = 'h1';
 const MINUTE = 60_000;
 const iso = (d: Date): string => d.toISOString().replace('.000Z', 'Z');
@@ -349,7 +351,7 @@ class Run {
       const armed = await this.arm(point, job);
       keys = [`${job}/${iso(w.start)}#${generation}`];
       work = this.runWindow(job, w, generation, 'rerun');
-      fault = this.claimed(armed, 60_000).then((hit) => {
+      fault = this.claimed(armed, CLAIM_MS).then((hit) => {
         if (hit) note();
       });
     } else {
@@ -396,25 +398,25 @@ class Run {
         if (point === CRASH_POINT.backfillPage) {
           // The second page: planned by the run the backfill continued as new into.
           fault = (async () => {
-            await until('first page', 60_000, async () =>
+            await until('first page', CLAIM_MS, async () =>
               (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
             );
-            if (await this.claimed(await this.arm(point, job), 60_000)) note();
+            if (await this.claimed(await this.arm(point, job), CLAIM_MS)) note();
           })();
         } else if (point === CRASH_POINT.inAlertDelivery) {
           fault = (async () => {
-            if (!(await this.claimed(armed!, 60_000))) return;
+            if (!(await this.claimed(armed!, CLAIM_MS))) return;
             note(); // crash:afterBegin, counted under this round's kind
-            if (await this.claimed(await this.arm(point, undefined), 60_000)) note();
+            if (await this.claimed(await this.arm(point, undefined), CLAIM_MS)) note();
           })();
         } else if (armed) {
-          fault = this.claimed(armed, 60_000).then((hit) => {
+          fault = this.claimed(armed, CLAIM_MS).then((hit) => {
             if (hit) note();
           });
         } else if (kind === 'temporal-restart') {
           fault = this.serverFaults.run(async () => {
             // In the middle of the catch-up: once its first window is done.
-            await until('first window', 60_000, async () =>
+            await until('first window', CLAIM_MS, async () =>
               (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
             );
             await this.stack.temporal.kill();

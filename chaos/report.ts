@@ -138,7 +138,7 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '## How to read it',
     '',
     '- **injected**: faults that happened (a crash point a worker reached and died at, a server',
-    '  killed, a partition made). An armed crash point no worker reached within a minute is not counted.',
+    '  killed, a partition made). An armed crash point no worker reached within three minutes is not counted.',
     '- **duplicates**: a window whose records were applied more than once (its totals above a reference',
     '  summed from the source rows), or an effect its sink received more than once.',
     '- **lost**: a closed window neither done nor under an open incident, or an effect marked done that',

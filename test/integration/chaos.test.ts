@@ -21,6 +21,7 @@ test('20 faults of every kind on three hosts: no duplicate, no loss, no unalerte
     `chaos: ${r.faults_injected} faults in ${r.duration_s} s on ${r.hosts.mode} hosts, clock by ${r.clock_skew_mechanism}; violations: ${r.violations.length}`,
   );
   assert.ok(r.faults_injected >= 20, summary);
+  assert.deepEqual(r.harness_errors, [], summary);
   const missing = FAULT_KINDS.filter((k) => r.kinds[k].injected === 0);
   assert.deepEqual(missing, [], `kinds never injected\n${summary}`);
   assert.deepEqual(
