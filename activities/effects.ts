@@ -116,6 +116,40 @@ export function effectActivities(deps: ActivityDeps) {
   }
 
   /**
+   * Marks an effect the provider took as done. This attempt alone knows it happened: if the
+   * marker were lost to a database outage (a restart, a failover, a dropped connection), the
+   * next attempt would find a begin marker without a done and ask an operator about a message
+   * that went out, or send it again (policy resend, every alert). So the write is tried again,
+   * with a growing pause, for up to one lease; a done arriving after another attempt moved the
+   * effect on is still kept (a late answer).
+   */
+  async function settleDone(
+    row: EffectRow,
+    fence: number,
+    startedAt: Date,
+    sent: { providerId: string | null; result?: unknown },
+    leaseMs: number,
+  ): Promise<boolean> {
+    const giveUpAt = performance.now() + leaseMs;
+    for (let pauseMs = 200; ; pauseMs = Math.min(2_000, pauseMs * 2)) {
+      try {
+        return await settle(row, fence, startedAt, {
+          status: 'done',
+          providerId: sent.providerId,
+          result: sent.result,
+          error: null,
+        });
+      } catch (err) {
+        if (performance.now() + pauseMs > giveUpAt) throw err;
+        logger.warn(
+          `EFFECT done key=${row.effect_key}: the provider took it but its done marker could not be written (${(err as Error).message}); trying again in ${pauseMs} ms`,
+        );
+        await new Promise((r) => setTimeout(r, pauseMs));
+      }
+    }
+  }
+
+  /**
    * This attempt's send succeeded, and the effect was done already. If another attempt's own send
    * did it (not a status check confirming this one), it was performed twice: a person hears it.
    */
@@ -310,12 +344,7 @@ export function effectActivities(deps: ActivityDeps) {
     }
     await deps.hooks?.afterEffect?.(row.effect_key);
     await reached(deps, CRASH_POINT.afterProvider, row.effect_key);
-    const kept = await settle(row, fence, startedAt, {
-      status: 'done',
-      providerId: sent.providerId,
-      result: sent.result,
-      error: null,
-    });
+    const kept = await settleDone(row, fence, startedAt, sent, lease);
     if (!kept) await doneAlready(row, fence);
     logger.info(
       `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
