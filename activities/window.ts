@@ -2,6 +2,7 @@
 // committed in one transaction. Two attempts racing produce one effect; the loser reports
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
+import { sql, type Transaction } from 'kysely';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
@@ -9,6 +10,7 @@ import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowR
 import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
+import type { Database } from '../db/schema.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
@@ -46,6 +48,25 @@ function redactError(err: unknown, redact: (t: string) => string): string {
   }
   return err instanceof Error ? err.message : redact(String(err));
 }
+
+/**
+ * Bounds the window transaction by its attempt's timeout, on the server. A lock wait ends with
+ * the attempt: an attempt behind another host's transaction on the window's row (that host cut
+ * off between statements) would otherwise wait past its attempt, Temporal's retries piling up
+ * behind it, each holding a pooled connection until the pool is empty. A transaction left idle
+ * for two attempts and 5 s is ended by the server: a host that went silent (a partition sends
+ * no FIN, and TCP keepalive waits ~2 h by default) frees the row for the retry; a slow attempt
+ * that outlives its own timeout by less may still commit (a retry then finds the window done).
+ */
+async function boundByAttempt(trx: Transaction<Database>, attemptMs: number): Promise<void> {
+  if (!(attemptMs > 0)) return;
+  const lockMs = String(Math.ceil(attemptMs));
+  const idleMs = String(Math.ceil(2 * attemptMs + IDLE_MARGIN_MS));
+  await sql`select set_config('lock_timeout', ${lockMs}, true),
+                   set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(trx);
+}
+
+const IDLE_MARGIN_MS = 5_000;
 
 /** The incident subject of a window's settle step (apart from the window's own failures). */
 export const settleSubject = (windowKey: string): string => `${windowKey}:settle`;
@@ -174,6 +195,7 @@ export function windowActivities(deps: ActivityDeps) {
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
         const committed = await db.transaction().execute(async (trx) => {
+          await boundByAttempt(trx, input.policy.startToCloseTimeoutMs);
           const attempts = await claimWindow(trx, w, attemptMeta);
           if (attempts === undefined) return null;
           const counts = await job.handler({
