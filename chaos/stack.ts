@@ -63,7 +63,9 @@ export async function startStack(opts: {
   const teardown = (): Promise<void> =>
     (tornDown ??= (async () => {
       if (!interruptedBy) process.off('SIGINT', interrupted).off('SIGTERM', interrupted);
-      for (const c of cleanups.reverse()) await c().catch(() => undefined);
+      // Each step bounded: one that hangs must not leave the namespaces and servers behind.
+      for (const c of cleanups.reverse())
+        await Promise.race([c().catch(() => undefined), new Promise((r) => setTimeout(r, 10_000).unref())]);
     })());
   // Interrupted (Ctrl-C): the namespaces, servers and workers go too, not only this process.
   // A terminal's Ctrl-C reaches this process twice (from the terminal and relayed by tsx): the
@@ -73,6 +75,8 @@ export async function startStack(opts: {
     if (interruptedBy) return;
     interruptedBy = signal;
     opts.log(`${signal}: tearing down`);
+    // The rounds still running fail as their servers go: nothing of theirs matters any more.
+    process.on('uncaughtException', () => undefined).on('unhandledRejection', () => undefined);
     void teardown().then(() => process.exit(130));
   };
   process.on('SIGINT', interrupted).on('SIGTERM', interrupted);
