@@ -37,6 +37,13 @@ const STALL_MS = 300_000;
 const SETTLE_MS = 900_000;
 /** How long an armed crash point (or the state a fault waits for) may take to be reached on a busy machine. */
 const CLAIM_MS = 180_000;
+/** Faults the driver times to meet the round's work (a crash point is met by the work itself). */
+const AIMED_AT_WORK: ReadonlySet<FaultKind> = new Set([
+  'temporal-restart',
+  'pg-terminate',
+  'pg-restart',
+  'partition',
+]);
 const STEADY_HOST = 'h1';
 const MINUTE = 60_000;
 const iso = (d: Date): string => d.toISOString().replace('.000Z', 'Z');
@@ -282,6 +289,23 @@ class Run {
     return true;
   }
 
+  /** The outcome of the latest run of this workflow id once it ended ('failed' if it failed). */
+  private async outcomeOf(workflowId: string, ms: number): Promise<string> {
+    return await persist(
+      `the run of ${workflowId} to end`,
+      async () => {
+        try {
+          const r = (await this.client.workflow.getHandle(workflowId).result()) as { outcome?: string };
+          return r?.outcome ?? 'without an outcome';
+        } catch (err) {
+          if ((err as Error).name === 'WorkflowFailedError') return 'failed';
+          throw err;
+        }
+      },
+      ms,
+    );
+  }
+
   /** Waits until the run with this workflow id ended, whether it succeeded or failed. */
   private async runEnded(workflowId: string, ms: number): Promise<void> {
     await persist(
@@ -320,6 +344,28 @@ class Run {
     }
   }
 
+  /** True when every window of `keys` is done and no effect of the job is open: nothing in flight. */
+  private async idle(job: string, keys: readonly string[]): Promise<boolean> {
+    try {
+      const open = await this.stack.db
+        .selectFrom('job_windows')
+        .select('window_key')
+        .where('window_key', 'in', keys)
+        .where('status', '=', 'done')
+        .execute();
+      if (open.length < keys.length) return false;
+      const effects = await this.stack.db
+        .selectFrom('effects')
+        .select('effect_key')
+        .where('job', '=', job)
+        .where('status', 'in', ['pending', 'begun'])
+        .execute();
+      return effects.length === 0;
+    } catch {
+      return false; // the server is down (the fault itself): the work cannot have finished now
+    }
+  }
+
   private async backendsInTransaction(): Promise<string[]> {
     const rows = await sql<{ application_name: string }>`
       select application_name from pg_stat_activity
@@ -332,13 +378,20 @@ class Run {
     const r = this.random;
     const job = lane.job;
     const injectedAt: number[] = [];
+    const retried: string[] = [];
+    let keys: string[] = [];
+    // A server fault or partition aims at the round's work but may land after it finished: each
+    // one asks, as it happens, whether any of the round's windows or the job's effects was open.
+    const idle: Promise<boolean>[] = [];
     const note = (n = 1) => {
-      for (let i = 0; i < n; i++) injectedAt.push(Date.now());
+      for (let i = 0; i < n; i++) {
+        injectedAt.push(Date.now());
+        if (kind && AIMED_AT_WORK.has(kind)) idle.push(this.idle(job, keys));
+      }
     };
     const isCrash = kind?.startsWith('crash:');
     const point = isCrash ? (kind!.slice('crash:'.length) as CrashPoint) : undefined;
     const count = kind === 'temporal-restart' ? 4 : kind === 'pg-terminate' || kind === 'pg-restart' ? 3 : 2;
-    let keys: string[];
     let work: Promise<unknown>;
     let fault: Promise<void> = Promise.resolve();
 
@@ -479,15 +532,21 @@ class Run {
         const start = new Date(key.slice(job.length + 1));
         await this.runWindow(job, { start, end: new Date(start.getTime() + HOUR) }, 0, 'manual');
         // Its run ends (it found the window done) before the check looks for a second effect.
-        await this.runEnded(key, 60_000);
+        const outcome = await this.outcomeOf(key, 60_000);
+        if (outcome !== 'already-done')
+          retried.push(
+            `window ${key}: presented again once done, its run ended ${outcome}, not already-done`,
+          );
       }
     }
     this.rounds++;
     if (!kind) return;
+    for (const text of retried) this.violation(kind, text, 'other');
     this.injected += injectedAt.length;
     const fig = this.figures.get(kind)!;
     fig.rounds++;
     fig.injected += injectedAt.length;
+    fig.injected_idle += (await Promise.all(idle)).filter(Boolean).length;
     if (injectedAt.length) fig.recoveryMs.push(...injectedAt.map((t) => recoveredAt - t));
     if (!ok)
       this.violation(
@@ -527,10 +586,14 @@ class Run {
 
   private async check(job: string, windows: readonly Win[], kind: FaultKind | 'final'): Promise<void> {
     const result: CheckResult = await persist('check', () =>
-      checkInvariants(this.stack.db, job, windows, {
-        emails: this.stack.smtp.messages,
-        chat: this.stack.chat.messages,
-      }),
+      checkInvariants(
+        this.stack.db,
+        job,
+        windows,
+        { emails: this.stack.smtp.messages, chat: this.stack.chat.messages },
+        // Every window of the chaos catalog sends its report (chaos/catalog.ts).
+        { effectsPerWindow: ['report'] },
+      ),
     );
     for (const text of result.duplicates)
       this.violation(

@@ -47,9 +47,11 @@ const netSpec = process.env.CHAOS_NET;
 const [netPrefix, netSubnet] = (netSpec ?? '').split('/');
 if (netSpec && !(netPrefix && netSubnet)) fail(`CHAOS_NET="${netSpec}" must be like tmkb-/10.215.0`);
 const net = netSpec ? { prefix: netPrefix!, subnet: netSubnet! } : undefined;
+// The plan depends on the seed, the fault count and the lanes: the command names all three.
 const command = [
-  process.env.CHAOS_SEED ? `CHAOS_SEED=${seed}` : '',
-  process.env.CHAOS_FAULTS ? `CHAOS_FAULTS=${faults}` : '',
+  `CHAOS_SEED=${seed}`,
+  soakMs ? '' : `CHAOS_FAULTS=${faults}`,
+  `CHAOS_LANES=${lanes}`,
   'npm run chaos',
   soakMs ? `-- --soak ${args[args.indexOf('--soak') + 1]}` : '',
 ]

@@ -5,6 +5,8 @@ import { FAULT_KINDS, type FaultKind } from './faults.js';
 
 export interface KindFigures {
   injected: number;
+  /** Of those injected, the ones that met none of their round's work open (it had finished). */
+  injected_idle: number;
   rounds: number;
   duplicate_effects: number;
   duplicate_windows: number;
@@ -21,6 +23,7 @@ export interface KindFigures {
 
 export const emptyFigures = (): KindFigures => ({
   injected: 0,
+  injected_idle: 0,
   rounds: 0,
   duplicate_effects: 0,
   duplicate_windows: 0,
@@ -112,7 +115,7 @@ function resourceLines(r: ChaosResults): string[] {
 export function renderReliability(r: ChaosResults, command: string): string {
   const kindRows = FAULT_KINDS.map((k) => {
     const f = r.kinds[k];
-    return `| ${k} | ${f.injected} | ${f.rounds} | ${f.duplicate_effects + f.duplicate_windows} | ${f.lost_windows + f.lost_effects} | ${f.unknown_alerted} | ${f.unalerted_unknowns} | ${f.duplicate_alerts} | ${seconds(f.recovery_p50_ms)} | ${seconds(f.recovery_p99_ms)} |`;
+    return `| ${k} | ${f.injected} | ${f.injected_idle} | ${f.rounds} | ${f.duplicate_effects + f.duplicate_windows} | ${f.lost_windows + f.lost_effects} | ${f.unknown_alerted} | ${f.unalerted_unknowns} | ${f.duplicate_alerts} | ${seconds(f.recovery_p50_ms)} | ${seconds(f.recovery_p99_ms)} |`;
   });
   return [
     '# Reliability under injected faults',
@@ -131,14 +134,16 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '',
     '## Per fault kind',
     '',
-    '| fault kind | injected | rounds | duplicates | lost | unknown, alerted | unknown, unalerted | alerts resent in doubt | recovery p50 (s) | recovery p99 (s) |',
-    '|---|---|---|---|---|---|---|---|---|---|',
+    '| fault kind | injected | of them met no open work | rounds | duplicates | lost | unknown, alerted | unknown, unalerted | alerts resent in doubt | recovery p50 (s) | recovery p99 (s) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
     ...kindRows,
     '',
     '## How to read it',
     '',
     '- **injected**: faults that happened (a crash point a worker reached and died at, a server',
     '  killed, a partition made). An armed crash point no worker reached within three minutes is not counted.',
+    '- **of them met no open work**: a server fault or partition injected when every window of its',
+    '  round was already done and no effect of the lane open: counted, but it tested nothing in flight.',
     '- **duplicates**: a window whose records were applied more than once (its totals above a reference',
     '  summed from the source rows), or an effect its sink received more than once.',
     '- **lost**: a closed window neither done nor under an open incident, or an effect marked done that',
@@ -171,7 +176,7 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '',
     '```',
     'npm run chaos                                  # 500 faults (CHAOS_FAULTS), a random seed',
-    `CHAOS_SEED=${r.seed} npm run chaos                # this run's plan again`,
+    `${command}   # this run's plan again`,
     'CHAOS_FAULTS=50 npm run chaos                  # a quicker run',
     'npm run chaos -- --soak 30m                    # continuous faults for 30 minutes, memory sampled',
     '```',

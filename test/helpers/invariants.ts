@@ -43,9 +43,17 @@ export async function checkInvariants(
   job: string,
   windows: readonly { start: Date; end: Date }[],
   sinks: Sinks,
-  /** False where no tick ever ran: only a tick sets a job's first watermark. */
-  opts: { watermark: boolean } = { watermark: true },
+  opts: {
+    /** False where no tick ever ran: only a tick sets a job's first watermark. */
+    watermark?: boolean;
+    /**
+     * The effects (by name) every done window of the job records: a done window without one in
+     * the ledger lost it (the ledger alone cannot show an effect that was never recorded).
+     */
+    effectsPerWindow?: readonly string[];
+  } = {},
 ): Promise<CheckResult> {
+  const checkWatermark = opts.watermark ?? true;
   const duplicates: string[] = [];
   const lost: string[] = [];
   const unalertedUnknowns: string[] = [];
@@ -124,7 +132,7 @@ export async function checkInvariants(
   const expected = prefixEnd ?? windows[0]?.start ?? null;
   if (watermark && expected && watermark.getTime() !== expected.getTime())
     other.push(`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`);
-  if (!watermark && prefixEnd && opts.watermark)
+  if (!watermark && prefixEnd && checkWatermark)
     other.push(`watermark ${job}: missing, done prefix ends ${prefixEnd.toISOString()}`);
 
   // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
@@ -144,6 +152,14 @@ export async function checkInvariants(
         !first.includes(': recovered (')
       );
     }).length;
+  const recorded = new Set(effects.rows.map((e) => e.effect_key));
+  for (const w of windows) {
+    const key = `${job}/${w.start.toISOString().replace('.000Z', 'Z')}`;
+    if (statusAt.get(w.start.getTime()) !== 'done') continue;
+    for (const name of opts.effectsPerWindow ?? [])
+      if (!recorded.has(`${key}:${name}`))
+        lost.push(`effect ${key}:${name}: window done, effect never recorded`);
+  }
   for (const e of effects.rows) {
     const n = received(e.channel, e.request);
     const what = `effect ${e.effect_key} (${e.channel}, ${e.status})`;
