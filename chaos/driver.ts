@@ -121,11 +121,10 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosResults> {
 }
 
 class Run {
-  private readonly random: () => number;
   private readonly catalog;
   private readonly figures = new Map<FaultKind, KindFigures>(FAULT_KINDS.map((k) => [k, emptyFigures()]));
   private readonly seen = new Set<string>();
-  private readonly violations: { kind: FaultKind | 'final'; text: string }[] = [];
+  private readonly violations: { kind: FaultKind | 'final' | 'warm-up'; text: string }[] = [];
   private readonly serverFaults = new Mutex();
   private readonly partitions = new Mutex();
   private injected = 0;
@@ -133,7 +132,13 @@ class Run {
   private readonly harnessErrors: string[] = [];
   private rounds = 0;
   private ids = 0;
-  private readonly lanes: { job: string; lane: number; windows: number; generations: Map<number, number> }[];
+  private readonly lanes: {
+    job: string;
+    lane: number;
+    windows: number;
+    generations: Map<number, number>;
+    random: () => number;
+  }[];
   private readonly samples: { at: number; host: string; pid: number; rssKb: number; fds: number }[] = [];
 
   constructor(
@@ -142,13 +147,14 @@ class Run {
     private readonly liveStart: Date,
     private readonly started: number,
   ) {
-    this.random = rng(opts.seed);
     this.catalog = chaosCatalog({ lanes: opts.lanes, liveStart });
     this.lanes = Array.from({ length: opts.lanes }, (_, lane) => ({
       job: laneJob(lane),
       lane,
       windows: 0,
       generations: new Map(),
+      // Each lane its own generator: its choices do not depend on how the lanes interleave.
+      random: rng((opts.seed + (lane + 1) * 7919) >>> 0),
     }));
   }
 
@@ -171,13 +177,13 @@ class Run {
     const sampling = this.sample();
     // Each lane starts with two windows processed without a fault, so a rerun has one to take.
     await Promise.all(this.lanes.map((l) => this.round(l, null)));
+    // Lane i takes the plan's kinds i, i + lanes, i + 2 lanes, ...: a seed gives each lane the same
+    // sequence of kinds and choices; only how far each lane gets depends on the machine.
     const plan = planKinds(this.opts.soakMs ? 1000 : this.opts.faults, rng(this.opts.seed ^ 0x5eed));
-    let next = 0;
-    const takeKind = (): FaultKind => plan[next++ % plan.length]!;
     await Promise.all(
       this.lanes.map(async (lane) => {
-        while (!this.done()) {
-          const kind = takeKind();
+        for (let n = lane.lane; !this.done(); n += this.lanes.length) {
+          const kind = plan[n % plan.length]!;
           try {
             await this.round(lane, kind);
           } catch (err) {
@@ -248,10 +254,11 @@ class Run {
     ]);
   }
 
-  private runWindow(job: string, w: Win, generation: number, trigger: 'manual' | 'rerun') {
+  /** A window run; `copy` gives it another workflow id, so the engine cannot refuse it: the ledger must. */
+  private runWindow(job: string, w: Win, generation: number, trigger: 'manual' | 'rerun', copy?: number) {
     const key = `${job}/${iso(w.start)}${generation ? `#${generation}` : ''}`;
     const policy = policyOf(this.catalog.get(job));
-    return this.start('window', key, [
+    return this.start('window', copy ? `${key}~copy-${copy}` : key, [
       { job, start: iso(w.start), end: iso(w.end), generation, key, trigger, policy },
     ]);
   }
@@ -375,7 +382,7 @@ class Run {
 
   /** One round: new work for the lane, a fault of `kind` (none when null), recovery, the check. */
   private async round(lane: (typeof this.lanes)[number], kind: FaultKind | null): Promise<void> {
-    const r = this.random;
+    const r = lane.random;
     const job = lane.job;
     const injectedAt: number[] = [];
     const retried: string[] = [];
@@ -417,16 +424,25 @@ class Run {
       const last = windows.at(-1)!.end;
       const byBackfill = point === CRASH_POINT.backfillPage || (kind === 'temporal-restart' && r() < 0.5);
       if (kind === 'duplicates') {
-        // The same windows from a tick, a backfill and two manual starts at once.
+        // The same windows from a tick, a backfill and two manual starts at once (the engine refuses
+        // the second of those, as it does a tick's or backfill's copy), and two more runs of each
+        // under other workflow ids, which only the ledger can stop.
         note();
+        const copies = windows
+          .map((w) => `${job}/${iso(w.start)}`)
+          .flatMap((k) => [`${k}~copy-1`, `${k}~copy-2`]);
         work = Promise.all([
           this.tick(job, last),
           this.backfill(job, first, last, 1),
           ...windows.flatMap((w) => [
             this.runWindow(job, w, 0, 'manual'),
             this.runWindow(job, w, 0, 'manual'),
+            this.runWindow(job, w, 0, 'manual', 1),
+            this.runWindow(job, w, 0, 'manual', 2),
           ]),
-        ]);
+        ]).then(async () => {
+          for (const id of copies) await this.runEnded(id, SETTLE_MS);
+        });
       } else {
         if (kind === 'clock-skew') {
           const host = pick(
@@ -485,8 +501,8 @@ class Run {
             );
             if (!busy) return;
             if (kind === 'pg-restart') {
+              note(); // recovery counts from the moment the server goes down, like a Temporal kill's
               await this.stack.pg.restart(mode);
-              note();
             } else if (
               (await this.stack.pg.terminateBackends({
                 applicationNamePrefix: 'tidemark-chaos-',
@@ -540,7 +556,10 @@ class Run {
       }
     }
     this.rounds++;
-    if (!kind) return;
+    if (!kind) {
+      await this.check(job, this.laneWindows(lane), 'warm-up');
+      return;
+    }
     for (const text of retried) this.violation(kind, text, 'other');
     this.injected += injectedAt.length;
     const fig = this.figures.get(kind)!;
@@ -572,19 +591,26 @@ class Run {
 
   // ---- checks and figures
 
-  private violation(kind: FaultKind | 'final', text: string, figure: keyof KindFigures): void {
-    if (this.seen.has(text)) return;
-    this.seen.add(text);
+  private violation(kind: FaultKind | 'final' | 'warm-up', text: string, figure: keyof KindFigures): void {
+    // One defect, one count: by its subject (a window, a day's total, an effect, an incident), as
+    // its text changes while later rounds add windows; charged to the round that first saw it.
+    const subject = text.includes(': ') ? text.slice(0, text.indexOf(': ')) : text;
+    if (this.seen.has(subject)) return;
+    this.seen.add(subject);
     this.violations.push({ kind, text });
     this.opts.log(`VIOLATION (${kind}): ${text}`);
     this.totals.set(figure, (this.totals.get(figure) ?? 0) + 1);
-    if (kind !== 'final') {
+    if (kind !== 'final' && kind !== 'warm-up') {
       const fig = this.figures.get(kind)!;
       (fig[figure] as number)++;
     }
   }
 
-  private async check(job: string, windows: readonly Win[], kind: FaultKind | 'final'): Promise<void> {
+  private async check(
+    job: string,
+    windows: readonly Win[],
+    kind: FaultKind | 'final' | 'warm-up',
+  ): Promise<void> {
     const result: CheckResult = await persist('check', () =>
       checkInvariants(
         this.stack.db,
@@ -613,7 +639,7 @@ class Run {
       );
     for (const text of result.unalertedUnknowns) this.violation(kind, text, 'unalerted_unknowns');
     for (const text of result.other) this.violation(kind, text, 'other');
-    if (kind !== 'final') {
+    if (kind !== 'final' && kind !== 'warm-up') {
       const inDoubt = await sql<{ n: number }>`
         select count(*)::int as n from effects
          where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(

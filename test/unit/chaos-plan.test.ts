@@ -81,11 +81,11 @@ test('the verdict is clean only with no duplicate, loss, unalerted unknown, othe
     assert.equal(clean({ ...base, ...bad }), false, JSON.stringify(bad));
   const md = renderReliability(
     { ...base, violations: ['crash:inHandler: window x applied twice'] },
-    'npm run chaos',
+    'CHAOS_SEED=1 CHAOS_FAULTS=1 CHAOS_LANES=1 npm run chaos',
   );
   assert.match(md, /\*\*1 faults injected\*\*/);
   assert.match(md, /- crash:inHandler: window x applied twice/);
-  assert.match(md, /CHAOS_SEED=1 npm run chaos/);
+  assert.match(md, /CHAOS_SEED=1 CHAOS_FAULTS=1 CHAOS_LANES=1 npm run chaos {3}# this run's plan again/);
 
   // A soak run writes its own file; RELIABILITY.md shows the fault run and the soak's growth.
   const root = await mkdtemp(join(tmpdir(), 'tidemark-report-'));
