@@ -182,7 +182,8 @@ class Run {
     const plan = planKinds(this.opts.soakMs ? 1000 : this.opts.faults, rng(this.opts.seed ^ 0x5eed));
     await Promise.all(
       this.lanes.map(async (lane) => {
-        for (let n = lane.lane; !this.done(); n += this.lanes.length) {
+        // Every lane runs its share of the plan's head (each kind once) whatever the count.
+        for (let n = lane.lane; n < FAULT_KINDS.length || !this.done(); n += this.lanes.length) {
           const kind = plan[n % plan.length]!;
           try {
             await this.round(lane, kind);
