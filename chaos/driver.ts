@@ -306,7 +306,10 @@ class Run {
           const r = (await this.client.workflow.getHandle(workflowId).result()) as { outcome?: string };
           return r?.outcome ?? 'without an outcome';
         } catch (err) {
-          if ((err as Error).name === 'WorkflowFailedError') return 'failed';
+          if ((err as Error).name === 'WorkflowFailedError') {
+            const cause = (err as Error & { cause?: Error }).cause;
+            return `failed: ${cause?.message ?? (err as Error).message}`;
+          }
           throw err;
         }
       },
@@ -550,7 +553,12 @@ class Run {
         await this.runWindow(job, { start, end: new Date(start.getTime() + HOUR) }, 0, 'manual');
         // Its run ends (it found the window done) before the check looks for a second effect.
         const outcome = await this.outcomeOf(key, 60_000);
-        if (outcome !== 'already-done')
+        // A window whose effect is in doubt (unknown, alerted) reports that again as its run's
+        // failure ("committed, but 1 effect(s) are not done"): not processed again either.
+        if (
+          outcome !== 'already-done' &&
+          !/^failed: .*committed, but \d+ effect\(s\) are not done/.test(outcome)
+        )
           retried.push(
             `window ${key}: presented again once done, its run ended ${outcome}, not already-done`,
           );
