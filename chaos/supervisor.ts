@@ -56,8 +56,13 @@ export class HostWorkers {
     this.offsets.set(host, offsetMs);
     const cur = this.current.get(host);
     if (cur) {
-      cur.child.kill('SIGTERM'); // the exit handler starts the new one
-      await new Promise<void>((r) => (cur.child.exitCode !== null ? r() : cur.child.once('exit', () => r())));
+      // The exit handler starts the new one. The worker may have died already (a crash point a
+      // moment ago, killed by a signal: no exit code), its 'exit' gone: then nothing to wait for.
+      if (cur.life.endedAt === undefined) {
+        const exited = new Promise<void>((r) => cur.child.once('exit', () => r()));
+        cur.child.kill('SIGTERM');
+        await exited;
+      }
     }
     await this.ready(host);
   }
