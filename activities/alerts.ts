@@ -199,6 +199,9 @@ export function alerting(deps: ActivityDeps) {
     input: RaiseInput,
     exclude?: AlertTarget,
   ): Promise<AlertDeliveries> {
+    // The incident and its deliveries commit together: opened without them (the connection cut
+    // between the two), every retry would find it open with nothing to deliver, and never alert.
+    if (!dbx.isTransaction) return await dbx.transaction().execute((trx) => raise(trx, input, exclude));
     const error = redact(input.error);
     const attempts = input.attempts ?? (await windowAttempts(input));
     const link = runLink(input.workflowId, input.runId);
@@ -247,6 +250,8 @@ export function alerting(deps: ActivityDeps) {
     dbx: Kysely<Database> | Transaction<Database>,
     input: { job: string; subject: string; note: string },
   ): Promise<AlertDeliveries | null> {
+    // Closed with its recovery notice or not at all (a retry finds nothing open to close).
+    if (!dbx.isTransaction) return await dbx.transaction().execute((trx) => resolve(trx, input));
     const closed = await closeIncident(dbx, input.job, input.subject, deps.now());
     if (!closed) return null;
     logger.info(`INCIDENT closed id=${closed.id} job=${input.job} subject=${input.subject}: ${input.note}`);

@@ -649,10 +649,13 @@ class Run {
     for (const text of result.unalertedUnknowns) this.violation(kind, text, 'unalerted_unknowns');
     for (const text of result.other) this.violation(kind, text, 'other');
     if (kind !== 'final' && kind !== 'warm-up') {
-      const inDoubt = await sql<{ n: number }>`
-        select count(*)::int as n from effects
-         where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(
-        this.stack.db,
+      // Like the check, through another lane's server restart.
+      const inDoubt = await persist('count the effects in doubt', () =>
+        sql<{ n: number }>`
+          select count(*)::int as n from effects
+           where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(
+          this.stack.db,
+        ),
       );
       const fig = this.figures.get(kind)!;
       const before = this.inDoubtSeen.get(job) ?? 0;
