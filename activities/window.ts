@@ -242,14 +242,6 @@ export function windowActivities(deps: ActivityDeps) {
                 providerKey: `${w.key}:${e.name}`,
               })),
             );
-            // Counts, run record and watermark commit with the effect: one commit per window.
-            const watermark = await finishWindow(trx, w, {
-              counts,
-              startedAt,
-              finishedAt: deps.now(),
-              workflowId,
-              attempt,
-            });
             // Earlier attempts failed: if that opened an incident, it closes with this commit.
             const recovery =
               attempts > 1
@@ -275,6 +267,15 @@ export function windowActivities(deps: ActivityDeps) {
               alerted.push(...raised.deliveries);
             }
             await recordWindowNotices(trx, w.key, alerted);
+            // Counts, run record and watermark commit with the effect: one commit per window,
+            // carried by this last statement.
+            const watermark = await finishWindow(trx, w, {
+              counts,
+              startedAt,
+              finishedAt: deps.now(),
+              workflowId,
+              attempt,
+            });
             return {
               counts,
               watermark,

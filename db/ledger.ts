@@ -1,6 +1,7 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -103,8 +104,9 @@ export interface TransactionBound {
  * Claims the window's done marker inside the effect's transaction: one upsert that only
  * succeeds while the window is not done. A concurrent attempt blocks on the key until this
  * transaction ends, then finds it done: exactly one attempt wins, the others change nothing.
- * The transaction's bound is set by the same statement, before its row lock is waited for.
- * Returns the window's attempt count (more than 1: earlier attempts failed), or undefined.
+ * It is the transaction's first statement and carries its BEGIN and its bound (one round trip;
+ * the transaction runs on a held connection, db/connection.ts). Returns the window's attempt
+ * count (more than 1: earlier attempts failed), or undefined.
  */
 export async function claimWindow(
   trx: Transaction<Database>,
@@ -113,18 +115,19 @@ export async function claimWindow(
   bound?: TransactionBound,
 ): Promise<number | undefined> {
   const limits = bound
-    ? sql`from (select set_config('lock_timeout', ${String(Math.ceil(bound.lockTimeoutMs))}, true),
-                       set_config('idle_in_transaction_session_timeout', ${String(Math.ceil(bound.idleTimeoutMs))}, true)) bound`
-    : sql``;
-  const row = await sql<{ attempts: number }>`
+    ? `from (select set_config('lock_timeout', ${literal(Math.ceil(bound.lockTimeoutMs))}, true),
+                    set_config('idle_in_transaction_session_timeout', ${literal(Math.ceil(bound.idleTimeoutMs))}, true)) bound`
+    : '';
+  const row = await sql<{ attempts: number }>`${sql.raw(`begin;
     insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, workflow_id, started_at)
-    select ${w.job}, ${w.start}::timestamptz, ${w.generation}::integer, ${w.end}::timestamptz, ${w.key}, 'done', 1,
-           ${a.trigger}, ${a.workflowId}::text, ${a.at}::timestamptz ${limits}
+    select ${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+           ${literal(w.end)}::timestamptz, ${literal(w.key)}, 'done', 1, ${literal(a.trigger)},
+           ${literal(a.workflowId)}::text, ${literal(a.at)}::timestamptz ${limits}
     on conflict (job, window_start, generation) do update
        set status = 'done', attempts = job_windows.attempts + 1, trigger = excluded.trigger,
            workflow_id = excluded.workflow_id, started_at = excluded.started_at, reason = null
      where job_windows.status <> 'done'
-    returning attempts`.execute(trx);
+    returning attempts`)}`.execute(trx);
   return row.rows[0]?.attempts;
 }
 
@@ -142,12 +145,12 @@ export interface WindowFinish {
 }
 
 /**
- * Ends a claimed window inside its transaction, in one round trip (the server function
- * `tidemark_finish_window`, migration 20261130T1800): lock the job's watermark row (this
- * serialises the commits of one job's windows, so two windows finishing together cannot leave
- * the watermark short), store the counts, record the run and move the watermark over the
- * contiguous done windows starting at it. The watermark never moves back and never passes a
- * window that is not done. Returns the watermark.
+ * Ends a claimed window: lock the job's watermark row (this serialises the commits of one
+ * job's windows, so two windows finishing together cannot leave the watermark short), store the
+ * counts, record the run and move the watermark over the contiguous done windows starting at it,
+ * in the server function `tidemark_finish_window` (migration 20261130T1800). The watermark never
+ * moves back and never passes a window that is not done. It is the transaction's last statement
+ * and carries its COMMIT (one round trip for both). Returns the watermark.
  */
 export async function finishWindow(
   trx: Transaction<Database>,
@@ -156,12 +159,12 @@ export async function finishWindow(
 ): Promise<Date | undefined> {
   const { input, applied, quarantined } = f.counts;
   const details = JSON.stringify({ input, applied, quarantined, ...f.counts.details });
-  const result = await sql<{ watermark: Date | null }>`
-    select tidemark_finish_window(${w.job}, ${w.start}::timestamptz, ${w.generation}::integer,
-      ${input}::integer, ${applied}::integer, ${quarantined}::integer, ${f.startedAt}::timestamptz,
-      ${f.finishedAt}::timestamptz, ${f.workflowId}::text, ${f.attempt}::integer, ${details}::jsonb) as watermark`.execute(
-    trx,
-  );
+  const result = await sql<{ watermark: Date | null }>`${sql.raw(`
+    select tidemark_finish_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+      ${literal(input)}::integer, ${literal(applied)}::integer, ${literal(quarantined)}::integer,
+      ${literal(f.startedAt)}::timestamptz, ${literal(f.finishedAt)}::timestamptz, ${literal(f.workflowId)}::text,
+      ${literal(f.attempt)}::integer, ${literal(details)}::jsonb) as watermark;
+    commit`)}`.execute(trx);
   return result.rows[0]?.watermark ?? undefined;
 }
 

@@ -1,5 +1,5 @@
-// The ledger's cost per window and the handlers' bulk path: a processed window costs four round
-// trips besides its handler's; windows of one job committing at once still move the watermark
+// The ledger's cost per window and the handlers' bulk path: a processed window costs two round
+// trips besides its handler's (six before); windows of one job committing at once still move the watermark
 // over all of them; rows COPYed by a handler commit with the window's done marker, or not at all.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import type pg from 'pg';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
+import { withConnection } from '../../db/connection.js';
 import { poolOf } from '../../db/database.js';
 import { readWatermark, watermarkOf } from '../../db/ledger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
@@ -46,7 +47,7 @@ function windowOf(job: string, i: number): WindowInput {
 const activities = (jobs: JobSpec[]) =>
   createActivities({ db: t.db, catalog: defineCatalog(jobs), logger: memoryLogger(), now: () => new Date() });
 
-test("a processed window costs four round trips besides its handler's: begin, claim, finish, commit", async () => {
+test("a processed window costs two round trips besides its handler's: the claim carries BEGIN, the finish COMMIT", async () => {
   const job = 'trips';
   const acts = activities([
     {
@@ -83,7 +84,7 @@ test("a processed window costs four round trips besides its handler's: begin, cl
   }
   const handler = sent.filter((s) => s === 'select 1');
   assert.equal(handler.length, 1, sent.join(' | '));
-  assert.equal(sent.length - handler.length, 4, `the ledger sent: ${sent.join(' | ')}`);
+  assert.equal(sent.length - handler.length, 2, `the ledger sent: ${sent.join(' | ')}`);
 });
 
 test('twenty windows of one job committing at once, in any order: the watermark passes every one', async () => {
@@ -219,4 +220,44 @@ test('COPY into a temporary table, then one set-based merge: the staging pattern
     { sku: 'b', qty: 20 },
     { sku: 'c', qty: 30 },
   ]);
+});
+
+test('on a held connection a transaction is one whatever its first and last statements; a stray BEGIN is refused', async () => {
+  await sql`create table held (n integer)`.execute(t.db);
+  // No statement carries BEGIN or COMMIT: both are sent on their own, and a failure rolls back.
+  await assert.rejects(
+    withConnection(t.db, (conn) =>
+      conn.transaction().execute(async (trx) => {
+        await sql`insert into held values (1)`.execute(trx);
+        throw new Error('handler failed');
+      }),
+    ),
+    /handler failed/,
+  );
+  await withConnection(t.db, (conn) =>
+    conn.transaction().execute(async (trx) => {
+      await sql`insert into held values (2)`.execute(trx);
+    }),
+  );
+  // A statement that carries BEGIN where no transaction was begun would leave one open for good.
+  await assert.rejects(
+    withConnection(t.db, (conn) => sql`${sql.raw('begin; insert into held values (3)')}`.execute(conn)),
+    /carries BEGIN runs only first in a transaction/,
+  );
+  // The last statement carrying COMMIT: committed once, and a failure after it rolls nothing back.
+  await assert.rejects(
+    withConnection(t.db, (conn) =>
+      conn.transaction().execute(async (trx) => {
+        await sql`${sql.raw('begin; insert into held values (4)')}`.execute(trx);
+        await sql`${sql.raw('insert into held values (5); commit')}`.execute(trx);
+        throw new Error('after the commit');
+      }),
+    ),
+    /after the commit/,
+  );
+  const rows = await sql<{ n: number }>`select n from held order by n`.execute(t.db);
+  assert.deepEqual(
+    rows.rows.map((r) => r.n),
+    [2, 4, 5],
+  );
 });
