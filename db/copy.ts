@@ -1,8 +1,8 @@
 // The bulk path for handlers that land many records: COPY over the window transaction's own
 // connection (pg-copy-streams), in COPY's text format, so that rows reach the table at COPY's
 // speed and commit, or not, with the window's done marker.
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
+import { once } from 'node:events';
+import { finished } from 'node:stream/promises';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 
@@ -10,15 +10,20 @@ import { from as copyFrom } from 'pg-copy-streams';
 const CHUNK_CHARS = 64 * 1024;
 const ESCAPES: Readonly<Record<string, string>> = { '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
+const SPECIAL = /[\\\n\r\t]/;
+const SPECIALS = /[\\\n\r\t]/g;
+
 /** One value in COPY's text format: \N for null, a backslash before the bytes the format gives a meaning. */
 export function copyText(v: unknown): string {
   if (v === null || v === undefined) return '\\N';
+  // Numbers and instants have none of the special bytes.
+  if (typeof v === 'number' || typeof v === 'bigint') return String(v);
+  if (v instanceof Date) return v.toISOString();
   let s: string;
-  if (v instanceof Date) s = v.toISOString();
-  else if (v instanceof Uint8Array) s = `\\x${Buffer.from(v).toString('hex')}`;
+  if (v instanceof Uint8Array) s = `\\x${Buffer.from(v).toString('hex')}`;
   else if (typeof v === 'object') s = JSON.stringify(v);
   else s = String(v);
-  return s.replace(/[\\\n\r\t]/g, (c) => ESCAPES[c]!);
+  return SPECIAL.test(s) ? s.replace(SPECIALS, (c) => ESCAPES[c]!) : s;
 }
 
 /** `schema.table` or `table`, each part quoted. */
@@ -52,6 +57,19 @@ export async function copyRows(
   const stream = client.query(
     copyFrom(`COPY ${quoteName(table)} (${columns.map(pg.escapeIdentifier).join(', ')}) FROM STDIN`),
   );
-  await pipeline(Readable.from(lines(columns.length, rows)), stream);
+  // Written straight to the stream (a window's rows are often one piece); the server's answer
+  // (or error) ends it.
+  const ended = finished(stream);
+  try {
+    for (const chunk of lines(columns.length, rows)) {
+      if (!stream.write(chunk)) await once(stream, 'drain');
+    }
+  } catch (err) {
+    stream.destroy(err as Error); // CopyFail: the server rolls the COPY back
+    await ended.catch(() => undefined);
+    throw err;
+  }
+  stream.end();
+  await ended;
   return stream.rowCount;
 }
