@@ -297,14 +297,14 @@ export async function ledgerFigures(): Promise<Figure[]> {
       for (const s of sent) {
         const kind = s.text.startsWith('insert into probe')
           ? 'handler'
-          : s.text.startsWith('begin')
-            ? 'begin'
-            : s.text.startsWith('commit')
-              ? 'commit'
-              : s.text.includes('tidemark_finish_window')
-                ? 'finish'
-                : s.text.startsWith('insert into job_windows')
-                  ? 'claim'
+          : s.text.includes('insert into job_windows')
+            ? 'claim'
+            : s.text.includes('tidemark_finish_window')
+              ? 'finish'
+              : s.text.startsWith('begin')
+                ? 'begin'
+                : s.text.startsWith('commit')
+                  ? 'commit'
                   : 'other';
         parts.set(kind, [...(parts.get(kind) ?? []), s.ms]);
       }

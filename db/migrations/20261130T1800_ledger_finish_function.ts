@@ -10,7 +10,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   // 0), hopping from each to the next by its key (an index lookup each); null when it did not move.
   await sql`
     create function tidemark_advance_watermark(p_job text, p_from timestamptz)
-    returns timestamptz language sql volatile as $fn$
+    returns timestamptz language plpgsql volatile as $fn$
+    declare
+      moved timestamptz;
+    begin
+      -- PL/pgSQL, not SQL: its plan is kept for the session instead of made again on each call.
       with recursive chain(window_end) as (
         select p_from
         union all
@@ -21,7 +25,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       update job_watermarks set watermark = c.new_watermark, updated_at = now()
         from (select max(window_end) as new_watermark from chain) c
        where job = p_job and c.new_watermark > job_watermarks.watermark
-      returning job_watermarks.watermark
+      returning job_watermarks.watermark into moved;
+      return moved;
+    end
     $fn$`.execute(db);
   await sql`
     create function tidemark_finish_window(
