@@ -2,15 +2,23 @@
 // committed in one transaction. Two attempts racing produce one effect; the loser reports
 // `already-done` and changes nothing.
 import { Context } from '@temporalio/activity';
-import { sql, type Transaction } from 'kysely';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
+import { withConnection } from '../db/connection.js';
+import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
-import { claimWindow, failAttempt, finishWindow, isDone, recordRun, type WindowRef } from '../db/ledger.js';
+import {
+  claimWindow,
+  failAttempt,
+  finishWindow,
+  isDone,
+  recordRun,
+  type TransactionBound,
+  type WindowRef,
+} from '../db/ledger.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
 import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../workflows/types.js';
-import type { Database } from '../db/schema.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
@@ -50,20 +58,18 @@ function redactError(err: unknown, redact: (t: string) => string): string {
 }
 
 /**
- * Bounds the window transaction by its attempt's timeout, on the server. A lock wait ends with
- * the attempt: an attempt behind another host's transaction on the window's row (that host cut
- * off between statements) would otherwise wait past its attempt, Temporal's retries piling up
- * behind it, each holding a pooled connection until the pool is empty. A transaction left idle
- * for two attempts and 5 s is ended by the server: a host that went silent (a partition sends
- * no FIN, and TCP keepalive waits ~2 h by default) frees the row for the retry; a slow attempt
- * that outlives its own timeout by less may still commit (a retry then finds the window done).
+ * Bounds the window transaction by its attempt's timeout, on the server (set with the claim). A
+ * lock wait ends with the attempt: an attempt behind another host's transaction on the window's
+ * row (that host cut off between statements) would otherwise wait past its attempt, Temporal's
+ * retries piling up behind it, each holding a pooled connection until the pool is empty. A
+ * transaction left idle for two attempts and 5 s is ended by the server: a host that went silent
+ * (a partition sends no FIN, and TCP keepalive waits ~2 h by default) frees the row for the retry;
+ * a slow attempt that outlives its own timeout by less may still commit (a retry then finds the
+ * window done).
  */
-async function boundByAttempt(trx: Transaction<Database>, attemptMs: number): Promise<void> {
-  if (!(attemptMs > 0)) return;
-  const lockMs = String(Math.ceil(attemptMs));
-  const idleMs = String(Math.ceil(2 * attemptMs + IDLE_MARGIN_MS));
-  await sql`select set_config('lock_timeout', ${lockMs}, true),
-                   set_config('idle_in_transaction_session_timeout', ${idleMs}, true)`.execute(trx);
+function boundByAttempt(attemptMs: number): TransactionBound | undefined {
+  if (!(attemptMs > 0)) return undefined;
+  return { lockTimeoutMs: attemptMs, idleTimeoutMs: 2 * attemptMs + IDLE_MARGIN_MS };
 }
 
 const IDLE_MARGIN_MS = 5_000;
@@ -194,82 +200,91 @@ export function windowActivities(deps: ActivityDeps) {
           });
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
-        const committed = await db.transaction().execute(async (trx) => {
-          await boundByAttempt(trx, input.policy.startToCloseTimeoutMs);
-          const attempts = await claimWindow(trx, w, attemptMeta);
-          if (attempts === undefined) return null;
-          const counts = await job.handler({
-            trx,
-            job,
-            window: { start: w.start, end: w.end },
-            key: w.key,
-            generation: w.generation,
-            attempt,
-            log: (line) => logger.info(line),
-          });
-          await reached(deps, w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler, w.key);
-          if (counts.applied + counts.quarantined !== counts.input) {
-            throw badInput(
-              FAILURE.countMismatch,
-              `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
-            );
-          }
-          // External effects are recorded with the window (an outbox) and performed after the commit.
-          checkWindowEffects(job.name, w.key, counts.effects ?? []);
-          await recordEffects(
-            trx,
-            (counts.effects ?? []).map((e) => ({
-              key: `${w.key}:${e.name}`,
-              job: w.job,
-              windowKey: w.key,
-              name: e.name,
-              channel: e.channel,
-              policy: e.policy ?? 'ask',
-              request: e.request,
-              providerKey: `${w.key}:${e.name}`,
-            })),
-          );
-          // Counts, run record and watermark commit with the effect: one commit per window.
-          const watermark = await finishWindow(trx, w, {
-            counts,
-            startedAt,
-            finishedAt: deps.now(),
-            workflowId,
-            attempt,
-          });
-          // Earlier attempts failed: if that opened an incident, it closes with this commit.
-          const recovery =
-            attempts > 1
-              ? await alerts.resolve(trx, {
-                  job: w.job,
-                  subject: w.key,
-                  note: `window processed on attempt ${attempts}`,
-                })
-              : null;
-          // Findings alert although the window committed. Their incidents and the recovery notice
-          // are recorded with the commit, so a retry that finds the window done still sends them.
-          const alerted = [...(recovery?.deliveries ?? [])];
-          for (const f of counts.findings ?? []) {
-            const raised = await alerts.raise(trx, {
-              job: w.job,
-              subject: `${w.key}:${f.subject}`,
-              kind: 'finding',
-              error: f.message,
-              attempts,
-              ...(workflowId ? { workflowId } : {}),
-              ...(runId ? { runId } : {}),
+        // On a connection of its own, so that the handler may COPY inside the transaction.
+        const committed = await withConnection(db, (conn, client) =>
+          conn.transaction().execute(async (trx) => {
+            const bound = boundByAttempt(input.policy.startToCloseTimeoutMs);
+            const attempts = await claimWindow(trx, w, attemptMeta, bound);
+            if (attempts === undefined) return null;
+            const counts = await job.handler({
+              trx,
+              job,
+              window: { start: w.start, end: w.end },
+              key: w.key,
+              generation: w.generation,
+              attempt,
+              log: (line) => logger.info(line),
+              copyRows: (table, columns, rows) => copyRows(client, table, columns, rows),
             });
-            alerted.push(...raised.deliveries);
-          }
-          await recordWindowNotices(trx, w.key, alerted);
-          return {
-            counts,
-            watermark,
-            alerted,
-            effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
-            findings: counts.findings ?? [],
-          };
-        });
+            await reached(
+              deps,
+              w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler,
+              w.key,
+            );
+            if (counts.applied + counts.quarantined !== counts.input) {
+              throw badInput(
+                FAILURE.countMismatch,
+                `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+              );
+            }
+            // External effects are recorded with the window (an outbox) and performed after the commit.
+            checkWindowEffects(job.name, w.key, counts.effects ?? []);
+            await recordEffects(
+              trx,
+              (counts.effects ?? []).map((e) => ({
+                key: `${w.key}:${e.name}`,
+                job: w.job,
+                windowKey: w.key,
+                name: e.name,
+                channel: e.channel,
+                policy: e.policy ?? 'ask',
+                request: e.request,
+                providerKey: `${w.key}:${e.name}`,
+              })),
+            );
+            // Earlier attempts failed: if that opened an incident, it closes with this commit.
+            const recovery =
+              attempts > 1
+                ? await alerts.resolve(trx, {
+                    job: w.job,
+                    subject: w.key,
+                    note: `window processed on attempt ${attempts}`,
+                  })
+                : null;
+            // Findings alert although the window committed. Their incidents and the recovery notice
+            // are recorded with the commit, so a retry that finds the window done still sends them.
+            const alerted = [...(recovery?.deliveries ?? [])];
+            for (const f of counts.findings ?? []) {
+              const raised = await alerts.raise(trx, {
+                job: w.job,
+                subject: `${w.key}:${f.subject}`,
+                kind: 'finding',
+                error: f.message,
+                attempts,
+                ...(workflowId ? { workflowId } : {}),
+                ...(runId ? { runId } : {}),
+              });
+              alerted.push(...raised.deliveries);
+            }
+            await recordWindowNotices(trx, w.key, alerted);
+            // Counts, run record and watermark commit with the effect: one commit per window,
+            // carried by this last statement.
+            const watermark = await finishWindow(trx, w, {
+              counts,
+              startedAt,
+              finishedAt: deps.now(),
+              workflowId,
+              attempt,
+            });
+            return {
+              counts,
+              watermark,
+              alerted,
+              effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
+              findings: counts.findings ?? [],
+            };
+          }),
+        );
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
         const { counts, watermark, alerted, effects, findings } = committed;

@@ -45,6 +45,15 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** The pool behind each instance createDb made, for work that needs a connection of its own (COPY). */
+const pools = new WeakMap<Kysely<Database>, pg.Pool>();
+
+export function poolOf(db: Kysely<Database>): pg.Pool {
+  const pool = pools.get(db);
+  if (!pool) throw new Error('this database handle was not made by createDb (db/database.ts)');
+  return pool;
+}
+
 export function createDb(url: string, opts: { max?: number } = {}): Kysely<Database> {
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: customTypes });
   // An idle client that loses its connection must not crash the process.
@@ -53,7 +62,9 @@ export function createDb(url: string, opts: { max?: number } = {}): Kysely<Datab
   // backend): the pool removes its own listener while a client is checked out, and an 'error'
   // event with none kills the process. The transaction still fails on its next statement.
   pool.on('connect', (client) => client.on('error', () => undefined));
-  return new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  pools.set(db, pool);
+  return db;
 }
 
 function unreachable(url: string, err: unknown): DatabaseError {

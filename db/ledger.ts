@@ -1,6 +1,7 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
-import { sql, type Kysely, type RawBuilder, type Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -11,26 +12,6 @@ export interface WindowRef {
   readonly end: Date;
   readonly generation: number;
   readonly key: string;
-}
-
-/**
- * The tail of a `with recursive` statement that moves the job's watermark forward from `from`
- * over its contiguous done windows, hopping from each to the next by its key (an index lookup
- * each), and returns the new watermark (no row when it did not move).
- */
-function advanceOverDone(job: string, from: RawBuilder<unknown>): RawBuilder<{ watermark: Date }> {
-  return sql`chain(window_end) as (
-      select ${from}::timestamptz
-      union all
-      select next.window_end from chain cross join lateral (
-        select jw.window_end from job_windows jw
-         where jw.job = ${job} and jw.window_start = chain.window_end and jw.generation = 0 and jw.status = 'done'
-      ) next
-    )
-    update job_watermarks set watermark = c.new_watermark, updated_at = now()
-      from (select max(window_end) as new_watermark from chain) c
-     where job = ${job} and c.new_watermark > job_watermarks.watermark
-    returning job_watermarks.watermark`;
 }
 
 /**
@@ -47,7 +28,7 @@ export async function watermarkOf(db: Db, job: string, initial: Date): Promise<D
     .onConflict((oc) => oc.column('job').doNothing())
     .execute();
   // Only forward, over done windows only (done is final): a stale read moves it less, never wrong.
-  await sql`with recursive ${advanceOverDone(job, sql`(select watermark from job_watermarks where job = ${job})`)}`.execute(
+  await sql`select tidemark_advance_watermark(${job}, (select watermark from job_watermarks where job = ${job}))`.execute(
     db,
   );
   const row = await db
@@ -110,46 +91,44 @@ export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'gener
 }
 
 /**
+ * Limits on the window's transaction, set with its claim (`set_config(..., true)`: they end with
+ * the transaction): how long a statement may wait for a lock, and how long the transaction may
+ * sit idle before the server ends it.
+ */
+export interface TransactionBound {
+  readonly lockTimeoutMs: number;
+  readonly idleTimeoutMs: number;
+}
+
+/**
  * Claims the window's done marker inside the effect's transaction: one upsert that only
  * succeeds while the window is not done. A concurrent attempt blocks on the key until this
  * transaction ends, then finds it done: exactly one attempt wins, the others change nothing.
- * Returns the window's attempt count (more than 1: earlier attempts failed), or undefined.
+ * It is the transaction's first statement and carries its BEGIN and its bound (one round trip;
+ * the transaction runs on a held connection, db/connection.ts). Returns the window's attempt
+ * count (more than 1: earlier attempts failed), or undefined.
  */
 export async function claimWindow(
   trx: Transaction<Database>,
   w: WindowRef,
   a: { trigger: string; workflowId: string | null; at: Date },
+  bound?: TransactionBound,
 ): Promise<number | undefined> {
-  const row = await trx
-    .insertInto('job_windows')
-    .values({
-      job: w.job,
-      window_start: w.start,
-      generation: w.generation,
-      window_end: w.end,
-      window_key: w.key,
-      status: 'done',
-      attempts: 1,
-      trigger: a.trigger,
-      workflow_id: a.workflowId,
-      started_at: a.at,
-    })
-    .onConflict((oc) =>
-      oc
-        .columns(['job', 'window_start', 'generation'])
-        .doUpdateSet({
-          status: 'done',
-          attempts: sql`job_windows.attempts + 1`,
-          trigger: a.trigger,
-          workflow_id: a.workflowId,
-          started_at: a.at,
-          reason: null,
-        })
-        .where('job_windows.status', '<>', 'done'),
-    )
-    .returning('attempts')
-    .executeTakeFirst();
-  return row?.attempts;
+  const limits = bound
+    ? `from (select set_config('lock_timeout', ${literal(Math.ceil(bound.lockTimeoutMs))}, true),
+                    set_config('idle_in_transaction_session_timeout', ${literal(Math.ceil(bound.idleTimeoutMs))}, true)) bound`
+    : '';
+  const row = await sql<{ attempts: number }>`${sql.raw(`begin;
+    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, workflow_id, started_at)
+    select ${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+           ${literal(w.end)}::timestamptz, ${literal(w.key)}, 'done', 1, ${literal(a.trigger)},
+           ${literal(a.workflowId)}::text, ${literal(a.at)}::timestamptz ${limits}
+    on conflict (job, window_start, generation) do update
+       set status = 'done', attempts = job_windows.attempts + 1, trigger = excluded.trigger,
+           workflow_id = excluded.workflow_id, started_at = excluded.started_at, reason = null
+     where job_windows.status <> 'done'
+    returning attempts`)}`.execute(trx);
+  return row.rows[0]?.attempts;
 }
 
 export interface WindowFinish {
@@ -166,37 +145,27 @@ export interface WindowFinish {
 }
 
 /**
- * Ends a claimed window inside its transaction, in two statements: lock the job's watermark
- * row (this serialises the commits of one job's windows, so two windows finishing together
- * cannot leave the watermark short), then one statement that stores the counts, records the
- * run and moves the watermark over the contiguous done windows starting at it. The watermark
- * never moves back and never passes a window that is not done. Returns the watermark.
+ * Ends a claimed window: lock the job's watermark row (this serialises the commits of one
+ * job's windows, so two windows finishing together cannot leave the watermark short), store the
+ * counts, record the run and move the watermark over the contiguous done windows starting at it,
+ * in the server function `tidemark_finish_window` (migration 20261130T1800). The watermark never
+ * moves back and never passes a window that is not done. It is the transaction's last statement
+ * and carries its COMMIT (one round trip for both). Returns the watermark.
  */
 export async function finishWindow(
   trx: Transaction<Database>,
   w: WindowRef,
   f: WindowFinish,
 ): Promise<Date | undefined> {
-  const locked = await trx
-    .selectFrom('job_watermarks')
-    .select('watermark')
-    .where('job', '=', w.job)
-    .forUpdate()
-    .executeTakeFirst();
-  const durationMs = f.finishedAt.getTime() - f.startedAt.getTime();
   const { input, applied, quarantined } = f.counts;
-  const result = await sql<{ watermark: Date }>`
-    with recursive counts as (
-      update job_windows
-         set records_in = ${input}, records_applied = ${applied}, records_quarantined = ${quarantined},
-             finished_at = ${f.finishedAt}, duration_ms = ${durationMs}
-       where job = ${w.job} and window_start = ${w.start} and generation = ${w.generation}
-    ), run as (
-      insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
-      values ('window', ${w.job}, ${w.start}, ${w.generation}, ${f.workflowId}, ${f.attempt}, ${f.startedAt}, ${f.finishedAt}, ${durationMs},
-              'processed', ${JSON.stringify({ input, applied, quarantined, ...f.counts.details })}::jsonb)
-    ), ${advanceOverDone(w.job, sql`${locked?.watermark ?? null}`)}`.execute(trx);
-  return result.rows[0]?.watermark ?? locked?.watermark;
+  const details = JSON.stringify({ input, applied, quarantined, ...f.counts.details });
+  const result = await sql<{ watermark: Date | null }>`${sql.raw(`
+    select tidemark_finish_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+      ${literal(input)}::integer, ${literal(applied)}::integer, ${literal(quarantined)}::integer,
+      ${literal(f.startedAt)}::timestamptz, ${literal(f.finishedAt)}::timestamptz, ${literal(f.workflowId)}::text,
+      ${literal(f.attempt)}::integer, ${literal(details)}::jsonb) as watermark;
+    commit`)}`.execute(trx);
+  return result.rows[0]?.watermark ?? undefined;
 }
 
 /** Records a failed attempt (after its transaction rolled back), unless another attempt finished the window. */

@@ -21,6 +21,17 @@ export interface WindowContext {
   readonly attempt: number;
   /** A log line through the worker's logger (secrets redacted). */
   readonly log: (line: string) => void;
+  /**
+   * The bulk path: COPY `rows` (arrays of values in `columns` order) into `table` inside this
+   * transaction, at COPY's speed; returns how many. Into the target table when the window owns
+   * its rows, or into a temporary table (created with `trx`, `on commit drop`) followed by one
+   * set-based statement that merges them. Null becomes NULL, a Date its ISO instant, an object JSON.
+   */
+  readonly copyRows: (
+    table: string,
+    columns: readonly string[],
+    rows: Iterable<readonly unknown[]>,
+  ) => Promise<number>;
 }
 
 /**

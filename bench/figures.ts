@@ -1,0 +1,42 @@
+// What every benchmark section returns: a figure with its unit, and where it has one, the
+// baseline measured in the same run and the ratio to it.
+export interface Figure {
+  name: string;
+  value: number;
+  unit: string;
+  baseline: string | null;
+  ratio: number | null;
+}
+
+export const figure = (
+  name: string,
+  value: number,
+  unit: string,
+  vs?: { name: string; value: number },
+): Figure => ({
+  name,
+  value: Number(value.toPrecision(6)),
+  unit,
+  baseline: vs?.name ?? null,
+  ratio: vs ? value / vs.value : null,
+});
+
+/** Seconds `fn` takes. */
+export async function seconds(fn: () => Promise<unknown>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return (performance.now() - t) / 1000;
+}
+
+export const log = (line: string): void => console.log(`[bench] ${line}`);
+
+/** BENCH_QUICK=1: every section at a size that takes seconds, to check the benchmark runs. */
+export const QUICK = process.env.BENCH_QUICK === '1';
+
+export function sizeFrom(name: string, full: number, quick: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return QUICK ? quick : full;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${name}="${raw}" must be a whole number`);
+  return n;
+}
