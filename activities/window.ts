@@ -201,6 +201,7 @@ export function windowActivities(deps: ActivityDeps) {
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
         // On a connection of its own, so that the handler may COPY inside the transaction.
+        let windowOpen = true;
         const committed = await withConnection(db, (conn, client) =>
           conn.transaction().execute(async (trx) => {
             const bound = boundByAttempt(input.policy.startToCloseTimeoutMs);
@@ -214,7 +215,17 @@ export function windowActivities(deps: ActivityDeps) {
               generation: w.generation,
               attempt,
               log: (line) => logger.info(line),
-              copyRows: (table, columns, rows) => copyRows(client, table, columns, rows),
+              // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
+              // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
+              // on its own, or inside whichever transaction the pooled client serves next.
+              copyRows: async (table, columns, rows) => {
+                if (!windowOpen || client.getTransactionStatus() === 'I') {
+                  throw new Error(
+                    `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
+                  );
+                }
+                return await copyRows(client, table, columns, rows);
+              },
             });
             await reached(
               deps,
@@ -284,7 +295,7 @@ export function windowActivities(deps: ActivityDeps) {
               findings: counts.findings ?? [],
             };
           }),
-        );
+        ).finally(() => (windowOpen = false));
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
         const { counts, watermark, alerted, effects, findings } = committed;
