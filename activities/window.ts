@@ -69,10 +69,14 @@ function redactError(err: unknown, redact: (t: string) => string): string {
  */
 function boundByAttempt(attemptMs: number): TransactionBound | undefined {
   if (!(attemptMs > 0)) return undefined;
-  return { lockTimeoutMs: attemptMs, idleTimeoutMs: 2 * attemptMs + IDLE_MARGIN_MS };
+  // The server refuses a longer timeout (an int of ms, ~24.8 days): capped, or no window of a job
+  // whose attempts may run ~12.4 days or more could be claimed.
+  const cap = (ms: number) => Math.min(ms, PG_MAX_TIMEOUT_MS);
+  return { lockTimeoutMs: cap(attemptMs), idleTimeoutMs: cap(2 * attemptMs + IDLE_MARGIN_MS) };
 }
 
 const IDLE_MARGIN_MS = 5_000;
+const PG_MAX_TIMEOUT_MS = 2_147_483_647;
 
 /** The incident subject of a window's settle step (apart from the window's own failures). */
 export const settleSubject = (windowKey: string): string => `${windowKey}:settle`;

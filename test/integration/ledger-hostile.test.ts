@@ -469,3 +469,22 @@ test('an idle pooled connection killed before the claim: the window fails at wor
   if (r instanceof Error) assert.equal((await acts.processWindow(windowOf(job, 1))).outcome, 'processed');
   assert.equal((await acts.processWindow(windowOf(job, 2))).outcome, 'processed');
 });
+
+test('a long attempt timeout (13 days): the transaction bounds stay within what PostgreSQL accepts', async () => {
+  const job = 'long-attempt';
+  const acts = activities([
+    jobOf(job, async (ctx) => {
+      const r = await sql<{ l: string; i: string }>`select current_setting('lock_timeout') l,
+        current_setting('idle_in_transaction_session_timeout') i`.execute(ctx.trx);
+      assert.equal(r.rows[0]!.l, '13d');
+      assert.equal(r.rows[0]!.i, '2147483647ms');
+      return { input: 0, applied: 0, quarantined: 0 };
+    }),
+  ]);
+  const input = windowOf(job, 0);
+  const r = await acts.processWindow({
+    ...input,
+    policy: { ...policy, startToCloseTimeoutMs: 13 * 24 * HOUR },
+  });
+  assert.equal(r.outcome, 'processed');
+});
