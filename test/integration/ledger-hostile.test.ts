@@ -7,6 +7,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { withConnection } from '../../db/connection.js';
+import { createDb } from '../../db/database.js';
 import { claimWindow, finishWindow, readWatermark, watermarkOf } from '../../db/ledger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { isoUtc } from '../../schedules/windows.js';
@@ -487,4 +488,28 @@ test('a long attempt timeout (13 days): the transaction bounds stay within what 
     policy: { ...policy, startToCloseTimeoutMs: 13 * 24 * HOUR },
   });
   assert.equal(r.outcome, 'processed');
+});
+
+test('incidents raised at once, as many as the pool has connections: none waits on the pool for ever', async () => {
+  // Each raise holds a connection for its transaction (issue 9): a second one taken inside it
+  // would leave them all waiting on each other once they hold every connection of the pool.
+  const small = createDb(t.url, { max: 2 });
+  const acts = createActivities({
+    db: small,
+    catalog: defineCatalog([jobOf('raised', async () => ({ input: 0, applied: 0, quarantined: 0 }))]),
+    logger: memoryLogger(),
+    now: () => new Date(),
+  });
+  const raised = Promise.all(
+    Array.from({ length: 4 }, (_, i) =>
+      acts.raiseIncident({ job: 'raised', subject: `raised/${i}`, kind: 'window-failed', error: 'x' }),
+    ),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<'stuck'>((r) => (timer = setTimeout(() => r('stuck'), 10_000)));
+  const r = await Promise.race([raised, stuck]);
+  clearTimeout(timer);
+  assert.notEqual(r, 'stuck', 'the raises hold every connection and wait for one more');
+  assert.equal(await count('incidents', sql`job = 'raised' and closed_at is null`), 4);
+  await small.destroy();
 });
