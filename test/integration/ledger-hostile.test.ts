@@ -513,3 +513,56 @@ test('incidents raised at once, as many as the pool has connections: none waits 
   assert.equal(await count('incidents', sql`job = 'raised' and closed_at is null`), 4);
   await small.destroy();
 });
+
+test('a value the server refuses early in a long COPY fails the window promptly; the pool works after', async () => {
+  await sql`create table copy_typed (k text, n integer)`.execute(t.db);
+  const job = 'copy-refused';
+  const acts = activities([
+    jobOf(job, async (ctx) => {
+      function* rows() {
+        for (let i = 0; i < 300_000; i++) yield [`r${i}-${'p'.repeat(200)}`, i === 5 ? 'not a number' : i];
+      }
+      const n = await ctx.copyRows('copy_typed', ['k', 'n'], rows());
+      return { input: n, applied: n, quarantined: 0 };
+    }),
+  ]);
+  const started = Date.now();
+  let timer: NodeJS.Timeout | undefined;
+  const stuck = new Promise<'stuck'>((r) => (timer = setTimeout(() => r('stuck'), 30_000)));
+  const r = await Promise.race([acts.processWindow(windowOf(job, 0)).catch((e: Error) => e), stuck]);
+  clearTimeout(timer);
+  assert.ok(r instanceof Error, `expected a failure, got ${String(r)} after ${Date.now() - started} ms`);
+  assert.match(r.message, /invalid input syntax for type integer/);
+  assert.equal(await count('copy_typed'), 0);
+  assert.equal(await idleInTransaction(), 0);
+});
+
+test('thirty windows, some failing, committing while ticks advance the watermark: it ends at the done prefix', async () => {
+  const job = 'churn';
+  const failing = new Set([7, 13, 14, 22]);
+  const acts = activities([
+    jobOf(job, async (ctx) => {
+      const i = (ctx.window.start.getTime() - T0) / HOUR;
+      await sql`select pg_sleep(${Math.random() * 0.03})`.execute(ctx.trx);
+      if (failing.has(i)) throw new Error(`window ${i} fails`);
+      return { input: 0, applied: 0, quarantined: 0 };
+    }),
+  ]);
+  let ticking = true;
+  const ticks = (async () => {
+    while (ticking) await watermarkOf(t.db, job, new Date(T0));
+  })();
+  await Promise.allSettled(Array.from({ length: 30 }, (_, i) => acts.processWindow(windowOf(job, i))));
+  ticking = false;
+  await ticks;
+  assert.equal((await readWatermark(t.db, job))?.getTime(), T0 + 7 * HOUR);
+  failing.clear();
+  ticking = true;
+  const ticks2 = (async () => {
+    while (ticking) await watermarkOf(t.db, job, new Date(T0));
+  })();
+  await Promise.all([22, 14, 7, 13].map((i) => acts.processWindow(windowOf(job, i))));
+  ticking = false;
+  await ticks2;
+  assert.equal((await readWatermark(t.db, job))?.getTime(), T0 + 30 * HOUR);
+});
