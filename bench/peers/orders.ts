@@ -29,6 +29,8 @@ export function windowsOf(layout: OrderLayout): Window[] {
 /** Loads the layout's orders (amounts vary by window and order; none bad). */
 export async function loadPeerOrders(db: Kysely<Database>, layout: OrderLayout): Promise<void> {
   const { first, windows, perWindow, strideHours } = layout;
+  // With no orders every check would pass vacuously.
+  if (windows < 1 || perWindow < 1) throw new Error('a run needs at least one window with one order');
   await sql`insert into orders (order_key, placed_at, amount)
     select 'p' || w || '-' || k,
            to_timestamp(${first.getTime() / 1000} + w * ${strideHours * 3600} + k * (3600.0 / ${perWindow})),
