@@ -23,7 +23,7 @@ import {
 import { killSpread, type Harness } from './peers/kill.js';
 import {
   applicationsPerWindow,
-  applicationsSoFar,
+  windowsSoFar,
   checkTotals,
   loadPeerOrders,
   windowsOf,
@@ -155,7 +155,7 @@ export interface KillResult {
   system: KillSystem;
   windows: number;
   kills: number;
-  /** Window applications seen when each kill was sent (kills stop once the system has finished). */
+  /** Windows applied when each kill was sent (kills stop once the system has finished). */
   progress_at_kills: number[];
   once: number;
   double_applied: number;
@@ -191,7 +191,7 @@ export async function killTest(system: KillSystem, opts: KillOptions = {}): Prom
       kills: opts.kills ?? 5,
       stallMs: opts.stallMs ?? 15_000,
       boundMs: opts.boundMs ?? 60_000,
-      progress: () => applicationsSoFar(t.db, harness!.job, layout.perWindow),
+      progress: () => windowsSoFar(t.db, harness!.job),
     });
     const times = await applicationsPerWindow(t.db, harness.job, layout);
     return {

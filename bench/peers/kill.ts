@@ -1,5 +1,5 @@
 // The kill test's loop, the same for every system: a worker in a child process works through the
-// windows; each time the applications pass the next of `kills` evenly spread marks, the worker
+// windows; each time the windows applied pass the next of `kills` evenly spread marks, the worker
 // is SIGKILLed (right after a commit was seen: jobs between their commit and their completion
 // mark are then likely) and a new one started. Then the system gets `boundMs` to finish.
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -30,7 +30,7 @@ export async function killSpread(
   o: { windows: number; kills: number; stallMs: number; boundMs: number; progress: () => Promise<number> },
 ): Promise<KillRun> {
   // Progress when the current worker was started: each kill waits for its mark and for that
-  // worker to have applied something itself; a system that stalls (its work held by a dead
+  // worker to have applied a window itself; a system that stalls (its work held by a dead
   // worker) is killed anyway after stallMs, and one that has finished is not killed again.
   let since = await o.progress();
   let worker = await h.spawn();

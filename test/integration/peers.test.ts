@@ -52,7 +52,7 @@ test('throughput: graphile-worker and pg-boss each run 48 hourly windows, totals
 // One system at a time: the kills are timed by each run's progress, which a busy test process
 // (bundling tidemark's workflows) would observe late.
 describe('kill test: SIGKILLs spread over 40 windows, restart, count', () => {
-  const opts = { windows: 40, kills: 2, holdMs: 100, boundMs: 25_000 };
+  const opts = { windows: 40, kills: 2, holdMs: 200, boundMs: 25_000 };
   test('tidemark: no window applied twice, none lost', async (t) => {
     const r = await killTest('tidemark', opts);
     t.diagnostic(JSON.stringify(r));
