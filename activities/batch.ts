@@ -35,6 +35,7 @@ const hasFollowUp = (r: WindowResult): boolean =>
   (r.effects?.length ?? 0) > 0 || (r.alerts?.length ?? 0) > 0 || (r.recovery?.length ?? 0) > 0;
 
 const TIMED_OUT = Symbol('timed out');
+const MAX_ERROR = 1_000;
 
 /** Resolves to TIMED_OUT after `ms`; the window's own promise is left to end by itself (observed). */
 async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
@@ -97,11 +98,9 @@ export function batchActivities(deps: ActivityDeps) {
             outcome = { key: w.key, outcome: r.outcome, ...(hasFollowUp(r) ? { followUp: true } : {}) };
           } catch (err) {
             // Recorded as a failed attempt by the window activity; its own workflow retries and alerts it.
-            outcome = {
-              key: w.key,
-              outcome: 'failed',
-              error: err instanceof Error ? err.message : String(err),
-            };
+            // (Redacted there; cut short here, as the outcomes travel in every heartbeat.)
+            const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
+            outcome = { key: w.key, outcome: 'failed', error };
           }
           outcomes.push(outcome);
           beat();

@@ -2,12 +2,13 @@
 // transaction with its own done marker and run record; resumed after a SIGKILL; a per-window run
 // racing a batch on one window; a window failing inside a batch alerted and retried as today.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { readWatermark } from '../../db/ledger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { BackfillProgress, BackfillResult, TickResult, WindowRunResult } from '../../workflows/types.js';
 import {
@@ -19,10 +20,21 @@ import {
   summaryOf,
   type Order,
 } from '../helpers/jobs.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { depsWithChannels } from '../helpers/effects.js';
 import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
+let smtp: TestSmtp;
+let chat: TestChat;
+before(async () => {
+  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
+});
+after(async () => {
+  await Promise.all([smtp?.close(), chat?.close()]);
+});
 const HOUR = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
@@ -355,4 +367,53 @@ test('batched backfill: a window that fails inside a batch is retried as its own
       });
     },
   );
+});
+
+test('batched backfill: windows with external effects are committed in the batch and their effects sent once by their own runs', async () => {
+  const job = 'bf-mail';
+  const t0 = Date.parse('2026-08-20T00:00:00Z');
+  const n = 4;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: iso(t0),
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        const mail = {
+          to: ['ops@example.test'],
+          subject: `report ${ctx.key}`,
+          text: `orders: ${counts.applied}`,
+        };
+        return { ...counts, effects: [{ name: 'report', channel: 'email' as const, request: mail }] };
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 40, 0));
+    const workflowId = `${job}/backfill`;
+    const result = (await stack.env.client.workflow.execute('backfill', {
+      taskQueue,
+      workflowId,
+      args: [{ job, from: iso(t0), to, concurrency: 2, batch: n }],
+    })) as BackfillResult;
+    assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+    const runs = await runsByWindow(job);
+    assert.deepEqual(processedOnce(runs, starts), []);
+    for (const s of starts) {
+      assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
+      // The window's own run found it done and sent its e-mail.
+      const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
+      assert.equal(run.outcome, 'already-done');
+      assert.deepEqual(
+        run.effectOutcomes.map((e) => e.outcome),
+        ['done'],
+      );
+      assert.equal(smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
+    }
+    await assertTotals(job, orders, iso(t0), to);
+  });
 });
