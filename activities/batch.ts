@@ -35,7 +35,7 @@ const hasFollowUp = (r: WindowResult): boolean =>
   (r.effects?.length ?? 0) > 0 || (r.alerts?.length ?? 0) > 0 || (r.recovery?.length ?? 0) > 0;
 
 const TIMED_OUT = Symbol('timed out');
-const MAX_ERROR = 1_000;
+const MAX_ERROR = 300;
 
 /** Resolves to TIMED_OUT after `ms`; the window's own promise is left to end by itself (observed). */
 async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
