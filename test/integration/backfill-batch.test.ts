@@ -417,3 +417,49 @@ test('batched backfill: windows with external effects are committed in the batch
     await assertTotals(job, orders, iso(t0), to);
   });
 });
+
+test('batched backfill of a job that settles its windows: each window runs as its own workflow, and the details say why', async () => {
+  const job = 'bf-settle';
+  const t0 = Date.parse('2026-08-25T00:00:00Z');
+  const n = 3;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const settled: string[] = [];
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: iso(t0),
+      settle: async (ctx) => {
+        settled.push(ctx.key);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const handle = await stack.env.client.workflow.start('backfill', {
+        taskQueue,
+        workflowId: `${job}/backfill`,
+        args: [{ job, from: iso(t0), to, concurrency: 2, batch: n }],
+      });
+      const result = (await handle.result()) as BackfillResult;
+      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+      const runs = await runsByWindow(job);
+      assert.deepEqual(processedOnce(runs, starts), []);
+      for (const s of starts) {
+        assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, `${job}/${s}`, s);
+      }
+      assert.deepEqual(settled.sort(), starts.map((s) => `${job}/${s}`).sort());
+      const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+      assert.match(
+        meta.currentDetails ?? '',
+        /one window per run \(job bf-settle .*settles/,
+        meta.currentDetails,
+      );
+    },
+  );
+});
