@@ -102,11 +102,13 @@ export async function runBatchedPage(p: BatchedPage): Promise<void> {
         queue.unshift(...windows);
         return;
       }
-      const byKey = new Map(windows.map((w) => [w.key, w]));
+      const outcomes = new Map(result.outcomes.map((o) => [o.key, o]));
       const notRun: WindowSpec[] = [];
-      for (const o of result.outcomes) {
-        const w = byKey.get(o.key)!;
-        if (o.outcome === 'not-run') notRun.push(w);
+      for (const w of windows) {
+        const o = outcomes.get(w.key);
+        // A window the batch did not answer for runs as its own workflow: none may be dropped.
+        if (!o) followUps.push({ w, prior: 'not-run' });
+        else if (o.outcome === 'not-run') notRun.push(w);
         else if (o.outcome === 'failed' || o.followUp) followUps.push({ w, prior: o.outcome });
         else if (o.outcome === 'processed') totals.processed++;
         else totals.alreadyDone++;
