@@ -2,6 +2,7 @@
 import type { ActivityDeps } from './deps.js';
 import { alertOutboxActivities } from './alert-outbox.js';
 import { alertActivities } from './alerts.js';
+import { batchActivities } from './batch.js';
 import { effectActivities } from './effects.js';
 import { planActivities } from './plan.js';
 import { rerunActivities } from './rerun.js';
@@ -12,6 +13,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...planActivities(deps),
     ...windowActivities(deps),
+    ...batchActivities(deps),
     ...effectActivities(deps),
     ...alertActivities(deps),
     ...alertOutboxActivities(deps),

@@ -1,6 +1,7 @@
 // Orchestration: a backfill of BENCH_BACKFILL hourly windows (the sales summary against
-// PostgreSQL, a window child workflow each), against trivial child workflows run by a parent
-// with the same concurrency (the bare Temporal ceiling), on one Temporal dev server.
+// PostgreSQL over the peers' orders, 3 a window), a window child workflow each and batched,
+// against trivial child workflows run by a parent with the same concurrency (the bare Temporal
+// ceiling), on one Temporal dev server; and the worker's memory after them.
 import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
@@ -15,13 +16,24 @@ import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import type { BackfillResult } from '../workflows/types.js';
 import { figure, log, seconds, sizeFrom, type Figure } from './figures.js';
+import { checkTotals, loadPeerOrders, throughputLayout } from './peers.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2025-01-01T00:00:00Z');
 
-export async function backfillFigures(): Promise<Figure[]> {
+export interface BackfillRates {
+  figures: Figure[];
+  /** windows/s, for the comparison with the peers on the same orders. */
+  perWindow: number;
+  batched: number;
+  windows: number;
+}
+
+export async function backfillFigures(): Promise<BackfillRates> {
   const windows = sizeFrom('BENCH_BACKFILL', 8_760, 240);
   const concurrency = sizeFrom('BENCH_CONCURRENCY', 32, 32);
+  const batch = sizeFrom('BENCH_BATCH', 200, 60);
+  const batches = sizeFrom('BENCH_BATCH_CONCURRENCY', 8, 4);
   installRuntime('WARN');
   const t = await createTestDb();
   const env = await TestWorkflowEnvironment.createLocal({
@@ -32,13 +44,19 @@ export async function backfillFigures(): Promise<Figure[]> {
   });
   try {
     await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
+    await loadPeerOrders(t.db, throughputLayout(windows));
     const bundle = await bundleWorkflowCode({
       workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
       logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
     });
-    const catalog = defineCatalog([
-      { name: 'bf', grid: '1h', start: isoUtc(new Date(T0)), handler: summariseWindow },
-    ]);
+    const catalog = defineCatalog(
+      ['bf', 'bf-batched'].map((name) => ({
+        name,
+        grid: '1h',
+        start: isoUtc(new Date(T0)),
+        handler: summariseWindow,
+      })),
+    );
     const worker = await Worker.create({
       connection: env.nativeConnection,
       taskQueue: 'bench',
@@ -68,11 +86,45 @@ export async function backfillFigures(): Promise<Figure[]> {
       });
       if (result?.processed !== windows)
         throw new Error(`backfill processed ${result?.processed}, expected ${windows}`);
+      log(`batched backfill: ${windows} hourly windows, ${batch} a batch, ${batches} batches at once`);
+      const batched = await seconds(async () => {
+        result = (await env.client.workflow.execute('backfill', {
+          taskQueue: 'bench',
+          workflowId: 'bf-batched',
+          args: [
+            {
+              job: 'bf-batched',
+              from: isoUtc(new Date(T0)),
+              to: isoUtc(new Date(T0 + windows * HOUR)),
+              concurrency: batches,
+              batch,
+            },
+          ],
+        })) as BackfillResult;
+      });
+      if (result?.processed !== windows)
+        throw new Error(`batched backfill processed ${result?.processed}, expected ${windows}`);
+      for (const job of ['bf', 'bf-batched']) await checkTotals(t.db, job, throughputLayout(windows));
+      const rssMb = process.memoryUsage().rss / 2 ** 20;
       const bareFig = figure('backfill.bare_child_workflows', windows / bare, 'workflows/s');
+      const perWindowFig = figure('backfill.per_window_seconds', perWindow, 's');
       log(
-        `bare ${(windows / bare).toFixed(1)}/s, per-window backfill ${(windows / perWindow).toFixed(1)} windows/s`,
+        `bare ${(windows / bare).toFixed(1)}/s, per window ${(windows / perWindow).toFixed(1)}/s, ` +
+          `batched ${batched.toFixed(1)} s (${(windows / batched).toFixed(0)}/s), RSS ${rssMb.toFixed(0)} MiB`,
       );
-      return [bareFig, figure('backfill.per_window_vs_bare', windows / perWindow, 'windows/s', bareFig)];
+      return {
+        windows,
+        perWindow: windows / perWindow,
+        batched: windows / batched,
+        figures: [
+          bareFig,
+          figure('backfill.per_window_vs_bare', windows / perWindow, 'windows/s', bareFig),
+          perWindowFig,
+          figure(`backfill.batched_seconds@${windows}`, batched, 's', perWindowFig),
+          // The benchmark's process is the worker (workflows and activities in-process).
+          figure('worker.rss_mb', rssMb, 'MiB'),
+        ],
+      };
     });
   } finally {
     await env.teardown();

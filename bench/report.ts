@@ -74,7 +74,11 @@ function goalLine(g: Goal, f: Figure | undefined): string {
   return `- ${met ? '**met**' : '**not met**'}: ${g.text} (\`${g.figure}\` = ${shown})`;
 }
 
-export function markdown(results: readonly Figure[], seconds: number): string {
+export function markdown(
+  results: readonly Figure[],
+  seconds: number,
+  killNotes: readonly string[] = [],
+): string {
   const byName = new Map(results.map((r) => [r.name, r]));
   const row = (r: Figure) =>
     `| ${r.name} | ${fmt(r.value)} ${r.unit} | ${r.baseline ?? '—'} | ${r.ratio === null ? '—' : `${r.ratio.toFixed(2)}x`} |`;
@@ -115,6 +119,19 @@ export function markdown(results: readonly Figure[], seconds: number): string {
     '- `backfill.*`: `bare_child_workflows` is trivial child workflows started and completed by a parent with the same',
     '  concurrency: the orchestration ceiling on this server. `per_window_vs_bare` is the backfill workflow over the same',
     '  number of hourly windows, each a window child workflow running the real activity against PostgreSQL.',
+    '  `batched_seconds@N` is `tidemark backfill --batch` over the same windows (200 consecutive windows per activity, 8',
+    '  activities at once, each window still its own transaction with its own done marker and run record), against the',
+    '  per-window backfill in seconds. Every backfill runs over the same orders as the peers (3 a window).',
+    '- `worker.rss_mb`: resident memory of the benchmark process, which is the worker (workflows and activities run in',
+    '  it), after both backfills.',
+    '- `peers.*`: graphile-worker 0.17.3 and pg-boss 10.4.2 running the same hourly summary over the same windows and',
+    '  orders, one job per window deduplicated by `jobKey` / `singletonKey`, with their documented throughput settings',
+    '  (bench/peers/). `windows_per_s` is from enqueueing to all done; `throughput_ratio` is tidemark batched against',
+    '  it, `per_window_ratio` tidemark with a workflow per window.',
+    "- `*.double_applied`, `*.lost`: each system's worker, in a child process, SIGKILLed in the middle of 100 windows",
+    '  (each kill right after a commit is seen, five of them), restarted each time; then windows whose totals were',
+    '  applied twice, or never, against the orders. Peers are at-least-once by design.',
     '',
+    ...(killNotes.length > 0 ? ['## Kill tests', '', ...killNotes.map((n) => `- ${n}`), ''] : []),
   ].join('\n');
 }

@@ -13,7 +13,7 @@ export const PAGE = `<!doctype html>
 <p id="msg"></p>
 <table id="jobs"><thead><tr><th>job</th><th>grid</th><th>state</th><th>next fire</th><th>watermark</th><th>lag</th><th>last run</th><th>windows (oldest to newest)</th><th></th></tr></thead><tbody></tbody></table>
 <h2>Backfill</h2>
-<form id="backfill"><select name="job"></select><input name="from" placeholder="from (ISO)"><input name="to" placeholder="to (ISO)"><label><input type="checkbox" name="allowLarge" value="true">more windows than the limit</label><button>Start backfill</button></form>
+<form id="backfill"><select name="job"></select><input name="from" placeholder="from (ISO)"><input name="to" placeholder="to (ISO)"><input name="batch" placeholder="windows per batch (optional)" inputmode="numeric"><label><input type="checkbox" name="allowLarge" value="true">more windows than the limit</label><button>Start backfill</button></form>
 <h2>Request a rerun</h2>
 <form id="rerun"><select name="job"></select><input name="window" placeholder="window start (ISO)"><input name="reason" placeholder="reason"><input name="by" placeholder="your name"><button>Request</button></form>
 <h2>Pending approvals</h2><ul id="approvals"></ul>

@@ -18,6 +18,7 @@ import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
 import { isoUtc, windowsInRange } from '../schedules/windows.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
+import { MAX_BATCH } from '../workflows/types.js';
 import { SCRIPT } from './client.js';
 import { PAGE, STYLE } from './page.js';
 
@@ -162,6 +163,14 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         const to = new Date(body.to ?? '');
         if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || !(from < to))
           throw new HttpError(400, 'from and to must be instants with from before to');
+        // Optional: consecutive windows per activity (each still its own transaction); empty means one per run.
+        const batchText = (body.batch ?? '').trim();
+        const batch = batchText === '' ? undefined : Number(batchText);
+        if (batch !== undefined && !(Number.isInteger(batch) && batch >= 1 && batch <= MAX_BATCH))
+          throw new HttpError(
+            400,
+            `batch: ${JSON.stringify(batchText.slice(0, 40))} is not a whole number from 1 to ${MAX_BATCH} (windows per batch); leave it empty for one window per run`,
+          );
         // A typo in a year must not start years of windows: past the limit, only on purpose. Counting
         // stops just past the limit, so a huge range costs nothing to refuse.
         const windows = windowsInRange(job.grid, job.timezone, from, to, maxBackfill + 1).length;
@@ -175,9 +184,17 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           taskQueue: o.config.TIDEMARK_TASK_QUEUE,
           workflowId,
           workflowIdConflictPolicy: 'USE_EXISTING',
-          args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
+          args: [
+            {
+              job: job.name,
+              from: isoUtc(from),
+              to: isoUtc(to),
+              concurrency: 4,
+              ...(batch ? { batch } : {}),
+            },
+          ],
           typedSearchAttributes: searchAttributes('backfill', job.name),
-          staticSummary: `backfill of ${job.name} from the management page`,
+          staticSummary: `backfill of ${job.name} from the management page${batch ? `, ${batch} per batch` : ''}`,
         });
         return { ok: true, workflowId };
       }

@@ -1,14 +1,54 @@
 // backfill: every closed window of a time range, oldest first, a bounded number at once;
 // windows already done are skipped. Continues as new every page to keep its history small.
+// With `batch`, consecutive windows run batch by batch in one activity each (workflows/batches.ts).
 import { ChildWorkflowFailure } from '@temporalio/common';
-import { continueAsNew, defineQuery, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  continueAsNew,
+  defineQuery,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { runBatchedPage } from './batches.js';
 import { startWindow } from './children.js';
 import { bookkeeping } from './policy.js';
-import type { BackfillInput, BackfillProgress, BackfillResult, BackfillTotals, WindowSpec } from './types.js';
+import {
+  MAX_BATCH,
+  type BackfillInput,
+  type BackfillProgress,
+  type BackfillResult,
+  type BackfillTotals,
+  type WindowSpec,
+} from './types.js';
 
 /** Windows planned per run before continuing as new (about 8 history events each). */
 export const BACKFILL_PAGE = 500;
+/**
+ * Batched, a page holds enough windows for every lane's batch (a batch is ~3 events), up to
+ * this many: the planned page is one activity result, and must stay well under Temporal's limit.
+ */
+export const BATCHED_PAGE_MAX = 2_000;
 export const progressQuery = defineQuery<BackfillProgress>('progress');
+
+/** What the Web UI shows on the run (its current details): where the backfill is. */
+function details(
+  input: BackfillInput,
+  t: BackfillTotals,
+  s: { cursor: string; inFlight: number; batch: number; unbatched: string | null },
+): string {
+  const mode = s.unbatched
+    ? `one window per run (${s.unbatched})`
+    : s.batch
+      ? `batches of up to ${s.batch} windows`
+      : 'one window per run';
+  return [
+    `**Backfill of ${input.job}**, windows starting in [${input.from}, ${input.to}), ${mode}`,
+    '',
+    `processed ${t.processed}, already done ${t.alreadyDone}, running elsewhere ${t.running}, failed ${t.failed.length}; ${s.inFlight} in flight`,
+    '',
+    `this page from ${s.cursor}${t.failed.length ? `; failed: ${t.failed.slice(0, 20).join(', ')}` : ''}`,
+  ].join('\n');
+}
 
 export async function backfill(input: BackfillInput): Promise<BackfillResult> {
   const totals: BackfillTotals = input.totals
@@ -17,16 +57,30 @@ export async function backfill(input: BackfillInput): Promise<BackfillResult> {
   const startedAt = input.startedAt ?? new Date().toISOString();
   const cursor = input.cursor ?? input.from;
   const concurrency = Math.max(1, Math.floor(input.concurrency ?? 8));
+  const batch = input.batch === undefined ? 0 : Math.min(MAX_BATCH, Math.max(1, Math.floor(input.batch)));
   let inFlight = 0;
-  setHandler(progressQuery, () => ({ ...totals, failed: [...totals.failed], cursor, inFlight }));
+  let unbatched: string | null = null;
+  // Not a command: the Web UI reads it with the workflow metadata query, so no history changes.
+  const show = () => setCurrentDetails(details(input, totals, { cursor, inFlight, batch, unbatched }));
+  setHandler(progressQuery, () => ({
+    ...totals,
+    failed: [...totals.failed],
+    cursor,
+    inFlight,
+    ...(batch ? { batch } : {}),
+  }));
+  show();
 
   const page = await bookkeeping.planBackfill({
     job: input.job,
     from: cursor,
     to: input.to,
-    limit: input.pageSize ?? BACKFILL_PAGE,
+    limit:
+      input.pageSize ??
+      (batch ? Math.min(BATCHED_PAGE_MAX, Math.max(BACKFILL_PAGE, batch * concurrency)) : BACKFILL_PAGE),
   });
   totals.alreadyDone += page.alreadyDone;
+  show();
   const queue: WindowSpec[] = [...page.windows];
 
   async function lane(): Promise<void> {
@@ -46,10 +100,30 @@ export async function backfill(input: BackfillInput): Promise<BackfillResult> {
         totals.failed.push(w.key);
       } finally {
         inFlight--;
+        show();
       }
     }
   }
-  await Promise.all(Array.from({ length: concurrency }, lane));
+  if (batch) {
+    await runBatchedPage({
+      job: input.job,
+      windows: page.windows,
+      policy: page.policy,
+      batch,
+      concurrency,
+      totals,
+      moved: (delta) => {
+        inFlight += delta;
+        show();
+      },
+      unbatched: (reason) => {
+        unbatched = reason;
+        show();
+      },
+    });
+  } else {
+    await Promise.all(Array.from({ length: concurrency }, lane));
+  }
 
   if (page.next) {
     await continueAsNew<typeof backfill>({ ...input, cursor: page.next, totals, startedAt });

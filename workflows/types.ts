@@ -121,8 +121,13 @@ export interface BackfillInput {
   readonly to: string;
   /** Windows run at once; default 8. */
   readonly concurrency?: number;
-  /** Windows planned per run before the workflow continues as new; default 500. */
+  /** Windows planned per run before the workflow continues as new; default 500 (batched: see backfill.ts). */
   readonly pageSize?: number;
+  /**
+   * Consecutive windows per activity (each still in its own transaction); unset: one window
+   * workflow per window.
+   */
+  readonly batch?: number;
   /** Set by the workflow itself when it continues as new. */
   readonly cursor?: string;
   readonly totals?: BackfillTotals;
@@ -146,6 +151,34 @@ export interface BackfillResult extends BackfillTotals {
 export interface BackfillProgress extends BackfillTotals {
   readonly cursor: string;
   readonly inFlight: number;
+  /** Windows per batch, when batched. */
+  readonly batch?: number;
+}
+
+/** The most windows one batch activity takes (its input and heartbeat stay small). */
+export const MAX_BATCH = 1_000;
+
+export interface BatchInput {
+  readonly job: string;
+  /** Consecutive windows of the job, oldest first. */
+  readonly windows: readonly WindowSpec[];
+  readonly policy: ActivityPolicy;
+  readonly trigger: Trigger;
+}
+
+export interface BatchOutcome {
+  readonly key: string;
+  /** `not-run`: the batch stopped before it (a window outlived its attempt timeout). */
+  readonly outcome: 'processed' | 'already-done' | 'failed' | 'not-run';
+  /** The window has effects or alerts to drive: its window workflow does that. */
+  readonly followUp?: true;
+  readonly error?: string;
+}
+
+export interface BatchResult {
+  readonly outcomes: readonly BatchOutcome[];
+  /** Set when the job cannot be batched (the reason): its windows run one workflow each. */
+  readonly perWindow?: string;
 }
 
 export interface RerunInput {

@@ -3,7 +3,7 @@
 import { doneStarts } from '../../db/ledger.js';
 import { isClosed, isoUtc, windowKey, windowsInRange } from '../../schedules/windows.js';
 import { searchAttributes } from '../../workflows/search-attributes.js';
-import type { BackfillProgress, BackfillResult } from '../../workflows/types.js';
+import { MAX_BATCH, type BackfillProgress, type BackfillResult } from '../../workflows/types.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../dates.js';
@@ -16,11 +16,14 @@ function bar(done: number, total: number, width = 30): string {
 export const backfillCommand: Command = {
   name: 'backfill',
   summary: 'process every closed window whose start lies in [from, to); windows already done are skipped',
-  usage: ['backfill <job> --from DATE --to DATE [--concurrency N] [--dry-run] [--no-wait] [--json]'],
+  usage: [
+    'backfill <job> --from DATE --to DATE [--concurrency N] [--batch N] [--dry-run] [--no-wait] [--json]',
+  ],
   options: {
     from: { type: 'string' },
     to: { type: 'string' },
     concurrency: { type: 'string' },
+    batch: { type: 'string' },
     'dry-run': { type: 'boolean' },
     'no-wait': { type: 'boolean' },
   },
@@ -32,6 +35,11 @@ export const backfillCommand: Command = {
     if (!(from < to))
       throw new UsageError(`backfill: --from (${isoUtc(from)}) must be before --to (${isoUtc(to)})`);
     const concurrency = positiveInt('concurrency', values.concurrency as string | undefined, 8);
+    // N consecutive windows per activity, each still its own transaction with its own done marker.
+    const batchText = values.batch as string | undefined;
+    const batch = batchText === undefined ? undefined : positiveInt('batch', batchText, 1);
+    if (batch !== undefined && batch > MAX_BATCH)
+      throw new UsageError(`--batch: "${batchText}" is more than ${MAX_BATCH} windows per batch`);
     const windows = windowsInRange(job.grid, job.timezone, from, to, 100_000);
 
     if (values['dry-run']) {
@@ -68,9 +76,9 @@ export const backfillCommand: Command = {
       taskQueue: ctx.config.TIDEMARK_TASK_QUEUE,
       workflowId,
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency }],
+      args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency, ...(batch ? { batch } : {}) }],
       typedSearchAttributes: searchAttributes('backfill', job.name),
-      staticSummary: `backfill of ${job.name}, windows starting in [${isoUtc(from)}, ${isoUtc(to)})`,
+      staticSummary: `backfill of ${job.name}, windows starting in [${isoUtc(from)}, ${isoUtc(to)})${batch ? `, ${batch} per batch` : ''}`,
     });
     if (values['no-wait'])
       return {
@@ -78,7 +86,9 @@ export const backfillCommand: Command = {
         lines: [`backfill ${workflowId} started`],
       };
     const say = (line: string) => (ctx.io.json ? ctx.io.err(line) : ctx.io.out(line));
-    say(`backfill ${workflowId}: ${windows.length} windows, ${concurrency} at once`);
+    say(
+      `backfill ${workflowId}: ${windows.length} windows, ${batch ? `batches of ${batch}, ` : ''}${concurrency} at once`,
+    );
     let last = '';
     const timer = setInterval(() => {
       handle.query<BackfillProgress>('progress').then(

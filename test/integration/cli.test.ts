@@ -75,6 +75,29 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
         /^backfill sales-hourly\/backfill-2026-03-01T00:00:00Z-2026-03-01T06:00:00Z: 6 windows, 3 at once$/m,
       );
       assert.match(done.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
+      // Batched: six hours of the next day, four windows per activity.
+      const batched = await cli([
+        'backfill',
+        'sales-hourly',
+        ...['--from', '2026-03-02T00:00:00Z', '--to', '2026-03-02T06:00:00Z'],
+        ...['--concurrency', '3', '--batch', '4'],
+      ]);
+      assert.equal(batched.code, 0, batched.err);
+      assert.match(batched.out, /: 6 windows, batches of 4, 3 at once$/m);
+      assert.match(batched.out, /^done: processed 6, already done 0, running elsewhere 0, failed 0$/m);
+      const batchedRuns = await stack.t.db
+        .selectFrom('job_runs')
+        .select('workflow_id')
+        .where('job', '=', 'sales-hourly')
+        .where('kind', '=', 'window')
+        .where('outcome', '=', 'processed')
+        .where('window_start', '>=', new Date('2026-03-02T00:00:00Z'))
+        .where('window_start', '<', new Date('2026-03-02T06:00:00Z'))
+        .execute();
+      assert.deepEqual(
+        batchedRuns.map((r) => r.workflow_id),
+        Array(6).fill('sales-hourly/backfill-2026-03-02T00:00:00Z-2026-03-02T06:00:00Z'),
+      );
 
       const askRerun = (by: string) =>
         cli([
@@ -149,7 +172,8 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
   }[];
   assert.deepEqual(
     runs.map((r) => r.outcome),
-    ['completed'],
+    ['completed', 'completed'],
+    'the backfill and the batched one',
   );
   const missing = await cli(['status', 'nope']);
   assert.equal(missing.code, 2);

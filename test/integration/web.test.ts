@@ -198,6 +198,18 @@ test('web: bad input gets 400 naming the field, never 500', async () => {
       ['malformed JSON', '{"from": ', {}, /body.*JSON/],
       ['an array body', '[1, 2]', {}, /body/],
       ['a number where a string belongs', '{"from": 5, "to": "2026-05-20T06:00:00Z"}', {}, /from/],
+      [
+        'a batch of 0',
+        '{"from": "2026-05-20T00:00:00Z", "to": "2026-05-20T06:00:00Z", "batch": "0"}',
+        {},
+        /^batch: /,
+      ],
+      [
+        'a batch of words',
+        '{"from": "2026-05-20T00:00:00Z", "to": "2026-05-20T06:00:00Z", "batch": "many"}',
+        {},
+        /^batch: /,
+      ],
     ];
     for (const [what, body, headers, named] of cases) {
       const r = await post(`/api/jobs/${job}/backfill`, body, headers);
@@ -284,8 +296,13 @@ test('web: a backfill beyond TIDEMARK_WEB_MAX_BACKFILL_WINDOWS needs an explicit
     const handle = stack.env.client.workflow.getHandle(accepted.body.workflowId!);
     assert.equal((await handle.describe()).type, 'backfill');
     await handle.terminate('test over');
-    const small = await backfill({ from: '2026-05-20T00:00:00Z', to: '2026-05-21T00:00:00Z' });
+    const small = await backfill({ from: '2026-05-20T00:00:00Z', to: '2026-05-21T00:00:00Z', batch: '10' });
     assert.equal(small.status, 200, 'exactly the limit needs no flag');
+    // The page's batch size reaches the workflow.
+    const started = (await stack.env.client.workflow.getHandle(small.body.workflowId!).fetchHistory())
+      .events![0]!;
+    const input = started.workflowExecutionStartedEventAttributes!.input!.payloads![0]!.data!;
+    assert.equal((JSON.parse(Buffer.from(input).toString('utf8')) as { batch?: number }).batch, 10);
     await stack.env.client.workflow.getHandle(small.body.workflowId!).terminate('test over');
   } finally {
     await web.stop();

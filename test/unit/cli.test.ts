@@ -51,6 +51,18 @@ test('bad arguments exit with 2 and name the argument', async () => {
     ],
     [['backfill', 'sales-hourly', '--from', '2026-03-02', '--to', '2026-03-01'], /must be before --to/],
     [['backfill', 'sales-hourly'], /--from and --to are required/],
+    [
+      ['backfill', 'sales-hourly', '--from', '2026-03-01', '--to', '2026-03-02', '--batch', '0'],
+      /--batch: "0"/,
+    ],
+    [
+      ['backfill', 'sales-hourly', '--from', '2026-03-01', '--to', '2026-03-02', '--batch', '2.5'],
+      /--batch: "2.5"/,
+    ],
+    [
+      ['backfill', 'sales-hourly', '--from', '2026-03-01', '--to', '2026-03-02', '--batch', '100000'],
+      /--batch: "100000" is more than 1000/,
+    ],
     [['pause', 'sales-hourly'], /--reason is required/],
     [['runs', 'sales-hourly', '--kind', 'nap'], /--kind: "nap"/],
     [['effects', 'list', '--status', 'bogus'], /--status: "bogus"/],

@@ -1,0 +1,114 @@
+// The batch activity of a batched backfill: consecutive windows one after another, each exactly
+// as the window activity processes one (its own transaction, done marker and run record), so the
+// ledger's claim still decides every window. Progress is heartbeated with each window's outcome;
+// a later attempt (the worker died) resumes after the last window it heard of, and windows done
+// since then answer `already-done` from the ledger. Anything with follow-up work (effects or
+// alerts to drive, a failure to retry and alert) is left to the window's own workflow.
+import { Context } from '@temporalio/activity';
+import { CancelledFailure } from '@temporalio/common';
+import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
+import type { ActivityDeps } from './deps.js';
+import { jobOrFail } from './plan.js';
+import { windowActivities } from './window.js';
+
+/** How often the batch tells Temporal it is alive (the SDK sends at most one per throttle interval). */
+const BEAT_MS = 1_000;
+
+function activityContext(): Context | null {
+  try {
+    return Context.current();
+  } catch {
+    return null;
+  }
+}
+
+/** The outcomes heartbeated by an earlier attempt of this batch, if they fit it. */
+function resumed(ctx: Context | null, input: BatchInput): BatchOutcome[] {
+  const details = ctx?.info.heartbeatDetails as { outcomes?: BatchOutcome[] } | undefined;
+  const outcomes = Array.isArray(details?.outcomes) ? details.outcomes : [];
+  const fits =
+    outcomes.length <= input.windows.length && outcomes.every((o, i) => o.key === input.windows[i]!.key);
+  return fits ? [...outcomes] : [];
+}
+
+const hasFollowUp = (r: WindowResult): boolean =>
+  (r.effects?.length ?? 0) > 0 || (r.alerts?.length ?? 0) > 0 || (r.recovery?.length ?? 0) > 0;
+
+const TIMED_OUT = Symbol('timed out');
+const MAX_ERROR = 300;
+
+/** Resolves to TIMED_OUT after `ms`; the window's own promise is left to end by itself (observed). */
+async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED_OUT> {
+  let timer: NodeJS.Timeout | undefined;
+  work.catch(() => undefined);
+  try {
+    return await Promise.race([
+      work,
+      new Promise<typeof TIMED_OUT>((r) => (timer = setTimeout(() => r(TIMED_OUT), ms))),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function batchActivities(deps: ActivityDeps) {
+  const { processWindow } = windowActivities(deps);
+
+  return {
+    async processWindowBatch(input: BatchInput): Promise<BatchResult> {
+      const job = jobOrFail(deps, input.job);
+      // These need the window workflow itself: a preparer heartbeats its own details, a settle step
+      // runs after the effects, allowed hours are waited for by the workflow.
+      const perWindow = job.prepare
+        ? 'it prepares each window (heartbeating its own progress)'
+        : job.settle
+          ? 'it settles each window after its effects'
+          : job.allowedHours
+            ? 'it runs only in its allowed hours'
+            : null;
+      if (perWindow)
+        return { outcomes: [], perWindow: `job ${job.name} runs one window per run: ${perWindow}` };
+
+      const ctx = activityContext();
+      const outcomes = resumed(ctx, input);
+      const beat = () => ctx?.heartbeat({ outcomes });
+      beat();
+      const timer = setInterval(beat, BEAT_MS);
+      try {
+        for (let i = outcomes.length; i < input.windows.length; i++) {
+          if (ctx?.cancellationSignal.aborted) throw new CancelledFailure('the batch was cancelled');
+          const w = input.windows[i]!;
+          let outcome: BatchOutcome;
+          try {
+            const r = await within(
+              processWindow({ ...w, trigger: input.trigger, policy: input.policy }),
+              input.policy.startToCloseTimeoutMs,
+            );
+            if (r === TIMED_OUT) {
+              // Its transaction may still be running: stop here, the rest go back to the backfill.
+              outcomes.push({
+                key: w.key,
+                outcome: 'failed',
+                error: `window ${w.key} took longer than its attempt timeout (${input.policy.startToCloseTimeoutMs} ms) in a batch`,
+              });
+              for (const rest of input.windows.slice(i + 1))
+                outcomes.push({ key: rest.key, outcome: 'not-run' });
+              break;
+            }
+            outcome = { key: w.key, outcome: r.outcome, ...(hasFollowUp(r) ? { followUp: true } : {}) };
+          } catch (err) {
+            // Recorded as a failed attempt by the window activity; its own workflow retries and alerts it.
+            // (Redacted there; cut short here, as the outcomes travel in every heartbeat.)
+            const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
+            outcome = { key: w.key, outcome: 'failed', error };
+          }
+          outcomes.push(outcome);
+          beat();
+        }
+      } finally {
+        clearInterval(timer);
+      }
+      return { outcomes };
+    },
+  };
+}

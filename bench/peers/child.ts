@@ -1,0 +1,42 @@
+// Worker processes for the kill test: spawned with tsx, ready when they say READY, killed by pid.
+import { spawn, type ChildProcess } from 'node:child_process';
+
+export interface Child {
+  child: ChildProcess;
+  output: () => string;
+  /** Sends the signal (unless it has exited) and waits for the exit. */
+  stop(signal: NodeJS.Signals): Promise<void>;
+}
+
+export async function spawnChild(script: string, env: Record<string, string>, name: string): Promise<Child> {
+  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${name} did not start:\n${out}`)), 60_000);
+    const check = () => {
+      if (!out.includes('READY')) return;
+      clearTimeout(timer);
+      child.stdout!.off('data', check);
+      resolve();
+    };
+    child.stdout!.on('data', check);
+    child.once('exit', (code, signal) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${out}`));
+    });
+  });
+  return {
+    child,
+    output: () => out,
+    async stop(signal) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
+    },
+  };
+}

@@ -1,0 +1,122 @@
+// graphile-worker running the hourly sales summary: one job per window, deduplicated by jobKey,
+// with the library's documented throughput settings.
+//
+// Settings followed: https://worker.graphile.org/docs/performance ("Quick stats" configuration:
+// concurrentJobs 24, maxPoolSize 25, localQueue { size: 500 }, completeJobBatchDelay 0,
+// failJobBatchDelay 0); new jobs reach the worker by LISTEN/NOTIFY, pollInterval only matters for
+// future and retried jobs. The package's own docs for completeJobBatchDelay (dist/index.d.ts) say
+// batching "increases the time for which jobs are locked past completion, thus increasing the risk
+// that a catastrophic failure (e.g. worker crash or kill) may result in the jobs being executed
+// again once they expire (after 4 hours by default)".
+//
+// A SIGKILLed worker (0.17.3): its locked jobs (the running ones and, with a local queue, the ones
+// fetched into it) keep locked_by/locked_at; no other worker takes them until the lock is 4 hours
+// old (get_job skips them; resetLockedAt frees them every 8-10 minutes once they are that old).
+// The documented way out before that is force_unlock_workers(worker ids) for workers known to
+// have crashed (https://worker.graphile.org/docs/admin-functions).
+import { Logger, makeWorkerUtils, run, type Runner } from 'graphile-worker';
+import type pg from 'pg';
+import { applyWindow, peerPool, type WindowPayload } from './summary.js';
+import type { Window } from './orders.js';
+
+export const GRAPHILE_JOB = 'graphile-worker';
+const TASK = 'sales_summary';
+
+export interface GraphileSettings {
+  concurrency: number;
+  maxPoolSize: number;
+  localQueueSize: number;
+  completeJobBatchDelay: number;
+}
+export const GRAPHILE_DEFAULTS: GraphileSettings = {
+  concurrency: 24,
+  maxPoolSize: 25,
+  localQueueSize: 500,
+  completeJobBatchDelay: 0,
+};
+
+const quiet = new Logger(() => (level, message) => {
+  if (level === 'error') console.error(`[graphile-worker] ${message}`);
+});
+
+export interface RunningPeer {
+  stop(): Promise<void>;
+}
+
+/** Starts a worker pool; resolves once it is listening for jobs. */
+export async function startGraphileWorker(
+  url: string,
+  settings: GraphileSettings,
+  holdMs = 0,
+  handleSignals = false,
+): Promise<RunningPeer> {
+  const pool: pg.Pool = peerPool(url, settings.concurrency);
+  const runner: Runner = await run({
+    connectionString: url,
+    concurrency: settings.concurrency,
+    maxPoolSize: settings.maxPoolSize,
+    noHandleSignals: !handleSignals,
+    logger: quiet,
+    preset: {
+      worker: {
+        localQueue: { size: settings.localQueueSize },
+        completeJobBatchDelay: settings.completeJobBatchDelay,
+        failJobBatchDelay: settings.completeJobBatchDelay,
+      },
+    },
+    taskList: {
+      [TASK]: async (payload) => {
+        const w = payload as WindowPayload;
+        await applyWindow(pool, GRAPHILE_JOB, w.start, w.end, holdMs);
+      },
+    },
+  });
+  return {
+    async stop() {
+      await runner.stop();
+      await pool.end();
+    },
+  };
+}
+
+/** An enqueuer: one job per window, keyed by the window (re-adding a key replaces its pending job). */
+export async function graphileEnqueuer(url: string): Promise<{
+  enqueue(windows: Window[]): Promise<void>;
+  release(): Promise<void>;
+}> {
+  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+  await utils.migrate();
+  return {
+    async enqueue(windows) {
+      await utils.addJobs(
+        windows.map((w) => ({
+          identifier: TASK,
+          payload: { start: w.start.toISOString(), end: w.end.toISOString() } satisfies WindowPayload,
+          jobKey: `sales-summary/${w.start.toISOString()}`,
+        })),
+      );
+    },
+    release: async () => {
+      await utils.release();
+    },
+  };
+}
+
+/** Jobs that will still run (not permanently failed), and how many of them are locked. */
+export async function graphilePending(db: pg.Pool): Promise<{ pending: number; locked: number }> {
+  const r = await db.query<{ pending: number; locked: number }>(
+    `select count(*)::int as pending, count(locked_by)::int as locked
+       from graphile_worker.jobs where attempts < max_attempts`,
+  );
+  return r.rows[0]!;
+}
+
+/** After a kill: frees the jobs of the (only, now dead) worker, as an operator who saw it crash would. */
+export async function unlockDeadGraphileWorkers(db: pg.Pool): Promise<number> {
+  const r = await db.query<{ id: string }>(
+    `select distinct locked_by as id from graphile_worker.jobs where locked_by is not null`,
+  );
+  const ids = r.rows.map((x) => x.id);
+  if (ids.length > 0) await db.query('select graphile_worker.force_unlock_workers($1::text[])', [ids]);
+  return ids.length;
+}

@@ -1,0 +1,465 @@
+// Batched backfill on the real server: N consecutive windows per activity, each in its own
+// transaction with its own done marker and run record; resumed after a SIGKILL; a per-window run
+// racing a batch on one window; a window failing inside a batch alerted and retried as today.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { sql } from 'kysely';
+import { memoryLogger } from '../../activities/logger.js';
+import { CRASH_POINT } from '../../activities/crash-points.js';
+import { readWatermark } from '../../db/ledger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog } from '../../schedules/job.js';
+import type { BackfillProgress, BackfillResult, TickResult, WindowRunResult } from '../../workflows/types.js';
+import {
+  gatedHandler,
+  insertOrders,
+  ordersBetween,
+  reference,
+  salesJob,
+  summaryOf,
+  type Order,
+} from '../helpers/jobs.js';
+import { startChat, type TestChat } from '../helpers/chat.js';
+import { depsWithChannels } from '../helpers/effects.js';
+import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
+import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+let smtp: TestSmtp;
+let chat: TestChat;
+before(async () => {
+  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
+});
+after(async () => {
+  await Promise.all([smtp?.close(), chat?.close()]);
+});
+const HOUR = 3_600_000;
+const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
+
+/** Every window's runs by start: how many processed it, and by which workflow. */
+async function runsByWindow(job: string) {
+  const rows = await stack.t.db
+    .selectFrom('job_runs')
+    .select(['window_start', 'outcome', 'workflow_id', 'attempt'])
+    .where('job', '=', job)
+    .where('kind', '=', 'window')
+    .orderBy('id')
+    .execute();
+  const by = new Map<string, typeof rows>();
+  for (const r of rows) {
+    const k = r.window_start!.toISOString().replace('.000Z', 'Z');
+    by.set(k, [...(by.get(k) ?? []), r]);
+  }
+  return by;
+}
+
+const processedOnce = (runs: Map<string, { outcome: string }[]>, starts: string[]) =>
+  starts.filter((s) => (runs.get(s) ?? []).filter((r) => r.outcome === 'processed').length !== 1);
+
+async function assertTotals(job: string, orders: Order[], from: string, to: string): Promise<void> {
+  const ref = reference(orders, from, to);
+  assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+}
+
+test('batched backfill: every window once, a run per window, progress and details, the watermark follows', async () => {
+  const job = 'bb';
+  const gate = gatedHandler();
+  const catalog = defineCatalog([
+    salesJob(job, { grid: '1h', lateness: '0m', start: '2026-06-01T00:00:00Z', handler: gate.handler }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  const t0 = Date.parse('2026-06-01T00:00:00Z');
+  const n = 30;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 600, 13));
+      // A tick first does the first three windows.
+      const tick = (await stack.env.client.workflow.execute('tick', {
+        taskQueue,
+        workflowId: `${job}/tick-1`,
+        args: [{ job, now: iso(t0 + 3 * HOUR) }],
+      })) as TickResult;
+      for (const k of tick.started) await stack.env.client.workflow.getHandle(k).result();
+
+      const held = `${job}/${starts[20]}`;
+      gate.hold(held);
+      const workflowId = `${job}/backfill`;
+      const handle = await stack.env.client.workflow.start('backfill', {
+        taskQueue,
+        workflowId,
+        // Pages of 12 windows (continue-as-new between them), batches of up to 8, two at once.
+        args: [{ job, from: iso(t0), to, concurrency: 2, batch: 8, pageSize: 12 }],
+      });
+      // Released whatever happens: a held window would keep the worker from shutting down.
+      try {
+        await eventually(
+          async () => (gate.entered(held) ? true : undefined),
+          60_000,
+          'the batch to reach 20:00',
+        );
+        const progress = await handle.query<BackfillProgress>('progress');
+        assert.equal(progress.alreadyDone, 3, JSON.stringify(progress));
+        assert.ok(progress.inFlight >= 1, JSON.stringify(progress));
+        // The Web UI shows the run's current details (the workflow metadata query).
+        const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+        assert.match(meta.currentDetails ?? '', /processed \d+, already done 3/, meta.currentDetails);
+        assert.match(meta.currentDetails ?? '', /batches of up to 8/, meta.currentDetails);
+      } finally {
+        gate.release(held);
+      }
+
+      const result = (await handle.result()) as BackfillResult;
+      assert.deepEqual(
+        { ...result },
+        { job, from: iso(t0), to, processed: n - 3, alreadyDone: 3, running: 0, failed: [] },
+      );
+      assert.notEqual((await handle.describe()).runId, handle.firstExecutionRunId, 'continued as new');
+      // No window workflow: every batched window ran inside the backfill's activities.
+      await assert.rejects(
+        stack.env.client.workflow.getHandle(`${job}/${starts[10]}`).describe(),
+        WorkflowNotFoundError,
+      );
+      const runs = await runsByWindow(job);
+      assert.deepEqual(processedOnce(runs, starts), []);
+      for (const s of starts.slice(3)) assert.equal(runs.get(s)![0]!.workflow_id, workflowId, s);
+      const windows = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['status', 'trigger', 'records_in'])
+        .where('job', '=', job)
+        .where('window_start', '>=', new Date(starts[3]!))
+        .execute();
+      assert.equal(windows.length, n - 3);
+      assert.ok(windows.every((w) => w.status === 'done' && w.trigger === 'backfill' && w.records_in === 20));
+      assert.equal((await readWatermark(stack.t.db, job))?.toISOString(), new Date(to).toISOString());
+      await assertTotals(job, orders, iso(t0), to);
+
+      // Again: everything is done, nothing is processed, nothing is added.
+      const again = (await stack.env.client.workflow.execute('backfill', {
+        taskQueue,
+        workflowId: `${job}/backfill-2`,
+        args: [{ job, from: iso(t0), to, batch: 8 }],
+      })) as BackfillResult;
+      assert.deepEqual([again.processed, again.alreadyDone], [0, n]);
+      await assertTotals(job, orders, iso(t0), to);
+    },
+  );
+});
+
+test('batched backfill: a worker SIGKILLed in the middle of a batch; the batch resumes elsewhere, every window once', async () => {
+  const job = 'bk';
+  const taskQueue = uniqueQueue(job);
+  const t0 = Date.parse('2026-07-01T00:00:00Z');
+  const n = 12;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 240, 11));
+  const env = (crashAt?: { point: string; nth: number }): Record<string, string> => ({
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TEST_JOB: JSON.stringify({
+      name: job,
+      grid: '1h',
+      start: iso(t0),
+      holdMs: 0,
+      ...(crashAt ? { crashAt } : {}),
+    }),
+  });
+  const workers: WorkerProcess[] = [];
+  try {
+    // Dies inside the sixth window's transaction: five are committed, the batch is in the middle.
+    const doomed = await spawnWorker('bk-doomed', env({ point: CRASH_POINT.inHandler, nth: 6 }));
+    workers.push(doomed);
+    const workflowId = `${job}/backfill`;
+    const handle = await stack.env.client.workflow.start('backfill', {
+      taskQueue,
+      workflowId,
+      args: [{ job, from: iso(t0), to, concurrency: 1, batch: 10 }],
+    });
+    await eventually(
+      async () => (doomed.child.signalCode !== null || doomed.child.exitCode !== null ? true : undefined),
+      60_000,
+      'the worker to die in the batch',
+    );
+    assert.equal(doomed.child.signalCode, 'SIGKILL', doomed.output());
+    assert.match(doomed.output(), /CRASH point=inHandler key=bk\/2026-07-01T05:00:00Z/);
+    workers.push(await spawnWorker('bk-survivor', env()));
+
+    const result = (await handle.result()) as BackfillResult;
+    assert.equal(result.processed + result.alreadyDone, n, JSON.stringify(result));
+    assert.deepEqual([result.failed, result.running], [[], 0]);
+    const runs = await runsByWindow(job);
+    assert.deepEqual(processedOnce(runs, starts), []);
+    // The first batch (ten windows) resumed in a later attempt of the same activity, not one
+    // workflow per window; the second batch (two windows) ran on the survivor at its first attempt.
+    const processed = starts.map((s) => runs.get(s)!.find((r) => r.outcome === 'processed')!);
+    assert.ok(
+      processed.every((r) => r.workflow_id === workflowId),
+      JSON.stringify(processed),
+    );
+    assert.ok(
+      [...processed.slice(0, 5), ...processed.slice(10)].every((r) => r.attempt === 1),
+      JSON.stringify(processed),
+    );
+    assert.ok(
+      processed.slice(5, 10).every((r) => r.attempt! >= 2),
+      JSON.stringify(processed),
+    );
+    await assertTotals(job, orders, iso(t0), to);
+  } finally {
+    for (const w of workers) await w.stop('SIGKILL');
+  }
+});
+
+test('batched backfill: a per-window run racing a batch on the same window; the ledger claim decides, one effect', async () => {
+  const job = 'br';
+  const gate = gatedHandler();
+  const catalog = defineCatalog([
+    salesJob(job, { grid: '1h', lateness: '0m', start: '2026-08-01T00:00:00Z', handler: gate.handler }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  const t0 = Date.parse('2026-08-01T00:00:00Z');
+  const n = 6;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 120, 7));
+      const raced = `${job}/${starts[3]}`;
+      gate.hold(raced);
+      // The per-window run claims the window first and holds its transaction open in the handler.
+      const single = await stack.env.client.workflow.start('window', {
+        taskQueue,
+        workflowId: raced,
+        args: [
+          {
+            job,
+            start: starts[3],
+            end: starts[4],
+            generation: 0,
+            key: raced,
+            trigger: 'manual',
+            policy: windowPolicy(3, 60_000),
+          },
+        ],
+      });
+      await eventually(
+        async () => (gate.entered(raced) ? true : undefined),
+        30_000,
+        'the single run to hold',
+      );
+      const backfill = await stack.env.client.workflow.start('backfill', {
+        taskQueue,
+        workflowId: `${job}/backfill`,
+        args: [{ job, from: iso(t0), to, concurrency: 1, batch: 6 }],
+      });
+      try {
+        // The batch reaches the window and waits on its claim, behind the single run's transaction.
+        await eventually(
+          async () => {
+            const r = await sql<{ n: number }>`
+          select count(*)::int as n from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock'`.execute(stack.t.db);
+            return r.rows[0]!.n > 0 ? true : undefined;
+          },
+          30_000,
+          'the batch to wait on the claim',
+        );
+      } finally {
+        gate.release(raced);
+      }
+      const one = (await single.result()) as WindowRunResult;
+      assert.equal(one.outcome, 'processed');
+      const result = (await backfill.result()) as BackfillResult;
+      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n - 1, 1, []]);
+      const runs = await runsByWindow(job);
+      assert.deepEqual(processedOnce(runs, starts), []);
+      assert.deepEqual(
+        runs.get(starts[3]!)!.map((r) => [r.outcome, r.workflow_id]),
+        [
+          ['processed', raced],
+          ['skipped', `${job}/backfill`],
+        ],
+      );
+      await assertTotals(job, orders, iso(t0), to);
+    },
+  );
+});
+
+test('batched backfill: a window that fails inside a batch is retried as its own run and alerted', async () => {
+  const job = 'bf-fail';
+  const t0 = Date.parse('2026-08-10T00:00:00Z');
+  const n = 5;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const bad = `${job}/${starts[2]}`;
+  const gate = gatedHandler();
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: iso(t0),
+      retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
+      handler: async (ctx) => {
+        if (ctx.key === bad) throw new Error('the source is down for this hour');
+        return await gate.handler(ctx);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 100, 0));
+      const result = (await stack.env.client.workflow.execute('backfill', {
+        taskQueue,
+        workflowId: `${job}/backfill`,
+        args: [{ job, from: iso(t0), to, concurrency: 1, batch: 5 }],
+      })) as BackfillResult;
+      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n - 1, 0, [bad]]);
+      // Once in the batch, then the job's two attempts in its own window run, which alerts.
+      const w = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['status', 'attempts'])
+        .where('job', '=', job)
+        .where('window_start', '=', new Date(starts[2]!))
+        .executeTakeFirstOrThrow();
+      assert.deepEqual({ ...w }, { status: 'failed', attempts: 3 });
+      await assert.rejects(stack.env.client.workflow.getHandle(bad).result());
+      const incidents = await stack.t.db
+        .selectFrom('incidents')
+        .select(['subject', 'kind', 'closed_at'])
+        .where('job', '=', job)
+        .execute();
+      assert.deepEqual(
+        incidents.map((i) => ({ ...i })),
+        [{ subject: bad, kind: 'window-failed', closed_at: null }],
+      );
+      const runs = await runsByWindow(job);
+      assert.deepEqual(
+        processedOnce(
+          runs,
+          starts.filter((s) => s !== starts[2]),
+        ),
+        [],
+      );
+      assert.deepEqual(
+        runs.get(starts[2]!)!.map((r) => r.outcome),
+        ['failed', 'failed', 'failed'],
+      );
+      const ref = reference(orders, iso(t0), to);
+      const skipped = reference(orders, starts[2]!, starts[3]!);
+      assert.deepEqual(await summaryOf(stack.t.db, job), {
+        count: ref.count - skipped.count,
+        totalCents: ref.totalCents - skipped.totalCents,
+      });
+    },
+  );
+});
+
+test('batched backfill: windows with external effects are committed in the batch and their effects sent once by their own runs', async () => {
+  const job = 'bf-mail';
+  const t0 = Date.parse('2026-08-20T00:00:00Z');
+  const n = 4;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: iso(t0),
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        const mail = {
+          to: ['ops@example.test'],
+          subject: `report ${ctx.key}`,
+          text: `orders: ${counts.applied}`,
+        };
+        return { ...counts, effects: [{ name: 'report', channel: 'email' as const, request: mail }] };
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
+    const orders = await insertOrders(stack.t.db, ordersBetween(job, iso(t0), to, 40, 0));
+    const workflowId = `${job}/backfill`;
+    const result = (await stack.env.client.workflow.execute('backfill', {
+      taskQueue,
+      workflowId,
+      args: [{ job, from: iso(t0), to, concurrency: 2, batch: n }],
+    })) as BackfillResult;
+    assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+    const runs = await runsByWindow(job);
+    assert.deepEqual(processedOnce(runs, starts), []);
+    for (const s of starts) {
+      assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
+      // The window's own run found it done and sent its e-mail.
+      const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
+      assert.equal(run.outcome, 'already-done');
+      assert.deepEqual(
+        run.effectOutcomes.map((e) => e.outcome),
+        ['done'],
+      );
+      assert.equal(smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
+    }
+    await assertTotals(job, orders, iso(t0), to);
+  });
+});
+
+test('batched backfill of a job that settles its windows: each window runs as its own workflow, and the details say why', async () => {
+  const job = 'bf-settle';
+  const t0 = Date.parse('2026-08-25T00:00:00Z');
+  const n = 3;
+  const to = iso(t0 + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(t0 + i * HOUR));
+  const settled: string[] = [];
+  const catalog = defineCatalog([
+    salesJob(job, {
+      grid: '1h',
+      lateness: '0m',
+      start: iso(t0),
+      settle: async (ctx) => {
+        settled.push(ctx.key);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const handle = await stack.env.client.workflow.start('backfill', {
+        taskQueue,
+        workflowId: `${job}/backfill`,
+        args: [{ job, from: iso(t0), to, concurrency: 2, batch: n }],
+      });
+      const result = (await handle.result()) as BackfillResult;
+      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+      const runs = await runsByWindow(job);
+      assert.deepEqual(processedOnce(runs, starts), []);
+      for (const s of starts) {
+        assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, `${job}/${s}`, s);
+      }
+      assert.deepEqual(settled.sort(), starts.map((s) => `${job}/${s}`).sort());
+      const meta = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+      assert.match(
+        meta.currentDetails ?? '',
+        /one window per run \(job bf-settle .*settles/,
+        meta.currentDetails,
+      );
+    },
+  );
+});
