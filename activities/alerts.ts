@@ -203,7 +203,7 @@ export function alerting(deps: ActivityDeps) {
     // between the two), every retry would find it open with nothing to deliver, and never alert.
     if (!dbx.isTransaction) return await dbx.transaction().execute((trx) => raise(trx, input, exclude));
     const error = redact(input.error);
-    const attempts = input.attempts ?? (await windowAttempts(input));
+    const attempts = input.attempts ?? (await windowAttempts(dbx, input));
     const link = runLink(input.workflowId, input.runId);
     const { id, opened } = await openIncident(dbx, {
       job: input.job,
@@ -267,8 +267,15 @@ export function alerting(deps: ActivityDeps) {
     return { incidentId: closed.id, deliveries: await deliveries(dbx, closed, 'closed', subjectLine, body) };
   }
 
-  async function windowAttempts(input: RaiseInput): Promise<number | null> {
-    const row = await db
+  /**
+   * Read on the raise's own transaction: a second connection taken while it holds one would
+   * leave raises that hold every connection of the pool waiting on each other for ever.
+   */
+  async function windowAttempts(
+    dbx: Kysely<Database> | Transaction<Database>,
+    input: RaiseInput,
+  ): Promise<number | null> {
+    const row = await dbx
       .selectFrom('job_windows')
       .select('attempts')
       .where('window_key', '=', input.subject)

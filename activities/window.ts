@@ -69,10 +69,14 @@ function redactError(err: unknown, redact: (t: string) => string): string {
  */
 function boundByAttempt(attemptMs: number): TransactionBound | undefined {
   if (!(attemptMs > 0)) return undefined;
-  return { lockTimeoutMs: attemptMs, idleTimeoutMs: 2 * attemptMs + IDLE_MARGIN_MS };
+  // The server refuses a longer timeout (an int of ms, ~24.8 days): capped, or no window of a job
+  // whose attempts may run ~12.4 days or more could be claimed.
+  const cap = (ms: number) => Math.min(ms, PG_MAX_TIMEOUT_MS);
+  return { lockTimeoutMs: cap(attemptMs), idleTimeoutMs: cap(2 * attemptMs + IDLE_MARGIN_MS) };
 }
 
 const IDLE_MARGIN_MS = 5_000;
+const PG_MAX_TIMEOUT_MS = 2_147_483_647;
 
 /** The incident subject of a window's settle step (apart from the window's own failures). */
 export const settleSubject = (windowKey: string): string => `${windowKey}:settle`;
@@ -201,6 +205,7 @@ export function windowActivities(deps: ActivityDeps) {
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
         // On a connection of its own, so that the handler may COPY inside the transaction.
+        let windowOpen = true;
         const committed = await withConnection(db, (conn, client) =>
           conn.transaction().execute(async (trx) => {
             const bound = boundByAttempt(input.policy.startToCloseTimeoutMs);
@@ -214,7 +219,17 @@ export function windowActivities(deps: ActivityDeps) {
               generation: w.generation,
               attempt,
               log: (line) => logger.info(line),
-              copyRows: (table, columns, rows) => copyRows(client, table, columns, rows),
+              // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
+              // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
+              // on its own, or inside whichever transaction the pooled client serves next.
+              copyRows: async (table, columns, rows) => {
+                if (!windowOpen || client.getTransactionStatus() === 'I') {
+                  throw new Error(
+                    `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
+                  );
+                }
+                return await copyRows(client, table, columns, rows);
+              },
             });
             await reached(
               deps,
@@ -284,7 +299,7 @@ export function windowActivities(deps: ActivityDeps) {
               findings: counts.findings ?? [],
             };
           }),
-        );
+        ).finally(() => (windowOpen = false));
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
         const { counts, watermark, alerted, effects, findings } = committed;

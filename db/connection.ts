@@ -34,11 +34,22 @@ const CARRIES_BEGIN = /^\s*begin\s*;/i;
 class Lease {
   /** A transaction was begun by kysely and its BEGIN not sent yet. */
   beginOwed = false;
+  /** Inside a transaction begun by kysely, until kysely commits or rolls it back. */
+  inTransaction = false;
   /** The transaction's COMMIT went with its last statement. */
   committed = false;
+  /** The statement that ended the transaction before kysely did (a COMMIT or ROLLBACK of its own). */
+  endedBy: string | undefined;
   constructor(private readonly client: pg.PoolClient) {}
 
   async query(text: string, params: unknown[]): Promise<pg.QueryResult> {
+    // Once the transaction has ended, a statement would run on its own and commit at once,
+    // apart from the statements before it: refused, not sent.
+    if (this.inTransaction && (this.committed || this.endedBy !== undefined)) {
+      throw new Error(
+        `the transaction already ended (${this.committed ? 'committed' : `by "${this.endedBy}"`}); a statement after its end is not sent`,
+      );
+    }
     const carriesBegin = CARRIES_BEGIN.test(text);
     if (carriesBegin && !this.beginOwed) {
       throw new Error('a statement that carries BEGIN runs only first in a transaction begun by kysely');
@@ -48,16 +59,35 @@ class Lease {
       if (!carriesBegin) await this.client.query('begin');
     }
     const result = (await this.client.query(text, params)) as pg.QueryResult | pg.QueryResult[];
-    if (!Array.isArray(result)) return result;
+    const last = Array.isArray(result) ? result[result.length - 1]! : result;
     // "begin; X" or "X; commit": what X returned.
-    const last = result[result.length - 1]!;
-    if (last.command === 'COMMIT') {
+    if (Array.isArray(result) && last.command === 'COMMIT') {
       this.committed = true;
       return result[result.length - 2]!;
     }
+    // A statement of the caller's (a handler's "commit" or "rollback") ended the transaction:
+    // what it had done is committed or gone, and what follows would commit statement by statement.
+    if (this.inTransaction && this.client.getTransactionStatus() === 'I') {
+      this.endedBy = String(text).trim().slice(0, 60);
+      throw new Error(
+        `the statement "${this.endedBy}" ended the transaction begun by kysely; only kysely may end it`,
+      );
+    }
     // A COMMIT answered ROLLBACK: an earlier statement's error left the transaction aborted.
-    if (last.command === 'ROLLBACK') throw new Error('the transaction was rolled back, not committed');
+    if (Array.isArray(result) && last.command === 'ROLLBACK') {
+      throw new Error('the transaction was rolled back, not committed');
+    }
     return last;
+  }
+
+  /** Forgets the transaction kysely is ending; returns how it stood. */
+  end(): { beginOwed: boolean; committed: boolean; endedBy: string | undefined } {
+    const state = { beginOwed: this.beginOwed, committed: this.committed, endedBy: this.endedBy };
+    this.beginOwed = false;
+    this.inTransaction = false;
+    this.committed = false;
+    this.endedBy = undefined;
+    return state;
   }
 
   release(): void {
@@ -74,29 +104,31 @@ class HeldConnectionDriver extends PostgresDriver {
     connection: DatabaseConnection,
     settings: TransactionSettings,
   ): Promise<void> {
-    if (settings.isolationLevel || settings.accessMode)
-      return await super.beginTransaction(connection, settings);
-    this.lease.beginOwed = true;
-    this.lease.committed = false;
+    this.lease.end();
+    if (settings.isolationLevel || settings.accessMode) await super.beginTransaction(connection, settings);
+    else this.lease.beginOwed = true;
+    this.lease.inTransaction = true;
   }
 
   override async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    if (this.lease.beginOwed) {
-      this.lease.beginOwed = false; // nothing was sent: nothing to commit
-      return;
+    const { beginOwed, committed, endedBy } = this.lease.end();
+    // Nothing was sent (nothing to commit), or the COMMIT went with the last statement.
+    if (beginOwed || committed) return;
+    if (endedBy !== undefined) {
+      throw new Error(
+        `the transaction was ended by "${endedBy}" before its commit: it did not commit as one`,
+      );
     }
-    if (!this.lease.committed) await super.commitTransaction(connection);
+    await super.commitTransaction(connection);
   }
 
   override async rollbackTransaction(
     connection: Parameters<PostgresDriver['rollbackTransaction']>[0],
   ): Promise<void> {
-    if (this.lease.beginOwed) {
-      this.lease.beginOwed = false;
-      return;
-    }
-    // Committed with its last statement: there is nothing left to roll back.
-    if (!this.lease.committed) await super.rollbackTransaction(connection);
+    const { beginOwed, committed, endedBy } = this.lease.end();
+    // Nothing was sent, or the transaction already ended: there is nothing left to roll back.
+    if (beginOwed || committed || endedBy !== undefined) return;
+    await super.rollbackTransaction(connection);
   }
 }
 
