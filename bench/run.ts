@@ -7,6 +7,7 @@ import { backfillFigures } from './backfill.js';
 import { killFigures, peerFigures } from './compare.js';
 import { QUICK, type Figure } from './figures.js';
 import { ingestFigures, ledgerFigures, summaryFigures } from './ingest.js';
+import { latencyFigures } from './latency.js';
 import { markdown } from './report.js';
 
 const started = Date.now();
@@ -18,7 +19,7 @@ const results: Figure[] = [
 const backfill = await backfillFigures();
 results.push(...backfill.figures, ...(await peerFigures(backfill)));
 const kills = await killFigures();
-results.push(...kills.figures);
+results.push(...kills.figures, ...(await latencyFigures()));
 const took = Math.round((Date.now() - started) / 1000);
 const out = { date: new Date().toISOString(), quick: QUICK, seconds: took, results, kill_tests: kills.notes };
 if (QUICK) {
