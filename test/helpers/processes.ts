@@ -16,6 +16,21 @@ export interface WorkerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/**
+ * The environment of a worker process (worker-process.ts) on `taskQueue` against the file's stack,
+ * running `testJob` (its TEST_JOB: name, grid, start, holdMs, and the test's faults).
+ */
+export const workerProcessEnv = (
+  stack: { readonly env: { readonly address: string }; readonly t: { readonly url: string } },
+  taskQueue: string,
+  testJob: Record<string, unknown>,
+): Record<string, string> => ({
+  DATABASE_URL: stack.t.url,
+  TEMPORAL_ADDRESS: stack.env.address,
+  TIDEMARK_TASK_QUEUE: taskQueue,
+  TEST_JOB: JSON.stringify(testJob),
+});
+
 let bundlePath: Promise<string> | undefined;
 function bundleFile(): Promise<string> {
   return (bundlePath ??= sharedBundle().then(async (b) => {

@@ -2,7 +2,7 @@
 // transaction with its own done marker and run record; resumed after a SIGKILL; a per-window run
 // racing a batch on one window; a window failing inside a batch alerted and retried as today.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
@@ -26,21 +26,12 @@ import {
   summaryOf,
   type Order,
 } from '../helpers/jobs.js';
-import { startChat, type TestChat } from '../helpers/chat.js';
-import { depsWithChannels } from '../helpers/effects.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
+import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
-let smtp: TestSmtp;
-let chat: TestChat;
-before(async () => {
-  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
-});
-after(async () => {
-  await Promise.all([smtp?.close(), chat?.close()]);
-});
+const channels = loopbackChannels();
 const HOUR = 3_600_000;
 const iso = (ms: number) => new Date(ms).toISOString().replace('.000Z', 'Z');
 
@@ -185,18 +176,14 @@ test('batched backfill: a worker SIGKILLed in the middle of a batch; the batch r
   const n = 12;
   const { from, to, starts } = hours('2026-07-01T00:00:00Z', n);
   const orders = await insertOrders(stack.t.db, ordersBetween(job, from, to, 240, 11));
-  const env = (crashAt?: { point: string; nth: number }): Record<string, string> => ({
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({
+  const env = (crashAt?: { point: string; nth: number }): Record<string, string> =>
+    workerProcessEnv(stack, taskQueue, {
       name: job,
       grid: '1h',
       start: from,
       holdMs: 0,
       ...(crashAt ? { crashAt } : {}),
-    }),
-  });
+    });
   const workers: WorkerProcess[] = [];
   try {
     // Dies inside the sixth window's transaction: five are committed, the batch is in the middle.
@@ -383,25 +370,30 @@ test('batched backfill: windows with external effects are committed in the batch
     }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
-    const orders = await insertOrders(stack.t.db, ordersBetween(job, from, to, 40, 0));
-    const workflowId = `${job}/backfill`;
-    const result = await runBackfill(taskQueue, workflowId, { job, from, to, concurrency: 2, batch: n });
-    assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
-    const runs = await processedOnce(job, starts);
-    for (const s of starts) {
-      assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
-      // The window's own run found it done and sent its e-mail.
-      const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
-      assert.equal(run.outcome, 'already-done');
-      assert.deepEqual(
-        run.effectOutcomes.map((e) => e.outcome),
-        ['done'],
-      );
-      assert.equal(smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
-    }
-    await assertTotals(job, orders, from, to);
-  });
+  await withWorker(
+    stack.env,
+    taskQueue,
+    depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat),
+    async () => {
+      const orders = await insertOrders(stack.t.db, ordersBetween(job, from, to, 40, 0));
+      const workflowId = `${job}/backfill`;
+      const result = await runBackfill(taskQueue, workflowId, { job, from, to, concurrency: 2, batch: n });
+      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+      const runs = await processedOnce(job, starts);
+      for (const s of starts) {
+        assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
+        // The window's own run found it done and sent its e-mail.
+        const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
+        assert.equal(run.outcome, 'already-done');
+        assert.deepEqual(
+          run.effectOutcomes.map((e) => e.outcome),
+          ['done'],
+        );
+        assert.equal(channels.smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
+      }
+      await assertTotals(job, orders, from, to);
+    },
+  );
 });
 
 test('batched backfill of a job that settles its windows: each window runs as its own workflow, and the details say why', async () => {
