@@ -7,26 +7,21 @@
 // Each variant runs three times, interleaved, and the median counts.
 import { sql, type Kysely } from 'kysely';
 import type pg from 'pg';
-import { createActivities } from '../activities/index.js';
-import { memoryLogger } from '../activities/logger.js';
 import { withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
 import { poolOf } from '../db/database.js';
 import { watermarkOf } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
-import { defineCatalog, type WindowHandler } from '../schedules/job.js';
-import { isoUtc } from '../schedules/windows.js';
+import type { WindowHandler } from '../schedules/job.js';
 import { createTestDb } from '../test/helpers/db.js';
+import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../test/helpers/windows.js';
 import { figure, log, seconds, sizeFrom, type Figure } from './figures.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2025-01-01T00:00:00Z');
 const REPS = 3;
-const POLICY = {
-  retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-  startToCloseTimeoutMs: 60_000,
-};
+const POLICY = windowPolicy(1, 60_000);
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -58,20 +53,10 @@ async function runWindows(
   windows: number,
   handler: WindowHandler,
 ): Promise<void> {
-  const catalog = defineCatalog([{ name: job, grid: '1h', start: isoUtc(new Date(T0)), handler }]);
-  const acts = createActivities({ db, catalog, logger: memoryLogger(), now: () => new Date() });
+  const acts = directActivities(db, [hourlyJob(job, T0, handler)]);
   await watermarkOf(db, job, new Date(T0));
   for (let i = 0; i < windows; i++) {
-    const start = isoUtc(new Date(T0 + i * HOUR));
-    const r = await acts.processWindow({
-      job,
-      start,
-      end: isoUtc(new Date(T0 + (i + 1) * HOUR)),
-      generation: 0,
-      key: `${job}/${start}`,
-      trigger: 'manual',
-      policy: POLICY,
-    });
+    const r = await acts.processWindow(hourlyWindow(job, T0, i, POLICY));
     if (r.outcome !== 'processed') throw new Error(`${job}: window ${i} not processed`);
   }
 }

@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createTestDb, type TestDb } from '../test/helpers/db.js';
-import { spawnChild } from './peers/child.js';
+import { spawnReady } from '../test/helpers/spawn.js';
 import {
   GRAPHILE_DEFAULTS,
   GRAPHILE_JOB,
@@ -250,7 +250,7 @@ async function peerHarness(
         : "none: the dead worker's locks hold for 4 hours (graphile-worker 0.17.3's default)"
       : `expiration: expireInSeconds ${config.pgBoss.expireInSeconds}, maintenance every ${config.pgBoss.maintenanceIntervalSeconds} s, retryLimit ${config.pgBoss.retryLimit}`,
     spawn: () =>
-      spawnChild(
+      spawnReady(
         workerScript,
         { PEER_WORKER: JSON.stringify(config) },
         `${peer} worker ${++n} (${randomBytes(2).toString('hex')})`,

@@ -3,14 +3,14 @@
 // is SIGKILLed (right after a commit was seen: jobs between their commit and their completion
 // mark are then likely) and a new one started. Then the system gets `boundMs` to finish.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Child } from './child.js';
+import type { ReadyProcess } from '../../test/helpers/spawn.js';
 
 export interface Harness {
   /** The daily_sales job name the system's worker writes under. */
   job: string;
   /** What the system does about a dead worker's work (reported with the figures). */
   recovery: string;
-  spawn(): Promise<Child>;
+  spawn(): Promise<ReadyProcess>;
   /** Work the system still considers unfinished, and how much of it a (dead) worker holds. */
   pending(): Promise<{ pending: number; locked: number }>;
   afterKill(): Promise<void>;

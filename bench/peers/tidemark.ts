@@ -15,7 +15,7 @@ import { isoUtc } from '../../schedules/windows.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
-import { spawnChild } from './child.js';
+import { spawnReady } from '../../test/helpers/spawn.js';
 import type { Harness } from './kill.js';
 import type { Window } from './orders.js';
 
@@ -78,7 +78,7 @@ export async function tidemarkHarness(url: string, windows: Window[], holdMs: nu
     job: TIDEMARK_JOB,
     recovery: `Temporal retries the dead worker's activity after its ${ATTEMPT_TIMEOUT} attempt timeout; the ledger's done marker decides`,
     spawn: () =>
-      spawnChild(
+      spawnReady(
         script,
         {
           DATABASE_URL: url,

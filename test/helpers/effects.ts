@@ -1,4 +1,5 @@
 // Deps with real channels pointed at loopback servers, and readers of what happened.
+import { after, before } from 'node:test';
 import type { Kysely } from 'kysely';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { memoryLogger } from '../../activities/logger.js';
@@ -8,8 +9,23 @@ import { slackProvider } from '../../activities/notify/slack.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
 import type { Database } from '../../db/schema.js';
 import type { Catalog } from '../../schedules/job.js';
-import type { TestChat } from './chat.js';
-import type { TestSmtp } from './smtp.js';
+import { startChat, type TestChat } from './chat.js';
+import { startSmtp, type TestSmtp } from './smtp.js';
+
+/**
+ * A test file's loopback SMTP and chat servers, started before its tests and closed after them;
+ * read them in the tests (they are set once the file's before hook has run).
+ */
+export function loopbackChannels(): { readonly smtp: TestSmtp; readonly chat: TestChat } {
+  const channels = {} as { smtp: TestSmtp; chat: TestChat };
+  before(async () => {
+    [channels.smtp, channels.chat] = await Promise.all([startSmtp(), startChat()]);
+  });
+  after(async () => {
+    await Promise.all([channels.smtp?.close(), channels.chat?.close()]);
+  });
+  return channels;
+}
 
 export interface ChannelSecrets {
   smtpUser?: string;

@@ -45,11 +45,8 @@ export async function startWorker(
   return { worker, running };
 }
 
-/** A window run's policy: `maximumAttempts` attempts a second apart, each within `startToCloseTimeoutMs`. */
-export const windowPolicy = (maximumAttempts: number, startToCloseTimeoutMs: number) => ({
-  retry: { maximumAttempts, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-  startToCloseTimeoutMs,
-});
+// Defined with the other window builders, which need no Temporal; re-exported for the tests that use it here.
+export { windowPolicy } from './windows.js';
 
 /** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
 export async function eventually<T>(

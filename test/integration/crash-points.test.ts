@@ -2,26 +2,18 @@
 // a second one takes over, and an independent checker (test/helpers/invariants.ts) finds no
 // duplicate, no lost window or effect, and no effect in doubt left unalerted.
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { CRASH_POINT, type CrashPoint } from '../../activities/crash-points.js';
-import { startChat, type TestChat } from '../helpers/chat.js';
 import type { BackfillResult } from '../../workflows/types.js';
 import { checkInvariants, violations } from '../helpers/invariants.js';
+import { loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
-import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
 
 const stack = realStack();
-let smtp: TestSmtp;
-let chat: TestChat;
-before(async () => {
-  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
-});
-after(async () => {
-  await Promise.all([smtp?.close(), chat?.close()]);
-});
+const channels = loopbackChannels();
 
 const HOUR = 3_600_000;
 const WINDOWS = 2;
@@ -135,23 +127,19 @@ describe('crash points', { concurrency: 4 }, () => {
       }));
       const tickAt = iso(windows.at(-1)!.end);
       await insertOrders(stack.t.db, ordersBetween(job, iso(first), tickAt, 20 * WINDOWS, 10));
-      const env = (crashAt?: { point: CrashPoint; nth: number }): Record<string, string> => ({
-        DATABASE_URL: stack.t.url,
-        TEMPORAL_ADDRESS: stack.env.address,
-        TIDEMARK_TASK_QUEUE: taskQueue,
-        TEST_JOB: JSON.stringify({
+      const env = (crashAt?: { point: CrashPoint; nth: number }): Record<string, string> =>
+        workerProcessEnv(stack, taskQueue, {
           name: job,
           grid: '1h',
           start: iso(first),
           holdMs: 0,
-          smtpPort: smtp.port,
-          telegramUrl: chat.telegramUrl,
+          smtpPort: channels.smtp.port,
+          telegramUrl: channels.chat.telegramUrl,
           // Short, so that a dead attempt times out and its effect's lease passes quickly.
           attemptTimeout: '4s',
           effectTimeout: '3s',
           ...(crashAt ? { crashAt } : {}),
-        }),
-      });
+        });
       const workers: WorkerProcess[] = [];
       try {
         // The tick plans the closed windows from the watermark and starts their runs. It is not
@@ -237,8 +225,8 @@ describe('crash points', { concurrency: 4 }, () => {
           job,
           windows,
           {
-            emails: smtp.messages,
-            chat: chat.messages,
+            emails: channels.smtp.messages,
+            chat: channels.chat.messages,
           },
           { watermark: c.by !== 'backfill' },
         );

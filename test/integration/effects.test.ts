@@ -1,7 +1,7 @@
 // External effects through the guard, against a real SMTP server and real HTTP servers on
 // loopback: lost replies, deferrals, rejections, a worker killed between begin and done.
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import { createServer as createHttpServer } from 'node:http';
 import { ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { effectActivities } from '../../activities/effects.js';
@@ -9,25 +9,22 @@ import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { recordEffects } from '../../db/effects.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
+import { defineCatalog, type Catalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
-import { startChat, type TestChat } from '../helpers/chat.js';
-import { attemptOutcomes, chatTexts, depsWithChannels, effectRow } from '../helpers/effects.js';
+import {
+  attemptOutcomes,
+  chatTexts,
+  depsWithChannels,
+  loopbackChannels,
+  effectRow,
+} from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
-import { spawnWorker } from '../helpers/processes.js';
-import { startSmtp, type TestSmtp } from '../helpers/smtp.js';
+import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
-let smtp: TestSmtp;
-let chat: TestChat;
-before(async () => {
-  [smtp, chat] = await Promise.all([startSmtp(), startChat()]);
-});
-after(async () => {
-  await smtp?.close();
-  await chat?.close();
-});
+const channels = loopbackChannels();
+const channelDeps = (catalog: Catalog) => depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat);
 
 /** The sales summary plus one report e-mail per window. */
 const withReport: WindowHandler = async (ctx) => {
@@ -105,20 +102,23 @@ const incomplete = (err: unknown) =>
 test('SMTP stores the message and drops the connection before answering: unknown, no resend, one alert, resent only when approved', async () => {
   const job = 'mail-drop';
   const catalog = defineCatalog([reportJob(job)]);
-  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  const deps = channelDeps(catalog);
   const taskQueue = uniqueQueue(job);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
-  const [smtpBefore, alertsBefore] = [smtp.messages.length, chatTexts(chat, 'telegram').length];
+  const [smtpBefore, alertsBefore] = [
+    channels.smtp.messages.length,
+    chatTexts(channels.chat, 'telegram').length,
+  ];
   await insertOrders(stack.t.db, ordersBetween(job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z', 10));
   await withWorker(stack.env, taskQueue, deps, async () => {
-    smtp.plan.push('store-then-drop');
+    channels.smtp.plan.push('store-then-drop');
     await assert.rejects(
       runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
       incomplete,
     );
-    assert.equal(smtp.messages.length - smtpBefore, 1, 'the server stored the message');
+    assert.equal(channels.smtp.messages.length - smtpBefore, 1, 'the server stored the message');
     assert.equal((await effectRow(stack.t.db, key)).status, 'unknown');
-    const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+    const alerts = chatTexts(channels.chat, 'telegram').slice(alertsBefore);
     assert.equal(alerts.length, 1);
     assert.match(alerts[0]!, /effect outcome unknown/);
     assert.match(
@@ -131,9 +131,9 @@ test('SMTP stores the message and drops the connection before answering: unknown
       runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
       incomplete,
     );
-    assert.equal(smtp.messages.length - smtpBefore, 1, 'no automatic resend');
+    assert.equal(channels.smtp.messages.length - smtpBefore, 1, 'no automatic resend');
     assert.equal(
-      chatTexts(chat, 'telegram').length - alertsBefore,
+      chatTexts(channels.chat, 'telegram').length - alertsBefore,
       1,
       'no second alert for the same incident',
     );
@@ -142,16 +142,16 @@ test('SMTP stores the message and drops the connection before answering: unknown
   // An operator approves the resend: it is sent once more, and the incident clears.
   const result = await decideUnknownEffect(deps, key, 'resend', 'alice');
   assert.equal(result.outcome, 'done');
-  assert.equal(smtp.messages.length - smtpBefore, 2);
+  assert.equal(channels.smtp.messages.length - smtpBefore, 2);
   const row = await effectRow(stack.t.db, key);
   // The one-time resend decision was used by the resend; who decided stays on the row.
   assert.deepEqual([row.status, row.decision, row.decided_by, row.attempts], ['done', null, 'alice', 2]);
   assert.equal(
-    smtp.messages.at(-1)!.messageId,
-    smtp.messages.at(-2)!.messageId,
+    channels.smtp.messages.at(-1)!.messageId,
+    channels.smtp.messages.at(-2)!.messageId,
     'the same Message-ID on both sends',
   );
-  const after = chatTexts(chat, 'telegram').slice(alertsBefore);
+  const after = chatTexts(channels.chat, 'telegram').slice(alertsBefore);
   assert.equal(after.length, 2);
   assert.match(after[1]!, /recovered/);
   await assert.rejects(decideUnknownEffect(deps, key, 'resend', 'bob'), /is done, not unknown/);
@@ -162,17 +162,17 @@ test('a transient SMTP 4xx then success: one message, two attempts recorded', as
   const catalog = defineCatalog([reportJob(job)]);
   const taskQueue = uniqueQueue(job);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
-  const before = smtp.messages.length;
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
-    smtp.plan.push('defer');
+  const before = channels.smtp.messages.length;
+  await withWorker(stack.env, taskQueue, channelDeps(catalog), async () => {
+    channels.smtp.plan.push('defer');
     const r = await runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
     assert.deepEqual(
       r.effectOutcomes.map((o) => o.outcome),
       ['done'],
     );
   });
-  assert.equal(smtp.messages.length - before, 1);
-  const mail = smtp.messages.at(-1)!;
+  assert.equal(channels.smtp.messages.length - before, 1);
+  const mail = channels.smtp.messages.at(-1)!;
   assert.equal(mail.subject, `report ${job}/2026-08-01T00:00:00Z`);
   const n = /^orders: (\d+)$/.exec(mail.text?.trim() ?? '')?.[1];
   assert.ok(n !== undefined, mail.text);
@@ -192,59 +192,52 @@ test('a permanent SMTP 5xx: one attempt, one alert, the effect failed', async ()
   const catalog = defineCatalog([reportJob(job)]);
   const taskQueue = uniqueQueue(job);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
-  const [offered, alertsBefore] = [smtp.offered, chatTexts(chat, 'telegram').length];
-  await withWorker(stack.env, taskQueue, depsWithChannels(stack.t.db, catalog, smtp, chat), async () => {
-    smtp.plan.push('reject');
+  const [offered, alertsBefore] = [channels.smtp.offered, chatTexts(channels.chat, 'telegram').length];
+  await withWorker(stack.env, taskQueue, channelDeps(catalog), async () => {
+    channels.smtp.plan.push('reject');
     await assert.rejects(
       runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z'),
       incomplete,
     );
   });
-  assert.equal(smtp.offered - offered, 1, 'one attempt');
+  assert.equal(channels.smtp.offered - offered, 1, 'one attempt');
   assert.deepEqual(await attemptOutcomes(stack.t.db, key), ['failed']);
   const row = await effectRow(stack.t.db, key);
   assert.equal(row.status, 'failed');
   assert.match(row.last_error ?? '', /550/);
-  const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+  const alerts = chatTexts(channels.chat, 'telegram').slice(alertsBefore);
   assert.equal(alerts.length, 1);
   assert.match(alerts[0]!, /effect failed/);
 
   // Once the mailbox exists, an operator retries it: sent once, the incident clears.
-  const result = await retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice');
+  const result = await retryFailedEffect(channelDeps(catalog), key, 'alice');
   assert.equal(result.outcome, 'done');
-  assert.equal(smtp.offered - offered, 2);
-  assert.match(chatTexts(chat, 'telegram').at(-1)!, /mail-reject: recovered/);
-  await assert.rejects(
-    retryFailedEffect(depsWithChannels(stack.t.db, catalog, smtp, chat), key, 'alice'),
-    /is done, not failed/,
-  );
+  assert.equal(channels.smtp.offered - offered, 2);
+  assert.match(chatTexts(channels.chat, 'telegram').at(-1)!, /mail-reject: recovered/);
+  await assert.rejects(retryFailedEffect(channelDeps(catalog), key, 'alice'), /is done, not failed/);
 });
 
 test('the worker killed between begin and done: on restart the policy applies, nothing is sent twice', async () => {
   const job = 'mail-kill';
   const taskQueue = uniqueQueue(job);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
-  const [before, alertsBefore] = [smtp.messages.length, chatTexts(chat, 'telegram').length];
-  const workerEnv = (kill: boolean) => ({
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({
+  const [before, alertsBefore] = [channels.smtp.messages.length, chatTexts(channels.chat, 'telegram').length];
+  const workerEnv = (kill: boolean) =>
+    workerProcessEnv(stack, taskQueue, {
       name: job,
       grid: '1h',
       start: '2026-08-01T00:00:00Z',
       holdMs: 0,
-      smtpPort: smtp.port,
-      telegramUrl: chat.telegramUrl,
+      smtpPort: channels.smtp.port,
+      telegramUrl: channels.chat.telegramUrl,
       effectTimeout: '2s',
       killAfterEffect: kill,
-    }),
-  });
+    });
   const doomed = await spawnWorker('doomed', workerEnv(true));
   const run = runWindow(taskQueue, job, '2026-08-01T00:00:00Z', '2026-08-01T01:00:00Z');
   await new Promise<void>((resolve) => doomed.child.once('exit', () => resolve()));
   assert.equal(doomed.child.signalCode, 'SIGKILL');
-  assert.equal(smtp.messages.length - before, 1, 'the message went out before the kill');
+  assert.equal(channels.smtp.messages.length - before, 1, 'the message went out before the kill');
   assert.equal((await effectRow(stack.t.db, key)).status, 'begun', 'begin without done');
   const survivor = await spawnWorker('survivor', workerEnv(false));
   try {
@@ -252,11 +245,11 @@ test('the worker killed between begin and done: on restart the policy applies, n
   } finally {
     await survivor.stop();
   }
-  assert.equal(smtp.messages.length - before, 1, 'not sent twice');
+  assert.equal(channels.smtp.messages.length - before, 1, 'not sent twice');
   const row = await effectRow(stack.t.db, key);
   assert.equal(row.status, 'unknown');
   assert.match(row.last_error ?? '', /never marked done/);
-  const alerts = chatTexts(chat, 'telegram').slice(alertsBefore);
+  const alerts = chatTexts(channels.chat, 'telegram').slice(alertsBefore);
   assert.equal(alerts.length, 1);
   assert.match(alerts[0]!, /effect outcome unknown/);
 });
@@ -264,7 +257,7 @@ test('the worker killed between begin and done: on restart the policy applies, n
 test('attempts racing for one effect: the fencing number lets exactly one act', async () => {
   const job = 'mail-race';
   const catalog = defineCatalog([reportJob(job)]);
-  const deps = depsWithChannels(stack.t.db, catalog, smtp, chat);
+  const deps = channelDeps(catalog);
   const key = `${job}/2026-08-01T00:00:00Z:report`;
   await recordEffects(stack.t.db, [
     {
@@ -278,7 +271,7 @@ test('attempts racing for one effect: the fencing number lets exactly one act', 
       providerKey: key,
     },
   ]);
-  const before = smtp.messages.length;
+  const before = channels.smtp.messages.length;
   const { performEffect } = effectActivities(deps);
   const results = await Promise.allSettled(Array.from({ length: 6 }, () => performEffect({ key })));
   const done = results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'done');
@@ -295,7 +288,7 @@ test('attempts racing for one effect: the fencing number lets exactly one act', 
       results.filter((r) => r.status === 'fulfilled' && r.value.outcome === 'already-done').length,
     6,
   );
-  assert.equal(smtp.messages.length - before, 1);
+  assert.equal(channels.smtp.messages.length - before, 1);
   assert.equal((await effectRow(stack.t.db, key)).attempts, 1);
 });
 
@@ -373,9 +366,9 @@ test('an HTTP API declared to honour Idempotency-Key applies a request and then 
     }),
   ]);
   const deps = {
-    ...depsWithChannels(stack.t.db, catalog, smtp, chat),
+    ...channelDeps(catalog),
     channels: {
-      ...depsWithChannels(stack.t.db, catalog, smtp, chat).channels,
+      ...channelDeps(catalog).channels,
       http: httpApiProvider({ timeoutMs: 1_000 }),
     },
   };
@@ -410,7 +403,7 @@ test('a begin without a done, where the API can say what happened: the guard ask
   const job = 'http-check';
   const catalog = defineCatalog([salesJob(job)]);
   const deps = {
-    ...depsWithChannels(stack.t.db, catalog, smtp, chat),
+    ...channelDeps(catalog),
     channels: { http: httpApiProvider({ timeoutMs: 1_000 }) },
   };
   try {

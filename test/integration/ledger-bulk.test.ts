@@ -5,22 +5,15 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import type pg from 'pg';
-import { createActivities } from '../../activities/index.js';
-import { memoryLogger } from '../../activities/logger.js';
 import { withConnection } from '../../db/connection.js';
 import { poolOf } from '../../db/database.js';
 import { readWatermark, watermarkOf } from '../../db/ledger.js';
-import { defineCatalog, type JobSpec } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
-import type { WindowInput } from '../../workflows/types.js';
+import type { JobSpec } from '../../schedules/job.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../helpers/windows.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-03-01T00:00:00Z');
-const policy = {
-  retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-  startToCloseTimeoutMs: 30_000,
-};
 let t: TestDb;
 
 before(async () => {
@@ -31,35 +24,17 @@ before(async () => {
 });
 after(async () => t?.drop());
 
-function windowOf(job: string, i: number): WindowInput {
-  const start = isoUtc(new Date(T0 + i * HOUR));
-  return {
-    job,
-    start,
-    end: isoUtc(new Date(T0 + (i + 1) * HOUR)),
-    generation: 0,
-    key: `${job}/${start}`,
-    trigger: 'manual',
-    policy,
-  };
-}
-
-const activities = (jobs: JobSpec[]) =>
-  createActivities({ db: t.db, catalog: defineCatalog(jobs), logger: memoryLogger(), now: () => new Date() });
+const windowOf = (job: string, i: number) => hourlyWindow(job, T0, i, windowPolicy(1, 30_000));
+const jobOf = (name: string, handler: JobSpec['handler']) => hourlyJob(name, T0, handler);
+const activities = (jobs: JobSpec[]) => directActivities(t.db, jobs);
 
 test("a processed window costs two round trips besides its handler's: the claim carries BEGIN, the finish COMMIT", async () => {
   const job = 'trips';
   const acts = activities([
-    {
-      name: job,
-      grid: '1h',
-      timezone: 'UTC',
-      start: isoUtc(new Date(T0)),
-      handler: async (ctx) => {
-        await sql`select 1`.execute(ctx.trx);
-        return { input: 0, applied: 0, quarantined: 0 };
-      },
-    },
+    jobOf(job, async (ctx) => {
+      await sql`select 1`.execute(ctx.trx);
+      return { input: 0, applied: 0, quarantined: 0 };
+    }),
   ]);
   await watermarkOf(t.db, job, new Date(T0));
   const sent: string[] = [];
@@ -90,18 +65,12 @@ test("a processed window costs two round trips besides its handler's: the claim 
 test('twenty windows of one job committing at once, in any order: the watermark passes every one', async () => {
   const job = 'together';
   const acts = activities([
-    {
-      name: job,
-      grid: '1h',
-      timezone: 'UTC',
-      start: isoUtc(new Date(T0)),
-      handler: async (ctx) => {
-        // Later windows tend to finish first: each commit must still see the ones before it.
-        const i = (ctx.window.start.getTime() - T0) / HOUR;
-        await sql`select pg_sleep(${(20 - i) * 0.005})`.execute(ctx.trx);
-        return { input: 0, applied: 0, quarantined: 0 };
-      },
-    },
+    jobOf(job, async (ctx) => {
+      // Later windows tend to finish first: each commit must still see the ones before it.
+      const i = (ctx.window.start.getTime() - T0) / HOUR;
+      await sql`select pg_sleep(${(20 - i) * 0.005})`.execute(ctx.trx);
+      return { input: 0, applied: 0, quarantined: 0 };
+    }),
   ]);
   await watermarkOf(t.db, job, new Date(T0));
   await acts.processWindow(windowOf(job, 0));
@@ -128,21 +97,15 @@ test("rows a handler COPYs commit with the window's done marker: a failed attemp
   const job = 'bulk';
   let attempt = 0;
   const acts = activities([
-    {
-      name: job,
-      grid: '1h',
-      timezone: 'UTC',
-      start: isoUtc(new Date(T0)),
-      handler: async (ctx) => {
-        const n = await ctx.copyRows(
-          'public.landed',
-          ['k', 'note', 'at', 'doc', 'n'],
-          awkward.map(([k, note, at, doc, num]) => [k, note, at ? new Date(at) : null, doc, num]),
-        );
-        if (++attempt === 1) throw new Error('the source went away after the copy');
-        return { input: n, applied: n, quarantined: 0 };
-      },
-    },
+    jobOf(job, async (ctx) => {
+      const n = await ctx.copyRows(
+        'public.landed',
+        ['k', 'note', 'at', 'doc', 'n'],
+        awkward.map(([k, note, at, doc, num]) => [k, note, at ? new Date(at) : null, doc, num]),
+      );
+      if (++attempt === 1) throw new Error('the source went away after the copy');
+      return { input: n, applied: n, quarantined: 0 };
+    }),
   ]);
   await assert.rejects(acts.processWindow(windowOf(job, 0)), /source went away/);
   assert.equal((await sql<{ n: number }>`select count(*)::int n from landed`.execute(t.db)).rows[0]!.n, 0);
@@ -162,17 +125,11 @@ test("rows a handler COPYs commit with the window's done marker: a failed attemp
 test('a row with the wrong number of values is refused by position; nothing is copied, the window is not done', async () => {
   const job = 'ragged';
   const acts = activities([
-    {
-      name: job,
-      grid: '1h',
-      timezone: 'UTC',
-      start: isoUtc(new Date(T0)),
-      handler: async (ctx) => {
-        const rows = Array.from({ length: 5000 }, (_, i) => (i === 4321 ? [`r${i}`] : [`r${i}`, 'ok']));
-        const n = await ctx.copyRows('landed', ['k', 'note'], rows);
-        return { input: n, applied: n, quarantined: 0 };
-      },
-    },
+    jobOf(job, async (ctx) => {
+      const rows = Array.from({ length: 5000 }, (_, i) => (i === 4321 ? [`r${i}`] : [`r${i}`, 'ok']));
+      const n = await ctx.copyRows('landed', ['k', 'note'], rows);
+      return { input: n, applied: n, quarantined: 0 };
+    }),
   ]);
   await assert.rejects(acts.processWindow(windowOf(job, 0)), /row 4321 has 1 values for 2 columns/);
   assert.equal(
@@ -192,26 +149,20 @@ test('COPY into a temporary table, then one set-based merge: the staging pattern
   await sql`create table stock (sku text primary key, qty integer not null)`.execute(t.db);
   await sql`insert into stock values ('a', 1), ('b', 2)`.execute(t.db);
   const acts = activities([
-    {
-      name: job,
-      grid: '1h',
-      timezone: 'UTC',
-      start: isoUtc(new Date(T0)),
-      handler: async (ctx) => {
-        await sql`create temporary table stock_in (sku text, qty integer) on commit drop`.execute(ctx.trx);
-        const n = await ctx.copyRows(
-          'stock_in',
-          ['sku', 'qty'],
-          [
-            ['b', 20],
-            ['c', 30],
-          ],
-        );
-        await sql`insert into stock select sku, qty from stock_in
-                  on conflict (sku) do update set qty = excluded.qty`.execute(ctx.trx);
-        return { input: n, applied: n, quarantined: 0 };
-      },
-    },
+    jobOf(job, async (ctx) => {
+      await sql`create temporary table stock_in (sku text, qty integer) on commit drop`.execute(ctx.trx);
+      const n = await ctx.copyRows(
+        'stock_in',
+        ['sku', 'qty'],
+        [
+          ['b', 20],
+          ['c', 30],
+        ],
+      );
+      await sql`insert into stock select sku, qty from stock_in
+                on conflict (sku) do update set qty = excluded.qty`.execute(ctx.trx);
+      return { input: n, applied: n, quarantined: 0 };
+    }),
   ]);
   assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
   const rows = await sql<{ sku: string; qty: number }>`select sku, qty from stock order by sku`.execute(t.db);

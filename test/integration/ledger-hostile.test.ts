@@ -4,22 +4,18 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { createActivities } from '../../activities/index.js';
-import { memoryLogger } from '../../activities/logger.js';
 import { withConnection } from '../../db/connection.js';
 import { createDb } from '../../db/database.js';
 import { claimWindow, finishWindow, readWatermark, watermarkOf } from '../../db/ledger.js';
-import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import type { JobSpec } from '../../schedules/job.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { WindowInput, WindowResult } from '../../workflows/types.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../helpers/windows.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-03-01T00:00:00Z');
-const policy = {
-  retry: { maximumAttempts: 1, initialInterval: '1s', maximumInterval: '1s', backoffCoefficient: 1 },
-  startToCloseTimeoutMs: 30_000,
-};
+const policy = windowPolicy(1, 30_000);
 let t: TestDb;
 
 before(async () => {
@@ -28,29 +24,11 @@ before(async () => {
 });
 after(async () => t?.drop());
 
-function windowOf(job: string, i: number, trigger = 'manual', generation = 0): WindowInput {
-  const start = isoUtc(new Date(T0 + i * HOUR));
-  return {
-    job,
-    start,
-    end: isoUtc(new Date(T0 + (i + 1) * HOUR)),
-    generation,
-    key: `${job}/${start}`,
-    trigger: trigger as WindowInput['trigger'],
-    policy,
-  };
-}
-
-const jobOf = (name: string, handler: JobSpec['handler']): JobSpec => ({
-  name,
-  grid: '1h',
-  timezone: 'UTC',
-  start: isoUtc(new Date(T0)),
-  handler,
-});
-
-const activities = (jobs: JobSpec[]) =>
-  createActivities({ db: t.db, catalog: defineCatalog(jobs), logger: memoryLogger(), now: () => new Date() });
+// The trigger is any string: the odd-values test stores ones no real trigger is.
+const windowOf = (job: string, i: number, trigger = 'manual', generation = 0) =>
+  hourlyWindow(job, T0, i, policy, trigger as WindowInput['trigger'], generation);
+const jobOf = (name: string, handler: JobSpec['handler']) => hourlyJob(name, T0, handler);
+const activities = (jobs: JobSpec[]) => directActivities(t.db, jobs);
 
 const count = async (table: string, where = sql`true`) =>
   (await sql<{ n: number }>`select count(*)::int n from ${sql.table(table)} where ${where}`.execute(t.db))
@@ -494,12 +472,9 @@ test('incidents raised at once, as many as the pool has connections: none waits 
   // Each raise holds a connection for its transaction (issue 9): a second one taken inside it
   // would leave them all waiting on each other once they hold every connection of the pool.
   const small = createDb(t.url, { max: 2 });
-  const acts = createActivities({
-    db: small,
-    catalog: defineCatalog([jobOf('raised', async () => ({ input: 0, applied: 0, quarantined: 0 }))]),
-    logger: memoryLogger(),
-    now: () => new Date(),
-  });
+  const acts = directActivities(small, [
+    jobOf('raised', async () => ({ input: 0, applied: 0, quarantined: 0 })),
+  ]);
   const raised = Promise.all(
     Array.from({ length: 4 }, (_, i) =>
       acts.raiseIncident({ job: 'raised', subject: `raised/${i}`, kind: 'window-failed', error: 'x' }),

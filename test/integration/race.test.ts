@@ -9,7 +9,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { BackfillResult, TickResult, WindowInput, WindowResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { spawnWorker, type WorkerProcess } from '../helpers/processes.js';
+import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -67,12 +67,12 @@ test('tick, backfill and manual trigger at once on three worker processes: one e
     stack.t.db,
     ordersBetween(job, '2026-04-02T10:00:00Z', '2026-04-02T13:00:00Z', 90, 9),
   );
-  const workerEnv = {
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({ name: job, grid: '1h', start: '2026-04-02T10:00:00Z', holdMs: 400 }),
-  };
+  const workerEnv = workerProcessEnv(stack, taskQueue, {
+    name: job,
+    grid: '1h',
+    start: '2026-04-02T10:00:00Z',
+    holdMs: 400,
+  });
   const workers: WorkerProcess[] = await Promise.all(
     ['w1', 'w2', 'w3'].map((n) => spawnWorker(n, workerEnv)),
   );
@@ -144,18 +144,13 @@ test('a retried attempt while the first one is still alive: one effect', async (
   );
   // Attempts time out after 1 s but hold their transaction for 2.5 s: attempt 2 starts on
   // another worker while attempt 1 is alive and about to commit.
-  const workerEnv = {
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({
-      name: job,
-      grid: '1h',
-      start: '2026-04-03T10:00:00Z',
-      holdMs: 2_500,
-      attemptTimeout: '1s',
-    }),
-  };
+  const workerEnv = workerProcessEnv(stack, taskQueue, {
+    name: job,
+    grid: '1h',
+    start: '2026-04-03T10:00:00Z',
+    holdMs: 2_500,
+    attemptTimeout: '1s',
+  });
   const workers = await Promise.all(['r1', 'r2'].map((n) => spawnWorker(n, workerEnv)));
   try {
     const key = `${job}/2026-04-03T10:00:00Z`;

@@ -9,7 +9,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { eventRollup } from '../../jobs/event-rollup.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
-import { spawnWorker } from '../helpers/processes.js';
+import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -41,11 +41,8 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
   const window = { start: '2026-06-10T00:00:00Z', end: '2026-06-11T00:00:00Z' };
   const taskQueue = uniqueQueue('rollup');
   const job = 'rollup-killed';
-  const workerEnv = (killAfterChunk?: number) => ({
-    DATABASE_URL: stack.t.url,
-    TEMPORAL_ADDRESS: stack.env.address,
-    TIDEMARK_TASK_QUEUE: taskQueue,
-    TEST_JOB: JSON.stringify({
+  const workerEnv = (killAfterChunk?: number) =>
+    workerProcessEnv(stack, taskQueue, {
       name: job,
       grid: 'day',
       start: window.start,
@@ -55,8 +52,7 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
         heartbeatTimeout: '2s',
         ...(killAfterChunk !== undefined ? { killAfterChunk } : {}),
       },
-    }),
-  });
+    });
   const doomed = await spawnWorker('doomed', workerEnv(3));
   const key = `${job}/2026-06-10T00:00:00Z`;
   const run = stack.env.client.workflow.execute('window', {

@@ -1,14 +1,19 @@
-// Worker processes for the kill test: spawned with tsx, ready when they say READY, killed by pid.
+// A TypeScript script run as a child process with tsx: ready when it prints READY, its output kept,
+// stopped by signal. The test workers and the bench's kill-test workers all start this way.
 import { spawn, type ChildProcess } from 'node:child_process';
 
-export interface Child {
+export interface ReadyProcess {
   child: ChildProcess;
   output: () => string;
   /** Sends the signal (unless it has exited) and waits for the exit. */
   stop(signal: NodeJS.Signals): Promise<void>;
 }
 
-export async function spawnChild(script: string, env: Record<string, string>, name: string): Promise<Child> {
+export async function spawnReady(
+  script: string,
+  env: Record<string, string>,
+  name: string,
+): Promise<ReadyProcess> {
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
