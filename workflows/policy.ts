@@ -1,6 +1,6 @@
 // Activity options shared by the workflows. Every activity call has a bounded retry policy.
 import type { Duration, RetryPolicy } from '@temporalio/common';
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import type { ActivityPolicy } from './types.js';
 
@@ -39,6 +39,29 @@ export function windowActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.startToCloseTimeoutMs,
     ...(policy.heartbeatTimeoutMs ? { heartbeatTimeout: policy.heartbeatTimeoutMs } : {}),
+    retry: retryOf(policy),
+  });
+}
+
+/**
+ * Whether the window activity may run as a local activity, inside the window's workflow task: one
+ * server round trip per window instead of three (schedule, complete, next workflow task). Not for
+ * jobs that heartbeat (a local activity cannot) nor for jobs that wait for allowed hours.
+ */
+export function runsLocally(policy: ActivityPolicy): boolean {
+  return !policy.heartbeatTimeoutMs && !policy.allowedHours;
+}
+
+/**
+ * The window activity as a local activity: the same attempt timeout and retry policy, the retries
+ * run by the worker (backoffs over a minute as a durable timer). A worker lost mid-attempt is
+ * noticed by its workflow task's timeout (seconds, not the attempt timeout), and the attempt runs
+ * again on another worker even when the policy allows one attempt: the ledger's claim decides, as
+ * for any retry.
+ */
+export function windowLocalActivity(policy: ActivityPolicy) {
+  return proxyLocalActivities<Activities>({
+    startToCloseTimeout: policy.startToCloseTimeoutMs,
     retry: retryOf(policy),
   });
 }

@@ -1,0 +1,172 @@
+// The window's activity runs as a local activity when the job neither heartbeats nor waits for
+// allowed hours: one workflow task per window instead of two plus an activity task. The job's
+// retry policy still decides the attempts; windows started before the change replay unchanged.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { WorkflowFailedError } from '@temporalio/client';
+import proto, { type temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { memoryLogger } from '../../activities/logger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog } from '../../schedules/job.js';
+import type { ActivityPolicy, WindowRunResult } from '../../workflows/types.js';
+import { historyFromFile } from '../helpers/history.js';
+import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
+import { realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+const EventType = proto.temporal.api.enums.v1.EventType;
+const retry = {
+  maximumAttempts: 3,
+  initialInterval: '100ms',
+  maximumInterval: '100ms',
+  backoffCoefficient: 1,
+};
+
+/** Runs generation 0 of `job`'s hourly window at `start` through Temporal; returns its result and history. */
+async function runWindow(taskQueue: string, job: string, start: string, policy: ActivityPolicy) {
+  const key = `${job}/${start}`;
+  const end = new Date(new Date(start).getTime() + 3_600_000).toISOString().replace('.000Z', 'Z');
+  const handle = await stack.env.client.workflow.start('window', {
+    taskQueue,
+    workflowId: key,
+    args: [{ job, start, end, generation: 0, key, trigger: 'manual', policy }],
+  });
+  const result = await (handle.result() as Promise<WindowRunResult>).catch((err: unknown) => err);
+  const events = (await handle.fetchHistory()).events ?? [];
+  const count = (type: temporal.api.enums.v1.EventType) => events.filter((e) => e.eventType === type).length;
+  return {
+    key,
+    result,
+    activityTasks: count(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED),
+    workflowTasks: count(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED),
+    localActivities: events.filter(
+      (e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity',
+    ).length,
+  };
+}
+
+async function ledgerRow(key: string) {
+  return await stack.t.db
+    .selectFrom('job_windows')
+    .select(['status', 'attempts'])
+    .where('window_key', '=', key)
+    .executeTakeFirst();
+}
+
+test('a window of a job that neither heartbeats nor waits for hours: one workflow task, no activity task', async () => {
+  const job = 'local-sales';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-07-01T00:00:00Z' })]);
+  const taskQueue = uniqueQueue(job);
+  const orders = await insertOrders(
+    stack.t.db,
+    ordersBetween(job, '2026-07-01T00:00:00Z', '2026-07-01T01:00:00Z', 30),
+  );
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const run = await runWindow(taskQueue, job, '2026-07-01T00:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 10_000,
+      });
+      assert.equal((run.result as WindowRunResult).outcome, 'processed');
+      assert.deepEqual(
+        {
+          activityTasks: run.activityTasks,
+          localActivities: run.localActivities,
+          workflowTasks: run.workflowTasks,
+        },
+        { activityTasks: 0, localActivities: 1, workflowTasks: 1 },
+      );
+      const ref = reference(orders, '2026-07-01T00:00:00Z', '2026-07-01T01:00:00Z');
+      assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+      assert.deepEqual(await ledgerRow(run.key), { status: 'done', attempts: 1 });
+
+      // Presented again, the ledger answers: already done, nothing applied twice.
+      const again = await runWindow(taskQueue, job, '2026-07-01T00:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 10_000,
+      });
+      assert.equal((again.result as WindowRunResult).outcome, 'already-done');
+      assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    },
+  );
+});
+
+test("a local window's attempts follow the job's retry policy: retried while attempts remain, then failed", async () => {
+  const job = 'local-retry';
+  let calls = 0;
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-07-02T00:00:00Z',
+      handler: async (ctx) => {
+        calls++;
+        if (ctx.attempt === 1) throw new Error('the first attempt fails');
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const twice = await runWindow(taskQueue, job, '2026-07-02T00:00:00Z', {
+        retry: { ...retry, maximumAttempts: 2 },
+        startToCloseTimeoutMs: 10_000,
+      });
+      assert.equal((twice.result as WindowRunResult).outcome, 'processed');
+      assert.equal(twice.localActivities, 1);
+      assert.deepEqual(await ledgerRow(twice.key), { status: 'done', attempts: 2 });
+      assert.equal(calls, 2);
+
+      const once = await runWindow(taskQueue, job, '2026-07-02T01:00:00Z', {
+        retry: { ...retry, maximumAttempts: 1 },
+        startToCloseTimeoutMs: 10_000,
+      });
+      assert.ok(once.result instanceof WorkflowFailedError, String(once.result));
+      assert.equal(calls, 3, 'one attempt only');
+      assert.equal((await ledgerRow(once.key))?.status, 'failed');
+    },
+  );
+});
+
+test('a job that heartbeats, or waits for allowed hours, keeps a regular activity', async () => {
+  const job = 'remote-sales';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-07-03T00:00:00Z' })]);
+  const taskQueue = uniqueQueue(job);
+  const hour = new Date().getUTCHours();
+  const hh = (h: number) => `${String((h + 24) % 24).padStart(2, '0')}:00`;
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const heartbeats = await runWindow(taskQueue, job, '2026-07-03T00:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 10_000,
+        heartbeatTimeoutMs: 5_000,
+      });
+      const hours = await runWindow(taskQueue, job, '2026-07-03T01:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 10_000,
+        allowedHours: { from: hh(hour - 1), to: hh(hour + 2), timezone: 'UTC' },
+      });
+      for (const run of [heartbeats, hours]) {
+        assert.equal((run.result as WindowRunResult).outcome, 'processed');
+        assert.equal(run.localActivities, 0);
+        assert.ok(run.activityTasks >= 1);
+      }
+    },
+  );
+});
+
+test('windows started on 0dd8bbd (a regular activity), done or still running, replay on this code', async () => {
+  for (const name of ['window-done-0dd8bbd', 'window-running-0dd8bbd']) {
+    const history = await historyFromFile(new URL(`../fixtures/${name}.history.json`, import.meta.url));
+    await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
+  }
+});
