@@ -44,20 +44,30 @@ export function windowActivity(policy: ActivityPolicy) {
 }
 
 /**
+ * How soon a local attempt lost with its worker runs again: the window's workflow task times out
+ * (Temporal's default workflow task timeout) and another worker replays it.
+ */
+export const LOCAL_FAILOVER_MS = 10_000;
+
+/**
  * Whether the window activity may run as a local activity, inside the window's workflow task: one
  * server round trip per window instead of three (schedule, complete, next workflow task). Not for
- * jobs that heartbeat (a local activity cannot) nor for jobs that wait for allowed hours.
+ * jobs that heartbeat (a local activity cannot), nor for jobs that wait for allowed hours, nor for
+ * jobs whose attempt timeout is shorter than a local attempt's failover: they asked for a lost
+ * attempt to be retried sooner than that.
  */
 export function runsLocally(policy: ActivityPolicy): boolean {
-  return !policy.heartbeatTimeoutMs && !policy.allowedHours;
+  return (
+    !policy.heartbeatTimeoutMs && !policy.allowedHours && policy.startToCloseTimeoutMs >= LOCAL_FAILOVER_MS
+  );
 }
 
 /**
  * The window activity as a local activity: the same attempt timeout and retry policy, the retries
  * run by the worker (backoffs over a minute as a durable timer). A worker lost mid-attempt is
- * noticed by its workflow task's timeout (seconds, not the attempt timeout), and the attempt runs
- * again on another worker even when the policy allows one attempt: the ledger's claim decides, as
- * for any retry.
+ * noticed by its workflow task's timeout (LOCAL_FAILOVER_MS, not the attempt timeout), and the
+ * attempt runs again on another worker even when the policy allows one attempt: the ledger's claim
+ * decides, as for any retry.
  */
 export function windowLocalActivity(policy: ActivityPolicy) {
   return proxyLocalActivities<Activities>({

@@ -6,11 +6,13 @@ import { test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
 import proto, { type temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
+import { CRASH_POINT } from '../../activities/crash-points.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { ActivityPolicy, WindowRunResult } from '../../workflows/types.js';
 import { historyFromFile } from '../helpers/history.js';
+import { spawnWorker } from '../helpers/processes.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
@@ -134,7 +136,7 @@ test("a local window's attempts follow the job's retry policy: retried while att
   );
 });
 
-test('a job that heartbeats, or waits for allowed hours, keeps a regular activity', async () => {
+test('a job that heartbeats, waits for allowed hours, or has attempts under 10 s keeps a regular activity', async () => {
   const job = 'remote-sales';
   const catalog = defineCatalog([salesJob(job, { start: '2026-07-03T00:00:00Z' })]);
   const taskQueue = uniqueQueue(job);
@@ -155,13 +157,72 @@ test('a job that heartbeats, or waits for allowed hours, keeps a regular activit
         startToCloseTimeoutMs: 10_000,
         allowedHours: { from: hh(hour - 1), to: hh(hour + 2), timezone: 'UTC' },
       });
-      for (const run of [heartbeats, hours]) {
+      // A lost local attempt waits for the workflow task's timeout (10 s): a job that asked for less keeps its own.
+      const short = await runWindow(taskQueue, job, '2026-07-03T02:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 5_000,
+      });
+      for (const run of [heartbeats, hours, short]) {
         assert.equal((run.result as WindowRunResult).outcome, 'processed');
         assert.equal(run.localActivities, 0);
         assert.ok(run.activityTasks >= 1);
       }
     },
   );
+});
+
+test('a worker killed in the middle of a local attempt: another worker runs it again within seconds, once', async () => {
+  const job = 'local-killed';
+  const start = '2026-07-04T00:00:00Z';
+  const key = `${job}/${start}`;
+  const taskQueue = uniqueQueue(job);
+  const orders = await insertOrders(stack.t.db, ordersBetween(job, start, '2026-07-04T01:00:00Z', 25));
+  const env = (crashAt?: { point: string; nth: number }): Record<string, string> => ({
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TEST_JOB: JSON.stringify({ name: job, grid: '1h', start, holdMs: 0, ...(crashAt ? { crashAt } : {}) }),
+  });
+  const doomed = await spawnWorker('doomed', env({ point: CRASH_POINT.inHandler, nth: 1 }));
+  const attemptTimeoutMs = 60_000;
+  const run = stack.env.client.workflow.execute('window', {
+    taskQueue,
+    workflowId: key,
+    args: [
+      {
+        job,
+        start,
+        end: '2026-07-04T01:00:00Z',
+        generation: 0,
+        key,
+        trigger: 'manual',
+        policy: { retry, startToCloseTimeoutMs: attemptTimeoutMs },
+      },
+    ],
+  }) as Promise<WindowRunResult>;
+  await new Promise<void>((r) => doomed.child.once('exit', () => r()));
+  assert.equal(doomed.child.signalCode, 'SIGKILL', doomed.output());
+  const died = Date.now();
+  const survivor = await spawnWorker('survivor', env());
+  try {
+    const result = await run;
+    const tookMs = Date.now() - died;
+    assert.equal(result.outcome, 'processed');
+    // The workflow task's timeout, not the attempt's, brought the window back.
+    assert.ok(tookMs < attemptTimeoutMs / 2, `done ${tookMs} ms after the kill`);
+    const ref = reference(orders, start, '2026-07-04T01:00:00Z');
+    assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
+    assert.equal((await ledgerRow(key))?.status, 'done');
+    assert.equal(
+      survivor
+        .output()
+        .split('\n')
+        .filter((l) => l.includes(`PROCESSED job=${job}`)).length,
+      1,
+    );
+  } finally {
+    await survivor.stop();
+  }
 });
 
 test('windows started on 0dd8bbd (a regular activity), done or still running, replay on this code', async () => {
