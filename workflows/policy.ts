@@ -1,8 +1,14 @@
 // Activity options shared by the workflows. Every activity call has a bounded retry policy.
-import type { Duration, RetryPolicy } from '@temporalio/common';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  RetryState,
+  type Duration,
+  type RetryPolicy,
+} from '@temporalio/common';
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { ActivityPolicy } from './types.js';
+import type { ActivityPolicy, WindowInput, WindowResult } from './types.js';
 
 /** Failure types that mean bad input: retrying cannot help. */
 export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];
@@ -69,9 +75,37 @@ export function runsLocally(policy: ActivityPolicy): boolean {
  * attempt runs again on another worker even when the policy allows one attempt: the ledger's claim
  * decides, as for any retry.
  */
-export function windowLocalActivity(policy: ActivityPolicy) {
-  return proxyLocalActivities<Activities>({
+export function windowLocalActivity(policy: ActivityPolicy): {
+  processWindow: (input: WindowInput) => Promise<WindowResult>;
+} {
+  const retry = retryOf(policy);
+  const local = proxyLocalActivities<Activities>({
     startToCloseTimeout: policy.startToCloseTimeoutMs,
-    retry: retryOf(policy),
+    retry,
   });
+  return {
+    processWindow: (input) =>
+      local.processWindow(input).catch((err: unknown) => {
+        throw asActivityFailure(err, 'processWindow', retry);
+      }),
+  };
+}
+
+/**
+ * A local activity's last failure reaches the workflow as the activity threw it; a regular
+ * activity's comes wrapped in an ActivityFailure that says why it was not retried. Wrapped the
+ * same way, the window fails alike either way: in its history, its alerts, and for its callers.
+ * (Timeouts and cancellations arrive wrapped already.)
+ */
+function asActivityFailure(err: unknown, activityType: string, retry: RetryPolicy): unknown {
+  if (!(err instanceof ApplicationFailure)) return err;
+  const final = err.nonRetryable || (retry.nonRetryableErrorTypes ?? []).includes(err.type ?? '');
+  return new ActivityFailure(
+    'Activity task failed',
+    activityType,
+    undefined,
+    final ? RetryState.NON_RETRYABLE_FAILURE : RetryState.MAXIMUM_ATTEMPTS_REACHED,
+    undefined,
+    err,
+  );
 }

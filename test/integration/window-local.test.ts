@@ -3,7 +3,8 @@
 // retry policy still decides the attempts; windows started before the change replay unchanged.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, WorkflowFailedError } from '@temporalio/client';
+import { RetryState } from '@temporalio/common';
 import proto, { type temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import { CRASH_POINT } from '../../activities/crash-points.js';
@@ -130,6 +131,10 @@ test("a local window's attempts follow the job's retry policy: retried while att
         startToCloseTimeoutMs: 10_000,
       });
       assert.ok(once.result instanceof WorkflowFailedError, String(once.result));
+      // The run fails as it does with a regular activity: an activity failure, saying why it stopped.
+      assert.ok(once.result.cause instanceof ActivityFailure, String(once.result.cause));
+      assert.equal(once.result.cause.retryState, RetryState.MAXIMUM_ATTEMPTS_REACHED);
+      assert.equal(once.result.cause.cause?.message, 'the first attempt fails');
       assert.equal(calls, 3, 'one attempt only');
       assert.equal((await ledgerRow(once.key))?.status, 'failed');
     },
