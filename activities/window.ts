@@ -25,10 +25,11 @@ import { checkWindowEffects } from './effect-input.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 
-/** Activity heartbeats when running under Temporal; a no-op when called directly. */
+/** Activity heartbeats when running under Temporal; a no-op when called directly or as a local activity. */
 function heartbeater(): (details?: unknown) => void {
   try {
     const ctx = Context.current();
+    if (ctx.info.isLocal) return () => undefined;
     return (details) => ctx.heartbeat(details);
   } catch {
     return () => undefined;

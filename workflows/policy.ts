@@ -1,8 +1,14 @@
 // Activity options shared by the workflows. Every activity call has a bounded retry policy.
-import type { Duration, RetryPolicy } from '@temporalio/common';
-import { proxyActivities } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  RetryState,
+  type Duration,
+  type RetryPolicy,
+} from '@temporalio/common';
+import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { ActivityPolicy } from './types.js';
+import type { ActivityPolicy, WindowInput, WindowResult } from './types.js';
 
 /** Failure types that mean bad input: retrying cannot help. */
 export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];
@@ -41,4 +47,65 @@ export function windowActivity(policy: ActivityPolicy) {
     ...(policy.heartbeatTimeoutMs ? { heartbeatTimeout: policy.heartbeatTimeoutMs } : {}),
     retry: retryOf(policy),
   });
+}
+
+/**
+ * How soon a local attempt lost with its worker runs again: the window's workflow task times out
+ * (Temporal's default workflow task timeout) and another worker replays it.
+ */
+export const LOCAL_FAILOVER_MS = 10_000;
+
+/**
+ * Whether the window activity may run as a local activity, inside the window's workflow task: one
+ * server round trip per window instead of three (schedule, complete, next workflow task). Not for
+ * jobs that heartbeat (a local activity cannot), nor for jobs that wait for allowed hours, nor for
+ * jobs whose attempt timeout is shorter than a local attempt's failover: they asked for a lost
+ * attempt to be retried sooner than that.
+ */
+export function runsLocally(policy: ActivityPolicy): boolean {
+  return (
+    !policy.heartbeatTimeoutMs && !policy.allowedHours && policy.startToCloseTimeoutMs >= LOCAL_FAILOVER_MS
+  );
+}
+
+/**
+ * The window activity as a local activity: the same attempt timeout and retry policy, the retries
+ * run by the worker (backoffs over a minute as a durable timer). A worker lost mid-attempt is
+ * noticed by its workflow task's timeout (LOCAL_FAILOVER_MS, not the attempt timeout), and the
+ * attempt runs again on another worker even when the policy allows one attempt: the ledger's claim
+ * decides, as for any retry.
+ */
+export function windowLocalActivity(policy: ActivityPolicy): {
+  processWindow: (input: WindowInput) => Promise<WindowResult>;
+} {
+  const retry = retryOf(policy);
+  const local = proxyLocalActivities<Activities>({
+    startToCloseTimeout: policy.startToCloseTimeoutMs,
+    retry,
+  });
+  return {
+    processWindow: (input) =>
+      local.processWindow(input).catch((err: unknown) => {
+        throw asActivityFailure(err, 'processWindow', retry);
+      }),
+  };
+}
+
+/**
+ * A local activity's last failure reaches the workflow as the activity threw it; a regular
+ * activity's comes wrapped in an ActivityFailure that says why it was not retried. Wrapped the
+ * same way, the window fails alike either way: in its history, its alerts, and for its callers.
+ * (Timeouts and cancellations arrive wrapped already.)
+ */
+function asActivityFailure(err: unknown, activityType: string, retry: RetryPolicy): unknown {
+  if (!(err instanceof ApplicationFailure)) return err;
+  const final = err.nonRetryable || (retry.nonRetryableErrorTypes ?? []).includes(err.type ?? '');
+  return new ActivityFailure(
+    'Activity task failed',
+    activityType,
+    undefined,
+    final ? RetryState.NON_RETRYABLE_FAILURE : RetryState.MAXIMUM_ATTEMPTS_REACHED,
+    undefined,
+    err,
+  );
 }

@@ -5,7 +5,7 @@ import { ApplicationFailure, patched, proxyActivities, sleep, workflowInfo } fro
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { waitingForClose } from './closing.js';
-import { bookkeeping, retryOf, windowActivity } from './policy.js';
+import { bookkeeping, retryOf, runsLocally, windowActivity, windowLocalActivity } from './policy.js';
 import type {
   ActivityPolicy,
   EffectOutcomeDto,
@@ -30,7 +30,9 @@ function settleActivity(policy: ActivityPolicy) {
 }
 
 export async function window(input: WindowInput): Promise<WindowRunResult> {
-  const { processWindow } = windowActivity(input.policy);
+  // Runs started before the window activity could run locally replay the old way.
+  const local = runsLocally(input.policy) && patched('window-local-activity');
+  const { processWindow } = local ? windowLocalActivity(input.policy) : windowActivity(input.policy);
   const { workflowId, runId } = workflowInfo();
   const key = input.key || workflowId;
   // Heavy jobs run only in their allowed hours: the run waits for them, durably.
