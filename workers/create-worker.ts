@@ -21,18 +21,6 @@ export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   });
 }
 
-/**
- * Workflow task polling. A window's only workflow task (its activity runs locally) is its first,
- * which comes from the task queue itself, not from this worker's sticky queue, where the default
- * split (10 polls, 2 of them on the task queue) puts most polls. One run of 2,000 windows, 32 at
- * once, on a loaded 2-core machine: 33.5 windows/s against 29.2 and 29.4 with the defaults, bare
- * child workflows 44.7/s against 47.2 and 41.3 (bench/run.ts can spread this into its worker too).
- */
-export const WORKFLOW_POLLING = {
-  maxConcurrentWorkflowTaskPolls: 16,
-  nonStickyToStickyPollRatio: 0.5,
-} as const;
-
 export interface WorkerOptions {
   connection: NativeConnection;
   namespace: string;
@@ -52,7 +40,6 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
-    ...WORKFLOW_POLLING,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
     // A workflow task waits this long on a dead worker's sticky queue before any worker may take
     // it (the default, 10 s, added that much to every window a crashed worker held). A live but
