@@ -12,7 +12,6 @@ import { defineCatalog } from '../schedules/job.js';
 import { isoUtc } from '../schedules/windows.js';
 import { findTemporalCli } from '../scripts/temporal-cli.js';
 import { createTestDb } from '../test/helpers/db.js';
-import { WORKFLOW_POLLING } from '../workers/create-worker.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import type { BackfillResult } from '../workflows/types.js';
@@ -64,8 +63,6 @@ export async function backfillFigures(): Promise<BackfillRates> {
       workflowBundle: bundle,
       activities: createActivities({ db: t.db, catalog, logger: memoryLogger(), now: () => new Date() }),
       maxConcurrentActivityTaskExecutions: 100,
-      // As production workers poll (workers/create-worker.ts).
-      ...WORKFLOW_POLLING,
     });
     return await worker.runUntil(async () => {
       log(`bare Temporal: ${windows} trivial child workflows, ${concurrency} at once`);
