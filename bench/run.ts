@@ -1,14 +1,29 @@
 // npm run bench: every figure measured in one run on the same PostgreSQL and Temporal dev
 // server, each as a ratio to a baseline measured in the same run. Writes BENCHMARKS.md and
-// bench/results.json. BENCH_QUICK=1 runs every section at a small size (about a minute) and
-// prints the figures without writing them.
-import { writeFile } from 'node:fs/promises';
+// bench/results.json. BENCH_QUICK=1 runs every section at a small size (about two minutes) and
+// prints the figures without writing them. `npm run bench -- --render` writes BENCHMARKS.md
+// again from bench/results.json, measuring nothing.
+import { readFile, writeFile } from 'node:fs/promises';
 import { backfillFigures } from './backfill.js';
 import { killFigures, peerFigures } from './compare.js';
 import { QUICK, type Figure } from './figures.js';
 import { ingestFigures, ledgerFigures, summaryFigures } from './ingest.js';
 import { latencyFigures } from './latency.js';
 import { markdown } from './report.js';
+
+if (process.argv.includes('--render')) {
+  const saved = JSON.parse(await readFile(new URL('../bench/results.json', import.meta.url), 'utf8')) as {
+    date: string;
+    seconds: number;
+    results: Figure[];
+    kill_tests?: string[];
+  };
+  await writeFile(
+    new URL('../BENCHMARKS.md', import.meta.url),
+    markdown(saved.results, saved.seconds, saved.kill_tests ?? [], saved.date),
+  );
+  process.exit(0);
+}
 
 const started = Date.now();
 const results: Figure[] = [
