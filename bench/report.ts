@@ -63,7 +63,13 @@ const GOALS: readonly Goal[] = [
 ];
 
 const fmt = (v: number) =>
-  Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(2) : v.toFixed(3);
+  Number.isInteger(v)
+    ? String(v)
+    : Math.abs(v) >= 100
+      ? v.toFixed(0)
+      : Math.abs(v) >= 1
+        ? v.toFixed(2)
+        : v.toFixed(3);
 
 function goalLine(g: Goal, f: Figure | undefined): string {
   if (!f) return `- ${g.text}: not measured in this run`;
