@@ -1,8 +1,6 @@
 // Review of issue 8 items 15-19: reruns, approvals and the page at their edges, on the real
 // server over real HTTP.
 import assert from 'node:assert/strict';
-import { readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
@@ -13,6 +11,7 @@ import { defineCatalog } from '../../schedules/job.js';
 import type { RerunResult } from '../../workflows/types.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, rerunTools } from '../helpers/reruns.js';
+import { historyFromFile } from '../helpers/history.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
@@ -273,21 +272,8 @@ test('Review of item 19: the update stream of a session that expires or logs out
 test("Review of items 17, 18: a rerun approved and run before this change replays on today's code", async () => {
   // Recorded on 61971a3 (before items 17 and 18): approved by bob, generation 1 run, done. A worker
   // deployed while such a request is still running must replay it, not fail it for nondeterminism.
-  const json: unknown = JSON.parse(
-    await readFile(new URL('../fixtures/rerun-approved-61971a3.history.json', import.meta.url), 'utf8'),
+  const history = await historyFromFile(
+    new URL('../fixtures/rerun-approved-61971a3.history.json', import.meta.url),
   );
-  // The SDK's historyFromJSON pairs two copies of protobufjs here; parse with @temporalio/proto's own.
-  const require = createRequire(import.meta.url);
-  const fromProto = createRequire(require.resolve('@temporalio/proto'));
-  const { fromJson } = fromProto('protobufjs/ext/protojson') as {
-    fromJson: (type: unknown, json: unknown, options: object) => unknown;
-  };
-  const { patchProtobufRoot } = require('@temporalio/proto/lib/patch-protobuf-root') as {
-    patchProtobufRoot: (root: unknown) => { lookupType(name: string): unknown };
-  };
-  const root = patchProtobufRoot(require('@temporalio/proto'));
-  const history = fromJson(root.lookupType('temporal.api.history.v1.History'), json, {
-    ignoreUnknownFields: true,
-  });
   await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
 });
