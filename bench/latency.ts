@@ -7,7 +7,7 @@
 //    server runs in a process of its own and is not counted).
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { memoryLogger } from '../activities/logger.js';
@@ -17,9 +17,7 @@ import { desiredSchedule } from '../schedules/sync.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { createWorker } from '../workers/create-worker.js';
 import type { TickResult } from '../workflows/types.js';
-import { findTemporalCli } from '../scripts/temporal-cli.js';
-import { ensureSearchAttributes } from '../workers/search-attributes.js';
-import { log, sizeFrom, type Figure } from './figures.js';
+import { benchServer, log, sizeFrom, type Figure } from './figures.js';
 
 export interface LatencyOptions {
   env: TestWorkflowEnvironment;
@@ -229,14 +227,8 @@ export function workerRss(beforeMb?: number): Figure[] {
 /** The latency section of `npm run bench`: 30 windows of 10 jobs (BENCH_LATENCY_WINDOWS), on a Temporal dev server of its own. */
 export async function latencyFigures(): Promise<Figure[]> {
   const windows = sizeFrom('BENCH_LATENCY_WINDOWS', 30, 2);
-  const env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: findTemporalCli({ install: true }) },
-      log: { format: 'pretty', level: 'error' },
-    },
-  });
+  const env = await benchServer();
   try {
-    await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
     return await tickLatency({ env, windows, log });
   } finally {
     await env.teardown();
