@@ -10,6 +10,7 @@ import * as reruns from './20261129T1500_reruns.js';
 import * as oneOpenRerun from './20261130T1200_fix-reruns_one_open_request.js';
 import * as windowNotices from './20261130T1210_fix_alerts_window_notices.js';
 import * as finishFunction from './20261130T1800_ledger_finish_function.js';
+import * as flatWatermark from './20261130T2200_ledger_flat_watermark.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -22,4 +23,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261130T1200_fix-reruns_one_open_request': oneOpenRerun,
   '20261130T1210_fix_alerts_window_notices': windowNotices,
   '20261130T1800_ledger_finish_function': finishFunction,
+  '20261130T2200_ledger_flat_watermark': flatWatermark,
 });
