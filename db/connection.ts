@@ -7,6 +7,13 @@
 // other first statement gets its BEGIN sent just before it, and a transaction whose last
 // statement did not commit is committed on its own, so the order of statements never matters
 // for correctness, only for speed.
+//
+// Its parameterised statements (a handler's, run once a window) are prepared under a name of the
+// connection's own and their plans kept, as mature drivers do (pgjdbc, pgx): planned once per
+// connection, not once per window. A statement the server refused to prepare is named afresh next
+// time; a cached plan whose table changed shape ("cached plan must not change result type") fails
+// its attempt, and every connection of the process then prepares its statements again, so the
+// retry does not meet the same stale plan on another connection.
 import {
   Kysely,
   PostgresAdapter,
@@ -29,6 +36,13 @@ export function literal(v: string | number | Date | null): string {
 }
 
 const CARRIES_BEGIN = /^\s*begin\s*;/i;
+/** A statement worth a kept plan: one data statement (a text with ";" is sent as it is). */
+const PLANNED = /^\s*(select|insert|update|delete|with|merge)\b[^;]*$/i;
+/** Statements kept per connection: a handler writing values into its text would make ever more. */
+const KEPT_PER_CONNECTION = 200;
+/** Raised when a table changed under a kept plan: every connection names its statements afresh. */
+let planEpoch = 0;
+const STALE_PLAN = 'cached plan must not change result type';
 
 /** The client as kysely sees it on the held connection, keeping count of BEGIN and COMMIT. */
 class Lease {
@@ -40,7 +54,40 @@ class Lease {
   committed = false;
   /** The statement that ended the transaction before kysely did (a COMMIT or ROLLBACK of its own). */
   endedBy: string | undefined;
+  /** Statement text -> the name it is prepared under on this connection. */
+  private names = new Map<string, string>();
+  private epoch = planEpoch;
+  private named = 0;
   constructor(private readonly client: pg.PoolClient) {}
+
+  /** The name to prepare `text` under, or undefined to send it unnamed (planned each time). */
+  private nameOf(text: string, params: unknown[]): string | undefined {
+    if (params.length === 0 || !PLANNED.test(text)) return undefined;
+    if (this.epoch !== planEpoch) {
+      this.epoch = planEpoch;
+      this.names.clear();
+    }
+    let name = this.names.get(text);
+    if (name === undefined && this.names.size < KEPT_PER_CONNECTION) {
+      name = `tidemark_${++this.named}`;
+      this.names.set(text, name);
+    }
+    return name;
+  }
+
+  private async send(text: string, params: unknown[]): Promise<pg.QueryResult | pg.QueryResult[]> {
+    const name = this.nameOf(text, params);
+    if (name === undefined)
+      return (await this.client.query(text, params)) as pg.QueryResult | pg.QueryResult[];
+    try {
+      return await this.client.query({ name, text, values: params });
+    } catch (err) {
+      // Whether or not the server prepared it, the next use prepares it again under a new name.
+      this.names.delete(text);
+      if (err instanceof Error && err.message.includes(STALE_PLAN)) planEpoch++;
+      throw err;
+    }
+  }
 
   async query(text: string, params: unknown[]): Promise<pg.QueryResult> {
     // Once the transaction has ended, a statement would run on its own and commit at once,
@@ -58,7 +105,7 @@ class Lease {
       this.beginOwed = false;
       if (!carriesBegin) await this.client.query('begin');
     }
-    const result = (await this.client.query(text, params)) as pg.QueryResult | pg.QueryResult[];
+    const result = await this.send(text, params);
     const last = Array.isArray(result) ? result[result.length - 1]! : result;
     // "begin; X" or "X; commit": what X returned.
     if (Array.isArray(result) && last.command === 'COMMIT') {
