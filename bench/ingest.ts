@@ -282,7 +282,7 @@ export async function ledgerFigures(): Promise<Figure[]> {
       for (const s of sent) {
         const kind = s.text.startsWith('insert into probe')
           ? 'handler'
-          : s.text.includes('insert into job_windows')
+          : s.text.includes('tidemark_claim_window')
             ? 'claim'
             : s.text.includes('tidemark_finish_window')
               ? 'finish'

@@ -114,21 +114,14 @@ export async function claimWindow(
   a: { trigger: string; workflowId: string | null; at: Date },
   bound?: TransactionBound,
 ): Promise<number | undefined> {
-  const limits = bound
-    ? `from (select set_config('lock_timeout', ${literal(Math.ceil(bound.lockTimeoutMs))}, true),
-                    set_config('idle_in_transaction_session_timeout', ${literal(Math.ceil(bound.idleTimeoutMs))}, true)) bound`
-    : '';
-  const row = await sql<{ attempts: number }>`${sql.raw(`begin;
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, workflow_id, started_at)
-    select ${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
-           ${literal(w.end)}::timestamptz, ${literal(w.key)}, 'done', 1, ${literal(a.trigger)},
-           ${literal(a.workflowId)}::text, ${literal(a.at)}::timestamptz ${limits}
-    on conflict (job, window_start, generation) do update
-       set status = 'done', attempts = job_windows.attempts + 1, trigger = excluded.trigger,
-           workflow_id = excluded.workflow_id, started_at = excluded.started_at, reason = null
-     where job_windows.status <> 'done'
-    returning attempts`)}`.execute(trx);
-  return row.rows[0]?.attempts;
+  const lock = bound ? literal(Math.ceil(bound.lockTimeoutMs)) : 'null';
+  const idle = bound ? literal(Math.ceil(bound.idleTimeoutMs)) : 'null';
+  // The server function (migration 20261130T2230) keeps the upsert's plan for the session.
+  const row = await sql<{ attempts: number | null }>`${sql.raw(`begin;
+    select tidemark_claim_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+      ${literal(w.end)}::timestamptz, ${literal(w.key)}, ${literal(a.trigger)}, ${literal(a.workflowId)}::text,
+      ${literal(a.at)}::timestamptz, ${lock}::text, ${idle}::text) as attempts`)}`.execute(trx);
+  return row.rows[0]?.attempts ?? undefined;
 }
 
 export interface WindowFinish {
