@@ -43,6 +43,8 @@ const KEPT_PER_CONNECTION = 200;
 /** Raised when a table changed under a kept plan: every connection names its statements afresh. */
 let planEpoch = 0;
 const STALE_PLAN = 'cached plan must not change result type';
+/** A SET that outlasts the transaction (SET, SET SESSION, SET ROLE, ...), unlike SET LOCAL. */
+const SESSION_SET = /^\s*set\s+(?!local\b)(?!transaction\b)(?!constraints\b)/i;
 
 /** The client as kysely sees it on the held connection, keeping count of BEGIN and COMMIT. */
 class Lease {
@@ -95,6 +97,12 @@ class Lease {
     if (this.inTransaction && (this.committed || this.endedBy !== undefined)) {
       throw new Error(
         `the transaction already ended (${this.committed ? 'committed' : `by "${this.endedBy}"`}); a statement after its end is not sent`,
+      );
+    }
+    // The connection goes back to the pool: a session setting would apply to whatever runs on it next.
+    if (this.inTransaction && SESSION_SET.test(text)) {
+      throw new Error(
+        `"${text.trim().slice(0, 60)}" would outlast the window's transaction on a pooled connection: use SET LOCAL (it ends with the transaction); nothing was sent`,
       );
     }
     const carriesBegin = CARRIES_BEGIN.test(text);

@@ -267,6 +267,44 @@ test('a handler that sends begin, or runs trx.transaction(): nothing leaks', asy
   assert.equal(await idleInTransaction(), 0);
 });
 
+test('a handler that sets a session setting is refused: it would outlast the window on the pooled connection', async () => {
+  const job = 'session-set';
+  const current = () =>
+    withConnection(t.db, (_c, client) =>
+      client.query(`select current_setting('statement_timeout') s, current_setting('TimeZone') z,
+        current_user u, current_setting('search_path') p`),
+    );
+  const before = (await current()).rows[0];
+  const settings = [
+    'set statement_timeout = 1',
+    'SET SESSION search_path TO nowhere',
+    'set role postgres',
+    'set session authorization default',
+    "  Set time zone 'Pacific/Chatham'",
+  ];
+  for (const [i, text] of settings.entries()) {
+    const acts = activities([
+      jobOf(job, async (ctx) => {
+        await sql`insert into hostile values (${`session-${i}`}, 'e')`.execute(ctx.trx);
+        await sql.raw(text).execute(ctx.trx);
+        return { input: 1, applied: 1, quarantined: 0 };
+      }),
+    ]);
+    await assert.rejects(acts.processWindow(windowOf(job, i)), /SET LOCAL/, text);
+  }
+  // SET LOCAL ends with the window's transaction: allowed.
+  const local = activities([
+    jobOf(job, async (ctx) => {
+      await sql`set local statement_timeout = 5000`.execute(ctx.trx);
+      await sql`insert into hostile values (${'session-local'}, 'e')`.execute(ctx.trx);
+      return { input: 1, applied: 1, quarantined: 0 };
+    }),
+  ]);
+  assert.equal((await local.processWindow(windowOf(job, settings.length))).outcome, 'processed');
+  assert.equal(await count('hostile', sql`k like 'session-%'`), 1);
+  for (let i = 0; i < 3; i++) assert.deepEqual((await current()).rows[0], before);
+});
+
 test('a handler that does not await its statements: they commit with the window or the window fails', async () => {
   const job = 'unawaited';
   const acts = activities([
