@@ -62,7 +62,8 @@ function redactError(err: unknown, redact: (t: string) => string): string {
  * Bounds the window transaction by its attempt's timeout, on the server (set with the claim). A
  * lock wait ends with the attempt: an attempt behind another host's transaction on the window's
  * row (that host cut off between statements) would otherwise wait past its attempt, Temporal's
- * retries piling up behind it, each holding a pooled connection until the pool is empty. A
+ * retries piling up behind it, each holding a pooled connection until the pool is empty. So does
+ * a statement (statement_timeout): a runaway query would hold the window's locks past its attempt. A
  * transaction left idle for two attempts and 5 s is ended by the server: a host that went silent
  * (a partition sends no FIN, and TCP keepalive waits ~2 h by default) frees the row for the retry;
  * a slow attempt that outlives its own timeout by less may still commit (a retry then finds the

@@ -16,7 +16,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       claimed integer;
     begin
       if p_lock_timeout_ms is not null then
+        -- A statement cannot outlast its attempt either: a retry would wait behind its locks.
         perform set_config('lock_timeout', p_lock_timeout_ms, true),
+                set_config('statement_timeout', p_lock_timeout_ms, true),
                 set_config('idle_in_transaction_session_timeout', p_idle_timeout_ms, true);
       end if;
       insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts,

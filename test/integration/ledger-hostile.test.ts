@@ -305,6 +305,24 @@ test('a handler that sets a session setting is refused: it would outlast the win
   for (let i = 0; i < 3; i++) assert.deepEqual((await current()).rows[0], before);
 });
 
+test("a handler's statement running past the attempt's timeout is cancelled by the server, not left running", async () => {
+  const job = 'runaway';
+  const acts = activities([
+    jobOf(job, async (ctx) => {
+      await sql`insert into hostile values (${'runaway'}, 'f')`.execute(ctx.trx);
+      await sql`select pg_sleep(20)`.execute(ctx.trx);
+      return { input: 1, applied: 1, quarantined: 0 };
+    }),
+  ]);
+  // The attempt's timeout is 1.5 s: a retry would otherwise wait behind this one's lock for 20 s.
+  await assert.rejects(
+    acts.processWindow({ ...windowOf(job, 0), policy: windowPolicy(1, 1_500) }),
+    /statement timeout/,
+  );
+  assert.equal(await count('hostile', sql`k = 'runaway'`), 0);
+  assert.equal((await markerOf(job, 0))?.status, 'failed');
+});
+
 test('a handler that does not await its statements: they commit with the window or the window fails', async () => {
   const job = 'unawaited';
   const acts = activities([
