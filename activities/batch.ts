@@ -81,7 +81,12 @@ export function batchActivities(deps: ActivityDeps) {
           let outcome: BatchOutcome;
           try {
             const r = await within(
-              processWindow({ ...w, trigger: input.trigger, policy: input.policy }),
+              processWindow({
+                ...w,
+                trigger: input.trigger,
+                policy: input.policy,
+                ...(input.asOf ? { asOf: input.asOf } : {}),
+              }),
               input.policy.startToCloseTimeoutMs,
             );
             if (r === TIMED_OUT) {

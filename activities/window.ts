@@ -106,7 +106,19 @@ export function windowActivities(deps: ActivityDeps) {
       );
     }
     const now = deps.now();
-    if (!isClosed(expected, now, job.latenessMs)) {
+    const asOf = input.asOf === undefined ? undefined : new Date(input.asOf);
+    if (asOf && Number.isNaN(asOf.getTime())) {
+      throw badInput(
+        FAILURE.badWindow,
+        `asOf "${input.asOf}" must be an ISO-8601 instant (the server's time)`,
+      );
+    }
+    if (!isClosed(expected, now, job.latenessMs) && asOf && isClosed(expected, asOf, job.latenessMs)) {
+      // The Temporal server's clock (the workflow's) says closed: this worker's clock is behind.
+      logger.info(
+        `CLOCK job=${job.name} window=${windowKey(job.name, start)}: closed by the Temporal server's clock (${isoUtc(asOf)}), not by this worker's (${isoUtc(now)}): it is ${Math.round((asOf.getTime() - now.getTime()) / 1000)} s behind`,
+      );
+    } else if (!isClosed(expected, now, job.latenessMs)) {
       // The tick planned with the server's clock; this worker's may lag a little: wait, don't fail.
       const dueInMs = end.getTime() + job.latenessMs - now.getTime();
       if (dueInMs < CLOCK_SKEW_TOLERANCE_MS) {

@@ -89,6 +89,7 @@ export async function runBatchedPage(p: BatchedPage): Promise<void> {
           windows,
           policy: p.policy,
           trigger: 'backfill',
+          asOf: new Date().toISOString(),
         });
       } catch (err) {
         if (!(err instanceof ActivityFailure)) throw err;

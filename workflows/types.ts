@@ -69,6 +69,11 @@ export interface TickResult {
 export interface WindowInput extends WindowSpec {
   readonly trigger: Trigger;
   readonly policy: ActivityPolicy;
+  /**
+   * The Temporal server's time when the workflow called the activity (its workflow clock, set by
+   * the workflow): a window closed by it is closed, whatever the worker's own clock says.
+   */
+  readonly asOf?: string;
 }
 
 export interface WindowCountsDto {
@@ -164,6 +169,8 @@ export interface BatchInput {
   readonly windows: readonly WindowSpec[];
   readonly policy: ActivityPolicy;
   readonly trigger: Trigger;
+  /** The Temporal server's time when the batch was called (see WindowInput.asOf). */
+  readonly asOf?: string;
 }
 
 export interface BatchOutcome {

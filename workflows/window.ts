@@ -53,7 +53,7 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   }
   let result: WindowResult;
   try {
-    result = await waitingForClose(() => processWindow({ ...input, key }));
+    result = await waitingForClose(() => processWindow({ ...input, key, asOf: new Date().toISOString() }));
   } catch (err) {
     await raise({
       job: input.job,

@@ -357,13 +357,52 @@ test('a window that keeps failing does not fill the catch-up cap: newer windows 
   });
 });
 
-test('clock skew near the tolerance: a worker 45 s behind with one attempt waits the whole 45 s, then processes', async () => {
+test('a window called up to a minute before it closes (by every clock) with one attempt waits as long as asked, then processes', async () => {
   // The workflow must sleep for as long as the activity asked (the failure's delay), not a guess:
-  // a short fixed sleep spends the workflow's few tries long before the window closes.
+  // a short fixed sleep spends the workflow's few tries long before the window closes. (A worker
+  // whose clock alone is behind does not wait: the server's clock says closed, next test.)
   const name = 'skew-45s';
   const taskQueue = uniqueQueue(name);
+  // The window closes at the next minute, 5 to 55 s from the call.
+  if (60_000 - (Date.now() % 60_000) > 55_000) await new Promise((r) => setTimeout(r, 6_000));
+  if (60_000 - (Date.now() % 60_000) < 5_000) await new Promise((r) => setTimeout(r, 6_000));
+  const end = Math.ceil(Date.now() / 60_000) * 60_000;
+  const start = new Date(end - 60_000);
+  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
+  await withWorker(
+    stack.env,
+    taskQueue,
+    depsFor(defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })])),
+    async () => {
+      const result = (await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job: name,
+            start: start.toISOString(),
+            end: new Date(end).toISOString(),
+            generation: 0,
+            key,
+            trigger: 'manual' as const,
+            policy: windowPolicy(1, 10_000),
+          },
+        ],
+      })) as WindowResult;
+      assert.equal(result.outcome, 'processed');
+      assert.ok(Date.now() >= end, 'processed only once closed');
+      await assertNoIncidents(name);
+    },
+  );
+});
+
+test('a worker clock 90 s behind the server: a window the server closed is processed, not failed for good', async () => {
+  // Over the minute of tolerance the worker's clock alone would call the window open (bad input);
+  // the window workflow's time is the Temporal server's, by which it closed.
+  const name = 'skew-90s';
+  const taskQueue = uniqueQueue(name);
   const end = Math.floor(Date.now() / 60_000) * 60_000;
-  const skew = Date.now() - end + 45_000;
+  const skew = Date.now() - end + 90_000;
   const start = new Date(end - 60_000);
   const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
   await withWorker(
