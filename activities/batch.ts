@@ -6,6 +6,7 @@
 // alerts to drive, a failure to retry and alert) is left to the window's own workflow.
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
+import { processedByEarlierAttempts } from '../db/ledger.js';
 import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
 import { jobOrFail } from './plan.js';
@@ -71,6 +72,18 @@ export function batchActivities(deps: ActivityDeps) {
 
       const ctx = activityContext();
       const outcomes = resumed(ctx, input);
+      // Heartbeats are throttled (one per ~12 s reaches the server): a later attempt finds the
+      // windows its predecessor committed after its last heartbeat done. They are this batch's.
+      const ownEarlier = async (w: BatchInput['windows'][number]): Promise<boolean> => {
+        const info = ctx?.info;
+        if (!info || info.attempt <= 1 || !info.workflowExecution) return false;
+        const mine = await processedByEarlierAttempts(deps.db, input.job, [new Date(w.start)], {
+          workflowId: info.workflowExecution.workflowId,
+          beforeAttempt: info.attempt,
+          since: new Date(info.scheduledTimestampMs),
+        });
+        return mine.size > 0;
+      };
       const beat = () => ctx?.heartbeat({ outcomes });
       beat();
       const timer = setInterval(beat, BEAT_MS);
@@ -100,7 +113,11 @@ export function batchActivities(deps: ActivityDeps) {
                 outcomes.push({ key: rest.key, outcome: 'not-run' });
               break;
             }
-            outcome = { key: w.key, outcome: r.outcome, ...(hasFollowUp(r) ? { followUp: true } : {}) };
+            outcome = {
+              key: w.key,
+              outcome: r.outcome === 'already-done' && (await ownEarlier(w)) ? 'processed' : r.outcome,
+              ...(hasFollowUp(r) ? { followUp: true } : {}),
+            };
           } catch (err) {
             // Recorded as a failed attempt by the window activity; its own workflow retries and alerts it.
             // (Redacted there; cut short here, as the outcomes travel in every heartbeat.)

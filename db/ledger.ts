@@ -79,6 +79,34 @@ export async function failedStarts(db: Db, job: string, from: Date, to: Date): P
   return new Map(rows.map((r) => [r.window_start.getTime(), (r.finished_at ?? r.started_at).getTime()]));
 }
 
+/**
+ * Which of `starts` (a job's generation-0 windows) an earlier attempt of one activity processed:
+ * a run record `processed` by `workflowId` at an attempt before `beforeAttempt`, started since the
+ * activity was first scheduled (`since`: earlier runs of a workflow id used again are older). A
+ * resumed batch finds those windows done, and they are its own.
+ */
+export async function processedByEarlierAttempts(
+  db: Db,
+  job: string,
+  starts: readonly Date[],
+  a: { workflowId: string; beforeAttempt: number; since: Date },
+): Promise<Set<number>> {
+  if (starts.length === 0 || a.beforeAttempt <= 1) return new Set();
+  const rows = await db
+    .selectFrom('job_runs')
+    .select('window_start')
+    .where('kind', '=', 'window')
+    .where('job', '=', job)
+    .where('generation', '=', 0)
+    .where('outcome', '=', 'processed')
+    .where('workflow_id', '=', a.workflowId)
+    .where('attempt', '<', a.beforeAttempt)
+    .where('started_at', '>=', a.since)
+    .where('window_start', 'in', [...starts])
+    .execute();
+  return new Set(rows.map((r) => r.window_start!.getTime()));
+}
+
 export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'generation'>): Promise<boolean> {
   const row = await db
     .selectFrom('job_windows')
