@@ -10,6 +10,8 @@ export const FAILURE = Object.freeze({
   countMismatch: 'CountMismatch',
   badRange: 'BadRange',
   badEffect: 'BadEffect',
+  /** A local window attempt found the job's attempts spent by attempts lost with their workers. */
+  attemptsLost: 'AttemptsLost',
 } as const);
 export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
 

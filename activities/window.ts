@@ -13,6 +13,7 @@ import {
   finishWindow,
   isDone,
   recordRun,
+  startLocalAttempt,
   type TransactionBound,
   type WindowRef,
 } from '../db/ledger.js';
@@ -36,16 +37,22 @@ function heartbeater(): (details?: unknown) => void {
   }
 }
 
-function attemptInfo(): { attempt: number; workflowId: string | null; runId: string | null } {
+function attemptInfo(): {
+  attempt: number;
+  workflowId: string | null;
+  runId: string | null;
+  isLocal: boolean;
+} {
   try {
     const info = Context.current().info;
     return {
       attempt: info.attempt,
       workflowId: info.workflowExecution?.workflowId ?? null,
       runId: info.workflowExecution?.runId ?? null,
+      isLocal: info.isLocal,
     };
   } catch {
-    return { attempt: 1, workflowId: null, runId: null };
+    return { attempt: 1, workflowId: null, runId: null, isLocal: false };
   }
 }
 
@@ -176,7 +183,7 @@ export function windowActivities(deps: ActivityDeps) {
       const w = resolveWindow(input);
       const redact = deps.redact ?? ((t: string) => t);
       const job = deps.catalog.get(w.job);
-      const { attempt, workflowId, runId } = attemptInfo();
+      const { attempt, workflowId, runId, isLocal } = attemptInfo();
       const startedAt = deps.now();
       const run = {
         kind: 'window' as const,
@@ -205,6 +212,20 @@ export function windowActivities(deps: ActivityDeps) {
 
       const attemptMeta = { trigger: input.trigger, workflowId, at: startedAt };
       try {
+        // A local attempt lost with its worker is run again at attempt 1 by the next worker (the
+        // SDK keeps no record of it): the attempts are counted here, so that the job's
+        // maximumAttempts still bounds them, as it bounds a regular activity's lost attempts.
+        if (isLocal && runId) {
+          const starts = await startLocalAttempt(db, w.key, runId);
+          const max = input.policy.retry.maximumAttempts;
+          // A lost attempt may have committed (its worker died before reporting): then the claim answers.
+          if (max > 0 && starts > max && !(await isDone(db, w))) {
+            throw ApplicationFailure.nonRetryable(
+              `window ${w.key}: ${starts - attempt} attempt(s) were lost with their worker, and the job's ${max} attempt(s) are spent (${starts - 1} started); not run again`,
+              FAILURE.attemptsLost,
+            );
+          }
+        }
         if (job.prepare) {
           if (await isDone(db, w)) return await skipDone();
           await job.prepare({

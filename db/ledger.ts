@@ -107,6 +107,26 @@ export async function processedByEarlierAttempts(
   return new Set(rows.map((r) => r.window_start!.getTime()));
 }
 
+/**
+ * Counts the start of a local attempt of the window run `runId` (committed on its own, before the
+ * window's transaction); returns how many attempts of that run have started, this one included.
+ */
+export async function startLocalAttempt(db: Db, windowKey: string, runId: string): Promise<number> {
+  const row = await db
+    .insertInto('local_window_attempts')
+    .values({ window_key: windowKey, run_id: runId, starts: 1 })
+    .onConflict((oc) =>
+      oc.column('window_key').doUpdateSet({
+        starts: sql`case when local_window_attempts.run_id = excluded.run_id
+                         then local_window_attempts.starts + 1 else 1 end`,
+        run_id: sql`excluded.run_id`,
+      }),
+    )
+    .returning('starts')
+    .executeTakeFirstOrThrow();
+  return row.starts;
+}
+
 export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'generation'>): Promise<boolean> {
   const row = await db
     .selectFrom('job_windows')

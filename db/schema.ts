@@ -253,6 +253,13 @@ export interface WindowNoticeTable {
   created_at: CreatedAt;
 }
 
+/** Starts of a window run's local attempts (migration 20261130T2300). */
+export interface LocalWindowAttemptTable {
+  window_key: string;
+  run_id: string;
+  starts: number;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -274,4 +281,5 @@ export interface Database {
   approval_audit: ApprovalAuditTable;
   sales_window_totals: SalesWindowTotalTable;
   window_notices: WindowNoticeTable;
+  local_window_attempts: LocalWindowAttemptTable;
 }

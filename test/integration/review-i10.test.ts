@@ -1,9 +1,10 @@
 // Hostile review of issue 10 (batched backfill, the local window attempt): what a SIGKILLed worker
-// does to a batch's `processed` count.
+// does to a batch's `processed` count, and to a window that allows one attempt when run locally.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { WorkflowFailedError } from '@temporalio/client';
 import { CRASH_POINT } from '../../activities/crash-points.js';
-import type { BackfillResult } from '../../workflows/types.js';
+import type { BackfillResult, WindowRunResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
@@ -56,6 +57,90 @@ test('batched backfill killed mid-batch: every window it committed counts as pro
     assert.deepEqual(
       { processed: result.processed, alreadyDone: result.alreadyDone },
       { processed: n, alreadyDone: 0 },
+    );
+  } finally {
+    for (const w of workers) await w.stop('SIGKILL');
+  }
+});
+
+test('a local window attempt allowing one attempt, lost with its worker: not run again on the next worker, the window fails', async () => {
+  const job = 'rv-once';
+  const start = '2026-07-04T00:00:00Z';
+  const end = '2026-07-04T01:00:00Z';
+  const key = `${job}/${start}`;
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, start, end, 10));
+  // Every worker that reaches the handler of this window dies there (a poison window: say it runs
+  // the worker out of memory). The job allows one attempt.
+  const env = workerProcessEnv(stack, taskQueue, {
+    name: job,
+    grid: '1h',
+    start,
+    holdMs: 0,
+    crashAt: { point: CRASH_POINT.inHandler, nth: 1 },
+  });
+  const workers: WorkerProcess[] = [];
+  try {
+    const first = await spawnWorker('rv-once-1', env);
+    workers.push(first);
+    const run = stack.env.client.workflow
+      .execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job,
+            start,
+            end,
+            generation: 0,
+            key,
+            trigger: 'manual',
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '1s',
+                maximumInterval: '1s',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 15_000,
+            },
+          },
+        ],
+      })
+      .then(
+        (r: WindowRunResult) => ({ ok: r }),
+        (err: unknown) => ({ err }),
+      );
+    await eventually(async () => (exited(first) ? true : undefined), 60_000, 'the first worker to die');
+    assert.match(first.output(), /CRASH point=inHandler/);
+    const second = await spawnWorker('rv-once-2', env);
+    workers.push(second);
+    // One attempt was allowed and it was spent: the window ends failed (its attempt timed out, as a
+    // regular activity's does) and alerts; the second worker never runs the handler.
+    const secondDied = eventually(async () => (exited(second) ? 'died' : undefined), 120_000, 'x').catch(
+      () => 'alive',
+    );
+    const outcome = await Promise.race([run, secondDied]);
+    assert.notEqual(outcome, 'died', `the handler ran again on the next worker:\n${second.output()}`);
+    assert.ok('err' in (outcome as object), JSON.stringify(outcome));
+    assert.ok((outcome as { err: unknown }).err instanceof WorkflowFailedError);
+    assert.doesNotMatch(second.output(), /CRASH point=inHandler/);
+    // Recorded and alerted as a failed window, not left running.
+    const row = await stack.t.db
+      .selectFrom('job_windows')
+      .select(['status', 'reason'])
+      .where('window_key', '=', key)
+      .executeTakeFirstOrThrow();
+    assert.equal(row.status, 'failed');
+    assert.match(row.reason ?? '', /lost with their worker/);
+    const incidents = await stack.t.db
+      .selectFrom('incidents')
+      .select(['subject', 'kind'])
+      .where('job', '=', job)
+      .execute();
+    assert.deepEqual(
+      incidents.map((i) => ({ ...i })),
+      [{ subject: key, kind: 'window-failed' }],
     );
   } finally {
     for (const w of workers) await w.stop('SIGKILL');
