@@ -145,6 +145,10 @@ export function planActivities(deps: ActivityDeps) {
       if (!(from < to))
         throw badInput(FAILURE.badRange, `from (${input.from}) must be before to (${input.to})`);
       const now = deps.now();
+      // A window's commit moves the watermark only where the job has one: a job that has not
+      // ticked yet gets the one its first tick would set (its declared start), or a backfill leaves
+      // it unmoved, and the lag watch reports every backfilled window behind until a tick comes.
+      if (job.start) await watermarkOf(db, job.name, job.start);
       const page = windowsInRange(job.grid, job.timezone, from, to, input.limit + 1).filter((w) =>
         isClosed(w, now, job.latenessMs),
       );
