@@ -162,6 +162,11 @@ export interface BackfillProgress extends BackfillTotals {
 
 /** The most windows one batch activity takes (its input and heartbeat stay small). */
 export const MAX_BATCH = 1_000;
+/**
+ * The most windows (or batches) a backfill runs at once: each is a lane in the backfill's workflow
+ * code, and ten million of them time its workflow task out on every try (a backfill stuck silently).
+ */
+export const MAX_CONCURRENCY = 1_000;
 
 export interface BatchInput {
   readonly job: string;

@@ -3,7 +3,12 @@
 import { doneStarts } from '../../db/ledger.js';
 import { isClosed, isoUtc, windowKey, windowsInRange } from '../../schedules/windows.js';
 import { searchAttributes } from '../../workflows/search-attributes.js';
-import { MAX_BATCH, type BackfillProgress, type BackfillResult } from '../../workflows/types.js';
+import {
+  MAX_BATCH,
+  MAX_CONCURRENCY,
+  type BackfillProgress,
+  type BackfillResult,
+} from '../../workflows/types.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../dates.js';
@@ -35,6 +40,10 @@ export const backfillCommand: Command = {
     if (!(from < to))
       throw new UsageError(`backfill: --from (${isoUtc(from)}) must be before --to (${isoUtc(to)})`);
     const concurrency = positiveInt('concurrency', values.concurrency as string | undefined, 8);
+    if (concurrency > MAX_CONCURRENCY)
+      throw new UsageError(
+        `--concurrency: "${String(values.concurrency)}" is more than ${MAX_CONCURRENCY} windows at once`,
+      );
     // N consecutive windows per activity, each still its own transaction with its own done marker.
     const batchText = values.batch as string | undefined;
     const batch = batchText === undefined ? undefined : positiveInt('batch', batchText, 1);

@@ -63,6 +63,10 @@ test('bad arguments exit with 2 and name the argument', async () => {
       ['backfill', 'sales-hourly', '--from', '2026-03-01', '--to', '2026-03-02', '--batch', '100000'],
       /--batch: "100000" is more than 1000/,
     ],
+    [
+      ['backfill', 'sales-hourly', '--from', '2026-03-01', '--to', '2026-03-02', '--concurrency', '10000000'],
+      /--concurrency: "10000000" is more than 1000/,
+    ],
     [['pause', 'sales-hourly'], /--reason is required/],
     [['runs', 'sales-hourly', '--kind', 'nap'], /--kind: "nap"/],
     [['effects', 'list', '--status', 'bogus'], /--status: "bogus"/],
