@@ -6,7 +6,7 @@
 // alerts to drive, a failure to retry and alert) is left to the window's own workflow.
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { processedByEarlierAttempts } from '../db/ledger.js';
+import { failAttempt, recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
 import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
 import { jobOrFail } from './plan.js';
@@ -72,17 +72,57 @@ export function batchActivities(deps: ActivityDeps) {
 
       const ctx = activityContext();
       const outcomes = resumed(ctx, input);
-      // Heartbeats are throttled (one per ~12 s reaches the server): a later attempt finds the
-      // windows its predecessor committed after its last heartbeat done. They are this batch's.
-      const ownEarlier = async (w: BatchInput['windows'][number]): Promise<boolean> => {
-        const info = ctx?.info;
-        if (!info || info.attempt <= 1 || !info.workflowExecution) return false;
-        const mine = await processedByEarlierAttempts(deps.db, input.job, [new Date(w.start)], {
-          workflowId: info.workflowExecution.workflowId,
-          beforeAttempt: info.attempt,
-          since: new Date(info.scheduledTimestampMs),
-        });
-        return mine.size > 0;
+      // Heartbeats are throttled (one per ~12 s reaches the server), so a later attempt (the worker
+      // was lost) reads what the earlier ones did from the run records: windows they committed are
+      // this batch's (processed, not already done); windows that failed in the batch go to their
+      // own runs, not run again here; and the first window they did not finish is the one the
+      // worker was lost in (windows run one after another): a window that kills its worker would
+      // kill every worker the batch is retried on. It goes to its own run, whose attempts the
+      // job's retry policy bounds, and its lost attempt is recorded.
+      const info = ctx?.info;
+      const earlier =
+        info && info.attempt > 1 && info.workflowExecution
+          ? await runsOfEarlierAttempts(
+              deps.db,
+              input.job,
+              input.windows.slice(outcomes.length).map((w) => new Date(w.start)),
+              {
+                workflowId: info.workflowExecution.workflowId,
+                beforeAttempt: info.attempt,
+                since: new Date(info.scheduledTimestampMs),
+              },
+            )
+          : null;
+      const lostIn = earlier
+        ? input.windows.slice(outcomes.length).find((w) => !earlier.has(Date.parse(w.start)))?.key
+        : undefined;
+      const ranBefore = (w: BatchInput['windows'][number], outcome: string) =>
+        earlier?.get(Date.parse(w.start))?.has(outcome) ?? false;
+      const recordLost = async (w: BatchInput['windows'][number], reason: string): Promise<void> => {
+        const ref = {
+          job: input.job,
+          start: new Date(w.start),
+          end: new Date(w.end),
+          generation: w.generation,
+          key: w.key,
+        };
+        const at = deps.now();
+        const workflowId = info?.workflowExecution?.workflowId ?? null;
+        await failAttempt(deps.db, ref, { trigger: input.trigger, workflowId, at, reason }).catch(
+          () => undefined,
+        );
+        await recordRun(deps.db, {
+          kind: 'window',
+          job: input.job,
+          windowStart: ref.start,
+          generation: w.generation,
+          workflowId,
+          attempt: (info?.attempt ?? 2) - 1,
+          startedAt: at,
+          finishedAt: at,
+          outcome: 'failed',
+          reason,
+        }).catch(() => undefined);
       };
       const beat = () => ctx?.heartbeat({ outcomes });
       beat();
@@ -92,6 +132,16 @@ export function batchActivities(deps: ActivityDeps) {
           if (ctx?.cancellationSignal.aborted) throw new CancelledFailure('the batch was cancelled');
           const w = input.windows[i]!;
           let outcome: BatchOutcome;
+          if (w.key === lostIn || (ranBefore(w, 'failed') && !ranBefore(w, 'processed'))) {
+            const error =
+              w.key === lostIn
+                ? `attempt ${info!.attempt - 1} of this batch ended (its worker lost) before window ${w.key} was done`
+                : `window ${w.key} failed in an earlier attempt of this batch`;
+            if (w.key === lostIn) await recordLost(w, error);
+            outcomes.push({ key: w.key, outcome: 'failed', error });
+            beat();
+            continue;
+          }
           try {
             const r = await within(
               processWindow({
@@ -115,7 +165,7 @@ export function batchActivities(deps: ActivityDeps) {
             }
             outcome = {
               key: w.key,
-              outcome: r.outcome === 'already-done' && (await ownEarlier(w)) ? 'processed' : r.outcome,
+              outcome: r.outcome === 'already-done' && ranBefore(w, 'processed') ? 'processed' : r.outcome,
               ...(hasFollowUp(r) ? { followUp: true } : {}),
             };
           } catch (err) {

@@ -80,31 +80,35 @@ export async function failedStarts(db: Db, job: string, from: Date, to: Date): P
 }
 
 /**
- * Which of `starts` (a job's generation-0 windows) an earlier attempt of one activity processed:
- * a run record `processed` by `workflowId` at an attempt before `beforeAttempt`, started since the
- * activity was first scheduled (`since`: earlier runs of a workflow id used again are older). A
- * resumed batch finds those windows done, and they are its own.
+ * What earlier attempts of one activity did with each of `starts` (a job's generation-0 windows):
+ * start -> the outcomes of their run records by `workflowId` at an attempt before `beforeAttempt`,
+ * started since the activity was first scheduled (`since`: runs of a workflow id used again
+ * before are older). A window without one was not reached by them.
  */
-export async function processedByEarlierAttempts(
+export async function runsOfEarlierAttempts(
   db: Db,
   job: string,
   starts: readonly Date[],
   a: { workflowId: string; beforeAttempt: number; since: Date },
-): Promise<Set<number>> {
-  if (starts.length === 0 || a.beforeAttempt <= 1) return new Set();
+): Promise<Map<number, Set<string>>> {
+  const by = new Map<number, Set<string>>();
+  if (starts.length === 0 || a.beforeAttempt <= 1) return by;
   const rows = await db
     .selectFrom('job_runs')
-    .select('window_start')
+    .select(['window_start', 'outcome'])
     .where('kind', '=', 'window')
     .where('job', '=', job)
     .where('generation', '=', 0)
-    .where('outcome', '=', 'processed')
     .where('workflow_id', '=', a.workflowId)
     .where('attempt', '<', a.beforeAttempt)
     .where('started_at', '>=', a.since)
     .where('window_start', 'in', [...starts])
     .execute();
-  return new Set(rows.map((r) => r.window_start!.getTime()));
+  for (const r of rows) {
+    const t = r.window_start!.getTime();
+    by.set(t, (by.get(t) ?? new Set()).add(r.outcome));
+  }
+  return by;
 }
 
 /**

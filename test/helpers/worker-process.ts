@@ -25,8 +25,8 @@ const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
   effectTimeout?: string;
   /** Die (SIGKILL) right after the effect, before its done marker. */
   killAfterEffect?: boolean;
-  /** Die (SIGKILL) the `nth` time (1 = the first) the named crash point is reached. */
-  crashAt?: { point: CrashPoint; nth: number };
+  /** Die (SIGKILL) the `nth` time (1 = the first) the named crash point is reached (for `key` only, if given). */
+  crashAt?: { point: CrashPoint; nth: number; key?: string };
   /** A nightly rollup instead of the sales summary: chunk size, and the chunk after which to die. */
   rollup?: { chunkSize: number; killAfterChunk?: number; heartbeatTimeout: string };
 };
@@ -109,7 +109,9 @@ const hooks = {
   ...(spec.crashAt
     ? {
         crashPoint: (point: CrashPoint, key: string) => {
-          if (point !== spec.crashAt?.point || ++crashPointHits !== spec.crashAt.nth) return;
+          if (point !== spec.crashAt?.point || (spec.crashAt.key !== undefined && key !== spec.crashAt.key))
+            return;
+          if (++crashPointHits !== spec.crashAt.nth) return;
           // Said on stdout first so the test can tell where the process died.
           process.stdout.write(`CRASH point=${point} key=${key}\n`, () =>
             process.kill(process.pid, 'SIGKILL'),

@@ -45,13 +45,13 @@ test('batched backfill killed mid-batch: every window it committed counts as pro
     assert.equal(doomed.child.signalCode, 'SIGKILL', doomed.output());
     workers.push(await spawnWorker('rv-count-survivor', env()));
     const result = (await handle.result()) as BackfillResult;
-    // Nothing but this backfill touched the job: it processed every window, and says so.
+    // Nothing but this backfill (its batches, and the window its worker died in, in its own run)
+    // touched the job: it processed every window once, and says so.
     const done = await stack.t.db
       .selectFrom('job_runs')
       .select('window_start')
       .where('job', '=', job)
       .where('outcome', '=', 'processed')
-      .where('workflow_id', '=', workflowId)
       .execute();
     assert.equal(done.length, n);
     assert.deepEqual(
@@ -142,6 +142,77 @@ test('a local window attempt allowing one attempt, lost with its worker: not run
       incidents.map((i) => ({ ...i })),
       [{ subject: key, kind: 'window-failed' }],
     );
+  } finally {
+    for (const w of workers) await w.stop('SIGKILL');
+  }
+});
+
+test('a window that killed the worker running its batch is not run again by the batch: it goes to its own run', async () => {
+  const job = 'rv-poison';
+  const taskQueue = uniqueQueue(job);
+  const n = 4;
+  const from = '2026-07-10T00:00:00Z';
+  const to = iso(Date.parse(from) + n * HOUR);
+  const starts = Array.from({ length: n }, (_, i) => iso(Date.parse(from) + i * HOUR));
+  const poison = `${job}/${starts[1]}`;
+  await insertOrders(stack.t.db, ordersBetween(job, from, to, 40, 0));
+  // Every worker dies in the handler of the second window (say, it runs out of memory there).
+  const env = workerProcessEnv(stack, taskQueue, {
+    name: job,
+    grid: '1h',
+    start: from,
+    holdMs: 0,
+    crashAt: { point: CRASH_POINT.inHandler, nth: 1, key: poison },
+  });
+  const workers: WorkerProcess[] = [];
+  try {
+    const first = await spawnWorker('rv-poison-1', env);
+    workers.push(first);
+    await stack.env.client.workflow.start('backfill', {
+      taskQueue,
+      workflowId: `${job}/backfill`,
+      args: [{ job, from, to, concurrency: 1, batch: n }],
+    });
+    await eventually(async () => (exited(first) ? true : undefined), 60_000, 'the first worker to die');
+    assert.match(first.output(), new RegExp(`CRASH point=inHandler key=${poison}`));
+    const second = await spawnWorker('rv-poison-2', env);
+    workers.push(second);
+    // The batch's next attempt runs the windows it had not reported; the one its worker died in
+    // goes to its own window run (the job's retry policy, alerts) instead of killing this worker too.
+    const poisonRun = async () =>
+      await stack.env.client.workflow
+        .getHandle(poison)
+        .describe()
+        .then(() => true)
+        .catch(() => undefined);
+    const first_ = await eventually(
+      async () => ((await poisonRun()) ? 'own run' : exited(second) ? 'died in the batch' : undefined),
+      120_000,
+      'the batch to hand the window over, or the second worker to die',
+    );
+    assert.equal(first_, 'own run', second.output());
+    const processed = await stack.t.db
+      .selectFrom('job_runs')
+      .select('window_start')
+      .where('job', '=', job)
+      .where('outcome', '=', 'processed')
+      .orderBy('window_start')
+      .execute();
+    assert.deepEqual(
+      processed.map((r) => iso(r.window_start!.getTime())),
+      [starts[0], starts[2], starts[3]],
+    );
+    // The lost attempt is on record.
+    const lost = await stack.t.db
+      .selectFrom('job_runs')
+      .select(['outcome', 'reason'])
+      .where('job', '=', job)
+      .where('window_start', '=', new Date(starts[1]!))
+      .where('workflow_id', '=', `${job}/backfill`)
+      .execute();
+    assert.equal(lost.length, 1, JSON.stringify(lost));
+    assert.equal(lost[0]!.outcome, 'failed');
+    assert.match(lost[0]!.reason ?? '', /worker .*lost/);
   } finally {
     for (const w of workers) await w.stop('SIGKILL');
   }
