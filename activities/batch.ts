@@ -6,7 +6,7 @@
 // alerts to drive, a failure to retry and alert) is left to the window's own workflow.
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { failAttempt, recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
+import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
 import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
 import { jobOrFail } from './plan.js';
@@ -98,25 +98,16 @@ export function batchActivities(deps: ActivityDeps) {
         : undefined;
       const ranBefore = (w: BatchInput['windows'][number], outcome: string) =>
         earlier?.get(Date.parse(w.start))?.has(outcome) ?? false;
+      // A run record only: the window's row is left to its own run (an upsert on it would wait for
+      // any transaction still holding it, such as the lost attempt's, on a worker not yet dead).
       const recordLost = async (w: BatchInput['windows'][number], reason: string): Promise<void> => {
-        const ref = {
-          job: input.job,
-          start: new Date(w.start),
-          end: new Date(w.end),
-          generation: w.generation,
-          key: w.key,
-        };
         const at = deps.now();
-        const workflowId = info?.workflowExecution?.workflowId ?? null;
-        await failAttempt(deps.db, ref, { trigger: input.trigger, workflowId, at, reason }).catch(
-          () => undefined,
-        );
         await recordRun(deps.db, {
           kind: 'window',
           job: input.job,
-          windowStart: ref.start,
+          windowStart: new Date(w.start),
           generation: w.generation,
-          workflowId,
+          workflowId: info?.workflowExecution?.workflowId ?? null,
           attempt: (info?.attempt ?? 2) - 1,
           startedAt: at,
           finishedAt: at,
