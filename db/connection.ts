@@ -10,10 +10,11 @@
 //
 // Its parameterised statements (a handler's, run once a window) are prepared under a name of the
 // connection's own and their plans kept, as mature drivers do (pgjdbc, pgx): planned once per
-// connection, not once per window. A statement the server refused to prepare is named afresh next
-// time; a cached plan whose table changed shape ("cached plan must not change result type") fails
-// its attempt, and every connection of the process then prepares its statements again, so the
-// retry does not meet the same stale plan on another connection.
+// connection, not once per window. A statement the server refused to prepare is prepared again
+// next time; a cached plan whose table changed shape ("cached plan must not change result type")
+// fails its attempt, every connection of the process then prepares its statements again, so the
+// retry does not meet the same stale plan on another connection, and that text is no longer kept
+// (its result may change again: a search_path set per window).
 import {
   Kysely,
   PostgresAdapter,
@@ -43,8 +44,31 @@ const KEPT_PER_CONNECTION = 200;
 /** Raised when a table changed under a kept plan: every connection names its statements afresh. */
 let planEpoch = 0;
 const STALE_PLAN = 'cached plan must not change result type';
+/**
+ * Texts that met a stale plan are sent unnamed from then on: one whose result changes from window
+ * to window (a search_path set per window, a table made anew in another shape) would otherwise
+ * fail an attempt at every change. Bounded: past it, such a text fails an attempt per change.
+ */
+const unkept = new Set<string>();
+const MAX_UNKEPT = 1_000;
 /** A SET that outlasts the transaction (SET, SET SESSION, SET ROLE, ...), unlike SET LOCAL. */
 const SESSION_SET = /^\s*set\s+(?!local\b)(?!transaction\b)(?!constraints\b)/i;
+/** set_config(name, value, false): a session setting too (its third argument a literal or a parameter). */
+const SESSION_SET_CONFIG = /\bset_config\s*\([^;]*?,\s*(false|\$(\d+))\s*\)/gi;
+/** Comments, quoted literals and identifiers, dollar-quoted bodies: text that is not SQL to match. */
+const NOT_CODE = /--[^\n]*|\/\*[\s\S]*?\*\/|'(?:[^']|'')*'|"(?:[^"]|"")*"|(\$[A-Za-z_0-9]*\$)[\s\S]*?\1/g;
+
+/** Whether `text` (any of its statements) sets something for the session rather than the transaction. */
+export function setsSession(text: string, params: readonly unknown[] = []): boolean {
+  const code = text.replace(NOT_CODE, (m) => (m.startsWith('-') || m.startsWith('/') ? ' ' : "''"));
+  if (code.split(';').some((statement) => SESSION_SET.test(statement))) return true;
+  for (const m of code.matchAll(SESSION_SET_CONFIG)) {
+    if (m[2] === undefined) return true;
+    const v = params[Number(m[2]) - 1];
+    if (v === false || v === 'false' || v === 'f') return true;
+  }
+  return false;
+}
 
 /** The client as kysely sees it on the held connection, keeping count of BEGIN and COMMIT. */
 class Lease {
@@ -64,7 +88,7 @@ class Lease {
 
   /** The name to prepare `text` under, or undefined to send it unnamed (planned each time). */
   private nameOf(text: string, params: unknown[]): string | undefined {
-    if (params.length === 0 || !PLANNED.test(text)) return undefined;
+    if (params.length === 0 || !PLANNED.test(text) || unkept.has(text)) return undefined;
     if (this.epoch !== planEpoch) {
       this.epoch = planEpoch;
       this.names.clear();
@@ -84,9 +108,15 @@ class Lease {
     try {
       return await this.client.query({ name, text, values: params });
     } catch (err) {
-      // Whether or not the server prepared it, the next use prepares it again under a new name.
-      this.names.delete(text);
-      if (err instanceof Error && err.message.includes(STALE_PLAN)) planEpoch++;
+      // A statement the server refused to prepare is not recorded as prepared by the client (pg
+      // records it on ParseComplete), so its name is prepared again on next use; one that failed
+      // later (at bind or execute, caught by the handler in a savepoint) stays prepared and keeps
+      // its name: a new name each time would leave one more prepared statement on the connection.
+      if (err instanceof Error && err.message.includes(STALE_PLAN)) {
+        this.names.delete(text);
+        if (unkept.size < MAX_UNKEPT) unkept.add(text);
+        planEpoch++;
+      }
       throw err;
     }
   }
@@ -100,7 +130,7 @@ class Lease {
       );
     }
     // The connection goes back to the pool: a session setting would apply to whatever runs on it next.
-    if (this.inTransaction && SESSION_SET.test(text)) {
+    if (this.inTransaction && setsSession(text, params)) {
       throw new Error(
         `"${text.trim().slice(0, 60)}" would outlast the window's transaction on a pooled connection: use SET LOCAL (it ends with the transaction); nothing was sent`,
       );
