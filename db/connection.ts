@@ -108,12 +108,15 @@ class Lease {
     try {
       return await this.client.query({ name, text, values: params });
     } catch (err) {
-      // A statement the server refused to prepare is not recorded as prepared by the client (pg
-      // records it on ParseComplete), so its name is prepared again on next use; one that failed
-      // later (at bind or execute, caught by the handler in a savepoint) stays prepared and keeps
-      // its name: a new name each time would leave one more prepared statement on the connection.
-      if (err instanceof Error && err.message.includes(STALE_PLAN)) {
-        this.names.delete(text);
+      // A statement refused or made stale by a changed table (a stale plan; class 42: a column or
+      // operator gone, a parameter whose type no longer fits) is prepared again under a new name.
+      // One that failed on its data (a duplicate key, a bad value: caught by the handler in a
+      // savepoint) keeps its name: a new one each time would leave one more prepared statement on
+      // the connection per failure.
+      const stale = err instanceof Error && err.message.includes(STALE_PLAN);
+      const code = (err as { code?: unknown } | null)?.code;
+      if (stale || (typeof code === 'string' && code.startsWith('42'))) this.names.delete(text);
+      if (stale) {
         if (unkept.size < MAX_UNKEPT) unkept.add(text);
         planEpoch++;
       }

@@ -87,6 +87,28 @@ test("a handler's errors it recovers from (savepoints) leave no prepared stateme
   assert.equal(kept, 1, `the insert is prepared ${kept} times on one connection`);
 });
 
+test("a kept statement whose parameter's type went stale (a column's type changed) is prepared again, though the handler caught its error", async () => {
+  await sql`create table retyped (k integer, v integer)`.execute(t.db);
+  await sql`insert into retyped values (1, 1)`.execute(t.db);
+  const failed: string[] = [];
+  const job = hourlyJob('retyped', T0, async (ctx) => {
+    await sql`savepoint probe`.execute(ctx.trx);
+    try {
+      await sql`select count(*)::int as n from retyped where v > ${0}`.execute(ctx.trx);
+      await sql`release savepoint probe`.execute(ctx.trx);
+    } catch (err) {
+      failed.push(`${ctx.window.start.toISOString()}: ${(err as Error).message}`);
+      await sql`rollback to savepoint probe`.execute(ctx.trx);
+    }
+    return { input: 0, applied: 0, quarantined: 0 };
+  });
+  assert.equal((await run(job, 0)).outcome, 'processed');
+  // The kept statement's $1 is an integer; compared with text now, it fails until prepared again.
+  await sql`alter table retyped alter column v type text`.execute(t.db);
+  for (let i = 1; i <= 3; i++) assert.equal((await run(job, i)).outcome, 'processed');
+  assert.ok(failed.length <= 1, failed.join('\n'));
+});
+
 test('a session setting is refused however the text is written (comments, several statements, set_config)', async () => {
   const current = () =>
     withConnection(single, async (_c, client) => {
