@@ -84,6 +84,8 @@ class Lease {
   private names = new Map<string, string>();
   private epoch = planEpoch;
   private named = 0;
+  /** Names whose statement ran at least once on this connection. */
+  private proven = new Set<string>();
   constructor(private readonly client: pg.PoolClient) {}
 
   /** The name to prepare `text` under, or undefined to send it unnamed (planned each time). */
@@ -106,16 +108,22 @@ class Lease {
     if (name === undefined)
       return (await this.client.query(text, params)) as pg.QueryResult | pg.QueryResult[];
     try {
-      return await this.client.query({ name, text, values: params });
+      const result = await this.client.query({ name, text, values: params });
+      this.proven.add(name);
+      return result;
     } catch (err) {
       // A statement refused or made stale by a changed table (a stale plan; class 42: a column or
       // operator gone, a parameter whose type no longer fits) is prepared again under a new name.
       // One that failed on its data (a duplicate key, a bad value: caught by the handler in a
       // savepoint) keeps its name: a new one each time would leave one more prepared statement on
       // the connection per failure.
-      const stale = err instanceof Error && err.message.includes(STALE_PLAN);
       const code = (err as { code?: unknown } | null)?.code;
-      if (stale || (typeof code === 'string' && code.startsWith('42'))) this.names.delete(text);
+      const refused = typeof code === 'string' && code.startsWith('42');
+      // A kept statement that ran before and is refused now met a changed table: so would the
+      // same statement kept on the other connections, on the attempt's retry.
+      const stale =
+        (err instanceof Error && err.message.includes(STALE_PLAN)) || (refused && this.proven.has(name));
+      if (stale || refused) this.names.delete(text);
       if (stale) {
         if (unkept.size < MAX_UNKEPT) unkept.add(text);
         planEpoch++;

@@ -15,14 +15,17 @@ const T0 = Date.parse('2026-05-01T00:00:00Z');
 const policy = windowPolicy(3, 30_000);
 let t: TestDb;
 let single: Kysely<Database>;
+let four: Kysely<Database>;
 
 before(async () => {
   t = await createTestDb();
   // One connection: every window runs on the same one.
   single = createDb(t.url, { max: 1 });
+  four = createDb(t.url, { max: 4 });
 });
 after(async () => {
   await single?.destroy();
+  await four?.destroy();
   await t?.drop();
 });
 
@@ -107,6 +110,28 @@ test("a kept statement whose parameter's type went stale (a column's type change
   await sql`alter table retyped alter column v type text`.execute(t.db);
   for (let i = 1; i <= 3; i++) assert.equal((await run(job, i)).outcome, 'processed');
   assert.ok(failed.length <= 1, failed.join('\n'));
+});
+
+test("a column's type changed under statements kept on every connection of the pool: one attempt fails, not one per connection", async () => {
+  await sql`create table recast (k integer, v integer)`.execute(t.db);
+  const job = hourlyJob('recast', T0, async (ctx) => {
+    await sql`select count(*) from recast where v > ${0}`.execute(ctx.trx);
+    return { input: 0, applied: 0, quarantined: 0 };
+  });
+  const runOn = (i: number) =>
+    directActivities(four, [job]).processWindow(
+      hourlyWindow(job.name, T0, i, policy),
+    ) as Promise<WindowResult>;
+  // Four windows at once: each of the four connections keeps the statement.
+  await Promise.all([0, 1, 2, 3].map(runOn));
+  await sql`alter table recast alter column v type text`.execute(t.db);
+  // One window at a time: the first to meet the change fails; the others' connections must not.
+  const failures: string[] = [];
+  for (let i = 4; i < 12; i++) {
+    const r = await runOn(i).catch((e: Error) => e);
+    if (r instanceof Error) failures.push(r.message);
+  }
+  assert.ok(failures.length <= 1, `${failures.length} attempts failed:\n${failures.join('\n')}`);
 });
 
 test('a session setting is refused however the text is written (comments, several statements, set_config)', async () => {
