@@ -94,6 +94,7 @@ class Lease {
     if (this.epoch !== planEpoch) {
       this.epoch = planEpoch;
       this.names.clear();
+      this.proven.clear();
     }
     let name = this.names.get(text);
     if (name === undefined && this.names.size < KEPT_PER_CONNECTION) {

@@ -178,3 +178,21 @@ test('SET LOCAL, SET TRANSACTION and SET CONSTRAINTS are still allowed, written 
   });
   assert.equal((await run(job, 0)).outcome, 'processed');
 });
+
+test("the attempt's statement_timeout does not stay on the connection, after a processed window or an already-done one", async () => {
+  const job = hourlyJob('bounded', T0, async (ctx) => {
+    const r = await sql<{ s: string }>`select current_setting('statement_timeout') s`.execute(ctx.trx);
+    assert.equal(r.rows[0]!.s, '30s');
+    return { input: 0, applied: 0, quarantined: 0 };
+  });
+  const settings = () =>
+    withConnection(single, async (_c, client) => {
+      const r = await client.query(`select current_setting('statement_timeout') s,
+        current_setting('lock_timeout') l, current_setting('idle_in_transaction_session_timeout') i`);
+      return r.rows[0] as Record<string, string>;
+    });
+  assert.equal((await run(job, 0)).outcome, 'processed');
+  assert.deepEqual(await settings(), { s: '0', l: '0', i: '0' });
+  assert.equal((await run(job, 0)).outcome, 'already-done');
+  assert.deepEqual(await settings(), { s: '0', l: '0', i: '0' });
+});
