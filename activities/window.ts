@@ -120,17 +120,18 @@ export function windowActivities(deps: ActivityDeps) {
         `asOf "${input.asOf}" must be an ISO-8601 instant (the server's time)`,
       );
     }
-    if (!isClosed(expected, now, job.latenessMs) && asOf && isClosed(expected, asOf, job.latenessMs)) {
-      // The Temporal server's clock (the workflow's) says closed: this worker's clock is behind.
-      logger.info(
-        `CLOCK job=${job.name} window=${windowKey(job.name, start)}: closed by the Temporal server's clock (${isoUtc(asOf)}), not by this worker's (${isoUtc(now)}): it is ${Math.round((asOf.getTime() - now.getTime()) / 1000)} s behind`,
-      );
-    } else if (!isClosed(expected, now, job.latenessMs)) {
-      // The tick planned with the server's clock; this worker's may lag a little: wait, don't fail.
+    if (!isClosed(expected, now, job.latenessMs)) {
       const dueInMs = end.getTime() + job.latenessMs - now.getTime();
-      if (dueInMs < CLOCK_SKEW_TOLERANCE_MS) {
+      // Closed by the Temporal server's clock (the workflow's), not by this worker's: one of them is
+      // off. Processed once both say closed: waiting, however long, is never a failure (a worker
+      // clock behind would fail closed windows for good) and never early (a server clock ahead).
+      const serverSaysClosed = asOf !== undefined && isClosed(expected, asOf, job.latenessMs);
+      if (serverSaysClosed || dueInMs < CLOCK_SKEW_TOLERANCE_MS) {
+        const behind = serverSaysClosed
+          ? `; the Temporal server's clock says it closed: this worker's clock is ${Math.round((asOf.getTime() - now.getTime()) / 1000)} s behind it`
+          : '';
         logger.info(
-          `WAITING job=${job.name} window=${windowKey(job.name, start)}: closes in ${dueInMs} ms by this worker's clock`,
+          `${serverSaysClosed ? 'CLOCK' : 'WAITING'} job=${job.name} window=${windowKey(job.name, start)}: closes in ${dueInMs} ms by this worker's clock${behind}`,
         );
         const retryInMs = Math.ceil(dueInMs / 1000) * 1000 + 1000;
         throw ApplicationFailure.create({
@@ -139,7 +140,7 @@ export function windowActivities(deps: ActivityDeps) {
           nextRetryDelay: retryInMs,
           // The workflow reads the delay here: nextRetryDelay does not reach it (the SDK drops it).
           details: [{ retryInMs }],
-          message: `window ${windowKey(job.name, start)} closes in ${dueInMs} ms by this worker's clock (clock skew?); retrying then`,
+          message: `window ${windowKey(job.name, start)} closes in ${dueInMs} ms by this worker's clock (clock skew?)${behind}; retrying then`,
         });
       }
       throw badInput(
