@@ -8,7 +8,7 @@ import {
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { searchAttributes } from './search-attributes.js';
-import type { ActivityPolicy, Trigger, WindowSpec } from './types.js';
+import { WINDOW_REVISION, type ActivityPolicy, type Trigger, type WindowSpec } from './types.js';
 import { window } from './window.js';
 
 /** `handle` is null when the window was already running elsewhere. */
@@ -25,7 +25,7 @@ export async function startWindow(
   try {
     const handle = await startChild(window, {
       workflowId: w.key,
-      args: [{ ...w, trigger, policy }],
+      args: [{ ...w, trigger, policy, revision: WINDOW_REVISION }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('window', w.job, { start: w.start, generation: w.generation }),
       staticSummary: `${w.job}: window [${w.start}, ${w.end})${w.generation ? ` generation ${w.generation}` : ''}, started by ${trigger}`,

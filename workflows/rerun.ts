@@ -18,13 +18,14 @@ import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
 import { searchAttributes } from './search-attributes.js';
 import { slackEscape } from './slack-text.js';
-import type {
-  RerunDecision,
-  RerunInput,
-  RerunRequest,
-  RerunResult,
-  RerunState,
-  WindowRunResult,
+import {
+  WINDOW_REVISION,
+  type RerunDecision,
+  type RerunInput,
+  type RerunRequest,
+  type RerunResult,
+  type RerunState,
+  type WindowRunResult,
 } from './types.js';
 import { window } from './window.js';
 
@@ -193,7 +194,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
-      args: [{ ...request.window, trigger: 'rerun', policy: request.policy }],
+      args: [{ ...request.window, trigger: 'rerun', policy: request.policy, revision: WINDOW_REVISION }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('rerun', input.job, {
         start: request.window.start,

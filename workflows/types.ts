@@ -66,9 +66,19 @@ export interface TickResult {
   readonly alreadyDone: number;
 }
 
+/**
+ * The window workflow's code shape its starter asks for, in its input so that the run's own history
+ * says which shape it took without a patch marker (a patch also upserts TemporalChangeVersion, a
+ * visibility write, on every run). 1: the activity local where the job allows it, the alerts recorded
+ * with the commit. Without it, the run decides by patch markers, as runs started before it did.
+ */
+export const WINDOW_REVISION = 1;
+
 export interface WindowInput extends WindowSpec {
   readonly trigger: Trigger;
   readonly policy: ActivityPolicy;
+  /** WINDOW_REVISION when started; absent in runs started before it existed. */
+  readonly revision?: number;
   /**
    * The Temporal server's time when the workflow called the activity (its workflow clock, set by
    * the workflow): a window closed by it is closed, whatever the worker's own clock says.

@@ -6,12 +6,13 @@ import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { waitingForClose } from './closing.js';
 import { bookkeeping, retryOf, runsLocally, windowActivity, windowLocalActivity } from './policy.js';
-import type {
-  ActivityPolicy,
-  EffectOutcomeDto,
-  WindowInput,
-  WindowResult,
-  WindowRunResult,
+import {
+  WINDOW_REVISION,
+  type ActivityPolicy,
+  type EffectOutcomeDto,
+  type WindowInput,
+  type WindowResult,
+  type WindowRunResult,
 } from './types.js';
 
 function effectActivity(policy: ActivityPolicy) {
@@ -29,9 +30,25 @@ function settleActivity(policy: ActivityPolicy) {
   });
 }
 
+const LOCAL_PATCH = 'window-local-activity';
+const ALERTS_PATCH = 'window-alerts-in-commit';
+
+/**
+ * True, for a run started with a revision. A worker on code before revisions may have run it and
+ * recorded the marker anyway: on replay the marker is matched (a marker no call matches fails the
+ * task). Only on replay: there `patched` records nothing, and finds the marker or not; a live call
+ * would record one.
+ */
+function replayMarker(patchId: string): true {
+  if (workflowInfo().unsafe.isReplaying) patched(patchId);
+  return true;
+}
+
 export async function window(input: WindowInput): Promise<WindowRunResult> {
-  // Runs started before the window activity could run locally replay the old way.
-  const local = runsLocally(input.policy) && patched('window-local-activity');
+  // A run started with a revision takes today's shape and records no patch marker. One without
+  // decides by its markers (runs started before them have none and replay the old way).
+  const current = (input.revision ?? 0) >= WINDOW_REVISION;
+  const local = runsLocally(input.policy) && (current ? replayMarker(LOCAL_PATCH) : patched(LOCAL_PATCH));
   const { processWindow } = local ? windowLocalActivity(input.policy) : windowActivity(input.policy);
   const { workflowId, runId } = workflowInfo();
   const key = input.key || workflowId;
@@ -65,10 +82,10 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
     });
     throw err;
   }
-  await deliver(result.recovery);
+  if (result.recovery?.length) await deliver(result.recovery);
   // The window's alerts are recorded with its commit; runs started before that replay the old way.
-  if (patched('window-alerts-in-commit')) {
-    await deliver(result.alerts);
+  if (current ? replayMarker(ALERTS_PATCH) : patched(ALERTS_PATCH)) {
+    if (result.alerts?.length) await deliver(result.alerts);
   } else {
     for (const f of result.findings ?? []) {
       await raise({

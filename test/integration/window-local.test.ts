@@ -11,7 +11,7 @@ import { CRASH_POINT } from '../../activities/crash-points.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { ActivityPolicy, WindowRunResult } from '../../workflows/types.js';
+import { WINDOW_REVISION, type ActivityPolicy, type WindowRunResult } from '../../workflows/types.js';
 import { historyFromFile } from '../helpers/history.js';
 import { spawnWorker } from '../helpers/processes.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
@@ -33,7 +33,7 @@ async function runWindow(taskQueue: string, job: string, start: string, policy: 
   const handle = await stack.env.client.workflow.start('window', {
     taskQueue,
     workflowId: key,
-    args: [{ job, start, end, generation: 0, key, trigger: 'manual', policy }],
+    args: [{ job, start, end, generation: 0, key, trigger: 'manual', policy, revision: WINDOW_REVISION }],
   });
   const result = await (handle.result() as Promise<WindowRunResult>).catch((err: unknown) => err);
   const events = (await handle.fetchHistory()).events ?? [];
@@ -46,6 +46,9 @@ async function runWindow(taskQueue: string, job: string, start: string, policy: 
     localActivities: events.filter(
       (e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity',
     ).length,
+    patchMarkers: events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch').length,
+    upserts: count(EventType.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES),
+    events: events.length,
   };
 }
 
@@ -82,6 +85,12 @@ test('a window of a job that neither heartbeats nor waits for hours: one workflo
           workflowTasks: run.workflowTasks,
         },
         { activityTasks: 0, localActivities: 1, workflowTasks: 1 },
+      );
+      // Its revision says which shape it took: no patch marker, none of their TemporalChangeVersion
+      // upserts (visibility writes). Started, task scheduled/started/completed, local activity, completed.
+      assert.deepEqual(
+        { patchMarkers: run.patchMarkers, upserts: run.upserts, events: run.events },
+        { patchMarkers: 0, upserts: 0, events: 6 },
       );
       const ref = reference(orders, '2026-07-01T00:00:00Z', '2026-07-01T01:00:00Z');
       assert.deepEqual(await summaryOf(stack.t.db, job), { count: ref.count, totalCents: ref.totalCents });
@@ -230,8 +239,16 @@ test('a worker killed in the middle of a local attempt: another worker runs it a
   }
 });
 
-test('windows started on 0dd8bbd (a regular activity), done or still running, replay on this code', async () => {
-  for (const name of ['window-done-0dd8bbd', 'window-running-0dd8bbd']) {
+// 0dd8bbd: a regular activity, no marker. 4020cb1: a marker per change. 8a01876: a window started
+// with a revision (by a starter on today's code) that a worker on code before revisions ran, recording
+// its markers anyway (a rolling deploy).
+test('windows run on 0dd8bbd (done or still running), 4020cb1 and 8a01876 replay on this code', async () => {
+  for (const name of [
+    'window-done-0dd8bbd',
+    'window-running-0dd8bbd',
+    'window-done-4020cb1',
+    'window-revision-done-8a01876',
+  ]) {
     const history = await historyFromFile(new URL(`../fixtures/${name}.history.json`, import.meta.url));
     await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
   }
