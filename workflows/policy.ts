@@ -56,15 +56,25 @@ export function windowActivity(policy: ActivityPolicy) {
 export const LOCAL_FAILOVER_MS = 10_000;
 
 /**
+ * The longest attempt timeout run locally (window revision 2 on): a local attempt keeps its
+ * workflow task alive with task heartbeats, about 22 history events a minute, so an attempt allowed
+ * to run for days could reach the history's event limit, and the window be terminated unalerted.
+ */
+export const LOCAL_MAX_MS = 10 * 60_000;
+
+/**
  * Whether the window activity may run as a local activity, inside the window's workflow task: one
  * server round trip per window instead of three (schedule, complete, next workflow task). Not for
  * jobs that heartbeat (a local activity cannot), nor for jobs that wait for allowed hours, nor for
- * jobs whose attempt timeout is shorter than a local attempt's failover: they asked for a lost
- * attempt to be retried sooner than that.
+ * jobs whose attempt timeout is shorter than a local attempt's failover (they asked for a lost
+ * attempt to be retried sooner than that) or, from revision 2, longer than LOCAL_MAX_MS.
  */
-export function runsLocally(policy: ActivityPolicy): boolean {
+export function runsLocally(policy: ActivityPolicy, revision = 0): boolean {
   return (
-    !policy.heartbeatTimeoutMs && !policy.allowedHours && policy.startToCloseTimeoutMs >= LOCAL_FAILOVER_MS
+    !policy.heartbeatTimeoutMs &&
+    !policy.allowedHours &&
+    policy.startToCloseTimeoutMs >= LOCAL_FAILOVER_MS &&
+    (revision < 2 || policy.startToCloseTimeoutMs <= LOCAL_MAX_MS)
   );
 }
 

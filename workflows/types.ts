@@ -70,9 +70,11 @@ export interface TickResult {
  * The window workflow's code shape its starter asks for, in its input so that the run's own history
  * says which shape it took without a patch marker (a patch also upserts TemporalChangeVersion, a
  * visibility write, on every run). 1: the activity local where the job allows it, the alerts recorded
- * with the commit. Without it, the run decides by patch markers, as runs started before it did.
+ * with the commit. 2: as 1, and an attempt timeout over 10 minutes runs as a regular activity
+ * (workflows/policy.ts LOCAL_MAX_MS). Without it, the run decides by patch markers, as runs started
+ * before it did.
  */
-export const WINDOW_REVISION = 1;
+export const WINDOW_REVISION = 2;
 
 export interface WindowInput extends WindowSpec {
   readonly trigger: Trigger;

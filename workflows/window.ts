@@ -7,7 +7,6 @@ import { deliver, describeFailure, raise } from './alerts.js';
 import { waitingForClose } from './closing.js';
 import { bookkeeping, retryOf, runsLocally, windowActivity, windowLocalActivity } from './policy.js';
 import {
-  WINDOW_REVISION,
   type ActivityPolicy,
   type EffectOutcomeDto,
   type WindowInput,
@@ -47,8 +46,10 @@ function replayMarker(patchId: string): true {
 export async function window(input: WindowInput): Promise<WindowRunResult> {
   // A run started with a revision takes today's shape and records no patch marker. One without
   // decides by its markers (runs started before them have none and replay the old way).
-  const current = (input.revision ?? 0) >= WINDOW_REVISION;
-  const local = runsLocally(input.policy) && (current ? replayMarker(LOCAL_PATCH) : patched(LOCAL_PATCH));
+  const current = (input.revision ?? 0) >= 1;
+  const local =
+    runsLocally(input.policy, input.revision ?? 0) &&
+    (current ? replayMarker(LOCAL_PATCH) : patched(LOCAL_PATCH));
   const { processWindow } = local ? windowLocalActivity(input.policy) : windowActivity(input.policy);
   const { workflowId, runId } = workflowInfo();
   const key = input.key || workflowId;

@@ -150,7 +150,7 @@ test("a local window's attempts follow the job's retry policy: retried while att
   );
 });
 
-test('a job that heartbeats, waits for allowed hours, or has attempts under 10 s keeps a regular activity', async () => {
+test('a job that heartbeats, waits for allowed hours, or has attempts under 10 s or over 10 min keeps a regular activity', async () => {
   const job = 'remote-sales';
   const catalog = defineCatalog([salesJob(job, { start: '2026-07-03T00:00:00Z' })]);
   const taskQueue = uniqueQueue(job);
@@ -176,7 +176,13 @@ test('a job that heartbeats, waits for allowed hours, or has attempts under 10 s
         retry,
         startToCloseTimeoutMs: 5_000,
       });
-      for (const run of [heartbeats, hours, short]) {
+      // A local attempt adds workflow-task heartbeats to the history (~22 events a minute): one allowed
+      // to run for days could reach the history's limit, and the window be terminated unalerted.
+      const long = await runWindow(taskQueue, job, '2026-07-03T03:00:00Z', {
+        retry,
+        startToCloseTimeoutMs: 2 * 86_400_000,
+      });
+      for (const run of [heartbeats, hours, short, long]) {
         assert.equal((run.result as WindowRunResult).outcome, 'processed');
         assert.equal(run.localActivities, 0);
         assert.ok(run.activityTasks >= 1);
