@@ -51,10 +51,12 @@ export async function startGraphileWorker(
   handleSignals = false,
 ): Promise<RunningPeer> {
   const pool: pg.Pool = peerPool(url, settings.concurrency);
+  // Its own pool, handed in: ended here, with an error listener (a pool graphile-worker makes
+  // itself may still hold an idle client when the database is dropped, whose error then throws).
+  const workerPool = peerPool(url, settings.maxPoolSize);
   const runner: Runner = await run({
-    connectionString: url,
+    pgPool: workerPool,
     concurrency: settings.concurrency,
-    maxPoolSize: settings.maxPoolSize,
     noHandleSignals: !handleSignals,
     logger: quiet,
     preset: {
@@ -75,6 +77,7 @@ export async function startGraphileWorker(
     async stop() {
       await runner.stop();
       await pool.end();
+      await workerPool.end();
     },
   };
 }
@@ -84,7 +87,8 @@ export async function graphileEnqueuer(url: string): Promise<{
   enqueue(windows: Window[]): Promise<void>;
   release(): Promise<void>;
 }> {
-  const utils = await makeWorkerUtils({ connectionString: url, logger: quiet });
+  const utilsPool = peerPool(url, 4);
+  const utils = await makeWorkerUtils({ pgPool: utilsPool, logger: quiet });
   await utils.migrate();
   return {
     async enqueue(windows) {
@@ -98,6 +102,7 @@ export async function graphileEnqueuer(url: string): Promise<{
     },
     release: async () => {
       await utils.release();
+      await utilsPool.end();
     },
   };
 }
