@@ -64,7 +64,11 @@ export function rerunActivities(deps: ActivityDeps) {
       if (Number.isNaN(start.getTime()) || !isAligned(job.grid, job.timezone, start)) {
         throw badInput(
           FAILURE.badWindow,
-          `"${input.windowStart}" is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone})`,
+          `"${input.windowStart}" is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone})${
+            Number.isNaN(start.getTime())
+              ? ''
+              : `; it lies in the window starting ${isoUtc(windowAt(job.grid, job.timezone, start).start)}`
+          }`,
         );
       }
       const existing = await db

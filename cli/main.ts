@@ -1,6 +1,7 @@
 // The tidemark CLI: one command, help on every subcommand, strict arguments, exit codes
 // (0 done, 1 failed, 2 usage) and --json output. `npx tidemark help` lists the commands.
 import { parseArgs } from 'node:util';
+import { redactorFromConfig } from '../activities/notify/channels.js';
 import { ConfigError } from '../config/env.js';
 import { UnknownJobError } from '../schedules/job.js';
 import type { Command } from './command.js';
@@ -12,6 +13,7 @@ import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './co
 import { runsCommand, statusCommand } from './commands/status.js';
 import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
 import { DateArgumentError } from './dates.js';
+import { failureMessage } from './failure.js';
 
 export const COMMANDS: readonly Command[] = [
   jobsCommand,
@@ -98,7 +100,9 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
     return EXIT.ok;
   } catch (err) {
     const usage = isUsageError(err);
-    io.err(`tidemark ${name}: ${err instanceof Error ? err.message : String(err)}`);
+    // Secrets known to the configuration never reach the terminal, even inside a worker's message.
+    const redact = ctx ? redactorFromConfig(ctx.config) : undefined;
+    io.err(`tidemark ${name}: ${failureMessage(err, redact)}`);
     if (usage) io.err(`usage: ${command.usage.map((u) => `tidemark ${u}`).join('\n       ')}`);
     return usage ? EXIT.usage : EXIT.failed;
   } finally {

@@ -1,7 +1,9 @@
 // backfill: every closed window of a range; the dry run says what would happen to each window,
 // the real one shows progress (a bar on a terminal, plain lines otherwise) and a summary.
 import { doneStarts } from '../../db/ledger.js';
-import { isClosed, isoUtc, windowKey, windowsInRange } from '../../schedules/windows.js';
+import { formatDuration } from '../../schedules/duration.js';
+import type { Job } from '../../schedules/job.js';
+import { isClosed, isoUtc, windowKey, windowsInRange, type Window } from '../../schedules/windows.js';
 import { searchAttributes } from '../../workflows/search-attributes.js';
 import {
   MAX_BATCH,
@@ -13,9 +15,34 @@ import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../dates.js';
 
+/** Every window of the range is still open: nothing to do until the first one closes. */
+export class WindowsNotClosed extends Error {
+  readonly code = 'WINDOWS_NOT_CLOSED';
+}
+
 function bar(done: number, total: number, width = 30): string {
   const filled = total > 0 ? Math.round((done / total) * width) : width;
   return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${total}`;
+}
+
+/** When a window may be processed: its end plus the job's lateness. */
+const processableFrom = (job: Job, w: Window) => new Date(w.end.getTime() + job.latenessMs);
+
+/** What a backfill says about the windows of its range that have not closed yet. */
+function openWindowsNote(job: Job, open: Window[], total: number): string {
+  const first = open[0]!;
+  const last = open.at(-1)!;
+  const lateness = job.latenessMs
+    ? ` (its end plus the job's lateness of ${formatDuration(job.latenessMs)})`
+    : '';
+  const when = `${windowKey(job.name, first.start)} may be processed from ${isoUtc(processableFrom(job, first))}${lateness}${
+    open.length > 1
+      ? `, the last, ${windowKey(job.name, last.start)}, from ${isoUtc(processableFrom(job, last))}`
+      : ''
+  }`;
+  return open.length === total
+    ? `none of the ${total} windows of ${job.name} in this range has closed yet: ${when}; run the backfill after that, or move --from and --to earlier`
+    : `${open.length} of ${total} windows are not closed yet and are left out: ${when}; the job's scheduled ticks process them once they close`;
 }
 
 export const backfillCommand: Command = {
@@ -50,12 +77,15 @@ export const backfillCommand: Command = {
     if (batch !== undefined && batch > MAX_BATCH)
       throw new UsageError(`--batch: "${batchText}" is more than ${MAX_BATCH} windows per batch`);
     const windows = windowsInRange(job.grid, job.timezone, from, to, 100_000);
+    if (!windows.length)
+      throw new UsageError(
+        `backfill: no window of ${job.name} (grid "${job.grid.label}" in ${job.timezone}) starts in [${isoUtc(from)}, ${isoUtc(to)}); widen --from and --to`,
+      );
+    const now = new Date();
+    const open = windows.filter((w) => !isClosed(w, now, job.latenessMs));
 
     if (values['dry-run']) {
-      const done = windows.length
-        ? await doneStarts(await ctx.db(), job.name, windows[0]!.start, windows.at(-1)!.end)
-        : new Set<number>();
-      const now = new Date();
+      const done = await doneStarts(await ctx.db(), job.name, windows[0]!.start, windows.at(-1)!.end);
       const plan = windows.map((w) => ({
         window: windowKey(job.name, w.start),
         start: isoUtc(w.start),
@@ -65,6 +95,7 @@ export const backfillCommand: Command = {
           : isClosed(w, now, job.latenessMs)
             ? 'process'
             : 'skip: not closed yet',
+        processableFrom: isoUtc(processableFrom(job, w)),
       }));
       const count = (a: string) => plan.filter((p) => p.action === a).length;
       return {
@@ -75,10 +106,23 @@ export const backfillCommand: Command = {
             plan.map((p) => [p.window, p.end, p.action]),
           ),
           `dry run: ${count('process')} to process, ${count('skip: already done')} already done, ${count('skip: not closed yet')} not closed yet`,
+          ...(open.length ? [openWindowsNote(job, open, windows.length)] : []),
         ],
       };
     }
 
+    // Refused before any workflow starts: a backfill of open windows would only wait or fail.
+    if (open.length === windows.length)
+      throw new WindowsNotClosed(`backfill: ${openWindowsNote(job, open, windows.length)}`);
+    const closed = windows.length - open.length;
+    const note = open.length ? openWindowsNote(job, open, windows.length) : undefined;
+    const notClosedYet = note
+      ? {
+          count: open.length,
+          first: windowKey(job.name, open[0]!.start),
+          processableFrom: isoUtc(processableFrom(job, open[0]!)),
+        }
+      : undefined;
     const client = await ctx.client();
     const workflowId = `${job.name}/backfill-${isoUtc(from)}-${isoUtc(to)}`;
     const handle = await client.workflow.start('backfill', {
@@ -91,18 +135,19 @@ export const backfillCommand: Command = {
     });
     if (values['no-wait'])
       return {
-        json: { job: job.name, workflowId, started: true },
-        lines: [`backfill ${workflowId} started`],
+        json: { job: job.name, workflowId, started: true, ...(notClosedYet ? { notClosedYet } : {}) },
+        lines: [`backfill ${workflowId} started`, ...(note ? [note] : [])],
       };
     const say = (line: string) => (ctx.io.json ? ctx.io.err(line) : ctx.io.out(line));
     say(
-      `backfill ${workflowId}: ${windows.length} windows, ${batch ? `batches of ${batch}, ` : ''}${concurrency} at once`,
+      `backfill ${workflowId}: ${closed} windows, ${batch ? `batches of ${batch}, ` : ''}${concurrency} at once`,
     );
+    if (note) say(note);
     let last = '';
     const timer = setInterval(() => {
       handle.query<BackfillProgress>('progress').then(
         (p) => {
-          const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, windows.length)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
+          const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, closed)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
           if (line === last) return;
           last = line;
           if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
@@ -115,7 +160,7 @@ export const backfillCommand: Command = {
       const r = (await handle.result()) as BackfillResult;
       if (ctx.io.tty && !ctx.io.json && last) process.stdout.write('\n');
       return {
-        json: { workflowId, ...r },
+        json: { workflowId, ...r, ...(notClosedYet ? { notClosedYet } : {}) },
         lines: [
           `done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${r.failed.join(', ')})` : ''}`,
         ],

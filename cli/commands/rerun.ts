@@ -1,5 +1,5 @@
 // rerun, approve, reject, reruns: run a completed window again, after an approval.
-import { isoUtc } from '../../schedules/windows.js';
+import { isAligned, isoUtc, windowAt } from '../../schedules/windows.js';
 import { decide, requestRerun, requestState, rerunResult } from '../../operator/reruns.js';
 import type { Command } from '../command.js';
 import { table, UsageError, type CliContext } from '../context.js';
@@ -24,6 +24,13 @@ export const rerunCommand: Command = {
     if (!(values.reason as string | undefined)?.trim())
       throw new UsageError('rerun: --reason is required (approvers see it)');
     const start = parseWhen('--window', values.window as string, job.timezone);
+    // Refused here, before any workflow starts: the window that contains the time is the likely intent.
+    if (!isAligned(job.grid, job.timezone, start)) {
+      const w = windowAt(job.grid, job.timezone, start);
+      throw new UsageError(
+        `--window: ${isoUtc(start)} is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone}); it lies in the window [${isoUtc(w.start)}, ${isoUtc(w.end)}): use --window ${isoUtc(w.start)}`,
+      );
+    }
     const client = await ctx.client();
     const handle = await requestRerun(client, ctx.config, {
       job,

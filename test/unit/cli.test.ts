@@ -4,7 +4,11 @@ import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, RetryState } from '@temporalio/common';
+import { redactor } from '../../activities/notify/channels.js';
 import { parseWhen } from '../../cli/dates.js';
+import { failureMessage } from '../../cli/failure.js';
 import { COMMANDS, run } from '../../cli/main.js';
 
 async function cli(argv: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -95,5 +99,99 @@ test('plain dates are read in the job time zone, instants as given', () => {
   assert.equal(
     parseWhen('--from', '2026-03-29T10:00:00+02:00', 'UTC').toISOString(),
     '2026-03-29T08:00:00.000Z',
+  );
+});
+
+// Issue 11: refusals that need no server name the bad value and the fix, and start no workflow:
+// Temporal's address is one where nothing listens, so reaching for it would say so instead.
+test('a rerun of a time that is not a window start names the window that contains it, and starts nothing', async () => {
+  process.env.TEMPORAL_ADDRESS = '127.0.0.1:1';
+  const hourly = await cli(['rerun', 'sales-hourly', '--window', '2026-03-01T02:30:00Z', '--reason', 'late']);
+  assert.equal(hourly.code, 2, hourly.err);
+  assert.match(
+    hourly.err,
+    /--window: 2026-03-01T02:30:00Z is not the start of a window of sales-hourly \(grid "1h" in Europe\/Berlin\); it lies in the window \[2026-03-01T02:00:00Z, 2026-03-01T03:00:00Z\): use --window 2026-03-01T02:00:00Z/,
+  );
+  assert.doesNotMatch(hourly.err, /Temporal|Workflow execution failed/);
+  // A calendar grid: a local time inside a Berlin day names that day's window.
+  const daily = await cli(['rerun', 'sales-daily-report', '--window', '2026-03-29T10:00', '--reason', 'x']);
+  assert.equal(daily.code, 2, daily.err);
+  assert.match(
+    daily.err,
+    /it lies in the window \[2026-03-28T23:00:00Z, 2026-03-29T22:00:00Z\): use --window 2026-03-28T23:00:00Z/,
+  );
+});
+
+test('a backfill of windows that have not closed yet says when they will be, and starts nothing', async () => {
+  process.env.TEMPORAL_ADDRESS = '127.0.0.1:1';
+  const open = await cli([
+    'backfill',
+    'sales-hourly',
+    ...['--from', '2099-01-01T00:00:00Z', '--to', '2099-01-01T03:00:00Z'],
+  ]);
+  assert.equal(open.code, 1, open.err);
+  assert.match(
+    open.err,
+    /backfill: none of the 3 windows of sales-hourly in this range has closed yet: sales-hourly\/2099-01-01T00:00:00Z may be processed from 2099-01-01T01:05:00Z \(its end plus the job's lateness of 5m\), the last, sales-hourly\/2099-01-01T02:00:00Z, from 2099-01-01T03:05:00Z/,
+  );
+  assert.doesNotMatch(open.err, /Temporal|Workflow execution failed/);
+  // A range in which no window starts is the command line's mistake.
+  const empty = await cli([
+    'backfill',
+    'sales-hourly',
+    ...['--from', '2026-03-01T10:15:00Z', '--to', '2026-03-01T10:45:00Z'],
+  ]);
+  assert.equal(empty.code, 2, empty.err);
+  assert.match(
+    empty.err,
+    /no window of sales-hourly \(grid "1h" in Europe\/Berlin\) starts in \[2026-03-01T10:15:00Z, 2026-03-01T10:45:00Z\); widen --from and --to/,
+  );
+});
+
+test("a failed workflow's message is its innermost cause, with where it failed, and no secret", () => {
+  const notFound = ApplicationFailure.nonRetryable(
+    'unknown job "sales-hourly" (known: report)',
+    'UnknownJob',
+  );
+  const activity = (cause: Error, type = 'planBackfill') =>
+    new ActivityFailure('Activity task failed', type, '1', RetryState.NON_RETRYABLE_FAILURE, 'w1', cause);
+  assert.equal(
+    failureMessage(
+      new WorkflowFailedError(
+        'Workflow execution failed',
+        activity(notFound),
+        RetryState.RETRY_POLICY_NOT_SET,
+      ),
+    ),
+    'unknown job "sales-hourly" (known: report) (UnknownJob, in activity planBackfill)',
+  );
+  // Through a child workflow; a plain Error's type ("Error") says nothing and is left out.
+  const child = new ChildWorkflowFailure(
+    'default',
+    { workflowId: 'sales-hourly/2026-03-01T02:00:00Z#1', runId: 'r' },
+    'window',
+    RetryState.NON_RETRYABLE_FAILURE,
+    activity(
+      ApplicationFailure.create({ message: 'relation "orders" does not exist', type: 'Error' }),
+      'processWindow',
+    ),
+  );
+  assert.equal(
+    failureMessage(
+      new WorkflowFailedError('Workflow execution failed', child, RetryState.RETRY_POLICY_NOT_SET),
+    ),
+    'relation "orders" does not exist (in workflow sales-hourly/2026-03-01T02:00:00Z#1, in activity processWindow)',
+  );
+  // No stack, and the configuration's secrets are redacted.
+  const leaky = new Error('password authentication failed: postgres://tidemark:s3cret-pw@db/x');
+  const text = failureMessage(
+    new WorkflowFailedError('Workflow execution failed', leaky, RetryState.RETRY_POLICY_NOT_SET),
+    redactor(['s3cret-pw']),
+  );
+  assert.equal(text, 'password authentication failed: postgres://tidemark:***@db/x');
+  // A connection error without a message of its own (AggregateError) says what its parts say.
+  assert.equal(
+    failureMessage(new AggregateError([new Error('connect ECONNREFUSED 127.0.0.1:5432')], '')),
+    'connect ECONNREFUSED 127.0.0.1:5432',
   );
 });
