@@ -28,13 +28,20 @@ import { startTemporalServer } from './temporal-server.js';
 const log = (line: string) => console.log(`[tidemark] ${line}`);
 
 async function main(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
+  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { ownSignals: true });
   let config = loadConfig();
   const catalog = buildCatalog(config);
+  // Stopped in reverse order of start: the worker drains before the Temporal server and the
+  // database it uses go away. Whatever started after a stop began is stopped by the same loop.
   const cleanups: (() => Promise<unknown>)[] = [];
-  const stop = async () => {
-    for (const fn of cleanups.reverse()) await fn().catch((err: unknown) => console.error(err));
-  };
+  let stopped: Promise<void> | undefined;
+  const stop = () =>
+    (stopped ??= (async () => {
+      for (let fn = cleanups.pop(); fn; fn = cleanups.pop())
+        await fn().catch((err: unknown) =>
+          log(`while stopping: ${err instanceof Error ? err.message : String(err)}`),
+        );
+    })());
   let stopping = false;
   const onSignal = () => {
     if (stopping) return;
@@ -122,8 +129,8 @@ async function main(): Promise<void> {
     });
     const running = worker.run();
     cleanups.push(async () => {
-      worker.shutdown();
-      await running;
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await running.catch(() => undefined);
       await workerConnection.close();
     });
 
@@ -195,6 +202,8 @@ async function main(): Promise<void> {
     );
     await running;
   } catch (err) {
+    // A step cut short by Ctrl-C (its connection closed under it) is the stop, not a failure.
+    if (stopping) return;
     await stop();
     throw err;
   }

@@ -70,11 +70,19 @@ export async function startTemporalServer(
       '--log-level',
       'warn',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    // Its own process group: a terminal's Ctrl-C reaches npm start, which stops the server after
+    // the workers that use it have drained, not before.
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
   );
   let stderr = '';
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  // In its own process group no Ctrl-C reaches it: it must not outlive this process either.
+  const orphaned = () => {
+    if (child.exitCode === null) child.kill('SIGTERM');
+  };
+  process.once('exit', orphaned);
+  void exited.then(() => process.off('exit', orphaned));
   if (!(await reachable(address, 30_000))) {
     child.kill('SIGKILL');
     throw new Error(

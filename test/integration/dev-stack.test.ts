@@ -37,7 +37,8 @@ after(async () => {
   await t?.drop();
 });
 
-test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
+/** npm start's program in its own process group, as a terminal runs it; its output kept. */
+async function startDev() {
   const [port, uiPort] = [await freePort(), await freePort()];
   const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-dev-'));
   const child = spawn(
@@ -55,32 +56,65 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
         TIDEMARK_DEMO_MARKETPLACE_URL: `http://127.0.0.1:${await freePort()}/demo-shop`,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
+      // Ctrl-C in a terminal signals the whole process group (the Temporal dev server included),
+      // and so does this test.
+      detached: true,
     },
   );
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return {
+    uiPort,
+    get out() {
+      return out;
+    },
+    /** Signals the process group; returns the output from then on once it has exited, and its exit code. */
+    async stop(signal: NodeJS.Signals): Promise<{ code: number | null; after: string }> {
+      const from = out.length;
+      process.kill(-child.pid!, signal);
+      const code = await exited;
+      return { code, after: out.slice(from) };
+    },
+  };
+}
+
+/** Stopped as a person expects: a short stopping line, no error and no stack trace. */
+function assertStoppedCleanly({ code, after }: { code: number | null; after: string }): void {
+  assert.ok(code === 0 || code === 130, `exit code ${code}:\n${after}`);
+  assert.match(after, /\[tidemark\] stopping/);
+  assert.match(after, /\[tidemark\] stopped\./);
+  assert.doesNotMatch(after, /^\s+at /m, 'no stack trace');
+  assert.doesNotMatch(after, /error/i, 'no error');
+}
+
+test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', async () => {
+  const dev = await startDev();
+  const { uiPort } = dev;
+  let stopped: { code: number | null; after: string } | undefined;
   try {
     await eventually(
-      async () => (out.includes('tidemark is running') ? true : undefined),
+      async () => (dev.out.includes('tidemark is running') ? true : undefined),
       90_000,
-      `npm start to come up:\n${out}`,
+      `npm start to come up:\n${dev.out}`,
     );
-    assert.match(out, new RegExp(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`));
-    assert.match(out, /\+ create tidemark:sales-hourly/);
+    assert.match(dev.out, new RegExp(`Web UI: http://127.0.0.1:${uiPort}/namespaces/default/workflows`));
+    assert.match(dev.out, /\+ create tidemark:sales-hourly/);
     await eventually(
       async () =>
-        /PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(out)
+        /PROCESSED job=sales-hourly window=sales-hourly\/\S+ input=40 applied=\d+ quarantined=\d+/.test(
+          dev.out,
+        )
           ? true
           : undefined,
       60_000,
-      `a processed window:\n${out}`,
+      `a processed window:\n${dev.out}`,
     );
     await eventually(
-      async () => (/BACKFILL job=sales-hourly .* failed=0/.test(out) ? true : undefined),
+      async () => (/BACKFILL job=sales-hourly .* failed=0/.test(dev.out) ? true : undefined),
       60_000,
-      `the demo backfill:\n${out}`,
+      `the demo backfill:\n${dev.out}`,
     );
     // Every demo job kind ran its first window.
     for (const job of [
@@ -91,15 +125,15 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
       'marketplace-prices',
     ]) {
       await eventually(
-        async () => (new RegExp(`PROCESSED job=${job} `).test(out) ? true : undefined),
+        async () => (new RegExp(`PROCESSED job=${job} `).test(dev.out) ? true : undefined),
         60_000,
-        `${job} to process a window:\n${out}`,
+        `${job} to process a window:\n${dev.out}`,
       );
     }
     // The demo backup restore-checks every 7th day of its grid (counted from the epoch).
     const [, backupStart, checked] =
-      /BACKUP job=db-backup window=db-backup\/(\S+) .*?( restore-checked)?\n/.exec(out) ?? [];
-    assert.ok(backupStart, out);
+      /BACKUP job=db-backup window=db-backup\/(\S+) .*?( restore-checked)?\n/.exec(dev.out) ?? [];
+    assert.ok(backupStart, dev.out);
     const day = parseGrid('day') as Grid;
     const nth = windowIndex(day, 'Europe/Berlin', new Date(backupStart)) % 7 === 0;
     assert.equal(!!checked, nth, `restore check of ${backupStart} (every 7th day)`);
@@ -110,8 +144,8 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
       .execute();
     assert.ok(days.reduce((s, d) => s + d.order_count, 0) > 900, JSON.stringify(days));
     // The management page answers with the token npm start printed.
-    const [, webUrl, webToken] = /Management\s+(\S+)\s+token: (\S+)/.exec(out) ?? [];
-    assert.ok(webUrl && webToken, out);
+    const [, webUrl, webToken] = /Management\s+(\S+)\s+token: (\S+)/.exec(dev.out) ?? [];
+    assert.ok(webUrl && webToken, dev.out);
     assert.equal((await fetch(`${webUrl}/api/state`)).status, 401);
     const state = await fetch(`${webUrl}/api/state`, { headers: { authorization: `Bearer ${webToken}` } });
     assert.equal(state.status, 200);
@@ -120,9 +154,21 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     assert.equal(ui.status, 200);
     assert.match(await ui.text(), /<html/i);
   } finally {
-    child.kill('SIGINT');
+    stopped = await dev.stop('SIGINT');
   }
-  assert.equal(await exited, 0, out);
-  assert.match(out, /stopped\./);
+  assertStoppedCleanly(stopped);
   await assert.rejects(fetch(`http://127.0.0.1:${uiPort}/`), 'the Web UI is gone with the server');
+});
+
+test('npm start: a SIGTERM stops it cleanly too', async () => {
+  const dev = await startDev();
+  try {
+    await eventually(
+      async () => (dev.out.includes('tidemark is running') ? true : undefined),
+      90_000,
+      `npm start to come up:\n${dev.out}`,
+    );
+  } finally {
+    assertStoppedCleanly(await dev.stop('SIGTERM'));
+  }
 });
