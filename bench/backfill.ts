@@ -12,7 +12,7 @@ import { isoUtc } from '../schedules/windows.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';
 import type { BackfillResult } from '../workflows/types.js';
-import { benchServer, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
+import { benchServer, cpuOf, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
 import { checkTotals, loadPeerOrders, throughputLayout } from './peers.js';
 
 const HOUR = 3_600_000;
@@ -57,24 +57,37 @@ export async function backfillFigures(): Promise<BackfillRates> {
     });
     return await worker.runUntil(async () => {
       log(`bare Temporal: ${windows} trivial child workflows, ${concurrency} at once`);
-      const bare = await seconds(() =>
-        env.client.workflow.execute('bareFanOut', {
-          taskQueue: 'bench',
-          workflowId: 'bare',
-          args: [{ n: windows, concurrency, prefix: 'trivial' }],
-        }),
+      let bare = 0;
+      const bareCpu = await cpuOf(
+        async () =>
+          (bare = await seconds(() =>
+            env.client.workflow.execute('bareFanOut', {
+              taskQueue: 'bench',
+              workflowId: 'bare',
+              args: [{ n: windows, concurrency, prefix: 'trivial' }],
+            }),
+          )),
       );
       log(`backfill, a window workflow each: ${windows} hourly windows, ${concurrency} at once`);
       let result: BackfillResult | undefined;
-      const perWindow = await seconds(async () => {
-        result = (await env.client.workflow.execute('backfill', {
-          taskQueue: 'bench',
-          workflowId: 'bf',
-          args: [
-            { job: 'bf', from: isoUtc(new Date(T0)), to: isoUtc(new Date(T0 + windows * HOUR)), concurrency },
-          ],
-        })) as BackfillResult;
-      });
+      let perWindow = 0;
+      const perWindowCpu = await cpuOf(
+        async () =>
+          (perWindow = await seconds(async () => {
+            result = (await env.client.workflow.execute('backfill', {
+              taskQueue: 'bench',
+              workflowId: 'bf',
+              args: [
+                {
+                  job: 'bf',
+                  from: isoUtc(new Date(T0)),
+                  to: isoUtc(new Date(T0 + windows * HOUR)),
+                  concurrency,
+                },
+              ],
+            })) as BackfillResult;
+          })),
+      );
       if (result?.processed !== windows)
         throw new Error(`backfill processed ${result?.processed}, expected ${windows}`);
       log(`batched backfill: ${windows} hourly windows, ${batch} a batch, ${batches} batches at once`);
@@ -99,6 +112,9 @@ export async function backfillFigures(): Promise<BackfillRates> {
       const rssMb = process.memoryUsage().rss / 2 ** 20;
       const bareFig = figure('backfill.bare_child_workflows', windows / bare, 'workflows/s');
       const perWindowFig = figure('backfill.per_window_seconds', perWindow, 's');
+      // CPU per window: the machine (2 cores) is what bounds both rates.
+      const bareCpuFig = figure('backfill.bare_cpu_ms', bareCpu.machineMs / windows, 'ms');
+      const bareWorkerFig = figure('backfill.bare_worker_cpu_ms', bareCpu.processMs / windows, 'ms');
       log(
         `bare ${(windows / bare).toFixed(1)}/s, per window ${(windows / perWindow).toFixed(1)}/s, ` +
           `batched ${batched.toFixed(1)} s (${(windows / batched).toFixed(0)}/s), RSS ${rssMb.toFixed(0)} MiB`,
@@ -112,6 +128,10 @@ export async function backfillFigures(): Promise<BackfillRates> {
           figure('backfill.per_window_vs_bare', windows / perWindow, 'windows/s', bareFig),
           perWindowFig,
           figure(`backfill.batched_seconds@${windows}`, batched, 's', perWindowFig),
+          bareCpuFig,
+          figure('backfill.per_window_cpu_ms', perWindowCpu.machineMs / windows, 'ms', bareCpuFig),
+          bareWorkerFig,
+          figure('backfill.per_window_worker_cpu_ms', perWindowCpu.processMs / windows, 'ms', bareWorkerFig),
           // The benchmark's process is the worker (workflows and activities in-process).
           figure('worker.rss_mb', rssMb, 'MiB'),
         ],

@@ -1,5 +1,6 @@
 // What every benchmark section returns: a figure with its unit, and where it has one, the
 // baseline measured in the same run and the ratio to it.
+import { readFileSync } from 'node:fs';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { findTemporalCli } from '../scripts/temporal-cli.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
@@ -55,4 +56,22 @@ export async function benchServer(): Promise<TestWorkflowEnvironment> {
   });
   await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
   return env;
+}
+
+/**
+ * CPU spent while `work` runs: by the whole machine (every process: the Temporal server, PostgreSQL,
+ * this one; from /proc/stat) and by this process (workflows and activities run in it), in ms.
+ */
+export async function cpuOf(work: () => Promise<unknown>): Promise<{ machineMs: number; processMs: number }> {
+  const busy = () => {
+    const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    const n = ticks.map(Number);
+    // user nice system idle iowait irq softirq steal: busy is all but idle and iowait (USER_HZ 100).
+    return (n.slice(0, 8).reduce((a, b) => a + b, 0) - n[3]! - n[4]!) * 10;
+  };
+  const machine = busy();
+  const own = process.cpuUsage();
+  await work();
+  const used = process.cpuUsage(own);
+  return { machineMs: busy() - machine, processMs: (used.user + used.system) / 1000 };
 }

@@ -120,10 +120,19 @@ function bounds(byName: ReadonlyMap<string, Figure>): string[] {
     );
   }
   if ((r('backfill.per_window_vs_bare') ?? 1) < 0.8) {
+    const cpu = r('backfill.per_window_cpu_ms');
+    const measured =
+      cpu !== null
+        ? ` Both rates are bound by the two cores: a window child cost ${fmt(v('backfill.per_window_cpu_ms') ?? 0)} ms of the ` +
+          `machine's CPU (the worker process ${fmt(v('backfill.per_window_worker_cpu_ms') ?? 0)} ms of it) against a bare child's ` +
+          `${fmt(v('backfill.bare_cpu_ms') ?? 0)} ms (${fmt(v('backfill.bare_worker_cpu_ms') ?? 0)} ms), ${cpu.toFixed(2)}x, so the ` +
+          `per-window rate can reach about ${(1 / cpu).toFixed(2)}x the bare one.`
+        : '';
     lines.push(
-      '- **per-window backfill**: a window child runs the ledger transaction in its workflow task (a local activity) and ' +
-        "records two version markers, each also a search-attribute update in the dev server's SQLite visibility store; " +
-        'a bare child runs none of it, on the same two cores as PostgreSQL and the worker.',
+      '- **per-window backfill**: a window child runs the ledger transaction (a local activity) and the sales summary in ' +
+        "its workflow task, a second workflow activation for the local activity's result, and a history of 6 events against " +
+        "a bare child's 5 (no patch marker: the starter's revision says the shape); a bare child runs none of it." +
+        measured,
     );
   }
   const batched = byName.get('backfill.batched_seconds@8760');
