@@ -8,7 +8,7 @@ import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import type { TickResult, WindowResult } from '../../workflows/types.js';
+import type { TickResult, WindowInput, WindowResult } from '../../workflows/types.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
@@ -357,81 +357,63 @@ test('a window that keeps failing does not fill the catch-up cap: newer windows 
   });
 });
 
+/**
+ * Runs the minute window ending at `end` (ms) of a new 1-minute job through Temporal, on a worker
+ * whose clock is `workerNow`, with one attempt; returns its result once it is done.
+ */
+async function runMinuteWindow(
+  name: string,
+  end: number,
+  trigger: WindowInput['trigger'],
+  workerNow: () => Date = () => new Date(),
+): Promise<WindowResult> {
+  const taskQueue = uniqueQueue(name);
+  const start = new Date(end - 60_000);
+  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
+  const catalog = defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]);
+  return await withWorker(stack.env, taskQueue, depsFor(catalog, workerNow), async () => {
+    const args = [
+      {
+        job: name,
+        start: start.toISOString(),
+        end: new Date(end).toISOString(),
+        generation: 0,
+        key,
+        trigger,
+        policy: windowPolicy(1, 10_000),
+      },
+    ];
+    return (await stack.env.client.workflow.execute('window', {
+      taskQueue,
+      workflowId: key,
+      args,
+    })) as WindowResult;
+  });
+}
+
 test('a window called up to a minute before it closes (by every clock) with one attempt waits as long as asked, then processes', async () => {
   // The workflow must sleep for as long as the activity asked (the failure's delay), not a guess:
   // a short fixed sleep spends the workflow's few tries long before the window closes. (A worker
   // whose clock alone is behind does not wait: the server's clock says closed, next test.)
-  const name = 'skew-45s';
-  const taskQueue = uniqueQueue(name);
   // The window closes at the next minute, 5 to 55 s from the call.
   if (60_000 - (Date.now() % 60_000) > 55_000) await new Promise((r) => setTimeout(r, 6_000));
   if (60_000 - (Date.now() % 60_000) < 5_000) await new Promise((r) => setTimeout(r, 6_000));
   const end = Math.ceil(Date.now() / 60_000) * 60_000;
-  const start = new Date(end - 60_000);
-  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
-  await withWorker(
-    stack.env,
-    taskQueue,
-    depsFor(defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })])),
-    async () => {
-      const result = (await stack.env.client.workflow.execute('window', {
-        taskQueue,
-        workflowId: key,
-        args: [
-          {
-            job: name,
-            start: start.toISOString(),
-            end: new Date(end).toISOString(),
-            generation: 0,
-            key,
-            trigger: 'manual' as const,
-            policy: windowPolicy(1, 10_000),
-          },
-        ],
-      })) as WindowResult;
-      assert.equal(result.outcome, 'processed');
-      assert.ok(Date.now() >= end, 'processed only once closed');
-      await assertNoIncidents(name);
-    },
-  );
+  assert.equal((await runMinuteWindow('skew-45s', end, 'manual')).outcome, 'processed');
+  assert.ok(Date.now() >= end, 'processed only once closed');
+  await assertNoIncidents('skew-45s');
 });
 
 test('a worker clock over a minute behind the server: a window the server closed waits for the worker to agree, never fails for good', async () => {
   // Over the minute of tolerance the worker's clock alone would call the window open (bad input,
   // not retried, alerted); the window workflow's time is the Temporal server's, by which it closed.
   // It is processed once both clocks say closed: here when the worker's, 62 s behind, gets there.
-  const name = 'skew-62s';
-  const taskQueue = uniqueQueue(name);
   const end = Math.floor(Date.now() / 60_000) * 60_000;
   const skew = Date.now() - end + 62_000;
-  const start = new Date(end - 60_000);
-  const key = `${name}/${start.toISOString().replace('.000Z', 'Z')}`;
   const workerNow = () => new Date(Date.now() - skew);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    depsFor(defineCatalog([salesJob(name, { grid: '1m', lateness: '0s' })]), workerNow),
-    async () => {
-      const result = (await stack.env.client.workflow.execute('window', {
-        taskQueue,
-        workflowId: key,
-        args: [
-          {
-            job: name,
-            start: start.toISOString(),
-            end: new Date(end).toISOString(),
-            generation: 0,
-            key,
-            trigger: 'schedule' as const,
-            policy: windowPolicy(1, 10_000),
-          },
-        ],
-      })) as WindowResult;
-      assert.equal(result.outcome, 'processed');
-      assert.ok(workerNow().getTime() >= end, "processed once closed by the worker's clock too");
-      await assertNoIncidents(name);
-    },
-  );
+  assert.equal((await runMinuteWindow('skew-62s', end, 'schedule', workerNow)).outcome, 'processed');
+  assert.ok(workerNow().getTime() >= end, "processed once closed by the worker's clock too");
+  await assertNoIncidents('skew-62s');
 });
 
 test('the failed-window budget rotates: a window that keeps failing does not keep a newer failed window from retrying', async () => {
