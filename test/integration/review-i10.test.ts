@@ -8,6 +8,7 @@ import type { BackfillResult, WindowRunResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
+import { hourlyWindow, windowPolicy } from '../helpers/windows.js';
 
 const stack = realStack();
 const HOUR = 3_600_000;
@@ -87,25 +88,7 @@ test('a local window attempt allowing one attempt, lost with its worker: not run
       .execute('window', {
         taskQueue,
         workflowId: key,
-        args: [
-          {
-            job,
-            start,
-            end,
-            generation: 0,
-            key,
-            trigger: 'manual',
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '1s',
-                maximumInterval: '1s',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 15_000,
-            },
-          },
-        ],
+        args: [hourlyWindow(job, Date.parse(start), 0, windowPolicy(1, 15_000))],
       })
       .then(
         (r: WindowRunResult) => ({ ok: r }),
