@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { sql } from 'kysely';
-import { loadConfig } from '../config/env.js';
+import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
@@ -17,7 +17,7 @@ import { buildDeps } from '../workers/deps.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
-import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
+import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
@@ -115,21 +115,22 @@ async function main(): Promise<void> {
     const deps = buildDeps(config, { db, catalog, client });
     const plan = await syncSchedulesWithAlerts(deps, client, catalog, {
       taskQueue: config.TIDEMARK_TASK_QUEUE,
+      watchTaskQueue: watchQueueOf(config),
       apply: true,
     });
     log(`schedules synced:\n${describePlan(plan)}`);
 
     const workerConnection = await NativeConnection.connect({ address: server.address });
-    const worker = await createWorker({
+    const workers = await createWorkers({
       connection: workerConnection,
       namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      taskQueues: pollQueues(config),
       deps,
       bundle: await bundleWorkflows(),
     });
-    const running = worker.run();
+    const running = runWorkers(workers);
     cleanups.push(async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await workerConnection.close();
     });
@@ -186,7 +187,7 @@ async function main(): Promise<void> {
         '  tidemark is running',
         `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
         `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
-        `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
+        `  Task queues   ${config.TIDEMARK_TASK_QUEUE}, ${watchQueueOf(config)} (the lag watch)   (more workers: npm run worker, on any host)`,
         `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
         '  Jobs:',
         ...catalog.jobs.map((j) =>

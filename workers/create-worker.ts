@@ -32,6 +32,23 @@ export interface WorkerOptions {
   shutdownGraceTime?: string;
 }
 
+/** One worker per task queue the process polls (the job queue, the watch's); one connection and bundle. */
+export async function createWorkers(
+  opts: Omit<WorkerOptions, 'taskQueue'> & { taskQueues: readonly string[] },
+): Promise<Worker[]> {
+  const { taskQueues, ...rest } = opts;
+  return await Promise.all(taskQueues.map((taskQueue) => createWorker({ ...rest, taskQueue })));
+}
+
+/** Runs the workers until all stop; when one fails, the others are shut down and its error is thrown. */
+export async function runWorkers(workers: readonly Worker[]): Promise<void> {
+  const stopOthers = (err: unknown) => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+    throw err;
+  };
+  await Promise.all(workers.map((w) => w.run().catch(stopOthers)));
+}
+
 export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   return await Worker.create({
     connection: opts.connection,

@@ -2,13 +2,13 @@
 // Start as many as you like, on as many hosts as you like, with the same settings.
 import { NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig } from '../config/env.js';
+import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
-import { bundleWorkflows, createWorker } from './create-worker.js';
+import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
 
 async function main(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
@@ -26,17 +26,19 @@ async function main(): Promise<void> {
     const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const deps = buildDeps(config, { db, catalog, client });
-    const worker = await createWorker({
+    const taskQueues = pollQueues(config);
+    const workers = await createWorkers({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      taskQueues,
       deps,
       bundle: await bundleWorkflows(),
     });
+    const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
-      `worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
     );
-    await worker.run();
+    await runWorkers(workers);
   } finally {
     await connection?.close();
     await clientConnection?.close();
