@@ -9,6 +9,7 @@ import { CancelledFailure } from '@temporalio/common';
 import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
 import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
 import type { ActivityDeps } from './deps.js';
+import { noMetrics } from './metrics.js';
 import { jobOrFail } from './plan.js';
 import { windowActivities } from './window.js';
 
@@ -114,6 +115,7 @@ export function batchActivities(deps: ActivityDeps) {
           outcome: 'failed',
           reason,
         }).catch(() => undefined);
+        (deps.metrics ?? noMetrics).window({ job: input.job, outcome: 'failed', reason: 'worker-lost' });
       };
       const beat = () => ctx?.heartbeat({ outcomes });
       beat();

@@ -6,6 +6,7 @@ import type { Catalog, Job } from '../schedules/job.js';
 import type { ActivityPolicy } from '../workflows/types.js';
 import type { CrashPoint } from './crash-points.js';
 import type { Logger } from './logger.js';
+import type { MetricsSink } from './metrics.js';
 import type { Channels } from './notify/provider.js';
 
 export interface ActivityDeps {
@@ -31,6 +32,8 @@ export interface ActivityDeps {
    * secret that checks the Slack app's word that someone is in the approver group.
    */
   readonly approvals?: { slackChannel?: string; groupProofSecret?: string };
+  /** Where window outcomes are counted (the process's /metrics); none: not counted. */
+  readonly metrics?: MetricsSink;
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */
   readonly temporal?: { client: Client; taskQueue: string };
   /**

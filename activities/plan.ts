@@ -17,6 +17,7 @@ import { alerting } from './alerts.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { FAILURE, badInput } from './errors.js';
+import { noMetrics } from './metrics.js';
 
 export function jobOrFail(deps: ActivityDeps, name: string): Job {
   try {
@@ -116,7 +117,10 @@ export function planActivities(deps: ActivityDeps) {
     /** Logs and records what a tick did. */
     async recordTick(input: { result: TickResult; startedAt: string; workflowId: string }): Promise<void> {
       const { result } = input;
-      for (const key of result.running) logger.info(`SKIPPED reason=running job=${result.job} window=${key}`);
+      for (const key of result.running) {
+        logger.info(`SKIPPED reason=running job=${result.job} window=${key}`);
+        (deps.metrics ?? noMetrics).window({ job: result.job, outcome: 'skipped', reason: 'running' });
+      }
       const outcome = result.started.length > 0 ? 'started' : 'nothing-to-do';
       logger.info(
         `TICK job=${result.job} now=${result.now} watermark=${result.watermark} started=${result.started.length} running=${result.running.length} already-done=${result.alreadyDone}`,

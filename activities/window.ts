@@ -23,6 +23,7 @@ import type { WindowInput, WindowResult } from '../workflows/types.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
+import { failureReason, noMetrics } from './metrics.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 
@@ -186,6 +187,9 @@ export function windowActivities(deps: ActivityDeps) {
       const job = deps.catalog.get(w.job);
       const { attempt, workflowId, runId, isLocal } = attemptInfo();
       const startedAt = deps.now();
+      const metrics = deps.metrics ?? noMetrics;
+      const began = performance.now();
+      const seconds = () => (performance.now() - began) / 1000;
       const run = {
         kind: 'window' as const,
         job: w.job,
@@ -198,6 +202,7 @@ export function windowActivities(deps: ActivityDeps) {
 
       const skipDone = async (): Promise<WindowResult> => {
         logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
+        metrics.window({ job: w.job, outcome: 'skipped', reason: 'already-done' });
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done, or before its
         // alerts (findings, recovery notice) went out: drive them.
@@ -342,6 +347,7 @@ export function windowActivities(deps: ActivityDeps) {
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
         );
+        metrics.window({ job: w.job, outcome: 'processed', seconds: seconds() });
         return {
           key: w.key,
           outcome: 'processed',
@@ -357,6 +363,7 @@ export function windowActivities(deps: ActivityDeps) {
         logger.error(
           `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,
         );
+        metrics.window({ job: w.job, outcome: 'failed', reason: failureReason(err), seconds: seconds() });
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(
           () => undefined,

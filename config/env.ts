@@ -62,6 +62,12 @@ const schema = z.object({
   TIDEMARK_WEB_MAX_BACKFILL_WINDOWS: z.coerce.number().int().min(1).default(1000),
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
+  /**
+   * The worker's probe server (/metrics, /healthz, /readyz): its port (0: any free one) and the
+   * address it listens on (0.0.0.0 so that Prometheus and the kubelet reach it in a container).
+   */
+  TIDEMARK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  TIDEMARK_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
   SMTP_SECURE: z

@@ -1,17 +1,21 @@
 // Worker entry point: load config, connect to PostgreSQL and Temporal, run until SIGINT/SIGTERM.
 // Start as many as you like, on as many hosts as you like, with the same settings.
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
+import { createMetrics } from './metrics.js';
+import { freeLoopbackAddress, readiness, startProbeServer, type ProbeServer } from './probes.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
 
 async function main(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
+  // The SDK serves its metrics on loopback; the probe server's /metrics appends them.
+  const sdkMetrics = await freeLoopbackAddress();
+  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { sdkMetrics });
   const config = loadConfig();
   const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
@@ -19,27 +23,46 @@ async function main(): Promise<void> {
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
+  let probes: ProbeServer | undefined;
   try {
     await migrate(db);
     connection = await NativeConnection.connect({ address });
     clientConnection = await Connection.connect({ address });
     const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
-    const deps = buildDeps(config, { db, catalog, client });
+    const metrics = createMetrics({ db, catalog, client });
+    const deps = { ...buildDeps(config, { db, catalog, client }), metrics: metrics.sink };
+    const running: { workers: readonly Worker[] } = { workers: [] };
+    const temporal = clientConnection;
+    probes = await startProbeServer({
+      host: config.TIDEMARK_METRICS_HOST,
+      port: config.TIDEMARK_METRICS_PORT,
+      registry: metrics.registry,
+      sdkMetricsUrl: `http://${sdkMetrics}/metrics`,
+      ready: () =>
+        readiness({
+          workers: () => running.workers,
+          db,
+          temporal,
+          ...(deps.redact ? { redact: deps.redact } : {}),
+        }),
+    });
+    deps.logger.info(`metrics on ${probes.url}/metrics; health on ${probes.url}/healthz and /readyz`);
     const taskQueues = pollQueues(config);
-    const workers = await createWorkers({
+    const workers = (running.workers = await createWorkers({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueues,
       deps,
       bundle: await bundleWorkflows(),
-    });
+    }));
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
       `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
     );
     await runWorkers(workers);
   } finally {
+    await probes?.stop();
     await connection?.close();
     await clientConnection?.close();
     await db.destroy();

@@ -1,0 +1,194 @@
+// The process's Prometheus metrics: window outcomes and durations counted as the activities decide
+// them, and gauges read at scrape time from the ledger (lag, effects, open incidents) and from
+// Temporal (running backfills' progress). The gauges describe the whole deployment, so every
+// process that serves them reports the same values: aggregate them with max(), not sum().
+import type { Client } from '@temporalio/client';
+import { sql, type Kysely } from 'kysely';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { MetricsSink } from '../activities/metrics.js';
+import { windowsBehind } from '../activities/watch.js';
+import { readWatermark } from '../db/ledger.js';
+import type { Database } from '../db/schema.js';
+import type { Catalog } from '../schedules/job.js';
+import { SA_JOB } from '../workflows/search-attributes.js';
+import type { BackfillProgress } from '../workflows/types.js';
+
+export interface MetricsOptions {
+  db: Kysely<Database>;
+  catalog: Catalog;
+  /** For running backfills' progress; without it the backfill gauges stay empty. */
+  client?: Client;
+  now?: () => Date;
+  /** How long one source may take per scrape before it counts as down. */
+  timeoutMs?: number;
+}
+
+export interface Metrics {
+  readonly registry: Registry;
+  readonly sink: MetricsSink;
+}
+
+type Sample = readonly [labels: Record<string, string>, value: number];
+
+/** Running backfills looked at per scrape, at most. */
+const MAX_BACKFILLS = 100;
+const BACKFILL_STATES = ['processed', 'already_done', 'running_elsewhere', 'failed', 'in_flight'] as const;
+
+async function within<T>(ms: number, what: string, work: () => Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export function createMetrics(o: MetricsOptions): Metrics {
+  const registry = new Registry();
+  const registers = [registry];
+  const now = o.now ?? (() => new Date());
+  const timeoutMs = o.timeoutMs ?? 5_000;
+  collectDefaultMetrics({ register: registry });
+
+  const windows = new Counter({
+    name: 'tidemark_windows_total',
+    help: 'Window attempts by what the activity decided: processed, skipped (reason already-done or running) or failed (reason: the failure type)',
+    labelNames: ['job', 'outcome', 'reason'],
+    registers,
+  });
+  const duration = new Histogram({
+    name: 'tidemark_window_duration_seconds',
+    help: 'Time a window attempt took in its activity, for attempts that ran it (processed or failed)',
+    labelNames: ['job', 'outcome'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800],
+    registers,
+  });
+
+  /** One read of every source per scrape, shared by the gauges (prom-client collects them at once). */
+  let pending: Promise<Map<string, Sample[]>> | undefined;
+  const snapshot = () =>
+    (pending ??= readSources(o, now(), timeoutMs).finally(() => {
+      pending = undefined;
+    }));
+  const fromSnapshot = (name: string, help: string, labelNames: string[]) =>
+    new Gauge({
+      name,
+      help,
+      labelNames,
+      registers,
+      async collect() {
+        this.reset();
+        for (const [labels, value] of (await snapshot()).get(name) ?? []) this.set(labels, value);
+      },
+    });
+  fromSnapshot(
+    'tidemark_metrics_source_up',
+    'Whether this scrape could read the source of the gauges (postgres, temporal): 1 yes, 0 no; a source that is down leaves its gauges out',
+    ['source'],
+  );
+  fromSnapshot(
+    'tidemark_lag_windows',
+    "Closed windows after each job's watermark (the watch's measure); a job with neither a watermark nor a start is left out",
+    ['job'],
+  );
+  fromSnapshot('tidemark_effects', 'External effects by state and channel', ['state', 'channel']);
+  fromSnapshot('tidemark_incidents_open', 'Open incidents by job and kind', ['job', 'kind']);
+  if (o.client) {
+    fromSnapshot('tidemark_backfills_running', 'Backfills running, by job', ['job']);
+    fromSnapshot(
+      'tidemark_backfill_windows',
+      'Windows of the running backfills so far, by job and state: processed, already_done, running_elsewhere, failed, in_flight',
+      ['job', 'state'],
+    );
+  }
+
+  return {
+    registry,
+    sink: {
+      window(e) {
+        windows.inc({ job: e.job, outcome: e.outcome, reason: e.reason ?? '' });
+        if (e.seconds !== undefined) duration.observe({ job: e.job, outcome: e.outcome }, e.seconds);
+      },
+    },
+  };
+}
+
+type Add = (name: string, labels: Record<string, string>, value: number) => void;
+
+async function fromPostgres(o: MetricsOptions, at: Date, add: Add): Promise<void> {
+  for (const job of o.catalog.jobs) {
+    const watermark = (await readWatermark(o.db, job.name)) ?? job.start;
+    if (watermark) add('tidemark_lag_windows', { job: job.name }, windowsBehind(job, watermark, at));
+  }
+  const effects = await o.db
+    .selectFrom('effects')
+    .select(['status', 'channel', sql<string>`count(*)`.as('n')])
+    .groupBy(['status', 'channel'])
+    .execute();
+  for (const r of effects) add('tidemark_effects', { state: r.status, channel: r.channel }, Number(r.n));
+  const incidents = await o.db
+    .selectFrom('incidents')
+    .select(['job', 'kind', sql<string>`count(*)`.as('n')])
+    .where('closed_at', 'is', null)
+    .groupBy(['job', 'kind'])
+    .execute();
+  for (const r of incidents) add('tidemark_incidents_open', { job: r.job, kind: r.kind }, Number(r.n));
+}
+
+/** Running backfills (found by their search attributes) and what their progress query answers. */
+async function fromTemporal(client: Client, add: Add): Promise<void> {
+  const byJob = new Map<string, Record<string, number>>();
+  let seen = 0;
+  for await (const w of client.workflow.list({
+    query: 'TidemarkKind = "backfill" AND ExecutionStatus = "Running"',
+  })) {
+    if (++seen > MAX_BACKFILLS) break;
+    const job = w.typedSearchAttributes.get(SA_JOB) ?? 'unknown';
+    const p = await client.workflow.getHandle(w.workflowId).query<BackfillProgress>('progress');
+    const t = byJob.get(job) ?? {};
+    const counts = {
+      running: 1,
+      processed: p.processed,
+      already_done: p.alreadyDone,
+      running_elsewhere: p.running,
+      failed: p.failed.length,
+      in_flight: p.inFlight,
+    };
+    for (const [k, n] of Object.entries(counts)) t[k] = (t[k] ?? 0) + n;
+    byJob.set(job, t);
+  }
+  for (const [job, t] of byJob) {
+    add('tidemark_backfills_running', { job }, t.running ?? 0);
+    for (const state of BACKFILL_STATES) add('tidemark_backfill_windows', { job, state }, t[state] ?? 0);
+  }
+}
+
+/** Reads every source; one that fails or is slow is reported down, and its gauges left out. */
+async function readSources(o: MetricsOptions, at: Date, timeoutMs: number): Promise<Map<string, Sample[]>> {
+  const out = new Map<string, Sample[]>();
+  const sources: [string, (add: Add) => Promise<void>][] = [['postgres', (add) => fromPostgres(o, at, add)]];
+  const client = o.client;
+  if (client) sources.push(['temporal', (add) => fromTemporal(client, add)]);
+  await Promise.all(
+    sources.map(async ([source, read]) => {
+      const mine: [string, Sample][] = [];
+      const ok = await within(timeoutMs, source, () =>
+        read((name, labels, value) => mine.push([name, [labels, value]])),
+      ).then(
+        () => true,
+        () => false,
+      );
+      for (const [name, sample] of ok ? mine : []) out.set(name, [...(out.get(name) ?? []), sample]);
+      out.set('tidemark_metrics_source_up', [
+        ...(out.get('tidemark_metrics_source_up') ?? []),
+        [{ source }, ok ? 1 : 0],
+      ]);
+    }),
+  );
+  return out;
+}
