@@ -3,11 +3,13 @@
 // an HttpOnly, SameSite=Strict session cookie; API clients may send `Authorization: Bearer`);
 // every state-changing request must carry the session's CSRF token and a same-origin Origin.
 // Sessions expire (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload
-// over server-sent events. Bad input is a 400 that names the field, never a 500.
+// over server-sent events. Bad input is a 400 that names the field, never a 500. /metrics needs no
+// login (a Prometheus scrape has no session): counts and job names only, never a secret.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
+import type { Registry } from 'prom-client';
 import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
@@ -23,6 +25,8 @@ import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
 import { isoUtc, windowsInRange } from '../schedules/windows.js';
+import { createMetrics } from '../workers/metrics.js';
+import { metricsText } from '../workers/probes.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import { MAX_BATCH } from '../workflows/types.js';
 import { SCRIPT } from './client.js';
@@ -37,6 +41,8 @@ export interface WebOptions {
   config: Config;
   /** The clock sessions expire by; default the system clock. */
   now?: () => Date;
+  /** What /metrics serves; default the deployment's gauges and this process's own metrics. */
+  metrics?: { registry: Registry; sdkMetricsUrl?: string };
 }
 
 class HttpError extends Error {
@@ -117,6 +123,9 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const now = o.now ?? (() => new Date());
   const ttlMs = parseDuration(o.config.TIDEMARK_WEB_SESSION_TTL)!;
   const maxBackfill = o.config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
+  const metrics = o.metrics ?? {
+    registry: createMetrics({ db: o.db, catalog: o.catalog, client: o.client }).registry,
+  };
   const sessions = new Map<string, { csrf: string; expires: number }>();
   const cookieOf = (req: IncomingMessage) =>
     /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/.exec(req.headers.cookie ?? '')?.[1];
@@ -279,6 +288,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           return send(res, 200, SCRIPT, { 'content-type': 'text/javascript; charset=utf-8' });
         if (req.method === 'GET' && url.pathname === '/app.css')
           return send(res, 200, STYLE, { 'content-type': 'text/css; charset=utf-8' });
+        if (req.method === 'GET' && url.pathname === '/metrics')
+          return send(res, 200, await metricsText(metrics.registry, metrics.sdkMetricsUrl), {
+            'content-type': metrics.registry.contentType,
+          });
         if (req.method === 'POST' && url.pathname === '/login') {
           const token = new URLSearchParams(await readBody(req)).get('token') ?? '';
           if (!same(token, o.token)) return send(res, 401, '<p>Wrong token. <a href="/">Try again</a></p>');

@@ -14,6 +14,7 @@ import { searchAttributes } from '../../workflows/search-attributes.js';
 import type { BackfillResult, TickResult, WindowResult } from '../../workflows/types.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { scrape, valueOf, type Sample } from '../helpers/metrics.js';
+import { startWeb } from '../helpers/web.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 let metrics: Metrics;
@@ -218,4 +219,29 @@ test('a running backfill shows its progress; a finished one is gone from the gau
       'the finished backfill to leave the gauges',
     );
   });
+});
+
+test("the page's server serves /metrics without a login, and nothing else without one", async () => {
+  const token = 'metrics-web-token-3f9a';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  try {
+    assert.equal((await fetch(`${web.url}/api/state`)).status, 401);
+    // Its gauges read the wall clock: the lag is what the watch counts at some instant of the scrape.
+    const before = new Date();
+    const s = await scrape(web.url);
+    const after = new Date();
+    for (const j of catalog.jobs) {
+      const watermark = (await readWatermark(stack.t.db, j.name)) ?? j.start!;
+      const lag = valueOf(s, 'tidemark_lag_windows', { job: j.name })!;
+      assert.ok(
+        windowsBehind(j, watermark, before) <= lag && lag <= windowsBehind(j, watermark, after),
+        `${j.name}: ${lag}`,
+      );
+    }
+    assert.equal(valueOf(s, 'tidemark_metrics_source_up', { source: 'postgres' }), 1);
+    const text = await (await fetch(`${web.url}/metrics`)).text();
+    assert.ok(!text.includes(token), 'the token is not in the metrics');
+  } finally {
+    await web.stop();
+  }
 });
