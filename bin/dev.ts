@@ -4,7 +4,7 @@
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
@@ -14,6 +14,8 @@ import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
 import { buildDeps } from '../workers/deps.js';
+import { createMetrics } from '../workers/metrics.js';
+import { freeLoopbackAddress, readiness, startProbeServer } from '../workers/probes.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
@@ -28,7 +30,11 @@ import { startTemporalServer } from './temporal-server.js';
 const log = (line: string) => console.log(`[tidemark] ${line}`);
 
 async function main(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { ownSignals: true });
+  const sdkMetrics = await freeLoopbackAddress();
+  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', {
+    ownSignals: true,
+    sdkMetrics,
+  });
   let config = loadConfig();
   const catalog = buildCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
@@ -112,7 +118,26 @@ async function main(): Promise<void> {
     cleanups.push(async () => clearInterval(trickle));
     log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
 
-    const deps = buildDeps(config, { db, catalog, client });
+    const metrics = {
+      ...createMetrics({ db, catalog, client }),
+      sdkMetricsUrl: `http://${sdkMetrics}/metrics`,
+    };
+    const deps = { ...buildDeps(config, { db, catalog, client }), metrics: metrics.sink };
+    const live: { workers: readonly Worker[] } = { workers: [] };
+    const probes = await startProbeServer({
+      host: config.TIDEMARK_METRICS_HOST,
+      port: config.TIDEMARK_METRICS_PORT,
+      registry: metrics.registry,
+      sdkMetricsUrl: metrics.sdkMetricsUrl,
+      ready: () =>
+        readiness({
+          workers: () => live.workers,
+          db,
+          temporal: connection,
+          ...(deps.redact ? { redact: deps.redact } : {}),
+        }),
+    });
+    cleanups.push(() => probes.stop());
     const plan = await syncSchedulesWithAlerts(deps, client, catalog, {
       taskQueue: config.TIDEMARK_TASK_QUEUE,
       watchTaskQueue: watchQueueOf(config),
@@ -128,6 +153,7 @@ async function main(): Promise<void> {
       deps,
       bundle: await bundleWorkflows(),
     });
+    live.workers = workers;
     const running = runWorkers(workers);
     cleanups.push(async () => {
       for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
@@ -162,6 +188,7 @@ async function main(): Promise<void> {
       client,
       catalog,
       config,
+      metrics,
     });
     cleanups.push(() => web.stop());
 
@@ -189,6 +216,7 @@ async function main(): Promise<void> {
         `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
         `  Task queues   ${config.TIDEMARK_TASK_QUEUE}, ${watchQueueOf(config)} (the lag watch)   (more workers: npm run worker, on any host)`,
         `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
+        `  Metrics       ${probes.url}/metrics   health: ${probes.url}/healthz, ${probes.url}/readyz`,
         '  Jobs:',
         ...catalog.jobs.map((j) =>
           formatPreview(previewJob(j, new Date(), 2))

@@ -123,7 +123,13 @@ export async function startProbeServer(o: ProbeServerOptions): Promise<ProbeServ
     })();
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err) =>
+      reject(
+        new Error(
+          `the metrics and health server cannot listen on ${o.host}:${o.port} (${err.message}): set TIDEMARK_METRICS_PORT (0: any free port) or TIDEMARK_METRICS_HOST`,
+        ),
+      ),
+    );
     server.listen(o.port, o.host, () => resolve());
   });
   const { port } = server.address() as AddressInfo;

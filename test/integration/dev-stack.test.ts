@@ -11,6 +11,7 @@ import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { freePort } from '../helpers/net.js';
+import { scrape, valueOf } from '../helpers/metrics.js';
 import { eventually } from '../helpers/temporal.js';
 import { windowIndex } from '../../schedules/window-index.js';
 import { parseGrid, type Grid } from '../../schedules/windows.js';
@@ -53,6 +54,8 @@ async function startDev() {
       TIDEMARK_STATE_DIR: stateDir,
       TEMPORAL_ADDRESS: '',
       TIDEMARK_WEB_PORT: String(await freePort()),
+      TIDEMARK_METRICS_PORT: '0',
+      TIDEMARK_METRICS_HOST: '127.0.0.1',
       TIDEMARK_DEMO_MARKETPLACE_URL: `http://127.0.0.1:${await freePort()}/demo-shop`,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -159,6 +162,19 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     const state = await fetch(`${webUrl}/api/state`, { headers: { authorization: `Bearer ${webToken}` } });
     assert.equal(state.status, 200);
     assert.ok(((await state.json()) as { jobs: unknown[] }).jobs.length >= 7);
+    // Its metrics and health at the address it printed: the windows it processed are counted.
+    const [, metricsUrl] = /Metrics\s+(\S+)\/metrics/.exec(dev.out) ?? [];
+    assert.ok(metricsUrl, dev.out);
+    assert.equal((await fetch(`${metricsUrl}/readyz`)).status, 200);
+    const processed = dev.out.match(/PROCESSED job=sales-hourly /g)!.length;
+    const samples = await scrape(metricsUrl);
+    const counted = valueOf(samples, 'tidemark_windows_total', {
+      job: 'sales-hourly',
+      outcome: 'processed',
+      reason: '',
+    })!;
+    assert.ok(counted >= processed, `${counted} counted, ${processed} logged`);
+    assert.ok(samples.some((x) => x.name === 'temporal_worker_task_slots_available'));
     const ui = await fetch(`http://127.0.0.1:${uiPort}/`);
     assert.equal(ui.status, 200);
     assert.match(await ui.text(), /<html/i);
