@@ -3,11 +3,14 @@
 // /healthz answers throughout. And the worker entry point itself: it prints its metrics address,
 // serves tidemark's metrics with the Temporal SDK's own, and is ready once it polls.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
+import { promisify } from 'node:util';
 import type { Worker } from '@temporalio/worker';
+import { parse } from 'yaml';
 import { memoryLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
 import { defineCatalog } from '../../schedules/job.js';
@@ -18,6 +21,7 @@ import { scrape, valueOf } from '../helpers/metrics.js';
 import { eventually, realStack, startWorker, uniqueQueue } from '../helpers/temporal.js';
 
 const stack = realStack();
+const run = promisify(execFile);
 
 const probe = async (url: string, path: string) => {
   const res = await fetch(`${url}${path}`);
@@ -135,6 +139,18 @@ test('the worker prints its metrics address and serves its own and the SDK metri
       samples.some((x) => x.name === 'process_cpu_user_seconds_total'),
       names,
     );
+
+    // The compose file's healthcheck command, pointed at this worker's port, passes (exit 0).
+    const compose = parse(await readFile(new URL('../../docker-compose.yml', import.meta.url), 'utf8')) as {
+      services: { worker: { healthcheck: { test: string[] } } };
+    };
+    const [, command, ...args] = compose.services.worker.healthcheck.test;
+    const port = new URL(url).port;
+    const check = await run(
+      command!,
+      args.map((a) => a.replace(':9464/', `:${port}/`)),
+    );
+    assert.equal(check.stderr, '');
   } finally {
     child.kill('SIGTERM');
     assert.equal(await exited, 0, out);
