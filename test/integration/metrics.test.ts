@@ -218,6 +218,19 @@ test('a running backfill shows its progress; a finished one is gone from the gau
       30_000,
       'the finished backfill to leave the gauges',
     );
+    assert.equal(windows(await scrape(probes.url), job, 'processed'), 3);
+
+    // Batched: the batch activity's windows are counted one by one, as the window activity decides them.
+    const batched = (await stack.env.client.workflow.execute('backfill', {
+      taskQueue,
+      workflowId: `${job}/backfill-batched`,
+      args: [{ job, from: '2026-03-01T03:00:00Z', to: '2026-03-01T07:00:00Z', batch: 2, concurrency: 1 }],
+      typedSearchAttributes: searchAttributes('backfill', job),
+    })) as BackfillResult;
+    assert.equal(batched.processed, 4);
+    const s2 = await scrape(probes.url);
+    assert.equal(windows(s2, job, 'processed'), 7);
+    assert.equal(valueOf(s2, 'tidemark_window_duration_seconds_count', { job, outcome: 'processed' }), 7);
   });
 });
 
