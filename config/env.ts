@@ -63,10 +63,11 @@ const schema = z.object({
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   /**
-   * The worker's probe server (/metrics, /healthz, /readyz): its port (0: any free one) and the
-   * address it listens on (0.0.0.0 so that Prometheus and the kubelet reach it in a container).
+   * The worker's probe server (/metrics, /healthz, /readyz): its port (0: any free one; unset: 9464,
+   * or any free one when another process on the host has it) and the address it listens on (0.0.0.0
+   * so that Prometheus and the kubelet reach it in a container).
    */
-  TIDEMARK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  TIDEMARK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   TIDEMARK_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),

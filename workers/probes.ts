@@ -63,10 +63,16 @@ export async function readiness(p: ReadinessParts): Promise<Readiness> {
   return { ready: Object.values(checks).every((c) => c === 'ok'), checks };
 }
 
+/** The probe port when TIDEMARK_METRICS_PORT is unset (the usual Prometheus exporter port). */
+export const DEFAULT_METRICS_PORT = 9464;
+
 export interface ProbeServerOptions {
   host: string;
-  /** 0: any free port. */
-  port: number;
+  /**
+   * 0: any free port; unset: DEFAULT_METRICS_PORT, or any free port when another process has it (a
+   * second worker on the host); a port that was asked for and is taken is an error.
+   */
+  port: number | undefined;
   registry: Registry;
   /** The Temporal SDK's own Prometheus endpoint, whose text is appended to /metrics. */
   sdkMetricsUrl?: string;
@@ -122,16 +128,24 @@ export async function startProbeServer(o: ProbeServerOptions): Promise<ProbeServ
       }
     })();
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', (err) =>
-      reject(
-        new Error(
-          `the metrics and health server cannot listen on ${o.host}:${o.port} (${err.message}): set TIDEMARK_METRICS_PORT (0: any free port) or TIDEMARK_METRICS_HOST`,
-        ),
-      ),
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, o.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  try {
+    await listen(o.port ?? DEFAULT_METRICS_PORT).catch(async (err: NodeJS.ErrnoException) => {
+      if (o.port === undefined && err.code === 'EADDRINUSE') return await listen(0);
+      throw err;
+    });
+  } catch (err) {
+    throw new Error(
+      `the metrics and health server cannot listen on ${o.host}:${o.port ?? DEFAULT_METRICS_PORT} (${(err as Error).message}): set TIDEMARK_METRICS_PORT (0: any free port) or TIDEMARK_METRICS_HOST`,
     );
-    server.listen(o.port, o.host, () => resolve());
-  });
+  }
   const { port } = server.address() as AddressInfo;
   const host = o.host === '0.0.0.0' || o.host === '::' ? '127.0.0.1' : o.host;
   return {

@@ -40,7 +40,8 @@ async function closedPort(): Promise<number> {
 test('readyz: 503 naming what is not ready, 200 while the worker polls and both servers answer', async () => {
   const catalog = defineCatalog([salesJob('probed')]);
   const deps = { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() };
-  const holder: { worker?: Worker } = {};
+  const holder: { workers: Worker[] } = { workers: [] };
+  const queue = uniqueQueue('probed');
   const unreachable = createDb(`postgres://postgres@127.0.0.1:${await closedPort()}/nowhere`);
   let db = stack.t.db;
   const server = await startProbeServer({
@@ -48,16 +49,16 @@ test('readyz: 503 naming what is not ready, 200 while the worker polls and both 
     port: 0,
     registry: createMetrics({ db: stack.t.db, catalog }).registry,
     ready: () =>
-      readiness({ worker: () => holder.worker, db, temporal: stack.env.connection, timeoutMs: 2_000 }),
+      readiness({ workers: () => holder.workers, db, temporal: stack.env.connection, timeoutMs: 2_000 }),
   });
   try {
     const before = await probe(server.url, '/readyz');
     assert.equal(before.status, 503);
-    assert.deepEqual(before.body.checks, { worker: 'not created yet', postgres: 'ok', temporal: 'ok' });
+    assert.deepEqual(before.body.checks, { workers: 'not created yet', postgres: 'ok', temporal: 'ok' });
     assert.equal((await probe(server.url, '/healthz')).status, 200);
 
-    const { worker, running } = await startWorker(stack.env, uniqueQueue('probed'), deps);
-    holder.worker = worker;
+    const { worker, running } = await startWorker(stack.env, queue, deps);
+    holder.workers = [worker];
     const ready = await eventually(
       async () => {
         const r = await probe(server.url, '/readyz');
@@ -66,13 +67,13 @@ test('readyz: 503 naming what is not ready, 200 while the worker polls and both 
       20_000,
       'the worker to poll',
     );
-    assert.deepEqual(ready.body, { ready: true, checks: { worker: 'ok', postgres: 'ok', temporal: 'ok' } });
+    assert.deepEqual(ready.body, { ready: true, checks: { workers: 'ok', postgres: 'ok', temporal: 'ok' } });
 
     db = unreachable;
     const noDb = await probe(server.url, '/readyz');
     assert.equal(noDb.status, 503);
     assert.equal(noDb.body.ready, false);
-    assert.equal(noDb.body.checks.worker, 'ok');
+    assert.equal(noDb.body.checks.workers, 'ok');
     assert.equal(noDb.body.checks.temporal, 'ok');
     assert.match(noDb.body.checks.postgres, /ECONNREFUSED|connect/);
     assert.equal((await probe(server.url, '/healthz')).status, 200);
@@ -82,7 +83,7 @@ test('readyz: 503 naming what is not ready, 200 while the worker polls and both 
     await running;
     const stopped = await probe(server.url, '/readyz');
     assert.equal(stopped.status, 503);
-    assert.equal(stopped.body.checks.worker, 'state STOPPED');
+    assert.equal(stopped.body.checks.workers, `task queue "${queue}": state STOPPED`);
     assert.equal((await probe(server.url, '/healthz')).status, 200);
   } finally {
     await server.stop();
@@ -154,5 +155,22 @@ test('the worker prints its metrics address and serves its own and the SDK metri
   } finally {
     child.kill('SIGTERM');
     assert.equal(await exited, 0, out);
+  }
+});
+
+test('the default port taken by another process: a free one instead; a port asked for and taken: an error naming the variable', async () => {
+  const registry = createMetrics({ db: stack.t.db, catalog: defineCatalog([salesJob('ports')]) }).registry;
+  const first = await startProbeServer({ host: '127.0.0.1', port: undefined, registry });
+  const second = await startProbeServer({ host: '127.0.0.1', port: undefined, registry });
+  try {
+    assert.notEqual(new URL(first.url).port, new URL(second.url).port);
+    for (const s of [first, second]) assert.equal((await probe(s.url, '/healthz')).status, 200);
+    await assert.rejects(
+      startProbeServer({ host: '127.0.0.1', port: Number(new URL(first.url).port), registry }),
+      /EADDRINUSE.*TIDEMARK_METRICS_PORT/,
+    );
+  } finally {
+    await first.stop();
+    await second.stop();
   }
 });

@@ -94,9 +94,9 @@ test('Review of issue 8 item 18: two names that differ only in case are one pers
   );
 });
 
-test('the metrics and health server: 0.0.0.0:9464 by default, 0 for any free port, a bad port named', () => {
+test('the metrics and health server: 0.0.0.0 and no port asked for by default, 0 for any free port, a bad port named', () => {
   const c = loadConfig({});
-  assert.deepEqual([c.TIDEMARK_METRICS_HOST, c.TIDEMARK_METRICS_PORT], ['0.0.0.0', 9464]);
+  assert.deepEqual([c.TIDEMARK_METRICS_HOST, c.TIDEMARK_METRICS_PORT], ['0.0.0.0', undefined]);
   const any = loadConfig({ TIDEMARK_METRICS_PORT: '0', TIDEMARK_METRICS_HOST: '127.0.0.1' });
   assert.deepEqual([any.TIDEMARK_METRICS_HOST, any.TIDEMARK_METRICS_PORT], ['127.0.0.1', 0]);
   for (const bad of ['65536', '-1', 'metrics'])
