@@ -18,6 +18,7 @@ import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
@@ -33,7 +34,7 @@ async function main(): Promise<void> {
   const catalog = buildCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
-  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [() => shutdownTracing()];
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
@@ -97,7 +98,11 @@ async function main(): Promise<void> {
     cleanups.push(() => server.stop());
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     const added = await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
     if (added.length) log(`search attributes registered: ${added.join(', ')}`);
 

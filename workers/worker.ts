@@ -9,6 +9,7 @@ import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
+import { clientInterceptors, shutdownTracing } from './tracing.js';
 
 async function main(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
@@ -23,7 +24,11 @@ async function main(): Promise<void> {
     await migrate(db);
     connection = await NativeConnection.connect({ address });
     clientConnection = await Connection.connect({ address });
-    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection: clientConnection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const deps = buildDeps(config, { db, catalog, client });
     const taskQueues = pollQueues(config);
@@ -43,6 +48,7 @@ async function main(): Promise<void> {
     await connection?.close();
     await clientConnection?.close();
     await db.destroy();
+    await shutdownTracing();
   }
 }
 
