@@ -3,13 +3,18 @@
 // receiver on loopback. Without them, this process has no tracer provider and its bundle no
 // tracing interceptors.
 import assert from 'node:assert/strict';
+import { rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { trace } from '@opentelemetry/api';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { workflowsPath } from '../../workers/create-worker.js';
 import { windowKey } from '../../schedules/windows.js';
-import { clientInterceptors, tracing, workerTracing } from '../../workers/tracing.js';
+import { clientInterceptors, tracing, workerTracing, workflowTracingModule } from '../../workers/tracing.js';
 import { loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { workerProcessEnv } from '../helpers/processes.js';
@@ -90,116 +95,128 @@ describe('tracing', () => {
   });
   after(async () => {
     await new Promise((r) => receiver.server.close(r));
+    if (bundleFile) await rm(await bundleFile, { force: true });
   });
 
-  test('OTEL_* set: one window exports tick -> window -> processWindow, and its effect, with their attributes', async () => {
-    const job = 'traced-sales';
-    const taskQueue = uniqueQueue(job);
-    const start = '2026-10-01T00:00:00Z';
-    const end = '2026-10-01T01:00:00Z';
-    const key = windowKey(job, new Date(start));
-    await insertOrders(stack.t.db, ordersBetween(job, start, end, 5));
-    let worker: ReadyProcess | undefined;
-    try {
-      worker = await spawnReady(
-        workerScript,
-        {
-          ...workerProcessEnv(stack, taskQueue, {
-            name: job,
-            grid: '1h',
-            start,
-            holdMs: 0,
-            smtpPort: channels.smtp.port,
-          }),
-          WORKER_NAME: 'traced',
-          OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
-          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-          OTEL_SERVICE_NAME: 'tidemark-test-worker',
-          OTEL_BSP_SCHEDULE_DELAY: '100',
-        },
-        'traced worker',
-      );
-      const tick = await stack.env.client.workflow.start('tick', {
-        taskQueue,
-        workflowId: `${job}/tick`,
-        args: [{ job, now: end }],
-      });
-      await tick.result();
-      const window = await stack.env.client.workflow.getHandle(key).result();
-      assert.equal((window as { outcome: string }).outcome, 'processed');
-
-      const named = (name: string) => receiver.spans.filter((s) => s.name === name);
-      const wanted = [
-        'RunWorkflow:tick',
-        'StartChildWorkflow:window',
-        'RunWorkflow:window',
-        'StartActivity:processWindow',
-        'RunActivity:processWindow',
-        'StartActivity:performEffect',
-        'RunActivity:performEffect',
-        'effect email',
-      ];
-      await eventually(
-        async () => (wanted.every((n) => named(n).length > 0) ? true : undefined),
-        60_000,
-        `spans ${wanted.join(', ')}`,
-      ).catch((err: Error) => {
-        throw new Error(
-          `${err.message}; received: ${[...new Set(receiver.spans.map((s) => s.name))].join(', ')}`,
+  // The worker bundles its workflows itself (interceptors.workflowModules), or runs a bundle made
+  // beforehand with the tracing module, as workers/worker.ts and npm start do (bundleWorkflows()).
+  const cases = [
+    { how: 'bundled by the worker', job: 'traced-own', day: '2026-10-01', bundle: undefined },
+    { how: 'pre-bundled', job: 'traced-pre', day: '2026-10-02', bundle: tracedBundle },
+  ];
+  for (const c of cases)
+    test(`OTEL_* set (${c.how}): one window exports tick -> window -> processWindow, and its effect, with their attributes`, async () => {
+      const { job } = c;
+      const service = `${job}-worker`;
+      const taskQueue = uniqueQueue(job);
+      const start = `${c.day}T00:00:00Z`;
+      const end = `${c.day}T01:00:00Z`;
+      const key = windowKey(job, new Date(start));
+      await insertOrders(stack.t.db, ordersBetween(job, start, end, 5));
+      let worker: ReadyProcess | undefined;
+      try {
+        worker = await spawnReady(
+          workerScript,
+          {
+            ...workerProcessEnv(stack, taskQueue, {
+              name: job,
+              grid: '1h',
+              start,
+              holdMs: 0,
+              smtpPort: channels.smtp.port,
+            }),
+            WORKER_NAME: job,
+            ...(c.bundle ? { WORKFLOW_BUNDLE: await c.bundle() } : {}),
+            OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+            OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+            OTEL_SERVICE_NAME: service,
+            OTEL_BSP_SCHEDULE_DELAY: '100',
+          },
+          'traced worker',
         );
-      });
-      const one = (name: string) => {
-        const found = named(name);
-        assert.equal(found.length, 1, `one ${name} span: ${JSON.stringify(found)}`);
-        return found[0]!;
-      };
-      const tickSpan = one('RunWorkflow:tick');
-      const chain = wanted.map(one);
-      // Each span is the child of the one before it, but the effect's activity, which the window's
-      // run starts after processWindow (the effect is performed after the commit).
-      const parentOf: Record<string, string> = {
-        'StartChildWorkflow:window': 'RunWorkflow:tick',
-        'RunWorkflow:window': 'StartChildWorkflow:window',
-        'StartActivity:processWindow': 'RunWorkflow:window',
-        'RunActivity:processWindow': 'StartActivity:processWindow',
-        'StartActivity:performEffect': 'RunWorkflow:window',
-        'RunActivity:performEffect': 'StartActivity:performEffect',
-        'effect email': 'RunActivity:performEffect',
-      };
-      for (const span of chain) {
-        assert.equal(span.traceId, tickSpan.traceId, `${span.name} in the tick's trace`);
-        assert.equal(span.service, 'tidemark-test-worker', `${span.name} names the service`);
-        const parent = parentOf[span.name];
-        if (parent) assert.equal(span.parentSpanId, one(parent).spanId, `${span.name} under ${parent}`);
+        const tick = await stack.env.client.workflow.start('tick', {
+          taskQueue,
+          workflowId: `${job}/tick`,
+          args: [{ job, now: end }],
+        });
+        await tick.result();
+        const window = await stack.env.client.workflow.getHandle(key).result();
+        assert.equal((window as { outcome: string }).outcome, 'processed');
+
+        const named = (name: string) =>
+          receiver.spans.filter((s) => s.service === service && s.name === name);
+        const wanted = [
+          'RunWorkflow:tick',
+          'StartChildWorkflow:window',
+          'RunWorkflow:window',
+          'StartActivity:processWindow',
+          'RunActivity:processWindow',
+          'StartActivity:performEffect',
+          'RunActivity:performEffect',
+          'effect email',
+        ];
+        await eventually(
+          async () => (wanted.every((n) => named(n).length > 0) ? true : undefined),
+          60_000,
+          `spans ${wanted.join(', ')}`,
+        ).catch((err: Error) => {
+          throw new Error(
+            `${err.message}; received: ${[...new Set(receiver.spans.map((s) => s.name))].join(', ')}`,
+          );
+        });
+        const one = (name: string) => {
+          const found = named(name);
+          assert.equal(found.length, 1, `one ${name} span: ${JSON.stringify(found)}`);
+          return found[0]!;
+        };
+        const tickSpan = one('RunWorkflow:tick');
+        const chain = wanted.map(one);
+        // Each span is the child of the one before it, but the effect's activity, which the window's
+        // run starts after processWindow (the effect is performed after the commit).
+        const parentOf: Record<string, string> = {
+          'StartChildWorkflow:window': 'RunWorkflow:tick',
+          'RunWorkflow:window': 'StartChildWorkflow:window',
+          'StartActivity:processWindow': 'RunWorkflow:window',
+          'RunActivity:processWindow': 'StartActivity:processWindow',
+          'StartActivity:performEffect': 'RunWorkflow:window',
+          'RunActivity:performEffect': 'StartActivity:performEffect',
+          'effect email': 'RunActivity:performEffect',
+        };
+        for (const span of chain) {
+          assert.equal(span.traceId, tickSpan.traceId, `${span.name} in the tick's trace`);
+          const parent = parentOf[span.name];
+          if (parent) assert.equal(span.parentSpanId, one(parent).spanId, `${span.name} under ${parent}`);
+        }
+        assert.equal(tickSpan.attributes['tidemark.job'], job);
+        assert.deepEqual(
+          pick(one('RunWorkflow:window').attributes),
+          { 'tidemark.job': job, 'tidemark.window.key': key, 'tidemark.generation': 0 },
+          'the window run names its window',
+        );
+        assert.deepEqual(pick(one('RunActivity:processWindow').attributes), {
+          'tidemark.job': job,
+          'tidemark.window.key': key,
+          'tidemark.generation': 0,
+          'tidemark.outcome': 'processed',
+        });
+        const effect = one('effect email');
+        assert.deepEqual(pick(effect.attributes), {
+          'tidemark.job': job,
+          'tidemark.window.key': key,
+          'tidemark.effect.key': `${key}:report`,
+          'tidemark.effect.channel': 'email',
+          'tidemark.outcome': 'done',
+        });
+        // What was sent stays out of the spans: no recipient, subject or body in any attribute.
+        const text = JSON.stringify(
+          receiver.spans.filter((s) => s.service === service).map((s) => s.attributes),
+        );
+        assert.doesNotMatch(text, /ops@example\.test|orders: /);
+        assert.equal(channels.smtp.messages.filter((m) => m.subject === `report ${key}`).length, 1);
+      } finally {
+        await worker?.stop('SIGTERM');
       }
-      assert.equal(tickSpan.attributes['tidemark.job'], job);
-      assert.deepEqual(
-        pick(one('RunWorkflow:window').attributes),
-        { 'tidemark.job': job, 'tidemark.window.key': key, 'tidemark.generation': 0 },
-        'the window run names its window',
-      );
-      assert.deepEqual(pick(one('RunActivity:processWindow').attributes), {
-        'tidemark.job': job,
-        'tidemark.window.key': key,
-        'tidemark.generation': 0,
-        'tidemark.outcome': 'processed',
-      });
-      const effect = one('effect email');
-      assert.deepEqual(pick(effect.attributes), {
-        'tidemark.job': job,
-        'tidemark.window.key': key,
-        'tidemark.effect.key': `${key}:report`,
-        'tidemark.effect.channel': 'email',
-        'tidemark.outcome': 'done',
-      });
-      // What was sent stays out of the spans: no recipient, subject or body in any attribute.
-      const text = JSON.stringify(receiver.spans.map((s) => s.attributes));
-      assert.doesNotMatch(text, /ops@example\.test|orders: /);
-      assert.equal(channels.smtp.messages.length, 1);
-    } finally {
-      await worker?.stop('SIGTERM');
-    }
-  });
+    });
 
   test('no OTEL_* set: no tracer provider, no interceptors, no tracing in the workflow bundle', async () => {
     const otel = Object.keys(process.env).filter((k) => k.startsWith('OTEL_'));
@@ -213,6 +230,20 @@ describe('tracing', () => {
     assert.doesNotMatch((await sharedBundle()).code, /OpenTelemetryInboundInterceptor/);
   });
 });
+
+let bundleFile: Promise<string> | undefined;
+/** A workflow bundle with the tracing interceptors, as bundleWorkflows() makes it when tracing is on. */
+function tracedBundle(): Promise<string> {
+  return (bundleFile ??= bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [workflowTracingModule],
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  }).then(async (b) => {
+    const path = join(tmpdir(), `tidemark-traced-bundle-${process.pid}.js`);
+    await writeFile(path, b.code);
+    return path;
+  }));
+}
 
 /** The span's tidemark.* attributes. */
 function pick(attributes: Span['attributes']): Span['attributes'] {
