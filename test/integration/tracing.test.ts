@@ -1,7 +1,7 @@
 // Tracing configured by the standard OTEL_* environment: a worker process started with them sends
 // one window's span tree (tick -> window -> processWindow, and its e-mail effect) to a real OTLP/HTTP
-// receiver on loopback. Without them, this process has no tracer provider and its bundle no
-// tracing interceptors.
+// receiver on loopback. Runs started with tracing off replay with it on, and back. Without them,
+// this process has no tracer provider and its bundle no tracing interceptors.
 import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
