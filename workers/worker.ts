@@ -6,13 +6,16 @@ import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
+import { createLog, logOptionsFromConfig } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
 
 async function main(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   const config = loadConfig();
+  // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
+  const log = createLog(logOptionsFromConfig(config));
+  installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk });
   const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
@@ -25,7 +28,7 @@ async function main(): Promise<void> {
     clientConnection = await Connection.connect({ address });
     const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
-    const deps = buildDeps(config, { db, catalog, client });
+    const deps = buildDeps(config, { db, catalog, client, logger: log.logger });
     const taskQueues = pollQueues(config);
     const workers = await createWorkers({
       connection,
@@ -37,6 +40,7 @@ async function main(): Promise<void> {
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
       `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      { taskQueues: taskQueues.join(','), address, namespace: config.TEMPORAL_NAMESPACE },
     );
     await runWorkers(workers);
   } finally {
