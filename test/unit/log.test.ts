@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
-import { loadConfig } from '../../config/env.js';
+import { ConfigError, loadConfig } from '../../config/env.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 
 /** A stream that keeps what was written to it, as stdout would show it. */
@@ -168,5 +168,20 @@ test('the format and levels come from the environment: json and WARN for the SDK
     logOptionsFromConfig(loadConfig({ TIDEMARK_LOG_FORMAT: 'json' }), 'pretty').format,
     'json',
     'the variable wins over the entry point default',
+  );
+});
+
+test('levels in either case; a bad one is named with the values it may take', () => {
+  const c = loadConfig({ TIDEMARK_LOG_LEVEL: 'WARN', TIDEMARK_SDK_LOG_LEVEL: 'info' });
+  assert.deepEqual([c.TIDEMARK_LOG_LEVEL, c.TIDEMARK_SDK_LOG_LEVEL], ['warn', 'INFO']);
+  assert.throws(
+    () => loadConfig({ TIDEMARK_LOG_LEVEL: 'verbose' }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.variable === 'TIDEMARK_LOG_LEVEL' && /debug/.test(e.message),
+  );
+  assert.throws(
+    () => loadConfig({ TIDEMARK_LOG_FORMAT: 'text' }),
+    (e: unknown) =>
+      e instanceof ConfigError && e.variable === 'TIDEMARK_LOG_FORMAT' && /pretty/.test(e.message),
   );
 });
