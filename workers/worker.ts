@@ -6,15 +6,17 @@ import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
-import { createLog, logOptionsFromConfig } from './log.js';
+import { createLog, logOptionsFromConfig, type Log } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
 
+let log: Log | undefined;
+
 async function main(): Promise<void> {
   const config = loadConfig();
   // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
-  const log = createLog(logOptionsFromConfig(config));
+  log = createLog(logOptionsFromConfig(config));
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk });
   const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
@@ -51,6 +53,9 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
+  const message = err instanceof Error ? err.message : String(err);
+  // A bad configuration is said before there is a logger to say it.
+  if (log) log.logger.error(`worker stopped: ${message}`);
+  else console.error(message);
   process.exit(1);
 });

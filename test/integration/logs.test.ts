@@ -12,6 +12,7 @@ import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 import type { TickResult, WindowResult } from '../../workflows/types.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { freePort } from '../helpers/net.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -255,4 +256,30 @@ test('npm run worker: JSON lines on stdout, its own lines and the SDK lines with
   assert.equal(sdk.workflowId, 'logs-***-sales-hourly/2026-03-02T10:00:00Z');
   assert.equal(sdk.sdkComponent, 'worker');
   for (const secret of SECRETS) assert.ok(!`${out}${err}`.includes(secret), `${secret} in:\n${out}\n${err}`);
+});
+
+test('npm run worker that cannot start: why, as a JSON error line on stdout, exit code 1', async () => {
+  const url = new URL(stack.t.url);
+  url.password = DB_PASSWORD;
+  const child = spawn('npm', ['run', '--silent', 'worker'], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    env: {
+      ...process.env,
+      DATABASE_URL: url.toString(),
+      // Nothing listens there.
+      TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
+      TIDEMARK_LOG_FORMAT: '',
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
+  assert.equal(code, 1, `${out}\n${err}`);
+  const failed = jsonLines(out).at(-1);
+  assert.equal(failed?.level, 'error', out);
+  assert.match(failed!.msg, /^worker stopped: .*connect/i);
+  assert.ok(!`${out}${err}`.includes(DB_PASSWORD), `${out}\n${err}`);
 });
