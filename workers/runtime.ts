@@ -3,10 +3,10 @@
 import { DefaultLogger, Runtime, type LogLevel, type Logger } from '@temporalio/worker';
 
 /**
- * Installs the runtime. `logger`: the SDK's lines go through it (the process's pino logger, which
- * filters by its own level); a DefaultLogger at `level` otherwise. `ownSignals`: the process stops
- * its workers itself on SIGINT/SIGTERM (npm start stops them first, then what they use); otherwise
- * the runtime shuts workers down on them.
+ * Installs the runtime at `level`. `logger`: the SDK's lines go through it, the native core's
+ * forwarded to it as well (otherwise core prints its own to the console); a DefaultLogger
+ * otherwise. `ownSignals`: the process stops its workers itself on SIGINT/SIGTERM (npm start stops
+ * them first, then what they use); otherwise the runtime shuts workers down on them.
  */
 export function installRuntime(
   level: LogLevel = 'WARN',
@@ -14,6 +14,9 @@ export function installRuntime(
 ): void {
   Runtime.install({
     logger: opts.logger ?? new DefaultLogger(level),
+    ...(opts.logger
+      ? { telemetryOptions: { logging: { filter: { core: level, other: 'ERROR' }, forward: {} } } }
+      : {}),
     ...(opts.ownSignals ? { shutdownSignals: [] } : {}),
   });
 }

@@ -255,6 +255,11 @@ test('npm run worker: JSON lines on stdout, its own lines and the SDK lines with
   assert.equal(sdk.level, 'debug');
   assert.equal(sdk.workflowId, 'logs-***-sales-hourly/2026-03-02T10:00:00Z');
   assert.equal(sdk.sdkComponent, 'worker');
+  // The SDK's native core logs too, forwarded instead of printed to the console on their own.
+  assert.ok(
+    lines.some((l) => l.sdkComponent === 'core' && l.level === 'debug'),
+    `a core line:\n${out}`,
+  );
   for (const secret of SECRETS) assert.ok(!`${out}${err}`.includes(secret), `${secret} in:\n${out}\n${err}`);
 });
 
