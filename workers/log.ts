@@ -43,8 +43,12 @@ export function logOptionsFromConfig(config: Config, defaultFormat: LogFormat = 
   };
 }
 
+/** The password of a URL (scheme://user:password@host), configured as a secret or not. */
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)[^\s@/]+@/gi;
+
 export function createLog(opts: LogOptions): Log {
-  const redact = opts.redact ?? ((text: string) => text);
+  const configured = opts.redact ?? ((text: string) => text);
+  const redact = (text: string) => configured(text).replace(URL_PASSWORD, '$1***@');
   // Synchronous writes: lines keep their order with console output and survive process.exit.
   const destination =
     opts.format === 'pretty'

@@ -185,3 +185,24 @@ test('levels in either case; a bad one is named with the values it may take', ()
       e instanceof ConfigError && e.variable === 'TIDEMARK_LOG_FORMAT' && /pretty/.test(e.message),
   );
 });
+
+test('a password in a URL is redacted even when it is not a configured secret', () => {
+  const out = capture();
+  const log = createLog({ format: 'json', level: 'info', destination: out.stream });
+  log.logger.error(
+    'FAILED job=sync window=sync/x attempt=1: connect postgres://crm:crm-pw-1@crm.db:5432/crm',
+    {
+      reason: 'connect postgres://crm:crm-pw-1@crm.db:5432/crm',
+      target: 'https://user:s3%2Fcret@example.test/hook',
+    },
+  );
+  log.sdk.warn('Activity failed', { error: new Error('redis://:only-pw@cache:6379 refused') });
+  const text = out.text();
+  for (const s of ['crm-pw-1', 's3%2Fcret', 'only-pw']) assert.ok(!text.includes(s), `${s} in ${text}`);
+  const [failed] = out.lines();
+  assert.equal(
+    failed?.msg,
+    'FAILED job=sync window=sync/x attempt=1: connect postgres://crm:***@crm.db:5432/crm',
+  );
+  assert.equal(failed?.target, 'https://user:***@example.test/hook');
+});
