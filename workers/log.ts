@@ -29,9 +29,12 @@ export interface Log {
   sdk: SdkLogger;
 }
 
-/** Fields whose values are secrets whatever they hold, at the top level and two levels down. */
+/**
+ * Fields whose values are secrets whatever they hold: pino's redact paths at the top level, and
+ * the same names at any depth in redactDeep (pino's wildcard paths cost 60 us a line).
+ */
 const SECRET_KEYS = ['password', 'token', 'secret', 'authorization', 'cookie', 'apiKey', 'botToken'];
-const REDACT_PATHS = SECRET_KEYS.flatMap((k) => [k, `*.${k}`, `*.*.${k}`]);
+const SECRET_KEY = new RegExp(`^(${SECRET_KEYS.join('|')})$`, 'i');
 
 /** The options of an entry point: TIDEMARK_LOG_FORMAT wins over the entry point's default format. */
 export function logOptionsFromConfig(config: Config, defaultFormat: LogFormat = 'json'): LogOptions {
@@ -64,7 +67,7 @@ export function createLog(opts: LogOptions): Log {
     {
       level: opts.level,
       timestamp: stdTimeFunctions.isoTime,
-      redact: { paths: REDACT_PATHS, censor: '***' },
+      redact: { paths: SECRET_KEYS, censor: '***' },
       formatters: {
         level: (label) => ({ level: label }),
         log: (fields) => redactDeep(fields, redact) as Record<string, unknown>,
@@ -105,7 +108,7 @@ export function createLog(opts: LogOptions): Log {
   };
 }
 
-/** A copy with every string redacted; errors become { type, message, stack }. */
+/** A copy with every string redacted, secret-named fields censored; errors become { type, message, stack }. */
 function redactDeep(value: unknown, redact: (text: string) => string, depth = 0): unknown {
   if (typeof value === 'string') return redact(value);
   if (value === null || typeof value !== 'object' || depth > 8) return value;
@@ -118,5 +121,7 @@ function redactDeep(value: unknown, redact: (text: string) => string, depth = 0)
     };
   if (Array.isArray(value)) return value.map((v) => redactDeep(v, redact, depth + 1));
   if (value instanceof Date) return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactDeep(v, redact, depth + 1)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) ? '***' : redactDeep(v, redact, depth + 1)]),
+  );
 }

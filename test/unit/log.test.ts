@@ -130,11 +130,19 @@ test('secrets never reach the output: message, string fields, nested fields, err
       deeper: ['smtp-pass-7781'],
       password: 'not-in-the-config',
       headers: { authorization: 'Bearer x1' },
+      a: { b: { c: { Token: 'deep-token-3' } } },
     },
   });
   log.pino.info({ token: 'tok-not-configured', auth: { token: 'tok2' } }, 'raw pino');
   const text = out.text();
-  for (const s of [...secrets, 'not-in-the-config', 'Bearer x1', 'tok-not-configured', 'tok2'])
+  for (const s of [
+    ...secrets,
+    'not-in-the-config',
+    'Bearer x1',
+    'tok-not-configured',
+    'tok2',
+    'deep-token-3',
+  ])
     assert.ok(!text.includes(s), `${s} in ${text}`);
   const [failed, sdk, raw] = out.lines();
   assert.equal(failed?.msg, 'FAILED job=a window=a/x attempt=1: auth failed for ***');
