@@ -26,6 +26,8 @@ import { checkWindowEffects } from './effect-input.js';
 import { failureReason, noMetrics } from './metrics.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
+import { activitySpan } from './tracing.js';
+import { windowAttributes } from '../workflows/span-attributes.js';
 
 /** Activity heartbeats when running under Temporal; a no-op when called directly or as a local activity. */
 function heartbeater(): (details?: unknown) => void {
@@ -55,6 +57,11 @@ function attemptInfo(): {
   } catch {
     return { attempt: 1, workflowId: null, runId: null, isLocal: false };
   }
+}
+
+/** The fields every outcome line carries besides its text. */
+function outcomeFields(w: { job: string; key: string; generation: number }, outcome: string) {
+  return { job: w.job, window: w.key, generation: w.generation, outcome };
 }
 
 /** A secret in an error must not reach the logs, the ledger, or Temporal's history. */
@@ -153,7 +160,7 @@ export function windowActivities(deps: ActivityDeps) {
     return { job: job.name, start, end, generation, key: windowKey(job.name, start, generation) };
   }
 
-  return {
+  const activities = {
     /**
      * Lets the job read what its effects' providers answered and record it. A failure is
      * redacted before it is thrown (the workflow alerts it); a success clears its incident.
@@ -173,9 +180,13 @@ export function windowActivities(deps: ActivityDeps) {
         });
       } catch (err) {
         const reason = redactError(err, deps.redact ?? ((t: string) => t));
-        logger.error(
-          `FAILED job=${w.job} window=${w.key} step=settle attempt=${attemptInfo().attempt}: ${reason}`,
-        );
+        const attempt = attemptInfo().attempt;
+        logger.error(`FAILED job=${w.job} window=${w.key} step=settle attempt=${attempt}: ${reason}`, {
+          ...outcomeFields(w, 'failed'),
+          step: 'settle',
+          attempt,
+          reason,
+        });
         throw err instanceof Error ? err : new Error(reason);
       }
       return await alerts.resolve(db, { job: w.job, subject: settleSubject(w.key), note: 'settled' });
@@ -201,7 +212,11 @@ export function windowActivities(deps: ActivityDeps) {
       };
 
       const skipDone = async (): Promise<WindowResult> => {
-        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
+        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`, {
+          ...outcomeFields(w, 'skipped'),
+          reason: 'already-done',
+          attempt,
+        });
         metrics.window({ job: w.job, outcome: 'skipped', reason: 'already-done' });
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done, or before its
@@ -346,6 +361,13 @@ export function windowActivities(deps: ActivityDeps) {
         const { counts, watermark, alerted, effects, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
+          {
+            ...outcomeFields(w, 'processed'),
+            attempt,
+            input: counts.input,
+            applied: counts.applied,
+            quarantined: counts.quarantined,
+          },
         );
         metrics.window({ job: w.job, outcome: 'processed', seconds: seconds() });
         return {
@@ -362,6 +384,7 @@ export function windowActivities(deps: ActivityDeps) {
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(
           `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,
+          { ...outcomeFields(w, 'failed'), attempt, retryable: !finalAttempt, reason },
         );
         metrics.window({ job: w.job, outcome: 'failed', reason: failureReason(err), seconds: seconds() });
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);
@@ -371,5 +394,11 @@ export function windowActivities(deps: ActivityDeps) {
         throw err instanceof Error ? err : new Error(reason);
       }
     },
+  };
+  return {
+    ...activities,
+    // On its activity's span (a child span of its own inside a batch): job, window key, generation, outcome.
+    processWindow: (input: WindowInput): Promise<WindowResult> =>
+      activitySpan('processWindow', windowAttributes(input), () => activities.processWindow(input)),
   };
 }

@@ -16,10 +16,12 @@ import { isoUtc } from '../schedules/windows.js';
 import { buildDeps } from '../workers/deps.js';
 import { createMetrics } from '../workers/metrics.js';
 import { freeLoopbackAddress, readiness, startProbeServer } from '../workers/probes.js';
+import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
@@ -27,19 +29,17 @@ import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
 
-const log = (line: string) => console.log(`[tidemark] ${line}`);
-
 async function main(): Promise<void> {
   const sdkMetrics = await freeLoopbackAddress();
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', {
-    ownSignals: true,
-    sdkMetrics,
-  });
   let config = loadConfig();
+  // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
+  const logs = createLog(logOptionsFromConfig(config, 'pretty'));
+  const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);
+  installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { ownSignals: true, logger: logs.sdk, sdkMetrics });
   const catalog = buildCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
-  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [() => shutdownTracing()];
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
@@ -103,7 +103,11 @@ async function main(): Promise<void> {
     cleanups.push(() => server.stop());
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     const added = await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
     if (added.length) log(`search attributes registered: ${added.join(', ')}`);
 
@@ -122,7 +126,10 @@ async function main(): Promise<void> {
       ...createMetrics({ db, catalog, client }),
       sdkMetricsUrl: `http://${sdkMetrics}/metrics`,
     };
-    const deps = { ...buildDeps(config, { db, catalog, client }), metrics: metrics.sink };
+    const deps = {
+      ...buildDeps(config, { db, catalog, client, logger: logs.logger }),
+      metrics: metrics.sink,
+    };
     const live: { workers: readonly Worker[] } = { workers: [] };
     const probes = await startProbeServer({
       host: config.TIDEMARK_METRICS_HOST,

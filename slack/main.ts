@@ -1,11 +1,12 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
 import { Client, Connection } from '@temporalio/client';
-import { consoleLogger } from '../activities/logger.js';
 import { loadConfig } from '../config/env.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from '../workers/deps.js';
+import { createLog, logOptionsFromConfig } from '../workers/log.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from './app.js';
 
 async function main(): Promise<void> {
@@ -18,12 +19,16 @@ async function main(): Promise<void> {
   const connection = await Connection.connect({
     address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`,
   });
-  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const temporal = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    interceptors: clientInterceptors(),
+  });
   const deps = buildDeps(config, {
     db,
     catalog: buildCatalog(config),
     client: temporal,
-    logger: consoleLogger('[slack] '),
+    logger: createLog(logOptionsFromConfig(config)).logger,
   });
   const app = await startSlackApp({
     signingSecret: config.SLACK_SIGNING_SECRET,
@@ -43,6 +48,7 @@ async function main(): Promise<void> {
       .stop()
       .then(() => connection.close())
       .then(() => db.destroy())
+      .then(() => shutdownTracing())
       .then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

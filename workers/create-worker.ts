@@ -10,6 +10,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
+import { workerTracing, workflowInterceptorModules } from './tracing.js';
 
 export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -17,6 +18,7 @@ export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', impo
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({
     workflowsPath,
+    workflowInterceptorModules: workflowInterceptorModules(),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
 }
@@ -55,6 +57,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
+    ...workerTracing({ bundlesItself: !opts.bundle }),
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,

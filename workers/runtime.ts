@@ -1,21 +1,24 @@
-// The Temporal SDK runtime of a process: its log level, the signals that stop workers and where
-// the SDK serves its own Prometheus metrics.
-import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
+// The Temporal SDK runtime of a process: where its log lines go, at which level, the signals that
+// stop workers and where the SDK serves its own Prometheus metrics.
+import { DefaultLogger, Runtime, type LogLevel, type Logger } from '@temporalio/worker';
 
 /**
- * Installs the runtime. `ownSignals`: the process stops its workers itself on SIGINT/SIGTERM (npm
- * start stops them first, then what they use); otherwise the runtime shuts workers down on them.
+ * Installs the runtime at `level`. `logger`: the SDK's lines go through it, the native core's
+ * forwarded to it as well (otherwise core prints its own to the console); a DefaultLogger
+ * otherwise. `ownSignals`: the process stops its workers itself on SIGINT/SIGTERM (npm start stops
+ * them first, then what they use); otherwise the runtime shuts workers down on them.
  * `sdkMetrics`: host:port where the SDK serves its metrics (temporal_*) on /metrics.
  */
 export function installRuntime(
   level: LogLevel = 'WARN',
-  opts: { ownSignals?: boolean; sdkMetrics?: string } = {},
+  opts: { ownSignals?: boolean; logger?: Logger; sdkMetrics?: string } = {},
 ): void {
   Runtime.install({
-    logger: new DefaultLogger(level),
+    logger: opts.logger ?? new DefaultLogger(level),
+    telemetryOptions: {
+      ...(opts.logger ? { logging: { filter: { core: level, other: 'ERROR' }, forward: {} } } : {}),
+      ...(opts.sdkMetrics ? { metrics: { prometheus: { bindAddress: opts.sdkMetrics } } } : {}),
+    },
     ...(opts.ownSignals ? { shutdownSignals: [] } : {}),
-    ...(opts.sdkMetrics
-      ? { telemetryOptions: { metrics: { prometheus: { bindAddress: opts.sdkMetrics } } } }
-      : {}),
   });
 }

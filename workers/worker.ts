@@ -8,15 +8,21 @@ import { buildCatalog } from '../jobs/catalog.js';
 import { buildDeps } from './deps.js';
 import { createMetrics } from './metrics.js';
 import { freeLoopbackAddress, readiness, startProbeServer, type ProbeServer } from './probes.js';
+import { createLog, logOptionsFromConfig, type Log } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
+import { clientInterceptors, shutdownTracing } from './tracing.js';
+
+let log: Log | undefined;
 
 async function main(): Promise<void> {
   // The SDK serves its metrics on loopback; the probe server's /metrics appends them.
   const sdkMetrics = await freeLoopbackAddress();
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { sdkMetrics });
   const config = loadConfig();
+  // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
+  log = createLog(logOptionsFromConfig(config));
+  installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk, sdkMetrics });
   const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
@@ -28,10 +34,14 @@ async function main(): Promise<void> {
     await migrate(db);
     connection = await NativeConnection.connect({ address });
     clientConnection = await Connection.connect({ address });
-    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection: clientConnection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const metrics = createMetrics({ db, catalog, client });
-    const deps = { ...buildDeps(config, { db, catalog, client }), metrics: metrics.sink };
+    const deps = { ...buildDeps(config, { db, catalog, client, logger: log.logger }), metrics: metrics.sink };
     const running: { workers: readonly Worker[] } = { workers: [] };
     const temporal = clientConnection;
     probes = await startProbeServer({
@@ -59,6 +69,7 @@ async function main(): Promise<void> {
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
       `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      { taskQueues: taskQueues.join(','), address, namespace: config.TEMPORAL_NAMESPACE },
     );
     await runWorkers(workers);
   } finally {
@@ -66,10 +77,14 @@ async function main(): Promise<void> {
     await connection?.close();
     await clientConnection?.close();
     await db.destroy();
+    await shutdownTracing();
   }
 }
 
 main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
+  const message = err instanceof Error ? err.message : String(err);
+  // A bad configuration is said before there is a logger to say it.
+  if (log) log.logger.error(`worker stopped: ${message}`);
+  else console.error(message);
   process.exit(1);
 });
