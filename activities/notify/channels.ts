@@ -31,12 +31,18 @@ export function channelsFromConfig(config: Config): Channels {
   };
 }
 
-/** Replaces every secret value (and its URL-encoded form) with "***". */
+/** The password of a URL (scheme://user:password@host), configured as a secret or not. */
+const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)[^\s@/]+@/gi;
+
+/**
+ * Replaces every secret value (and its URL-encoded form) with "***", and the password of any URL
+ * (a source database's, a webhook's): what the logs hide must not reach a history or a span either.
+ */
 export function redactor(secrets: readonly string[]): (text: string) => string {
   const needles = [...new Set(secrets.flatMap((s) => [s, encodeURIComponent(s)]))]
     .filter((s) => s.length >= 4)
     .sort((a, b) => b.length - a.length);
-  return (text) => needles.reduce((t, s) => t.split(s).join('***'), text);
+  return (text) => needles.reduce((t, s) => t.split(s).join('***'), text).replace(URL_PASSWORD, '$1***@');
 }
 
 export function redactorFromConfig(config: Config): (text: string) => string {
