@@ -128,7 +128,13 @@ export function workflowInterceptorModules(): string[] {
   return tracing() ? [workflowTracingModule] : [];
 }
 
-/** Sends the spans still buffered and stops tracing; call once when the process ends. */
+/**
+ * Sends the spans still buffered and stops tracing; call once when the process ends. Spans that
+ * cannot be sent (the collector is down) are lost and said on stderr, as every failed export is;
+ * the process's own work is not failed for them.
+ */
 export async function shutdownTracing(): Promise<void> {
-  await current?.provider.shutdown();
+  await current?.provider.shutdown().catch((err: unknown) => {
+    diag.warn(`tracing: the last spans were not sent (${(err as Error)?.message ?? String(err)})`);
+  });
 }

@@ -1,9 +1,12 @@
 // Review of issue 11's observability: a window whose handler fails with the password of a source
 // database's URL in its error. The logs redact it (any URL's password is a secret there); the
 // activity's span, which the tracing interceptor fills from the thrown error, must not carry it
-// either, nor the window's history.
+// either, nor the window's history. And a command run with tracing on while the collector is down:
+// its spans are lost, the command is not.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
+import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { node } from '@opentelemetry/sdk-node';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -15,6 +18,7 @@ import { defineCatalog } from '../../schedules/job.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 import { salesJob } from '../helpers/jobs.js';
+import { freePort } from '../helpers/net.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, windowPolicy } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -84,4 +88,39 @@ test("a handler's error with a source URL's password: redacted in the log line, 
   assert.ok(spanText.includes('could not reach'), `the span records the failure: ${spanText}`);
   assert.ok(!spanText.includes(SOURCE_PASSWORD), `the source's password in the span: ${spanText}`);
   assert.ok(!JSON.stringify(history).includes(SOURCE_PASSWORD), "the source's password in the history");
+});
+
+test('tracing on, the collector down: a CLI command that started a workflow still exits 0', async () => {
+  const child = spawn(
+    process.execPath,
+    [
+      'bin/tidemark.js',
+      'backfill',
+      'sales-hourly',
+      '--from',
+      '2026-03-01T00:00:00Z',
+      '--to',
+      '2026-03-01T02:00:00Z',
+      '--no-wait',
+    ],
+    {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      env: {
+        ...process.env,
+        DATABASE_URL: stack.t.url,
+        TEMPORAL_ADDRESS: stack.env.address,
+        TIDEMARK_TASK_QUEUE: uniqueQueue('obs-cli'),
+        // Nothing listens there.
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
+  assert.match(out, /backfill sales-hourly\/backfill-.* started/, `${out}\n${err}`);
+  assert.equal(code, 0, `the backfill started, yet the command failed:\n${out}\n${err}`);
 });
