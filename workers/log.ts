@@ -111,7 +111,9 @@ export function createLog(opts: LogOptions): Log {
 /** A copy with every string redacted, secret-named fields censored; errors become { type, message, stack }. */
 function redactDeep(value: unknown, redact: (text: string) => string, depth = 0): unknown {
   if (typeof value === 'string') return redact(value);
-  if (value === null || typeof value !== 'object' || depth > 8) return value;
+  if (value === null || typeof value !== 'object') return value;
+  // Left out, not written as it is: pino would write its strings unredacted.
+  if (depth > 8) return '[deeper than 8 levels]';
   if (value instanceof Error)
     return {
       type: value.name,

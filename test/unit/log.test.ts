@@ -214,3 +214,22 @@ test('a password in a URL is redacted even when it is not a configured secret', 
   );
   assert.equal(failed?.target, 'https://user:***@example.test/hook');
 });
+
+test('a secret deeper than the field walk goes (a deep object, an error that is its own cause) is not written', async () => {
+  const out = capture();
+  const log = createLog({
+    format: 'json',
+    level: 'info',
+    destination: out.stream,
+    redact: (t) => t.split('hunter2-deep').join('***'),
+  });
+  let deep: Record<string, unknown> = { note: 'hunter2-deep at the bottom' };
+  for (let i = 0; i < 12; i++) deep = { level: deep };
+  const looping = new Error('refused: hunter2-deep');
+  looping.cause = looping;
+  log.logger.error('deep fields', { deep });
+  log.sdk.warn('Activity failed', { error: looping });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(out.lines().length, 2, out.text());
+  assert.ok(!out.text().includes('hunter2-deep'), out.text());
+});
