@@ -215,7 +215,7 @@ test('a password in a URL is redacted even when it is not a configured secret', 
   assert.equal(failed?.target, 'https://user:***@example.test/hook');
 });
 
-test('a secret deeper than the field walk goes (a deep object, an error that is its own cause) is not written', async () => {
+test("a secret deeper than the field walk goes (the SDK's meta: a deep object, an error that is its own cause) is not written", async () => {
   const out = capture();
   const log = createLog({
     format: 'json',
@@ -227,7 +227,7 @@ test('a secret deeper than the field walk goes (a deep object, an error that is 
   for (let i = 0; i < 12; i++) deep = { level: deep };
   const looping = new Error('refused: hunter2-deep');
   looping.cause = looping;
-  log.logger.error('deep fields', { deep });
+  log.sdk.warn('deep meta', { deep });
   log.sdk.warn('Activity failed', { error: looping });
   await new Promise((r) => setImmediate(r));
   assert.equal(out.lines().length, 2, out.text());
