@@ -140,28 +140,47 @@ async function fromPostgres(o: MetricsOptions, at: Date, add: Add): Promise<void
   for (const r of incidents) add('tidemark_incidents_open', { job: r.job, kind: r.kind }, Number(r.n));
 }
 
-/** Running backfills (found by their search attributes) and what their progress query answers. */
-async function fromTemporal(client: Client, add: Add): Promise<void> {
-  const byJob = new Map<string, Record<string, number>>();
-  let seen = 0;
+/**
+ * Running backfills (found by their search attributes) and what their progress query answers. A
+ * query gets `queryMs`: one that gets no answer (no worker polls the backfill's queue) counts its
+ * backfill as running with no progress, and leaves the others' and Temporal's answer alone.
+ */
+async function fromTemporal(client: Client, add: Add, queryMs: number): Promise<void> {
+  const found: { job: string; workflowId: string }[] = [];
   for await (const w of client.workflow.list({
     query: 'TidemarkKind = "backfill" AND ExecutionStatus = "Running"',
   })) {
-    if (++seen > MAX_BACKFILLS) break;
-    const job = w.typedSearchAttributes.get(SA_JOB) ?? 'unknown';
-    const p = await client.workflow.getHandle(w.workflowId).query<BackfillProgress>('progress');
+    if (found.length >= MAX_BACKFILLS) break;
+    found.push({ job: w.typedSearchAttributes.get(SA_JOB) ?? 'unknown', workflowId: w.workflowId });
+  }
+  const progress = await Promise.all(
+    found.map(({ workflowId }) =>
+      client
+        .withDeadline(Date.now() + queryMs, () =>
+          client.workflow.getHandle(workflowId).query<BackfillProgress>('progress'),
+        )
+        .catch(() => undefined),
+    ),
+  );
+  const byJob = new Map<string, Record<string, number>>();
+  found.forEach(({ job }, i) => {
+    const p = progress[i];
     const t = byJob.get(job) ?? {};
     const counts = {
       running: 1,
-      processed: p.processed,
-      already_done: p.alreadyDone,
-      running_elsewhere: p.running,
-      failed: p.failed.length,
-      in_flight: p.inFlight,
+      ...(p
+        ? {
+            processed: p.processed,
+            already_done: p.alreadyDone,
+            running_elsewhere: p.running,
+            failed: p.failed.length,
+            in_flight: p.inFlight,
+          }
+        : {}),
     };
     for (const [k, n] of Object.entries(counts)) t[k] = (t[k] ?? 0) + n;
     byJob.set(job, t);
-  }
+  });
   for (const [job, t] of byJob) {
     add('tidemark_backfills_running', { job }, t.running ?? 0);
     for (const state of BACKFILL_STATES) add('tidemark_backfill_windows', { job, state }, t[state] ?? 0);
@@ -173,7 +192,7 @@ async function readSources(o: MetricsOptions, at: Date, timeoutMs: number): Prom
   const out = new Map<string, Sample[]>();
   const sources: [string, (add: Add) => Promise<void>][] = [['postgres', (add) => fromPostgres(o, at, add)]];
   const client = o.client;
-  if (client) sources.push(['temporal', (add) => fromTemporal(client, add)]);
+  if (client) sources.push(['temporal', (add) => fromTemporal(client, add, Math.min(1_000, timeoutMs / 2))]);
   await Promise.all(
     sources.map(async ([source, read]) => {
       const mine: [string, Sample][] = [];

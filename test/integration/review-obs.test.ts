@@ -2,7 +2,8 @@
 // database's URL in its error. The logs redact it (any URL's password is a secret there); the
 // activity's span, which the tracing interceptor fills from the thrown error, must not carry it
 // either, nor the window's history. And a command run with tracing on while the collector is down:
-// its spans are lost, the command is not.
+// its spans are lost, the command is not. A backfill whose progress query gets no answer (no worker
+// polls its queue): Temporal still answers, and the other gauges stay.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
@@ -17,6 +18,9 @@ import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
+import { createMetrics } from '../../workers/metrics.js';
+import { searchAttributes } from '../../workflows/search-attributes.js';
+import { parseMetrics, valueOf } from '../helpers/metrics.js';
 import { salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, windowPolicy } from '../helpers/temporal.js';
@@ -123,4 +127,35 @@ test('tracing on, the collector down: a CLI command that started a workflow stil
   const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
   assert.match(out, /backfill sales-hourly\/backfill-.* started/, `${out}\n${err}`);
   assert.equal(code, 0, `the backfill started, yet the command failed:\n${out}\n${err}`);
+});
+
+test('a backfill whose progress query gets no answer: counted running, Temporal up, the scrape not held to the timeout', async () => {
+  const client = stack.env.client;
+  const job = 'obs-bf';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-03-01T00:00:00Z' })]);
+  await client.workflow.start('backfill', {
+    // Nobody polls it: the backfill runs, its query waits for a worker.
+    taskQueue: uniqueQueue('obs-nobody'),
+    workflowId: `${job}/backfill-unanswered`,
+    args: [{ job, from: '2026-03-01T00:00:00Z', to: '2026-03-01T02:00:00Z', concurrency: 1 }],
+    typedSearchAttributes: searchAttributes('backfill', job),
+  });
+  await eventually(
+    async () => {
+      for await (const w of client.workflow.list({
+        query: `TidemarkKind = "backfill" AND TidemarkJob = "${job}"`,
+      }))
+        return w;
+      return undefined;
+    },
+    20_000,
+    'the backfill listed',
+  );
+  const metrics = createMetrics({ db: stack.t.db, catalog, client, timeoutMs: 5_000 });
+  const started = Date.now();
+  const samples = parseMetrics(await metrics.registry.metrics());
+  const took = Date.now() - started;
+  assert.equal(valueOf(samples, 'tidemark_metrics_source_up', { source: 'temporal' }), 1, 'Temporal answers');
+  assert.equal(valueOf(samples, 'tidemark_backfills_running', { job }), 1);
+  assert.ok(took < 4_000, `the scrape took ${took} ms`);
 });
