@@ -83,8 +83,7 @@ async function main(): Promise<void> {
 
 main().catch((err: unknown) => {
   const message = err instanceof Error ? err.message : String(err);
-  // A bad configuration is said before there is a logger to say it.
-  if (log) log.logger.error(`worker stopped: ${message}`);
-  else console.error(message);
+  // A bad configuration fails before the process's logger exists: said as a JSON line all the same.
+  (log ?? createLog({ format: 'json', level: 'info' })).logger.error(`worker stopped: ${message}`);
   process.exit(1);
 });

@@ -159,3 +159,27 @@ test('a backfill whose progress query gets no answer: counted running, Temporal 
   assert.equal(valueOf(samples, 'tidemark_backfills_running', { job }), 1);
   assert.ok(took < 4_000, `the scrape took ${took} ms`);
 });
+
+test('npm run worker with a bad variable: why, as a JSON error line on stdout like any other failure, exit code 1', async () => {
+  const child = spawn('npm', ['run', '--silent', 'worker'], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    env: { ...process.env, DATABASE_URL: stack.t.url, TIDEMARK_LOG_LEVEL: 'verbose' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
+  assert.equal(code, 1, `${out}\n${err}`);
+  const last = out.trim().split('\n').at(-1) ?? '';
+  const line = (() => {
+    try {
+      return JSON.parse(last) as { level?: string; msg?: string };
+    } catch {
+      return {};
+    }
+  })();
+  assert.equal(line.level, 'error', `a JSON error line on stdout; stdout:\n${out}\nstderr:\n${err}`);
+  assert.match(line.msg ?? '', /^worker stopped: .*TIDEMARK_LOG_LEVEL/);
+});
