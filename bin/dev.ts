@@ -8,7 +8,7 @@ import { NativeConnection } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
-import { buildCatalog } from '../jobs/catalog.js';
+import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
@@ -27,10 +27,11 @@ import { startTemporalServer } from './temporal-server.js';
 
 const log = (line: string) => console.log(`[tidemark] ${line}`);
 
-async function main(): Promise<void> {
+/** `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. */
+export async function runDev(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { ownSignals: true });
   let config = loadConfig();
-  const catalog = buildCatalog(config);
+  const catalog = await loadCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
   const cleanups: (() => Promise<unknown>)[] = [];
@@ -209,7 +210,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+if (import.meta.url === `file://${process.argv[1]}`)
+  runDev().catch((err: unknown) => {
+    console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });

@@ -4,16 +4,17 @@ import { NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
-import { buildCatalog } from '../jobs/catalog.js';
+import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorker } from './create-worker.js';
 
-async function main(): Promise<void> {
+/** `tidemark worker` (npm run worker): runs until SIGINT/SIGTERM. */
+export async function runWorker(): Promise<void> {
   installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   const config = loadConfig();
-  const catalog = buildCatalog(config);
+  const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
@@ -44,7 +45,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(err instanceof Error ? err.message : err);
-  process.exit(1);
-});
+if (import.meta.url === `file://${process.argv[1]}`)
+  runWorker().catch((err: unknown) => {
+    console.error(err instanceof Error ? err.message : err);
+    process.exit(1);
+  });
