@@ -114,7 +114,8 @@ export async function run(fullArgv: string[], io: CliIO): Promise<number> {
       await service.start();
       return EXIT.ok;
     } catch (err) {
-      io.err(`tidemark ${name}: ${failureMessage(err)}`);
+      // A process's own errors say what to do (PostgreSQL unreachable, a setting missing).
+      io.err(`tidemark ${name}: ${err instanceof Error ? err.message : String(err)}`);
       return isUsageError(err) ? EXIT.usage : EXIT.failed;
     }
   }

@@ -21,9 +21,10 @@ export class CatalogSourceError extends Error {
   constructor(
     readonly path: string,
     detail: string,
-    options?: { cause?: unknown },
   ) {
-    super(`catalog ${path}: ${detail}`, options);
+    // The cause's text is in the message, and no cause is kept: what prints the innermost cause
+    // of an error (the CLI) must still name the file.
+    super(`catalog ${path}: ${detail}`);
     this.name = 'CatalogSourceError';
   }
 }
@@ -78,7 +79,7 @@ export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {
   try {
     mod = await importModule(path);
   } catch (err) {
-    throw new CatalogSourceError(path, `could not be loaded: ${(err as Error).message}`, { cause: err });
+    throw new CatalogSourceError(path, `could not be loaded: ${(err as Error).message}`);
   }
   const exported = mod.default ?? mod.catalog;
   if (exported === undefined) {
@@ -96,6 +97,6 @@ export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {
       `its export is ${value === null ? 'null' : typeof value}: export a catalog (defineCatalog([...])), a list of jobs, or a function (config) => either`,
     );
   } catch (err) {
-    throw new CatalogSourceError(path, (err as Error).message, { cause: err });
+    throw new CatalogSourceError(path, (err as Error).message);
   }
 }

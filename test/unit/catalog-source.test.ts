@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
 import { CatalogSourceError, catalogPath, loadCatalog } from '../../config/catalog-source.js';
 import { loadConfig } from '../../config/env.js';
+import { run } from '../../cli/main.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-catalog-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -112,5 +113,32 @@ describe('loadCatalog', () => {
 
   test('a module that throws on import is named', async () => {
     await refused({ flag: file('throws.mjs', "throw new Error('boom');\n") }, /throws\.mjs/, /boom/);
+  });
+});
+
+describe('the CLI names the catalog it could not use', () => {
+  async function cli(...argv: string[]): Promise<{ code: number; err: string }> {
+    const err: string[] = [];
+    const code = await run(argv, { out: () => undefined, err: (l) => err.push(l), json: false, tty: false });
+    return { code, err: err.join('\n') };
+  }
+
+  test('--catalog with an invalid job: usage exit, the file, job and field named', async () => {
+    const path = file('cli-bad.mjs', `export default [{ ...${oneJob('cli-bad')}, grid: '7q' }];\n`);
+    const { code, err } = await cli('jobs', '--catalog', path);
+    assert.equal(code, 2);
+    assert.match(err, /cli-bad\.mjs/);
+    assert.match(err, /cli-bad/);
+    assert.match(err, /grid/);
+  });
+
+  test('--catalog=<path> of a long-running command too, before it connects to anything', async () => {
+    const { code, err } = await cli('worker', `--catalog=${join(dir, 'missing.js')}`);
+    assert.equal(code, 2);
+    assert.match(err, /missing\.js: does not exist \(named by --catalog\)/);
+  });
+
+  test('--catalog without a path is a usage error', async () => {
+    assert.equal((await cli('jobs', '--catalog')).code, 2);
   });
 });
