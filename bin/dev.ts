@@ -202,6 +202,8 @@ export async function runDev(): Promise<void> {
       ].join('\n'),
     );
     await running;
+    // After Ctrl-C the worker ends first; the rest stops before this returns (tidemark dev exits then).
+    await stopped;
   } catch (err) {
     // A step cut short by Ctrl-C (its connection closed under it) is the stop, not a failure.
     if (stopping) return;
