@@ -24,10 +24,11 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^(?!@temporalio/(workflow|common)$|\\./)',
+              regex:
+                '^(?!@temporalio/(workflow|common)$|@opentelemetry/api$|@temporalio/interceptors-opentelemetry/lib/workflow/index\\.js$|\\./)',
               allowTypeImports: true,
               message:
-                'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, or types.',
+                'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, types, or the tracing interceptors (workflows/tracing.ts).',
             },
           ],
         },

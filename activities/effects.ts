@@ -17,6 +17,7 @@ import { beginPointOf, CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { raiseNow } from './direct-alerts.js';
 import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
+import { effectSpan, labelEffect } from './tracing.js';
 
 export interface EffectResult {
   readonly key: string;
@@ -224,6 +225,7 @@ export function effectActivities(deps: ActivityDeps) {
     const row = await getEffect(db, key);
     if (!row)
       throw ApplicationFailure.nonRetryable(`no effect "${key}" is recorded`, EFFECT_FAILURE.unknownEffect);
+    labelEffect(row);
     const provider = (deps.channels as Record<string, Provider | undefined> | undefined)?.[row.channel];
     const now = deps.now();
 
@@ -354,14 +356,16 @@ export function effectActivities(deps: ActivityDeps) {
 
   return {
     async performEffect(input: { key: string }): Promise<EffectResult> {
-      for (let round = 0; round < 3; round++) {
-        const r = await once(input.key);
-        if (r !== CHANGED) return r;
-      }
-      throw ApplicationFailure.create({
-        message: `effect ${input.key} kept changing state under this attempt; trying again`,
-        type: EFFECT_FAILURE.inProgress,
-        nextRetryDelay: 1_000,
+      return await effectSpan(input.key, async () => {
+        for (let round = 0; round < 3; round++) {
+          const r = await once(input.key);
+          if (r !== CHANGED) return r;
+        }
+        throw ApplicationFailure.create({
+          message: `effect ${input.key} kept changing state under this attempt; trying again`,
+          type: EFFECT_FAILURE.inProgress,
+          nextRetryDelay: 1_000,
+        });
       });
     },
   };

@@ -25,6 +25,8 @@ import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
+import { activitySpan } from './tracing.js';
+import { windowAttributes } from '../workflows/span-attributes.js';
 
 /** Activity heartbeats when running under Temporal; a no-op when called directly or as a local activity. */
 function heartbeater(): (details?: unknown) => void {
@@ -152,7 +154,7 @@ export function windowActivities(deps: ActivityDeps) {
     return { job: job.name, start, end, generation, key: windowKey(job.name, start, generation) };
   }
 
-  return {
+  const activities = {
     /**
      * Lets the job read what its effects' providers answered and record it. A failure is
      * redacted before it is thrown (the workflow alerts it); a success clears its incident.
@@ -364,5 +366,11 @@ export function windowActivities(deps: ActivityDeps) {
         throw err instanceof Error ? err : new Error(reason);
       }
     },
+  };
+  return {
+    ...activities,
+    // On its activity's span (a child span of its own inside a batch): job, window key, generation, outcome.
+    processWindow: (input: WindowInput): Promise<WindowResult> =>
+      activitySpan('processWindow', windowAttributes(input), () => activities.processWindow(input)),
   };
 }

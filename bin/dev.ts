@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import { sql } from 'kysely';
-import { loadConfig } from '../config/env.js';
+import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
@@ -17,7 +17,8 @@ import { buildDeps } from '../workers/deps.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
-import { bundleWorkflows, createWorker } from '../workers/create-worker.js';
+import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
@@ -34,7 +35,7 @@ export async function runDev(): Promise<void> {
   const catalog = await loadCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
-  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanups: (() => Promise<unknown>)[] = [() => shutdownTracing()];
   let stopped: Promise<void> | undefined;
   const stop = () =>
     (stopped ??= (async () => {
@@ -98,7 +99,11 @@ export async function runDev(): Promise<void> {
     cleanups.push(() => server.stop());
     const connection = await Connection.connect({ address: server.address });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     const added = await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
     if (added.length) log(`search attributes registered: ${added.join(', ')}`);
 
@@ -116,21 +121,22 @@ export async function runDev(): Promise<void> {
     const deps = buildDeps(config, { db, catalog, client });
     const plan = await syncSchedulesWithAlerts(deps, client, catalog, {
       taskQueue: config.TIDEMARK_TASK_QUEUE,
+      watchTaskQueue: watchQueueOf(config),
       apply: true,
     });
     log(`schedules synced:\n${describePlan(plan)}`);
 
     const workerConnection = await NativeConnection.connect({ address: server.address });
-    const worker = await createWorker({
+    const workers = await createWorkers({
       connection: workerConnection,
       namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      taskQueues: pollQueues(config),
       deps,
       bundle: await bundleWorkflows(),
     });
-    const running = worker.run();
+    const running = runWorkers(workers);
     cleanups.push(async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      for (const worker of workers) if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await workerConnection.close();
     });
@@ -187,7 +193,7 @@ export async function runDev(): Promise<void> {
         '  tidemark is running',
         `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
         `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
-        `  Task queue    ${config.TIDEMARK_TASK_QUEUE}   (more workers: npm run worker, on any host)`,
+        `  Task queues   ${config.TIDEMARK_TASK_QUEUE}, ${watchQueueOf(config)} (the lag watch)   (more workers: npm run worker, on any host)`,
         `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
         '  Jobs:',
         ...catalog.jobs.map((j) =>

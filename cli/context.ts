@@ -8,6 +8,7 @@ import type { Database } from '../db/schema.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 
 /** Exit codes: 0 done, 1 the command failed, 2 the command line is wrong. */
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 });
@@ -67,6 +68,7 @@ export class CliContext {
       this.clientHandle = new Client({
         connection: this.connection,
         namespace: this.config.TEMPORAL_NAMESPACE,
+        interceptors: clientInterceptors(),
       });
     }
     return this.clientHandle;
@@ -75,6 +77,7 @@ export class CliContext {
   async close(): Promise<void> {
     await this.dbHandle?.destroy();
     await this.connection?.close();
+    await shutdownTracing();
   }
 }
 

@@ -17,6 +17,10 @@ const schema = z.object({
     .optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TIDEMARK_TASK_QUEUE: z.string().min(1).default('tidemark'),
+  /** The lag watch's own task queue (default: the job queue's name + "-watch"). */
+  TIDEMARK_WATCH_TASK_QUEUE: z.string().min(1).optional(),
+  /** What a worker polls: both queues (all), the job queue only (jobs), or the watch's only (watch). */
+  TIDEMARK_WORKER_ROLE: z.enum(['all', 'jobs', 'watch'], 'must be all, jobs or watch').default('all'),
   TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
   TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TIDEMARK_STATE_DIR: z.string().min(1).default('.tidemark'),
@@ -118,6 +122,22 @@ export function secretsOf(config: Config): string[] {
 
 export type Config = Readonly<z.infer<typeof schema>>;
 
+/** The task queue the lag watch's schedule starts it on; its own, so losing the job workers is still reported. */
+export function watchQueueOf(
+  config: Pick<Config, 'TIDEMARK_TASK_QUEUE' | 'TIDEMARK_WATCH_TASK_QUEUE'>,
+): string {
+  return config.TIDEMARK_WATCH_TASK_QUEUE ?? `${config.TIDEMARK_TASK_QUEUE}-watch`;
+}
+
+/** The task queues a worker of this configuration polls. */
+export function pollQueues(config: Config): string[] {
+  const role = config.TIDEMARK_WORKER_ROLE;
+  return [
+    ...(role === 'watch' ? [] : [config.TIDEMARK_TASK_QUEUE]),
+    ...(role === 'jobs' ? [] : [watchQueueOf(config)]),
+  ];
+}
+
 export class ConfigError extends Error {
   readonly code = 'CONFIG';
   constructor(
@@ -138,6 +158,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const issue = parsed.error.issues[0]!;
     throw new ConfigError(String(issue.path[0]), issue.message);
   }
+  if (parsed.data.TIDEMARK_WATCH_TASK_QUEUE === parsed.data.TIDEMARK_TASK_QUEUE)
+    throw new ConfigError(
+      'TIDEMARK_WATCH_TASK_QUEUE',
+      'must differ from TIDEMARK_TASK_QUEUE, so the watch still runs when every job worker is gone',
+    );
   try {
     directoryOf(parsed.data);
   } catch (err) {

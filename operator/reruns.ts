@@ -8,7 +8,7 @@ import { directoryOf, requesterProblem } from '../config/people.js';
 import type { Database } from '../db/schema.js';
 import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
-import { isoUtc, windowKey } from '../schedules/windows.js';
+import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { RerunDecision, RerunResult, RerunState } from '../workflows/types.js';
 
@@ -31,6 +31,27 @@ export class RequestNotRecorded extends Error {
   readonly code = 'REQUEST_NOT_RECORDED';
 }
 
+/** The time asked for is inside a window, not its start: refused before any workflow starts. */
+export class NotAWindowStart extends Error {
+  readonly code = 'NOT_A_WINDOW_START';
+  constructor(
+    readonly job: Job,
+    readonly at: Date,
+    readonly window: { start: Date; end: Date },
+  ) {
+    super(
+      `${isoUtc(at)} is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone}); it lies in the window [${isoUtc(window.start)}, ${isoUtc(window.end)})`,
+    );
+  }
+}
+
+/** Why `at` cannot name a window of `job` (it lies inside one), or undefined when it is a window start. */
+export function notAWindowStart(job: Job, at: Date): NotAWindowStart | undefined {
+  return isAligned(job.grid, job.timezone, at)
+    ? undefined
+    : new NotAWindowStart(job, at, windowAt(job.grid, job.timezone, at));
+}
+
 /** The innermost message of a failure (Temporal wraps the activity's own error twice). */
 function innermost(err: unknown): string {
   let e = err as Error;
@@ -46,6 +67,8 @@ export async function requestRerun(
   const directory = directoryOf(config);
   const problem = requesterProblem(directory, r.requestedBy);
   if (problem) throw new UnknownRequester(`rerun: ${problem}`);
+  const misaligned = notAWindowStart(r.job, r.windowStart);
+  if (misaligned) throw misaligned;
   const key = windowKey(r.job.name, r.windowStart);
   const workflowId = `${key}/rerun-${isoUtc(r.now)}`;
   const handle = await client.workflow.start('rerun', {

@@ -11,6 +11,7 @@ import {
 } from '@temporalio/client';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
+import { watchQueueOf } from '../config/env.js';
 
 export const SCHEDULE_PREFIX = 'tidemark:';
 export const scheduleIdOf = (job: string): string => `${SCHEDULE_PREFIX}${job}`;
@@ -31,7 +32,7 @@ export interface SyncPlan {
   paused: string[];
 }
 
-/** The watch's schedule: every few minutes, in UTC, on the same task queue. */
+/** The watch's schedule: every few minutes, in UTC, on its own task queue (see watchQueueOf). */
 export function watchSchedule(taskQueue: string, cron: string): ScheduleOptions {
   const hash = createHash('sha256')
     .update(JSON.stringify({ cron, taskQueue, v: 2 }))
@@ -113,11 +114,12 @@ async function listOurs(client: Client): Promise<string[]> {
 export async function syncSchedules(
   client: Client,
   catalog: Catalog,
-  opts: { taskQueue: string; apply: boolean; watchCron?: string },
+  opts: { taskQueue: string; apply: boolean; watchCron?: string; watchTaskQueue?: string },
 ): Promise<SyncPlan> {
   const plan: SyncPlan = { failed: [], create: [], update: [], unchanged: [], delete: [], paused: [] };
   const wanted = new Map(catalog.jobs.map((j) => [scheduleIdOf(j.name), desiredSchedule(j, opts.taskQueue)]));
-  wanted.set(WATCH_SCHEDULE_ID, watchSchedule(opts.taskQueue, opts.watchCron ?? '*/5 * * * *'));
+  const watchQueue = opts.watchTaskQueue ?? watchQueueOf({ TIDEMARK_TASK_QUEUE: opts.taskQueue });
+  wanted.set(WATCH_SCHEDULE_ID, watchSchedule(watchQueue, opts.watchCron ?? '*/5 * * * *'));
   let existing = new Set<string>();
   try {
     existing = new Set(await listOurs(client));

@@ -6,6 +6,7 @@ import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from '../workers/deps.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from './app.js';
 
 /** `tidemark slack` (npm run slack): serves Slack's requests until SIGINT/SIGTERM. */
@@ -19,7 +20,11 @@ export async function runSlack(): Promise<void> {
   const connection = await Connection.connect({
     address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`,
   });
-  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const temporal = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    interceptors: clientInterceptors(),
+  });
   const deps = buildDeps(config, {
     db,
     catalog: await loadCatalog(config),
@@ -44,6 +49,7 @@ export async function runSlack(): Promise<void> {
       .stop()
       .then(() => connection.close())
       .then(() => db.destroy())
+      .then(() => shutdownTracing())
       .then(() => process.exit(0));
   process.on('SIGINT', stop);
   process.on('SIGTERM', stop);

@@ -12,7 +12,13 @@ import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
-import { requestRerun, requestState, RequestNotRecorded, RequestRefused } from '../operator/reruns.js';
+import {
+  NotAWindowStart,
+  requestRerun,
+  requestState,
+  RequestNotRecorded,
+  RequestRefused,
+} from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
@@ -212,6 +218,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           reason: body.reason,
           requestedBy: by,
           now: new Date(),
+        }).catch((err: unknown) => {
+          throw err instanceof NotAWindowStart
+            ? new HttpError(400, `window: ${err.message}: ask for ${isoUtc(err.window.start)}`)
+            : err;
         });
         // Wait until the workers have recorded it (its generation reserved): a refusal (never
         // processed, or a rerun of the window already open) is the page's answer, not "ok".

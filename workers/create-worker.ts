@@ -10,6 +10,7 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
+import { workerTracing, workflowInterceptorModules } from './tracing.js';
 
 // workflows/index.ts in the source tree, dist/workflows/index.js in the installed package.
 const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
@@ -19,6 +20,7 @@ export const workflowsPath = fileURLToPath(new URL(`../workflows/index.${ext}`, 
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
   return bundleWorkflowCode({
     workflowsPath,
+    workflowInterceptorModules: workflowInterceptorModules(),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
 }
@@ -34,12 +36,30 @@ export interface WorkerOptions {
   shutdownGraceTime?: string;
 }
 
+/** One worker per task queue the process polls (the job queue, the watch's); one connection and bundle. */
+export async function createWorkers(
+  opts: Omit<WorkerOptions, 'taskQueue'> & { taskQueues: readonly string[] },
+): Promise<Worker[]> {
+  const { taskQueues, ...rest } = opts;
+  return await Promise.all(taskQueues.map((taskQueue) => createWorker({ ...rest, taskQueue })));
+}
+
+/** Runs the workers until all stop; when one fails, the others are shut down and its error is thrown. */
+export async function runWorkers(workers: readonly Worker[]): Promise<void> {
+  const stopOthers = (err: unknown) => {
+    for (const w of workers) if (w.getState() === 'RUNNING') w.shutdown();
+    throw err;
+  };
+  await Promise.all(workers.map((w) => w.run().catch(stopOthers)));
+}
+
 export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   return await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
     ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
+    ...workerTracing({ bundlesItself: !opts.bundle }),
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,

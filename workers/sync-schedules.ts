@@ -10,7 +10,7 @@ export async function syncSchedulesWithAlerts(
   deps: ActivityDeps,
   client: Client,
   catalog: Catalog,
-  opts: { taskQueue: string; apply: boolean; watchCron?: string },
+  opts: { taskQueue: string; apply: boolean; watchCron?: string; watchTaskQueue?: string },
 ): Promise<SyncPlan> {
   const plan = await syncSchedules(client, catalog, opts);
   if (!opts.apply) return plan;

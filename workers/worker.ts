@@ -2,13 +2,14 @@
 // Start as many as you like, on as many hosts as you like, with the same settings.
 import { NativeConnection } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig } from '../config/env.js';
+import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
-import { bundleWorkflows, createWorker } from './create-worker.js';
+import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
+import { clientInterceptors, shutdownTracing } from './tracing.js';
 
 /** `tidemark worker` (npm run worker): runs until SIGINT/SIGTERM. */
 export async function runWorker(): Promise<void> {
@@ -24,24 +25,31 @@ export async function runWorker(): Promise<void> {
     await migrate(db);
     connection = await NativeConnection.connect({ address });
     clientConnection = await Connection.connect({ address });
-    const client = new Client({ connection: clientConnection, namespace: config.TEMPORAL_NAMESPACE });
+    const client = new Client({
+      connection: clientConnection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      interceptors: clientInterceptors(),
+    });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const deps = buildDeps(config, { db, catalog, client });
-    const worker = await createWorker({
+    const taskQueues = pollQueues(config);
+    const workers = await createWorkers({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
-      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      taskQueues,
       deps,
       bundle: await bundleWorkflows(),
     });
+    const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
-      `worker polling task queue "${config.TIDEMARK_TASK_QUEUE}" on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
     );
-    await worker.run();
+    await runWorkers(workers);
   } finally {
     await connection?.close();
     await clientConnection?.close();
     await db.destroy();
+    await shutdownTracing();
   }
 }
 

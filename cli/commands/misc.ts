@@ -1,4 +1,5 @@
 // preview, schedules sync, effects and incidents.
+import { watchQueueOf } from '../../config/env.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { listEffects, openIncidents } from '../../db/effects.js';
 import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
@@ -36,7 +37,11 @@ export const schedulesCommand: Command = {
       buildDeps(ctx.config, { db, catalog: ctx.catalog, client }),
       client,
       ctx.catalog,
-      { taskQueue: ctx.config.TIDEMARK_TASK_QUEUE, apply: !values['dry-run'] },
+      {
+        taskQueue: ctx.config.TIDEMARK_TASK_QUEUE,
+        watchTaskQueue: watchQueueOf(ctx.config),
+        apply: !values['dry-run'],
+      },
     );
     if (plan.failed.length > 0)
       throw new Error(

@@ -1,6 +1,6 @@
 // rerun, approve, reject, reruns: run a completed window again, after an approval.
-import { isAligned, isoUtc, windowAt } from '../../schedules/windows.js';
-import { decide, requestRerun, requestState, rerunResult } from '../../operator/reruns.js';
+import { isoUtc } from '../../schedules/windows.js';
+import { decide, notAWindowStart, requestRerun, requestState, rerunResult } from '../../operator/reruns.js';
 import type { Command } from '../command.js';
 import { table, UsageError, type CliContext } from '../context.js';
 import { parseWhen } from '../dates.js';
@@ -25,12 +25,11 @@ export const rerunCommand: Command = {
       throw new UsageError('rerun: --reason is required (approvers see it)');
     const start = parseWhen('--window', values.window as string, job.timezone);
     // Refused here, before any workflow starts: the window that contains the time is the likely intent.
-    if (!isAligned(job.grid, job.timezone, start)) {
-      const w = windowAt(job.grid, job.timezone, start);
+    const misaligned = notAWindowStart(job, start);
+    if (misaligned)
       throw new UsageError(
-        `--window: ${isoUtc(start)} is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone}); it lies in the window [${isoUtc(w.start)}, ${isoUtc(w.end)}): use --window ${isoUtc(w.start)}`,
+        `--window: ${misaligned.message}: use --window ${isoUtc(misaligned.window.start)}`,
       );
-    }
     const client = await ctx.client();
     const handle = await requestRerun(client, ctx.config, {
       job,

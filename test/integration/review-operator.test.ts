@@ -2,11 +2,13 @@
 // server over real HTTP.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { rerunActivities } from '../../activities/rerun.js';
-import { decide as decideRequest } from '../../operator/reruns.js';
+import { decide as decideRequest, NotAWindowStart, requestRerun } from '../../operator/reruns.js';
+import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { RerunResult } from '../../workflows/types.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
@@ -49,6 +51,25 @@ test('Review of items 15, 19: a rerun the page asks for but the worker refuses i
       assert.match(early.body.error ?? '', /has not been processed/);
 
       await processWindow(taskQueue, job, W);
+      // Issue 11: a time inside a window is refused before any workflow starts, naming the window.
+      const inside = await ask({ window: '2026-06-01T10:30:00Z', reason: 'x', by: 'alice' });
+      assert.equal(inside.status, 400, JSON.stringify(inside.body));
+      assert.match(
+        inside.body.error ?? '',
+        /^window: 2026-06-01T10:30:00Z is not the start of a window of review-page-rerun .*\[2026-06-01T10:00:00Z, 2026-06-01T11:00:00Z\)/,
+      );
+      const now = new Date('2026-06-03T00:00:00Z');
+      const config = loadConfig({ TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_PEOPLE: 'alice=U0ALICE01' });
+      const at = { job: deps.catalog.get(job), reason: 'x', requestedBy: 'alice', now };
+      await assert.rejects(
+        requestRerun(client, config, { ...at, windowStart: new Date('2026-06-01T10:30:00Z') }),
+        NotAWindowStart,
+      );
+      await assert.rejects(
+        client.workflow.getHandle(`${job}/2026-06-01T10:30:00Z/rerun-2026-06-03T00:00:00Z`).describe(),
+        WorkflowNotFoundError,
+        'no workflow was started for it',
+      );
       const first = await ask({ window: W.start, reason: 'first', by: 'alice' });
       assert.equal(first.status, 200, first.body.error);
       const second = await ask({ window: W.start, reason: 'second', by: 'alice' });

@@ -1,0 +1,134 @@
+// OpenTelemetry tracing, configured by the standard OTEL_* environment and off unless it asks for
+// it: then no tracer provider or exporter exists and nothing is intercepted. On, every process
+// (worker, CLI, Slack app, dev stack) traces its client calls, and a worker its workflows and
+// activities, with @temporalio/interceptors-opentelemetry; spans go out over OTLP/HTTP (JSON).
+import { fileURLToPath } from 'node:url';
+import { diag, DiagConsoleLogger, DiagLogLevel } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { envDetectorSync, Resource } from '@opentelemetry/resources';
+import { node } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor, ConsoleSpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+  OpenTelemetryWorkflowClientInterceptor,
+  type OpenTelemetrySinks,
+} from '@temporalio/interceptors-opentelemetry';
+import type { ClientInterceptors } from '@temporalio/client';
+import type { InjectedSinks, WorkerInterceptors } from '@temporalio/worker';
+
+/** The workflow interceptors module that a traced worker's bundle includes. */
+export const workflowTracingModule = fileURLToPath(new URL('../workflows/tracing.ts', import.meta.url));
+
+const EXPORTERS = Object.freeze({ otlp: 'otlp', console: 'console' } as const);
+type ExporterName = (typeof EXPORTERS)[keyof typeof EXPORTERS];
+
+export interface TracingSettings {
+  readonly exporter: ExporterName;
+}
+
+/**
+ * What the environment asks for, or null for no tracing. On when OTEL_TRACES_EXPORTER names an
+ * exporter, or (unset) an OTLP endpoint is given; off with OTEL_SDK_DISABLED=true or
+ * OTEL_TRACES_EXPORTER=none. An error names the variable and what it accepts.
+ */
+export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null {
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return null;
+  const named = env.OTEL_TRACES_EXPORTER?.trim().toLowerCase();
+  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  const exporter = named || (endpoint ? EXPORTERS.otlp : 'none');
+  if (exporter === 'none') return null;
+  if (exporter !== EXPORTERS.otlp && exporter !== EXPORTERS.console)
+    throw new Error(`OTEL_TRACES_EXPORTER: "${named}" is not supported; use one of otlp, console, none`);
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL;
+  if (exporter === EXPORTERS.otlp && protocol && protocol !== 'http/json') {
+    const variable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
+      ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
+      : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+    throw new Error(
+      `${variable}: "${protocol}" is not supported; tidemark sends OTLP over HTTP as JSON: set it to http/json or leave it unset`,
+    );
+  }
+  return { exporter };
+}
+
+interface Tracing {
+  readonly provider: node.NodeTracerProvider;
+  readonly processor: SpanProcessor;
+  readonly resource: Resource;
+}
+
+// One per process, built on first use from the process's environment.
+let current: Tracing | null | undefined;
+
+function build(settings: TracingSettings, env: NodeJS.ProcessEnv): Tracing {
+  // The SDK's own complaints (an export that failed) go to stderr, at OTEL_LOG_LEVEL (default warn).
+  const level = env.OTEL_LOG_LEVEL?.trim().toUpperCase() ?? 'WARN';
+  diag.setLogger(
+    new DiagConsoleLogger(),
+    DiagLogLevel[level as keyof typeof DiagLogLevel] ?? DiagLogLevel.WARN,
+  );
+  // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
+  const resource = Resource.default()
+    .merge(new Resource({ 'service.name': 'tidemark-worker' }))
+    .merge(envDetectorSync.detect());
+  // The exporter reads its endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*, the batch
+  // processor its delays and sizes from OTEL_BSP_*.
+  const exporter = settings.exporter === EXPORTERS.otlp ? new OTLPTraceExporter() : new ConsoleSpanExporter();
+  const processor = new BatchSpanProcessor(exporter);
+  const provider = new node.NodeTracerProvider({ resource, spanProcessors: [processor] });
+  // Global: the interceptors' tracers, the context of async calls, and W3C trace propagation.
+  provider.register();
+  return { provider, processor, resource };
+}
+
+/** The process's tracing, or null when the environment does not ask for it. */
+export function tracing(env: NodeJS.ProcessEnv = process.env): Tracing | null {
+  if (current === undefined) {
+    const settings = tracingSettings(env);
+    current = settings ? build(settings, env) : null;
+  }
+  return current;
+}
+
+/** Interceptors for a Client: its workflow starts, signals and queries carry the trace. */
+export function clientInterceptors(): ClientInterceptors {
+  return tracing() ? { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } : {};
+}
+
+/**
+ * A worker's activity and client interceptors, and the sink its workflows' spans leave by; its
+ * workflow interceptors too when it bundles its workflows itself (a bundle made with
+ * bundleWorkflows() has them already). Nothing when tracing is off.
+ */
+export function workerTracing(opts: { bundlesItself: boolean }): {
+  interceptors?: WorkerInterceptors;
+  sinks?: InjectedSinks<OpenTelemetrySinks>;
+} {
+  const t = tracing();
+  if (!t) return {};
+  return {
+    interceptors: {
+      ...(opts.bundlesItself ? { workflowModules: [workflowTracingModule] } : {}),
+      client: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] },
+      activity: [
+        (ctx) => ({
+          inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+      ],
+    },
+    sinks: { exporter: makeWorkflowExporter(t.processor, t.resource) },
+  };
+}
+
+/** Modules a worker's workflow bundle takes as interceptors: none when tracing is off. */
+export function workflowInterceptorModules(): string[] {
+  return tracing() ? [workflowTracingModule] : [];
+}
+
+/** Sends the spans still buffered and stops tracing; call once when the process ends. */
+export async function shutdownTracing(): Promise<void> {
+  await current?.provider.shutdown();
+}
