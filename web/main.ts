@@ -3,6 +3,7 @@ import { Client, Connection } from '@temporalio/client';
 import { loadCatalog } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';
 
 /** Serves the page until SIGINT/SIGTERM. TIDEMARK_WEB_TOKEN is required: it is the login. */
@@ -19,7 +20,11 @@ export async function runWeb(): Promise<void> {
   await migrate(db);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
   const connection = await Connection.connect({ address });
-  const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const client = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    interceptors: clientInterceptors(),
+  });
   const web = await startWebServer({
     port: config.TIDEMARK_WEB_PORT,
     token: config.TIDEMARK_WEB_TOKEN,
@@ -37,4 +42,5 @@ export async function runWeb(): Promise<void> {
   await web.stop();
   await connection.close();
   await db.destroy();
+  await shutdownTracing();
 }

@@ -83,9 +83,10 @@ test('the packed package, installed elsewhere, runs a catalog of its own end to 
   const plan = JSON.parse(synced.stdout) as { create: string[] };
   assert.ok(plan.create.includes('tidemark:my-ticks'), synced.stdout);
 
+  // Traced, so that its bundle takes in the package's workflow tracing module too (spans to stdout).
   const worker = spawn(process.execPath, [bin, 'worker'], {
     cwd: project,
-    env,
+    env: { ...env, OTEL_TRACES_EXPORTER: 'console' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
