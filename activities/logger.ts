@@ -1,8 +1,12 @@
-// The small logger interface activities log through; the worker hands in a console one.
+// The small logger interface activities log through; the worker hands in its pino one (workers/log.ts).
+
+/** Structured fields of a line: the message keeps its text, the fields make it searchable. */
+export type LogFields = Readonly<Record<string, string | number | boolean | null | undefined>>;
+
 export interface Logger {
-  info(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
+  info(message: string, fields?: LogFields): void;
+  warn(message: string, fields?: LogFields): void;
+  error(message: string, fields?: LogFields): void;
 }
 
 export function consoleLogger(prefix = ''): Logger {
@@ -14,8 +18,20 @@ export function consoleLogger(prefix = ''): Logger {
   };
 }
 
-/** Keeps every line; for tests that assert what was logged. */
-export function memoryLogger(): Logger & { lines: string[] } {
+type Level = 'info' | 'warn' | 'error';
+
+/** Keeps every line; for tests that assert what was logged (`lines`) and with which fields (`entries`). */
+export function memoryLogger(): Logger & {
+  lines: string[];
+  entries: { level: Level; message: string; fields?: LogFields }[];
+} {
   const lines: string[] = [];
-  return { lines, info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m) };
+  const entries: { level: Level; message: string; fields?: LogFields }[] = [];
+  const at =
+    (level: Level) =>
+    (message: string, fields?: LogFields): void => {
+      lines.push(message);
+      entries.push(fields ? { level, message, fields } : { level, message });
+    };
+  return { lines, entries, info: at('info'), warn: at('warn'), error: at('error') };
 }

@@ -116,10 +116,26 @@ export function planActivities(deps: ActivityDeps) {
     /** Logs and records what a tick did. */
     async recordTick(input: { result: TickResult; startedAt: string; workflowId: string }): Promise<void> {
       const { result } = input;
-      for (const key of result.running) logger.info(`SKIPPED reason=running job=${result.job} window=${key}`);
+      for (const key of result.running)
+        logger.info(`SKIPPED reason=running job=${result.job} window=${key}`, {
+          job: result.job,
+          window: key,
+          outcome: 'skipped',
+          reason: 'running',
+        });
       const outcome = result.started.length > 0 ? 'started' : 'nothing-to-do';
       logger.info(
         `TICK job=${result.job} now=${result.now} watermark=${result.watermark} started=${result.started.length} running=${result.running.length} already-done=${result.alreadyDone}`,
+        {
+          job: result.job,
+          kind: 'tick',
+          outcome,
+          now: result.now,
+          watermark: result.watermark,
+          started: result.started.length,
+          running: result.running.length,
+          alreadyDone: result.alreadyDone,
+        },
       );
       await recordRun(db, {
         kind: 'tick',
@@ -174,6 +190,17 @@ export function planActivities(deps: ActivityDeps) {
       const outcome = result.failed.length > 0 ? 'failed' : 'completed';
       logger.info(
         `BACKFILL job=${result.job} from=${result.from} to=${result.to} processed=${result.processed} already-done=${result.alreadyDone} running=${result.running} failed=${result.failed.length}`,
+        {
+          job: result.job,
+          kind: 'backfill',
+          outcome,
+          from: result.from,
+          to: result.to,
+          processed: result.processed,
+          alreadyDone: result.alreadyDone,
+          running: result.running,
+          failed: result.failed.length,
+        },
       );
       await recordRun(db, {
         kind: 'backfill',

@@ -58,6 +58,11 @@ function attemptInfo(): {
   }
 }
 
+/** The fields every outcome line carries besides its text. */
+function outcomeFields(w: { job: string; key: string; generation: number }, outcome: string) {
+  return { job: w.job, window: w.key, generation: w.generation, outcome };
+}
+
 /** A secret in an error must not reach the logs, the ledger, or Temporal's history. */
 function redactError(err: unknown, redact: (t: string) => string): string {
   for (let e: unknown = err; e instanceof Error; e = e.cause) {
@@ -174,9 +179,13 @@ export function windowActivities(deps: ActivityDeps) {
         });
       } catch (err) {
         const reason = redactError(err, deps.redact ?? ((t: string) => t));
-        logger.error(
-          `FAILED job=${w.job} window=${w.key} step=settle attempt=${attemptInfo().attempt}: ${reason}`,
-        );
+        const attempt = attemptInfo().attempt;
+        logger.error(`FAILED job=${w.job} window=${w.key} step=settle attempt=${attempt}: ${reason}`, {
+          ...outcomeFields(w, 'failed'),
+          step: 'settle',
+          attempt,
+          reason,
+        });
         throw err instanceof Error ? err : new Error(reason);
       }
       return await alerts.resolve(db, { job: w.job, subject: settleSubject(w.key), note: 'settled' });
@@ -199,7 +208,11 @@ export function windowActivities(deps: ActivityDeps) {
       };
 
       const skipDone = async (): Promise<WindowResult> => {
-        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`);
+        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`, {
+          ...outcomeFields(w, 'skipped'),
+          reason: 'already-done',
+          attempt,
+        });
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done, or before its
         // alerts (findings, recovery notice) went out: drive them.
@@ -343,6 +356,13 @@ export function windowActivities(deps: ActivityDeps) {
         const { counts, watermark, alerted, effects, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
+          {
+            ...outcomeFields(w, 'processed'),
+            attempt,
+            input: counts.input,
+            applied: counts.applied,
+            quarantined: counts.quarantined,
+          },
         );
         return {
           key: w.key,
@@ -358,6 +378,7 @@ export function windowActivities(deps: ActivityDeps) {
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;
         logger.error(
           `FAILED job=${w.job} window=${w.key} attempt=${attempt}${finalAttempt ? ' (not retryable)' : ''}: ${reason}`,
+          { ...outcomeFields(w, 'failed'), attempt, retryable: !finalAttempt, reason },
         );
         await failAttempt(db, w, { ...attemptMeta, reason }).catch(() => undefined);
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'failed', reason }).catch(

@@ -14,6 +14,7 @@ import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
 import { buildDeps } from '../workers/deps.js';
+import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
@@ -26,12 +27,13 @@ import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
 
-const log = (line: string) => console.log(`[tidemark] ${line}`);
-
 /** `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. */
 export async function runDev(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN', { ownSignals: true });
   let config = loadConfig();
+  // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
+  const logs = createLog(logOptionsFromConfig(config, 'pretty'));
+  const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);
+  installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { ownSignals: true, logger: logs.sdk });
   const catalog = await loadCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
@@ -118,7 +120,7 @@ export async function runDev(): Promise<void> {
     cleanups.push(async () => clearInterval(trickle));
     log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
 
-    const deps = buildDeps(config, { db, catalog, client });
+    const deps = buildDeps(config, { db, catalog, client, logger: logs.logger });
     const plan = await syncSchedulesWithAlerts(deps, client, catalog, {
       taskQueue: config.TIDEMARK_TASK_QUEUE,
       watchTaskQueue: watchQueueOf(config),

@@ -83,6 +83,19 @@ const schema = z.object({
   TIDEMARK_ALERT_EMAIL: z.string().optional().transform(list),
   TIDEMARK_ALERT_SLACK: z.string().optional().transform(list),
   TIDEMARK_ALERT_TELEGRAM: z.string().optional().transform(list),
+  /** Log lines: JSON (one object a line, the workers' default) or pretty (npm start's default). */
+  TIDEMARK_LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+  TIDEMARK_LOG_LEVEL: z
+    .string()
+    .toLowerCase()
+    .pipe(z.enum(['trace', 'debug', 'info', 'warn', 'error']))
+    .default('info'),
+  /** The Temporal SDK's own lines (worker, activity and workflow lifecycle): warnings and errors unless set. */
+  TIDEMARK_SDK_LOG_LEVEL: z
+    .string()
+    .toUpperCase()
+    .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']))
+    .default('WARN'),
 });
 
 function people(pairsOnly: boolean) {

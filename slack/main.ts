@@ -1,11 +1,11 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
 import { Client, Connection } from '@temporalio/client';
-import { consoleLogger } from '../activities/logger.js';
 import { loadConfig } from '../config/env.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from '../workers/deps.js';
+import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from './app.js';
 
@@ -29,7 +29,7 @@ export async function runSlack(): Promise<void> {
     db,
     catalog: await loadCatalog(config),
     client: temporal,
-    logger: consoleLogger('[slack] '),
+    logger: createLog(logOptionsFromConfig(config)).logger,
   });
   const app = await startSlackApp({
     signingSecret: config.SLACK_SIGNING_SECRET,

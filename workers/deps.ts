@@ -2,18 +2,21 @@
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { ActivityDeps } from '../activities/deps.js';
-import { consoleLogger, type Logger } from '../activities/logger.js';
+import { consoleLogger, type LogFields, type Logger } from '../activities/logger.js';
 import { channelsFromConfig, redactorFromConfig } from '../activities/notify/channels.js';
 import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';
 
-/** A logger that never prints a secret, whatever the message carries. */
+/** A logger that never prints a secret, whatever the message or its fields carry. */
 export function redactingLogger(inner: Logger, redact: (s: string) => string): Logger {
+  const clean = (fields: LogFields | undefined): LogFields | undefined =>
+    fields &&
+    Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, typeof v === 'string' ? redact(v) : v]));
   return {
-    info: (m) => inner.info(redact(m)),
-    warn: (m) => inner.warn(redact(m)),
-    error: (m) => inner.error(redact(m)),
+    info: (m, f) => inner.info(redact(m), clean(f)),
+    warn: (m, f) => inner.warn(redact(m), clean(f)),
+    error: (m, f) => inner.error(redact(m), clean(f)),
   };
 }
 

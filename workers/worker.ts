@@ -6,15 +6,20 @@ import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
+import { createLog, logOptionsFromConfig, type Log } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
 import { clientInterceptors, shutdownTracing } from './tracing.js';
 
+let log: Log | undefined;
+
 /** `tidemark worker` (npm run worker): runs until SIGINT/SIGTERM. */
 export async function runWorker(): Promise<void> {
-  installRuntime(process.env.TIDEMARK_SDK_LOG_LEVEL === 'INFO' ? 'INFO' : 'WARN');
   const config = loadConfig();
+  // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
+  log = createLog(logOptionsFromConfig(config));
+  installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk });
   const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
@@ -31,7 +36,7 @@ export async function runWorker(): Promise<void> {
       interceptors: clientInterceptors(),
     });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
-    const deps = buildDeps(config, { db, catalog, client });
+    const deps = buildDeps(config, { db, catalog, client, logger: log.logger });
     const taskQueues = pollQueues(config);
     const workers = await createWorkers({
       connection,
@@ -43,6 +48,7 @@ export async function runWorker(): Promise<void> {
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
       `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      { taskQueues: taskQueues.join(','), address, namespace: config.TEMPORAL_NAMESPACE },
     );
     await runWorkers(workers);
   } finally {
@@ -55,6 +61,9 @@ export async function runWorker(): Promise<void> {
 
 if (import.meta.url === `file://${process.argv[1]}`)
   runWorker().catch((err: unknown) => {
-    console.error(err instanceof Error ? err.message : err);
+    const message = err instanceof Error ? err.message : String(err);
+    // A bad configuration is said before there is a logger to say it.
+    if (log) log.logger.error(`worker stopped: ${message}`);
+    else console.error(message);
     process.exit(1);
   });

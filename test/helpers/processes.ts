@@ -1,5 +1,6 @@
 // Worker processes for race tests: spawned, waited for, their output kept, killed at the end.
 import type { ChildProcess } from 'node:child_process';
+import { rmSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,6 +37,8 @@ function bundleFile(): Promise<string> {
   return (bundlePath ??= sharedBundle().then(async (b) => {
     const path = join(tmpdir(), `tidemark-bundle-${process.pid}.js`);
     await writeFile(path, b.code);
+    // Removed when the test file's process ends (1.8 MB each otherwise left in /tmp).
+    process.once('exit', () => rmSync(path, { force: true }));
     return path;
   }));
 }

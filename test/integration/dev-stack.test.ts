@@ -125,6 +125,10 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
       60_000,
       `the demo backfill:\n${dev.out}`,
     );
+    // Readable lines in the terminal (pino-pretty), not JSON: time, level, the message.
+    assert.match(dev.out, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: PROCESSED job=sales-hourly window=/m);
+    assert.match(dev.out, /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: \[tidemark\] schedules synced:/m);
+    assert.doesNotMatch(dev.out, /^\{"level"/m);
     // Every demo job kind ran its first window.
     for (const job of [
       'sales-daily-report',
