@@ -30,11 +30,12 @@ import { startTemporalServer } from './temporal-server.js';
 /** `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. */
 export async function runDev(): Promise<void> {
   let config = loadConfig();
+  // A catalog that cannot be used is refused before anything starts.
+  const catalog = await loadCatalog(config);
   // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
   const logs = createLog(logOptionsFromConfig(config, 'pretty'));
   const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { ownSignals: true, logger: logs.sdk });
-  const catalog = await loadCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
   const cleanups: (() => Promise<unknown>)[] = [() => shutdownTracing()];

@@ -17,10 +17,11 @@ let log: Log | undefined;
 /** `tidemark worker` (npm run worker): runs until SIGINT/SIGTERM. */
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
+  // A catalog that cannot be used is refused before anything starts.
+  const catalog = await loadCatalog(config);
   // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
   log = createLog(logOptionsFromConfig(config));
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk });
-  const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
