@@ -1,8 +1,25 @@
-# The tidemark worker / CLI image. Workflows are bundled at worker start.
+# The tidemark image, built from the npm package exactly as a user installs it.
+# Stage 1 builds and packs (npm pack runs prepack: the TypeScript build into dist/);
+# stage 2 installs that tarball alone, without the sources, dev dependencies or tsx workflow.
+FROM node:20-bookworm-slim AS build
+WORKDIR /src
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY . .
+RUN mkdir /pkg && npm pack --pack-destination /pkg
+
 FROM node:20-bookworm-slim
 WORKDIR /app
-COPY package.json package-lock.json ./
-RUN npm ci --omit=dev
-COPY . .
+COPY --from=build /pkg/ /tmp/pkg/
+RUN npm init -y >/dev/null \
+  && npm pkg set type=module \
+  && npm install --omit=dev --no-audit --no-fund /tmp/pkg/tidemark-*.tgz \
+  && rm -rf /tmp/pkg ~/.npm
+ENV PATH=/app/node_modules/.bin:$PATH NODE_ENV=production
+# The user's catalog: mount a directory at /app/catalog (inside /app, so its `import ... from
+# 'tidemark'` finds this install) and set TIDEMARK_CATALOG=/app/catalog/tidemark.config.js.
+# Without it the demo catalog runs.
+RUN mkdir -p /app/catalog /app/.tidemark && chown node:node /app/.tidemark
+VOLUME ["/app/catalog"]
 USER node
-CMD ["npx", "tsx", "workers/worker.ts"]
+CMD ["tidemark", "worker"]

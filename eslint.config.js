@@ -2,7 +2,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.venv/**', '.tidemark/**'] },
+  { ignores: ['node_modules/**', '.venv/**', '.tidemark/**', 'dist/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

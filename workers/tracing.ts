@@ -19,7 +19,10 @@ import type { ClientInterceptors } from '@temporalio/client';
 import type { InjectedSinks, WorkerInterceptors } from '@temporalio/worker';
 
 /** The workflow interceptors module that a traced worker's bundle includes. */
-export const workflowTracingModule = fileURLToPath(new URL('../workflows/tracing.ts', import.meta.url));
+export const workflowTracingModule = fileURLToPath(
+  // workflows/tracing.ts in the source tree, dist/workflows/tracing.js in the installed package.
+  new URL(`../workflows/tracing.${import.meta.url.endsWith('.ts') ? 'ts' : 'js'}`, import.meta.url),
+);
 
 const EXPORTERS = Object.freeze({ otlp: 'otlp', console: 'console' } as const);
 type ExporterName = (typeof EXPORTERS)[keyof typeof EXPORTERS];

@@ -4,7 +4,7 @@ import { NativeConnection, type Worker } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
-import { buildCatalog } from '../jobs/catalog.js';
+import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
 import { createMetrics } from './metrics.js';
 import { freeLoopbackAddress, readiness, startProbeServer, type ProbeServer } from './probes.js';
@@ -16,14 +16,16 @@ import { clientInterceptors, shutdownTracing } from './tracing.js';
 
 let log: Log | undefined;
 
-async function main(): Promise<void> {
+/** `tidemark worker` (npm run worker): runs until SIGINT/SIGTERM. */
+export async function runWorker(): Promise<void> {
   // The SDK serves its metrics on loopback; the probe server's /metrics appends them.
   const sdkMetrics = await freeLoopbackAddress();
   const config = loadConfig();
+  // A catalog that cannot be used is refused before anything starts.
+  const catalog = await loadCatalog(config);
   // JSON lines on stdout unless TIDEMARK_LOG_FORMAT=pretty; the SDK's lines go the same way.
   log = createLog(logOptionsFromConfig(config));
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk, sdkMetrics });
-  const catalog = buildCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
   const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
@@ -81,9 +83,10 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err: unknown) => {
-  const message = err instanceof Error ? err.message : String(err);
-  // A bad configuration fails before the process's logger exists: said as a JSON line all the same.
-  (log ?? createLog({ format: 'json', level: 'info' })).logger.error(`worker stopped: ${message}`);
-  process.exit(1);
-});
+if (import.meta.url === `file://${process.argv[1]}`)
+  runWorker().catch((err: unknown) => {
+    const message = err instanceof Error ? err.message : String(err);
+    // A bad configuration fails before the process's logger exists: said as a JSON line all the same.
+    (log ?? createLog({ format: 'json', level: 'info' })).logger.error(`worker stopped: ${message}`);
+    process.exit(1);
+  });

@@ -57,6 +57,15 @@ export const schedulesCommand: Command = {
   },
 };
 
+/** `tidemark sync`: the same as `schedules sync`. */
+export const syncCommand: Command = {
+  ...schedulesCommand,
+  name: 'sync',
+  summary: 'the same as schedules sync',
+  usage: ['sync [--dry-run] [--json]'],
+  run: (ctx, args) => schedulesCommand.run(ctx, { ...args, positionals: ['sync', ...args.positionals] }),
+};
+
 export const effectsCommand: Command = {
   name: 'effects',
   summary: 'external effects and their state; decide one whose outcome is unknown, retry a failed one',

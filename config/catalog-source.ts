@@ -1,0 +1,102 @@
+// Where the job catalog comes from. In order: `--catalog <path>`, TIDEMARK_CATALOG,
+// tidemark.config.js|mjs|ts in the working directory, else the demo catalog (jobs/catalog.ts).
+// The module exports the catalog as its default export or as `catalog`: a Catalog, a list of job
+// definitions, or a function of the config returning either. A .ts module is loaded through tsx,
+// and tsx is loaded only then. Every entry point (worker, CLI, web, Slack, sync, dev) calls this.
+import { existsSync } from 'node:fs';
+import { extname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { buildCatalog } from '../jobs/catalog.js';
+import { defineCatalog, type Catalog, type Job, type JobSpec } from '../schedules/job.js';
+import type { Config } from './env.js';
+
+export const CONFIG_FILES = Object.freeze([
+  'tidemark.config.js',
+  'tidemark.config.mjs',
+  'tidemark.config.ts',
+]);
+
+export class CatalogSourceError extends Error {
+  readonly code = 'CATALOG_SOURCE';
+  constructor(
+    readonly path: string,
+    detail: string,
+  ) {
+    // The cause's text is in the message, and no cause is kept: what prints the innermost cause
+    // of an error (the CLI) must still name the file.
+    super(`catalog ${path}: ${detail}`);
+    this.name = 'CatalogSourceError';
+  }
+}
+
+export interface CatalogSourceOptions {
+  /** The --catalog option's value. */
+  flag?: string | undefined;
+  /** TIDEMARK_CATALOG. */
+  env?: string | undefined;
+  /** Where relative paths and tidemark.config.* are looked up; default the working directory. */
+  cwd?: string;
+}
+
+let flagged: string | undefined;
+
+/** The CLI's `--catalog <path>`: from then on it names the catalog for every entry point of the process. */
+export function useCatalogFlag(path: string | undefined): void {
+  flagged = path;
+}
+
+/** The module that names the catalog, or undefined for the demo catalog. */
+export function catalogPath(opts: CatalogSourceOptions = {}): string | undefined {
+  const cwd = opts.cwd ?? process.cwd();
+  const named = opts.flag || opts.env;
+  if (named) return resolve(cwd, named);
+  return CONFIG_FILES.map((f) => resolve(cwd, f)).find((p) => existsSync(p));
+}
+
+const isTypeScript = (path: string) => ['.ts', '.mts', '.cts'].includes(extname(path));
+
+async function importModule(path: string): Promise<Record<string, unknown>> {
+  if (!isTypeScript(path)) return (await import(pathToFileURL(path).href)) as Record<string, unknown>;
+  const { tsImport } = await import('tsx/esm/api');
+  const mod = (await tsImport(pathToFileURL(path).href, import.meta.url)) as Record<string, unknown>;
+  // Outside a "type": "module" package tsx loads the file as CommonJS: its exports sit under default.
+  const inner = mod.default as Record<string, unknown> | undefined;
+  return inner && typeof inner === 'object' && ('default' in inner || 'catalog' in inner) ? inner : mod;
+}
+
+const isCatalog = (v: unknown): v is Catalog =>
+  typeof v === 'object' && v !== null && Array.isArray((v as Catalog).jobs) && 'get' in v;
+
+/** Loads the catalog from the module the options (or the environment) name; the demo catalog when none. */
+export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {}): Promise<Catalog> {
+  const env = 'env' in opts ? opts.env : process.env.TIDEMARK_CATALOG;
+  const flag = 'flag' in opts ? opts.flag : flagged;
+  const path = catalogPath({ ...opts, flag, env });
+  if (!path) return buildCatalog(config);
+  const from = flag ? '--catalog' : env ? 'TIDEMARK_CATALOG' : 'the working directory';
+  if (!existsSync(path)) throw new CatalogSourceError(path, `does not exist (named by ${from})`);
+  let mod: Record<string, unknown>;
+  try {
+    mod = await importModule(path);
+  } catch (err) {
+    throw new CatalogSourceError(path, `could not be loaded: ${(err as Error).message}`);
+  }
+  const exported = mod.default ?? mod.catalog;
+  if (exported === undefined) {
+    const names = Object.keys(mod).join(', ') || 'nothing';
+    throw new CatalogSourceError(
+      path,
+      `exports no catalog: export default (or \`catalog\`); it exports ${names}`,
+    );
+  }
+  try {
+    const value: unknown = typeof exported === 'function' ? await exported(config) : exported;
+    if (isCatalog(value)) return value;
+    if (Array.isArray(value)) return defineCatalog(value as (JobSpec | Job)[]);
+    throw new Error(
+      `its export is ${value === null ? 'null' : typeof value}: export a catalog (defineCatalog([...])), a list of jobs, or a function (config) => either`,
+    );
+  } catch (err) {
+    throw new CatalogSourceError(path, (err as Error).message);
+  }
+}

@@ -1,0 +1,128 @@
+// The npm package, as a user gets it: `npm pack` (which builds dist/), the tarball installed into a
+// fresh npm project outside the repository, a tidemark.config.js there with a job of its own, and
+// the installed `tidemark` command run against a real Temporal server and PostgreSQL: schedule
+// sync, a worker processing one window, and `tidemark jobs` listing the job. tsx is removed from
+// the installed project first, so a .js catalog is shown to run on node alone.
+import assert from 'node:assert/strict';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { sql } from 'kysely';
+import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const stack = realStack();
+const work = mkdtempSync(join(tmpdir(), 'tidemark-package-'));
+after(() => rmSync(work, { recursive: true, force: true }));
+
+const CATALOG = `// A user's catalog: one job of its own, written against the package's public entry.
+import { defineCatalog, defineJob, sql } from 'tidemark';
+
+const ticks = defineJob({
+  name: 'my-ticks',
+  description: 'one row per hour into my_ticks',
+  grid: '1h',
+  lateness: '1m',
+  handler: async ({ trx, window, key }) => {
+    await sql\`insert into my_ticks (window_key, window_start) values (\${key}, \${window.start})\`.execute(trx);
+    return { input: 1, applied: 1, quarantined: 0 };
+  },
+});
+
+export default defineCatalog([ticks]);
+`;
+
+test('the packed package, installed elsewhere, runs a catalog of its own end to end', async (t) => {
+  const started = Date.now();
+  const packed = await run('npm', ['pack', '--json', '--pack-destination', work], {
+    cwd: repo,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  const tarball = join(work, (JSON.parse(packed.stdout) as { filename: string }[])[0]!.filename);
+  t.diagnostic(`npm pack (build included): ${Date.now() - started} ms`);
+
+  const project = join(work, 'my-jobs');
+  assert.ok(relative(repo, project).startsWith('..'), 'the project lies outside the repository');
+  rmSync(project, { recursive: true, force: true });
+  await run('mkdir', ['-p', project]);
+  const npm = (args: string[]) => run('npm', args, { cwd: project, maxBuffer: 64 * 1024 * 1024 });
+  await npm(['init', '-y']);
+  await npm(['pkg', 'set', 'type=module']);
+  const installing = Date.now();
+  await npm(['install', tarball, '--prefer-offline', '--no-audit', '--no-fund']);
+  t.diagnostic(`npm install of the tarball: ${Date.now() - installing} ms`);
+  rmSync(join(project, 'node_modules', 'tsx'), { recursive: true, force: true });
+  writeFileSync(join(project, 'tidemark.config.js'), CATALOG);
+
+  const { db, url } = stack.t;
+  await sql`create table my_ticks (window_key text primary key, window_start timestamptz not null)`.execute(
+    db,
+  );
+  const env: NodeJS.ProcessEnv = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    DATABASE_URL: url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('package'),
+    TIDEMARK_STATE_DIR: join(project, '.tidemark'),
+  };
+  const bin = join(project, 'node_modules', '.bin', 'tidemark');
+  const tidemark = (...args: string[]) =>
+    run(process.execPath, [bin, ...args], { cwd: project, env }).catch(
+      (err: { stdout?: string; stderr?: string }) => {
+        throw new Error(`tidemark ${args.join(' ')} failed:\n${err.stdout ?? ''}${err.stderr ?? ''}`);
+      },
+    );
+
+  const synced = await tidemark('sync', '--json');
+  const plan = JSON.parse(synced.stdout) as { create: string[] };
+  assert.ok(plan.create.includes('tidemark:my-ticks'), synced.stdout);
+
+  // Traced, so that its bundle takes in the package's workflow tracing module too (spans to stdout).
+  const worker = spawn(process.execPath, [bin, 'worker'], {
+    cwd: project,
+    env: { ...env, OTEL_TRACES_EXPORTER: 'console' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  worker.stdout.on('data', (d) => (output += d));
+  worker.stderr.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((r) => worker.once('exit', (code) => r(code)));
+  t.after(async () => {
+    if (worker.exitCode === null) worker.kill('SIGTERM');
+    await exited;
+  });
+  await eventually(
+    async () => (/polling task queue/.test(output) ? true : undefined),
+    120_000,
+    `the worker:\n${output}`,
+  );
+  assert.match(output, /jobs: my-ticks\b/);
+
+  const hour = 3_600_000;
+  const to = new Date(Math.floor(Date.now() / hour) * hour - hour);
+  const from = new Date(to.getTime() - hour);
+  await tidemark('backfill', 'my-ticks', '--from', from.toISOString(), '--to', to.toISOString());
+  const rows = await sql<{ window_key: string; window_start: Date }>`select * from my_ticks`.execute(db);
+  assert.deepEqual(
+    rows.rows.map((r) => [r.window_key, r.window_start.toISOString()]),
+    [[`my-ticks/${from.toISOString().replace('.000Z', 'Z')}`, from.toISOString()]],
+  );
+
+  const jobs = JSON.parse((await tidemark('jobs', '--json')).stdout) as {
+    job: string;
+    scheduled: boolean;
+    lastRun: { window: string; outcome: string } | null;
+  }[];
+  assert.deepEqual(
+    jobs.map((j) => [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome]),
+    [['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed']],
+  );
+  worker.kill('SIGTERM');
+  assert.equal(await exited, 0, output);
+});

