@@ -1,13 +1,19 @@
 // OpenTelemetry tracing, configured by the standard OTEL_* environment and off unless it asks for
 // it: then no tracer provider or exporter exists and nothing is intercepted. On, every process
 // (worker, CLI, Slack app, dev stack) traces its client calls, and a worker its workflows and
-// activities, with @temporalio/interceptors-opentelemetry; spans go out over OTLP/HTTP (JSON).
+// activities, with @temporalio/interceptors-opentelemetry; spans go out over OTLP/HTTP (protobuf or JSON).
 import { fileURLToPath } from 'node:url';
 import { diag, DiagConsoleLogger, DiagLogLevel } from '@opentelemetry/api';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OTLPJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as OTLPProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { envDetectorSync, Resource } from '@opentelemetry/resources';
 import { node } from '@opentelemetry/sdk-node';
-import { BatchSpanProcessor, ConsoleSpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import {
   makeWorkflowExporter,
   OpenTelemetryActivityInboundInterceptor,
@@ -27,8 +33,14 @@ export const workflowTracingModule = fileURLToPath(
 const EXPORTERS = Object.freeze({ otlp: 'otlp', console: 'console' } as const);
 type ExporterName = (typeof EXPORTERS)[keyof typeof EXPORTERS];
 
+/** OTLP over HTTP, as protobuf (the OTLP default) or JSON. */
+const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+type Protocol = (typeof PROTOCOLS)[number];
+
 export interface TracingSettings {
   readonly exporter: ExporterName;
+  /** For the OTLP exporter: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf. */
+  readonly protocol?: Protocol;
 }
 
 /**
@@ -44,16 +56,24 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null 
   if (exporter === 'none') return null;
   if (exporter !== EXPORTERS.otlp && exporter !== EXPORTERS.console)
     throw new Error(`OTEL_TRACES_EXPORTER: "${named}" is not supported; use one of otlp, console, none`);
-  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL;
-  if (exporter === EXPORTERS.otlp && protocol && protocol !== 'http/json') {
+  if (exporter === EXPORTERS.console) return { exporter };
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL)?.trim();
+  if (!protocol) return { exporter, protocol: 'http/protobuf' };
+  if (!(PROTOCOLS as readonly string[]).includes(protocol)) {
     const variable = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL
       ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL'
       : 'OTEL_EXPORTER_OTLP_PROTOCOL';
     throw new Error(
-      `${variable}: "${protocol}" is not supported; tidemark sends OTLP over HTTP as JSON: set it to http/json or leave it unset`,
+      `${variable}: "${protocol}" is not supported; tidemark sends OTLP over HTTP: set it to http/protobuf or http/json (or leave it unset: http/protobuf)`,
     );
   }
-  return { exporter };
+  return { exporter, protocol: protocol as Protocol };
+}
+
+/** The span exporter the settings name; the OTLP ones read endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*. */
+export function spanExporter(settings: TracingSettings): SpanExporter {
+  if (settings.exporter === EXPORTERS.console) return new ConsoleSpanExporter();
+  return settings.protocol === 'http/json' ? new OTLPJsonExporter() : new OTLPProtobufExporter();
 }
 
 interface Tracing {
@@ -78,8 +98,7 @@ function build(settings: TracingSettings, env: NodeJS.ProcessEnv): Tracing {
     .merge(envDetectorSync.detect());
   // The exporter reads its endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*, the batch
   // processor its delays and sizes from OTEL_BSP_*.
-  const exporter = settings.exporter === EXPORTERS.otlp ? new OTLPTraceExporter() : new ConsoleSpanExporter();
-  const processor = new BatchSpanProcessor(exporter);
+  const processor = new BatchSpanProcessor(spanExporter(settings));
   const provider = new node.NodeTracerProvider({ resource, spanProcessors: [processor] });
   // Global: the interceptors' tracers, the context of async calls, and W3C trace propagation.
   provider.register();
