@@ -1,6 +1,7 @@
 // npm start: the whole system on one machine. Temporal dev server (or TEMPORAL_ADDRESS),
 // PostgreSQL migrated, schedules synced from the catalog, demo data seeded, a worker, and a
 // trickle of new orders; each job fired once right away. Ctrl-C stops everything cleanly.
+import { isEntryPoint } from '../config/entry.js';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -249,7 +250,7 @@ export async function runDev(): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`)
+if (isEntryPoint(import.meta.url))
   runDev().catch((err: unknown) => {
     console.error(`[tidemark] ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);

@@ -1,5 +1,6 @@
 // The tidemark CLI: one command, help on every subcommand, strict arguments, exit codes
 // (0 done, 1 failed, 2 usage) and --json output. `npx tidemark help` lists the commands.
+import { isEntryPoint } from '../config/entry.js';
 import { parseArgs } from 'node:util';
 import { redactorFromConfig } from '../activities/notify/channels.js';
 import { CatalogSourceError, loadCatalog, useCatalogFlag } from '../config/catalog-source.js';
@@ -159,7 +160,7 @@ export async function run(fullArgv: string[], io: CliIO): Promise<number> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+if (isEntryPoint(import.meta.url)) {
   const io: CliIO = {
     out: (l) => console.log(l),
     err: (l) => console.error(l),

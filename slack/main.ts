@@ -1,4 +1,5 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
+import { isEntryPoint } from '../config/entry.js';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
 import { directoryOf } from '../config/people.js';
@@ -55,7 +56,7 @@ export async function runSlack(): Promise<void> {
   process.on('SIGTERM', stop);
 }
 
-if (import.meta.url === `file://${process.argv[1]}`)
+if (isEntryPoint(import.meta.url))
   runSlack().catch((err: unknown) => {
     console.error(`[slack] ${err instanceof Error ? err.message : String(err)}`);
     process.exit(1);

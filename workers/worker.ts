@@ -1,5 +1,6 @@
 // Worker entry point: load config, connect to PostgreSQL and Temporal, run until SIGINT/SIGTERM.
 // Start as many as you like, on as many hosts as you like, with the same settings.
+import { isEntryPoint } from '../config/entry.js';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
@@ -83,7 +84,7 @@ export async function runWorker(): Promise<void> {
   }
 }
 
-if (import.meta.url === `file://${process.argv[1]}`)
+if (isEntryPoint(import.meta.url))
   runWorker().catch((err: unknown) => {
     const message = err instanceof Error ? err.message : String(err);
     // A bad configuration fails before the process's logger exists: said as a JSON line all the same.
