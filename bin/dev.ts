@@ -126,7 +126,12 @@ export async function runDev(): Promise<void> {
     log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
 
     const metrics = {
-      ...createMetrics({ db, catalog, client }),
+      ...createMetrics({
+        db,
+        catalog,
+        client,
+        taskQueues: [config.TIDEMARK_TASK_QUEUE, watchQueueOf(config)],
+      }),
       sdkMetricsUrl: `http://${sdkMetrics}/metrics`,
     };
     const deps = {

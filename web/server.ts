@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Registry } from 'prom-client';
-import type { Config } from '../config/env.js';
+import { watchQueueOf, type Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
@@ -124,7 +124,12 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const ttlMs = parseDuration(o.config.TIDEMARK_WEB_SESSION_TTL)!;
   const maxBackfill = o.config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
   const metrics = o.metrics ?? {
-    registry: createMetrics({ db: o.db, catalog: o.catalog, client: o.client }).registry,
+    registry: createMetrics({
+      db: o.db,
+      catalog: o.catalog,
+      client: o.client,
+      taskQueues: [o.config.TIDEMARK_TASK_QUEUE, watchQueueOf(o.config)],
+    }).registry,
   };
   const sessions = new Map<string, { csrf: string; expires: number }>();
   const cookieOf = (req: IncomingMessage) =>

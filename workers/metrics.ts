@@ -1,6 +1,6 @@
 // The process's Prometheus metrics: window outcomes and durations counted as the activities decide
 // them, and gauges read at scrape time from the ledger (lag, effects, open incidents) and from
-// Temporal (running backfills' progress). The gauges describe the whole deployment, so every
+// Temporal (running backfills' progress, pollers per task queue). The gauges describe the whole deployment, so every
 // process that serves them reports the same values: aggregate them with max(), not sum().
 import type { Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
@@ -19,6 +19,8 @@ export interface MetricsOptions {
   /** For running backfills' progress; without it the backfill gauges stay empty. */
   client?: Client;
   now?: () => Date;
+  /** Task queues whose pollers are counted (the job queue and the lag watch's): 0 means nobody runs them. */
+  taskQueues?: readonly string[];
   /** How long one source may take per scrape before it counts as down. */
   timeoutMs?: number;
 }
@@ -105,6 +107,11 @@ export function createMetrics(o: MetricsOptions): Metrics {
       'Windows of the running backfills so far, by job and state: processed, already_done, running_elsewhere, failed, in_flight',
       ['job', 'state'],
     );
+    fromSnapshot(
+      'tidemark_task_queue_pollers',
+      'Workers polling each task queue for workflow tasks, as the server lists them; 0: no worker runs that queue (the jobs, or the lag watch)',
+      ['task_queue'],
+    );
   }
 
   return {
@@ -145,7 +152,24 @@ async function fromPostgres(o: MetricsOptions, at: Date, add: Add): Promise<void
  * query gets `queryMs`: one that gets no answer (no worker polls the backfill's queue) counts its
  * backfill as running with no progress, and leaves the others' and Temporal's answer alone.
  */
-async function fromTemporal(client: Client, add: Add, queryMs: number): Promise<void> {
+async function fromTemporal(
+  client: Client,
+  taskQueues: readonly string[],
+  add: Add,
+  queryMs: number,
+): Promise<void> {
+  const pollers = Promise.all(
+    taskQueues.map(async (name) => {
+      const q = await client.workflowService.describeTaskQueue({
+        namespace: client.options.namespace,
+        taskQueue: { name },
+        taskQueueType: 1, // workflow tasks
+      });
+      add('tidemark_task_queue_pollers', { task_queue: name }, q.pollers?.length ?? 0);
+    }),
+  );
+  // Awaited at the end; marked handled so that a failure while the backfills are read is not unhandled.
+  pollers.catch(() => undefined);
   const found: { job: string; workflowId: string }[] = [];
   for await (const w of client.workflow.list({
     query: 'TidemarkKind = "backfill" AND ExecutionStatus = "Running"',
@@ -185,6 +209,7 @@ async function fromTemporal(client: Client, add: Add, queryMs: number): Promise<
     add('tidemark_backfills_running', { job }, t.running ?? 0);
     for (const state of BACKFILL_STATES) add('tidemark_backfill_windows', { job, state }, t[state] ?? 0);
   }
+  await pollers;
 }
 
 /** Reads every source; one that fails or is slow is reported down, and its gauges left out. */
@@ -192,7 +217,11 @@ async function readSources(o: MetricsOptions, at: Date, timeoutMs: number): Prom
   const out = new Map<string, Sample[]>();
   const sources: [string, (add: Add) => Promise<void>][] = [['postgres', (add) => fromPostgres(o, at, add)]];
   const client = o.client;
-  if (client) sources.push(['temporal', (add) => fromTemporal(client, add, Math.min(1_000, timeoutMs / 2))]);
+  if (client)
+    sources.push([
+      'temporal',
+      (add) => fromTemporal(client, o.taskQueues ?? [], add, Math.min(1_000, timeoutMs / 2)),
+    ]);
   await Promise.all(
     sources.map(async ([source, read]) => {
       const mine: [string, Sample][] = [];

@@ -43,7 +43,12 @@ export async function runWorker(): Promise<void> {
       interceptors: clientInterceptors(),
     });
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
-    const metrics = createMetrics({ db, catalog, client });
+    const metrics = createMetrics({
+      db,
+      catalog,
+      client,
+      taskQueues: [config.TIDEMARK_TASK_QUEUE, watchQueueOf(config)],
+    });
     const deps = { ...buildDeps(config, { db, catalog, client, logger: log.logger }), metrics: metrics.sink };
     const running: { workers: readonly Worker[] } = { workers: [] };
     const temporal = clientConnection;

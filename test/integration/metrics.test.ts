@@ -13,7 +13,7 @@ import { startProbeServer, type ProbeServer } from '../../workers/probes.js';
 import { searchAttributes } from '../../workflows/search-attributes.js';
 import type { BackfillResult, TickResult, WindowResult } from '../../workflows/types.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
-import { scrape, valueOf, type Sample } from '../helpers/metrics.js';
+import { parseMetrics, scrape, valueOf, type Sample } from '../helpers/metrics.js';
 import { startWeb } from '../helpers/web.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
@@ -257,4 +257,31 @@ test("the page's server serves /metrics without a login, and nothing else withou
   } finally {
     await web.stop();
   }
+});
+
+test('pollers per task queue: a queue that no worker polls (the lag watch with every watch worker gone) shows 0', async () => {
+  const polled = uniqueQueue('polled');
+  const forgotten = uniqueQueue('forgotten-watch');
+  const m = createMetrics({
+    db: stack.t.db,
+    catalog,
+    client: stack.env.client,
+    taskQueues: [polled, forgotten],
+  });
+  await withWorker(stack.env, polled, deps(), async () => {
+    // A worker polls as soon as it runs; the server lists it once its first poll arrives.
+    const s = await eventually(
+      async () => {
+        const text = await m.registry.metrics();
+        const samples = parseMetrics(text);
+        return (valueOf(samples, 'tidemark_task_queue_pollers', { task_queue: polled }) ?? 0) > 0
+          ? samples
+          : undefined;
+      },
+      20_000,
+      'the worker listed as a poller',
+    );
+    assert.equal(valueOf(s, 'tidemark_task_queue_pollers', { task_queue: forgotten }), 0);
+    assert.equal(valueOf(s, 'tidemark_metrics_source_up', { source: 'temporal' }), 1);
+  });
 });
