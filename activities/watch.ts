@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import { readWatermark } from '../db/ledger.js';
 import type { Job } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
-import { isoUtc, windowAt, windowsFrom } from '../schedules/windows.js';
+import { isoUtc, windowAt, windowsFrom, windowStartAt } from '../schedules/windows.js';
 import { alerting } from './alerts.js';
 import type { ActivityDeps } from './deps.js';
 
@@ -25,6 +25,11 @@ export interface WatchResult {
 /** Windows between the watermark and the end of the last closed window (capped). */
 export function windowsBehind(job: Job, watermark: Date, now: Date, cap = 10_000): number {
   const lastClosedEnd = windowAt(job.grid, job.timezone, new Date(now.getTime() - job.latenessMs)).start;
+  // A fixed grid is aligned to the epoch in UTC: arithmetic (every scrape counts every job).
+  if (job.grid.kind === 'fixed') {
+    const from = windowStartAt(job.grid, job.timezone, watermark).getTime();
+    return Math.min(cap, Math.max(0, Math.floor((lastClosedEnd.getTime() - from) / job.grid.ms)));
+  }
   return [...windowsFrom(job.grid, job.timezone, watermark, (w) => w.end <= lastClosedEnd, cap)].length;
 }
 

@@ -23,6 +23,8 @@ import {
   type CalendarUnit,
   type Segment,
 } from '../helpers/zone-reference.js';
+import { windowsBehind } from '../../activities/watch.js';
+import type { Job } from '../../schedules/job.js';
 
 const FROM = Date.UTC(1995, 0, 1);
 const TO = Date.UTC(2041, 0, 1);
@@ -180,6 +182,37 @@ describe('window math, random instants in every IANA zone, 1995-2040 (fast-check
         if (text === 'month') assert.equal(new Date(date).getUTCDate(), 1, `not the 1st: ${where}`);
       }),
       { numRuns: RUNS },
+    );
+  });
+});
+
+describe('windowsBehind (the watch and the lag gauge)', () => {
+  // Counted one window at a time, as the watch did: the reference for the arithmetic on fixed grids.
+  const counted = (g: Grid, zone: string, watermark: Date, lastClosedEnd: Date, cap: number) =>
+    [...windowsFrom(g, zone, watermark, (w) => w.end <= lastClosedEnd, cap)].length;
+
+  test('on every grid it equals the windows counted one by one, up to the cap', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...GRIDS),
+        fc.constantFrom('UTC', 'Europe/Berlin', 'Asia/Kolkata', 'Australia/Lord_Howe', 'America/St_Johns'),
+        fc.integer({ min: FROM, max: TO }),
+        fc.integer({ min: -3 * DAY, max: 400 * DAY }),
+        fc.integer({ min: 0, max: 90 * 60_000 }),
+        fc.constantFrom(10, 1_000, 10_000),
+        (text, zone, at, ahead, lateness, cap) => {
+          const g = grid(text);
+          const job = { grid: g, timezone: zone, latenessMs: lateness } as Job;
+          const watermark = windowStartAt(g, zone, new Date(at));
+          const now = new Date(at + ahead);
+          const lastClosedEnd = windowAt(g, zone, new Date(now.getTime() - lateness)).start;
+          assert.equal(
+            windowsBehind(job, watermark, now, cap),
+            counted(g, zone, watermark, lastClosedEnd, cap),
+          );
+        },
+      ),
+      { numRuns: 300 },
     );
   });
 });
