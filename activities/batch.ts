@@ -115,6 +115,15 @@ export function batchActivities(deps: ActivityDeps) {
           outcome: 'failed',
           reason,
         }).catch(() => undefined);
+        const attempt = (info?.attempt ?? 2) - 1;
+        deps.logger.error(`FAILED job=${input.job} window=${w.key} attempt=${attempt}: ${reason}`, {
+          job: input.job,
+          window: w.key,
+          generation: w.generation,
+          outcome: 'failed',
+          attempt,
+          reason,
+        });
         (deps.metrics ?? noMetrics).window({ job: input.job, outcome: 'failed', reason: 'worker-lost' });
       };
       const beat = () => ctx?.heartbeat({ outcomes });

@@ -196,6 +196,15 @@ test('a window that killed the worker running its batch is not run again by the 
     assert.equal(lost.length, 1, JSON.stringify(lost));
     assert.equal(lost[0]!.outcome, 'failed');
     assert.match(lost[0]!.reason ?? '', /worker .*lost/);
+    // And in the log, as the three outcome lines say every failure (it was a run record only).
+    await eventually(
+      async () =>
+        new RegExp(`FAILED job=${job} window=${poison} attempt=1: attempt 1 of this batch ended`).test(
+          second.output(),
+        ) || undefined,
+      10_000,
+      'the FAILED line of the lost window',
+    );
   } finally {
     for (const w of workers) await w.stop('SIGKILL');
   }
