@@ -116,6 +116,36 @@ describe('loadCatalog', () => {
   });
 });
 
+describe('the demo catalog is never a silent stand-in for yours', () => {
+  test('falling back to the demo catalog is said, with where tidemark looked', async () => {
+    const cwd = mkdtempSync(join(dir, 'nothing-'));
+    const said: string[] = [];
+    const catalog = await loadCatalog(config, {
+      cwd,
+      env: undefined,
+      flag: undefined,
+      warn: (l) => said.push(l),
+    });
+    assert.ok(catalog.has('sales-hourly'));
+    assert.equal(said.length, 1, said.join('\n'));
+    assert.match(said[0]!, /demo catalog/);
+    assert.ok(said[0]!.includes(cwd), said[0]);
+    assert.match(said[0]!, /TIDEMARK_CATALOG/);
+  });
+
+  test('a tidemark.config file with another extension is refused, not replaced by the demo', async () => {
+    const cwd = mkdtempSync(join(dir, 'misnamed-'));
+    writeFileSync(join(cwd, 'tidemark.config.cjs'), `module.exports = [${oneJob('mine')}];\n`);
+    await assert.rejects(
+      loadCatalog(config, { cwd, env: undefined, flag: undefined, warn: () => undefined }),
+      (err: Error) =>
+        err instanceof CatalogSourceError &&
+        /tidemark\.config\.cjs/.test(err.message) &&
+        /tidemark\.config\.js/.test(err.message),
+    );
+  });
+});
+
 describe('the CLI names the catalog it could not use', () => {
   async function cli(...argv: string[]): Promise<{ code: number; err: string }> {
     const err: string[] = [];
