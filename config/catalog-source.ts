@@ -3,7 +3,7 @@
 // The module exports the catalog as its default export or as `catalog`: a Catalog, a list of job
 // definitions, or a function of the config returning either. A .ts module is loaded through tsx,
 // and tsx is loaded only then. Every entry point (worker, CLI, web, Slack, sync, dev) calls this.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildCatalog } from '../jobs/catalog.js';
@@ -94,6 +94,13 @@ export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {
   if (!path) return demoCatalog(config, opts.cwd ?? process.cwd(), opts.warn);
   const from = flag ? '--catalog' : env ? 'TIDEMARK_CATALOG' : 'the working directory';
   if (!existsSync(path)) throw new CatalogSourceError(path, `does not exist (named by ${from})`);
+  if (statSync(path).isDirectory()) {
+    const inside = CONFIG_FILES.map((f) => resolve(path, f)).find((p) => existsSync(p));
+    throw new CatalogSourceError(
+      path,
+      `is a directory (named by ${from}): name the module${inside ? `, ${inside}` : ` in it (${CONFIG_FILES.join(', ')})`}`,
+    );
+  }
   let mod: Record<string, unknown>;
   try {
     mod = await importModule(path);

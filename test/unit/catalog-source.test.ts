@@ -111,6 +111,12 @@ describe('loadCatalog', () => {
     await refused({ flag: path }, /bad\.mjs/, /bad-job/, /grid/);
   });
 
+  test('a directory named as the catalog is refused with the module to name instead', async () => {
+    const folder = mkdtempSync(join(dir, 'folder-'));
+    writeFileSync(join(folder, 'tidemark.config.js'), '');
+    await refused({ env: folder }, /is a directory/, new RegExp(join(folder, 'tidemark.config.js')));
+  });
+
   test('a module that throws on import is named', async () => {
     await refused({ flag: file('throws.mjs', "throw new Error('boom');\n") }, /throws\.mjs/, /boom/);
   });
