@@ -3,7 +3,7 @@
 // The module exports the catalog as its default export or as `catalog`: a Catalog, a list of job
 // definitions, or a function of the config returning either. A .ts module is loaded through tsx,
 // and tsx is loaded only then. Every entry point (worker, CLI, web, Slack, sync, dev) calls this.
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildCatalog } from '../jobs/catalog.js';
@@ -36,6 +36,8 @@ export interface CatalogSourceOptions {
   env?: string | undefined;
   /** Where relative paths and tidemark.config.* are looked up; default the working directory. */
   cwd?: string;
+  /** Where falling back to the demo catalog is said; default stderr. */
+  warn?: (line: string) => void;
 }
 
 let flagged: string | undefined;
@@ -67,14 +69,38 @@ async function importModule(path: string): Promise<Record<string, unknown>> {
 const isCatalog = (v: unknown): v is Catalog =>
   typeof v === 'object' && v !== null && Array.isArray((v as Catalog).jobs) && 'get' in v;
 
+const toStderr = (line: string): void => void process.stderr.write(`${line}\n`);
+
+/**
+ * No module named: the demo catalog, said out loud, since a worker or a schedule sync started in
+ * the wrong directory would otherwise run (and sync) the demo's jobs instead of yours. A
+ * tidemark.config file of another extension is refused rather than passed over.
+ */
+function demoCatalog(config: Config, cwd: string, warn: (line: string) => void = toStderr): Catalog {
+  const misnamed = readdirSync(cwd).find((f) => f.startsWith('tidemark.config.'));
+  if (misnamed)
+    throw new CatalogSourceError(resolve(cwd, misnamed), `is not read: name it ${CONFIG_FILES.join(', ')}`);
+  warn(
+    `tidemark: no catalog module (--catalog, TIDEMARK_CATALOG, or ${CONFIG_FILES.join(', ')} in ${cwd}): running the demo catalog`,
+  );
+  return buildCatalog(config);
+}
+
 /** Loads the catalog from the module the options (or the environment) name; the demo catalog when none. */
 export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {}): Promise<Catalog> {
   const env = 'env' in opts ? opts.env : process.env.TIDEMARK_CATALOG;
   const flag = 'flag' in opts ? opts.flag : flagged;
   const path = catalogPath({ ...opts, flag, env });
-  if (!path) return buildCatalog(config);
+  if (!path) return demoCatalog(config, opts.cwd ?? process.cwd(), opts.warn);
   const from = flag ? '--catalog' : env ? 'TIDEMARK_CATALOG' : 'the working directory';
   if (!existsSync(path)) throw new CatalogSourceError(path, `does not exist (named by ${from})`);
+  if (statSync(path).isDirectory()) {
+    const inside = CONFIG_FILES.map((f) => resolve(path, f)).find((p) => existsSync(p));
+    throw new CatalogSourceError(
+      path,
+      `is a directory (named by ${from}): name the module${inside ? `, ${inside}` : ` in it (${CONFIG_FILES.join(', ')})`}`,
+    );
+  }
   let mod: Record<string, unknown>;
   try {
     mod = await importModule(path);

