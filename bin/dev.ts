@@ -35,7 +35,7 @@ export async function runDev(): Promise<void> {
   const sdkMetrics = await freeLoopbackAddress();
   let config = loadConfig();
   // A catalog that cannot be used is refused before anything starts.
-  const catalog = await loadCatalog(config);
+  const catalog = await loadCatalog(config, { demoByDefault: true });
   // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
   const logs = createLog(logOptionsFromConfig(config, 'pretty'));
   const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);

@@ -1,5 +1,6 @@
 // Where the job catalog comes from. In order: `--catalog <path>`, TIDEMARK_CATALOG,
-// tidemark.config.js|mjs|ts in the working directory, else the demo catalog (jobs/catalog.ts).
+// tidemark.config.js|mjs|ts in the working directory, else the demo catalog (jobs/catalog.ts;
+// `demo` names it on purpose).
 // The module exports the catalog as its default export or as `catalog`: a Catalog, a list of job
 // definitions, or a function of the config returning either. A .ts module is loaded through tsx,
 // and tsx is loaded only then. Every entry point (worker, CLI, web, Slack, sync, dev) calls this.
@@ -38,9 +39,20 @@ export interface CatalogSourceOptions {
   cwd?: string;
   /** Where falling back to the demo catalog is said; default stderr. */
   warn?: (line: string) => void;
+  /** No module named means the demo, on purpose (tidemark dev, npm start): not said, not a fallback. */
+  demoByDefault?: boolean;
 }
 
 let flagged: string | undefined;
+
+/** What names the demo catalog on purpose: TIDEMARK_CATALOG=demo or --catalog demo. */
+export const DEMO = 'demo';
+
+// Demo catalogs loaded because nothing named a catalog: a schedule sync will not delete with one.
+const fallbacks = new WeakSet<Catalog>();
+
+/** Whether the catalog is the demo that tidemark fell back to because no catalog module was named. */
+export const isFallbackDemo = (catalog: Catalog): boolean => fallbacks.has(catalog);
 
 /** The CLI's `--catalog <path>`: from then on it names the catalog for every entry point of the process. */
 export function useCatalogFlag(path: string | undefined): void {
@@ -76,22 +88,31 @@ const toStderr = (line: string): void => void process.stderr.write(`${line}\n`);
  * the wrong directory would otherwise run (and sync) the demo's jobs instead of yours. A
  * tidemark.config file of another extension is refused rather than passed over.
  */
-function demoCatalog(config: Config, cwd: string, warn: (line: string) => void = toStderr): Catalog {
+function demoCatalog(
+  config: Config,
+  cwd: string,
+  warn: (line: string) => void = toStderr,
+  onPurpose = false,
+): Catalog {
   const misnamed = readdirSync(cwd).find((f) => f.startsWith('tidemark.config.'));
   if (misnamed)
     throw new CatalogSourceError(resolve(cwd, misnamed), `is not read: name it ${CONFIG_FILES.join(', ')}`);
+  if (onPurpose) return buildCatalog(config);
   warn(
     `tidemark: no catalog module (--catalog, TIDEMARK_CATALOG, or ${CONFIG_FILES.join(', ')} in ${cwd}): running the demo catalog`,
   );
-  return buildCatalog(config);
+  const catalog = buildCatalog(config);
+  fallbacks.add(catalog);
+  return catalog;
 }
 
 /** Loads the catalog from the module the options (or the environment) name; the demo catalog when none. */
 export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {}): Promise<Catalog> {
   const env = 'env' in opts ? opts.env : process.env.TIDEMARK_CATALOG;
   const flag = 'flag' in opts ? opts.flag : flagged;
+  if ((flag || env) === DEMO) return buildCatalog(config);
   const path = catalogPath({ ...opts, flag, env });
-  if (!path) return demoCatalog(config, opts.cwd ?? process.cwd(), opts.warn);
+  if (!path) return demoCatalog(config, opts.cwd ?? process.cwd(), opts.warn, opts.demoByDefault);
   const from = flag ? '--catalog' : env ? 'TIDEMARK_CATALOG' : 'the working directory';
   if (!existsSync(path)) throw new CatalogSourceError(path, `does not exist (named by ${from})`);
   if (statSync(path).isDirectory()) {

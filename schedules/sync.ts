@@ -11,6 +11,7 @@ import {
 } from '@temporalio/client';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
+import { isFallbackDemo } from '../config/catalog-source.js';
 import { watchQueueOf } from '../config/env.js';
 
 export const SCHEDULE_PREFIX = 'tidemark:';
@@ -132,6 +133,13 @@ export async function syncSchedules(
     });
   }
 
+  // The demo that tidemark fell back to (run in the wrong directory, a catalog file misnamed) must
+  // not replace your schedules with its own: refused before anything changes.
+  const orphans = [...existing].filter((id) => !wanted.has(id));
+  if (opts.apply && orphans.length > 0 && isFallbackDemo(catalog))
+    throw new Error(
+      `schedules sync: no catalog module was named, so the catalog is the demo catalog, and syncing it would delete ${orphans.length} schedule(s) of jobs not in it (${orphans.join(', ')}): name your catalog (--catalog, TIDEMARK_CATALOG or tidemark.config.js in the working directory), or set TIDEMARK_CATALOG=demo to sync the demo on purpose`,
+    );
   for (const [id, desired] of wanted) {
     try {
       await syncOne(client, plan, id, desired, opts.apply);

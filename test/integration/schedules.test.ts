@@ -1,7 +1,12 @@
 // Schedule sync against the real server: create, change, pause kept, orphan deleted; and a
 // schedule-fired tick that uses the schedule's nominal time.
 import assert from 'node:assert/strict';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { loadCatalog } from '../../config/catalog-source.js';
+import { loadConfig } from '../../config/env.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
@@ -169,5 +174,42 @@ test('a 1-minute grid with 10 s lateness ticks at each window end + 10 s, to the
     assert.deepEqual(processable, preview.tick.next);
   } finally {
     await handle.delete();
+  }
+});
+
+test("sync of the demo catalog that tidemark fell back to (no catalog module here) refuses to delete your jobs' schedules", async () => {
+  const client = stack.env.client;
+  const taskQueue = uniqueQueue('fallback');
+  await syncSchedules(client, defineCatalog([salesJob('yours-a'), salesJob('yours-b')]), {
+    taskQueue,
+    apply: true,
+  });
+  const empty = await mkdtemp(join(tmpdir(), 'tidemark-nocatalog-'));
+  try {
+    const warned: string[] = [];
+    const fallback = await loadCatalog(loadConfig({}), {
+      cwd: empty,
+      env: undefined,
+      flag: undefined,
+      warn: (l) => warned.push(l),
+    });
+    assert.equal(warned.length, 1);
+    await assert.rejects(
+      syncSchedules(client, fallback, { taskQueue, apply: true }),
+      /the demo catalog, and syncing it would delete \d+ schedule\(s\) .*tidemark:yours-a.*TIDEMARK_CATALOG=demo/s,
+    );
+    for (const id of [scheduleIdOf('yours-a'), scheduleIdOf('yours-b')])
+      await client.schedule.getHandle(id).describe(); // still there
+    const demo = await loadCatalog(loadConfig({}), {
+      cwd: empty,
+      env: 'demo',
+      flag: undefined,
+      warn: (l) => warned.push(l),
+    });
+    assert.equal(warned.length, 1, 'the demo named on purpose is not a fallback');
+    const dry = await syncSchedules(client, demo, { taskQueue, apply: false });
+    assert.ok(dry.delete.includes(scheduleIdOf('yours-a')), 'asked for on purpose, it would sync as told');
+  } finally {
+    await rm(empty, { recursive: true, force: true });
   }
 });

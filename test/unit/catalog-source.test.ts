@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { pathToFileURL } from 'node:url';
-import { CatalogSourceError, catalogPath, loadCatalog } from '../../config/catalog-source.js';
+import { CatalogSourceError, catalogPath, isFallbackDemo, loadCatalog } from '../../config/catalog-source.js';
 import { loadConfig } from '../../config/env.js';
 import { run } from '../../cli/main.js';
 
@@ -177,4 +177,25 @@ describe('the CLI names the catalog it could not use', () => {
   test('--catalog without a path is a usage error', async () => {
     assert.equal((await cli('jobs', '--catalog')).code, 2);
   });
+});
+
+test('tidemark dev (demoByDefault) and TIDEMARK_CATALOG=demo run the demo on purpose: not said, not a fallback; nothing named is one', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'tidemark-demo-'));
+  try {
+    const warned: string[] = [];
+    const opts = { cwd: dir, env: undefined, flag: undefined, warn: (l: string) => warned.push(l) };
+    const dev = await loadCatalog(loadConfig({}), { ...opts, demoByDefault: true });
+    const named = await loadCatalog(loadConfig({}), { ...opts, env: 'demo' });
+    assert.deepEqual(warned, []);
+    assert.equal(isFallbackDemo(dev) || isFallbackDemo(named), false);
+    const fallback = await loadCatalog(loadConfig({}), opts);
+    assert.equal(warned.length, 1);
+    assert.equal(isFallbackDemo(fallback), true);
+    assert.deepEqual(
+      fallback.jobs.map((j) => j.name),
+      dev.jobs.map((j) => j.name),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
