@@ -1,6 +1,7 @@
 // A TypeScript script run as a child process with tsx: ready when it prints READY, its output kept,
 // stopped by signal. The test workers and the bench's kill-test workers all start this way.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 
 export interface ReadyProcess {
   child: ChildProcess;
@@ -44,4 +45,23 @@ export async function spawnReady(
       await exited;
     },
   };
+}
+
+/** Runs a command of the project (`npm run worker`, the CLI) from its root to the end: exit code and output. */
+export async function runToEnd(
+  command: string,
+  args: readonly string[],
+  env: Record<string, string>,
+): Promise<{ code: number | null; out: string; err: string }> {
+  const child = spawn(command, args, {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
+  return { code, out, err };
 }

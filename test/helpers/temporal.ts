@@ -1,13 +1,16 @@
 // A real Temporal dev server (the CLI's start-dev) per test file, and workers on it.
 import { randomBytes } from 'node:crypto';
 import { after, before } from 'node:test';
+import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities/index.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
+import type { TickResult, WindowResult } from '../../workflows/types.js';
 import { createTestDb, type TestDb } from './db.js';
+import { windowPolicy } from './windows.js';
 
 // Quiet SDK logs in tests: only warnings and errors.
 Runtime.install({ logger: new DefaultLogger('WARN') });
@@ -45,8 +48,40 @@ export async function startWorker(
   return { worker, running };
 }
 
+/** One tick of `job` at `now`, as its schedule fires it (workflow id `<job>/tick-<now>`). */
+export const tickAt = (client: Client, taskQueue: string, job: string, now: string): Promise<TickResult> =>
+  client.workflow.execute('tick', {
+    taskQueue,
+    workflowId: `${job}/tick-${now}`,
+    args: [{ job, now }],
+  }) as Promise<TickResult>;
+
+/** The window [start, end) of `job` presented by hand, as `tidemark run` does: one attempt within 30 s. */
+export const windowByHand = (
+  client: Client,
+  taskQueue: string,
+  job: string,
+  start: string,
+  end: string,
+): Promise<WindowResult> =>
+  client.workflow.execute('window', {
+    taskQueue,
+    workflowId: `${job}/${start}`,
+    args: [
+      {
+        job,
+        start,
+        end,
+        generation: 0,
+        key: `${job}/${start}`,
+        trigger: 'manual',
+        policy: windowPolicy(1, 30_000),
+      },
+    ],
+  }) as Promise<WindowResult>;
+
 // Defined with the other window builders, which need no Temporal; re-exported for the tests that use it here.
-export { windowPolicy } from './windows.js';
+export { windowPolicy };
 
 /** Polls `probe` until it returns a value other than undefined, or fails after `ms`. */
 export async function eventually<T>(

@@ -10,10 +10,19 @@ import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
-import type { TickResult, WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../workflows/types.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
-import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { runToEnd } from '../helpers/spawn.js';
+import {
+  eventually,
+  realStack,
+  uniqueQueue,
+  windowPolicy,
+  withWorker,
+  tickAt,
+  windowByHand,
+} from '../helpers/temporal.js';
 
 const stack = realStack();
 
@@ -75,12 +84,7 @@ test('window runs: PROCESSED, SKIPPED and FAILED as JSON lines with their fields
 
   await withWorker(stack.env, taskQueue, deps, async () => {
     const client = stack.env.client;
-    const tick = (now: string) =>
-      client.workflow.execute('tick', {
-        taskQueue,
-        workflowId: `${job}/tick-${now}`,
-        args: [{ job, now }],
-      }) as Promise<TickResult>;
+    const tick = (now: string) => tickAt(client, taskQueue, job, now);
     gate.hold(w9);
     assert.deepEqual((await tick('2026-03-02T10:05:00Z')).started, [w9]);
     await eventually(async () => (gate.entered(w9) ? true : undefined), 20_000, 'the window in its handler');
@@ -88,21 +92,7 @@ test('window runs: PROCESSED, SKIPPED and FAILED as JSON lines with their fields
     gate.release(w9);
     const processed = (await client.workflow.getHandle(w9).result()) as WindowResult;
     assert.equal(processed.outcome, 'processed');
-    const again = (await client.workflow.execute('window', {
-      taskQueue,
-      workflowId: w9,
-      args: [
-        {
-          job,
-          start: '2026-03-02T09:00:00Z',
-          end: '2026-03-02T10:00:00Z',
-          generation: 0,
-          key: w9,
-          trigger: 'manual',
-          policy: windowPolicy(1, 30_000),
-        },
-      ],
-    })) as WindowResult;
+    const again = await windowByHand(client, taskQueue, job, '2026-03-02T09:00:00Z', '2026-03-02T10:00:00Z');
     assert.equal(again.outcome, 'already-done');
 
     const f9 = `${failing}/2026-03-02T09:00:00Z`;
@@ -266,22 +256,12 @@ test('npm run worker: JSON lines on stdout, its own lines and the SDK lines with
 test('npm run worker that cannot start: why, as a JSON error line on stdout, exit code 1', async () => {
   const url = new URL(stack.t.url);
   url.password = DB_PASSWORD;
-  const child = spawn('npm', ['run', '--silent', 'worker'], {
-    cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    env: {
-      ...process.env,
-      DATABASE_URL: url.toString(),
-      // Nothing listens there.
-      TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
-      TIDEMARK_LOG_FORMAT: '',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const { code, out, err } = await runToEnd('npm', ['run', '--silent', 'worker'], {
+    DATABASE_URL: url.toString(),
+    // Nothing listens there.
+    TEMPORAL_ADDRESS: `127.0.0.1:${await freePort()}`,
+    TIDEMARK_LOG_FORMAT: '',
   });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
   assert.equal(code, 1, `${out}\n${err}`);
   const failed = jsonLines(out).at(-1);
   assert.equal(failed?.level, 'error', out);

@@ -11,11 +11,11 @@ import { defineCatalog } from '../../schedules/job.js';
 import { createMetrics, type Metrics } from '../../workers/metrics.js';
 import { startProbeServer, type ProbeServer } from '../../workers/probes.js';
 import { searchAttributes } from '../../workflows/search-attributes.js';
-import type { BackfillResult, TickResult, WindowResult } from '../../workflows/types.js';
+import type { BackfillResult, WindowResult } from '../../workflows/types.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { parseMetrics, scrape, valueOf, type Sample } from '../helpers/metrics.js';
 import { startWeb } from '../helpers/web.js';
-import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker, tickAt, windowByHand } from '../helpers/temporal.js';
 
 let metrics: Metrics;
 let probes: ProbeServer;
@@ -52,12 +52,7 @@ test('the timeline and a failing window: windows counted by outcome and reason, 
   await insertOrders(stack.t.db, ordersBetween(job, '2026-03-02T09:00:00Z', '2026-03-02T12:00:00Z', 30));
   await withWorker(stack.env, taskQueue, deps(), async () => {
     const client = stack.env.client;
-    const tick = (j: string, now: string) =>
-      client.workflow.execute('tick', {
-        taskQueue,
-        workflowId: `${j}/tick-${now}`,
-        args: [{ job: j, now }],
-      }) as Promise<TickResult>;
+    const tick = (j: string, now: string) => tickAt(client, taskQueue, j, now);
     const result = (key: string) => client.workflow.getHandle(key).result() as Promise<WindowResult>;
 
     const r1 = await tick(job, '2026-03-02T10:05:00Z');
@@ -73,21 +68,7 @@ test('the timeline and a failing window: windows counted by outcome and reason, 
     gate.release(w10);
     gate.release(w11);
     for (const k of r2.started) assert.equal((await result(k)).outcome, 'processed');
-    const again = (await client.workflow.execute('window', {
-      taskQueue,
-      workflowId: w10,
-      args: [
-        {
-          job,
-          start: '2026-03-02T10:00:00Z',
-          end: '2026-03-02T11:00:00Z',
-          generation: 0,
-          key: w10,
-          trigger: 'manual',
-          policy: windowPolicy(1, 30_000),
-        },
-      ],
-    })) as WindowResult;
+    const again = await windowByHand(client, taskQueue, job, '2026-03-02T10:00:00Z', '2026-03-02T11:00:00Z');
     assert.equal(again.outcome, 'already-done');
 
     const broken = await tick('broken', '2026-03-02T09:05:00Z');

@@ -5,9 +5,7 @@
 // its spans are lost, the command is not. A backfill whose progress query gets no answer (no worker
 // polls its queue): Temporal still answers, and the other gauges stay.
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { node } from '@opentelemetry/sdk-node';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
@@ -23,6 +21,7 @@ import { searchAttributes } from '../../workflows/search-attributes.js';
 import { parseMetrics, valueOf } from '../helpers/metrics.js';
 import { salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
+import { runToEnd } from '../helpers/spawn.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, windowPolicy } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -95,7 +94,7 @@ test("a handler's error with a source URL's password: redacted in the log line, 
 });
 
 test('tracing on, the collector down: a CLI command that started a workflow still exits 0', async () => {
-  const child = spawn(
+  const { code, out, err } = await runToEnd(
     process.execPath,
     [
       'bin/tidemark.js',
@@ -108,23 +107,13 @@ test('tracing on, the collector down: a CLI command that started a workflow stil
       '--no-wait',
     ],
     {
-      cwd: fileURLToPath(new URL('../..', import.meta.url)),
-      env: {
-        ...process.env,
-        DATABASE_URL: stack.t.url,
-        TEMPORAL_ADDRESS: stack.env.address,
-        TIDEMARK_TASK_QUEUE: uniqueQueue('obs-cli'),
-        // Nothing listens there.
-        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      DATABASE_URL: stack.t.url,
+      TEMPORAL_ADDRESS: stack.env.address,
+      TIDEMARK_TASK_QUEUE: uniqueQueue('obs-cli'),
+      // Nothing listens there.
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
     },
   );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
   assert.match(out, /backfill sales-hourly\/backfill-.* started/, `${out}\n${err}`);
   assert.equal(code, 0, `the backfill started, yet the command failed:\n${out}\n${err}`);
 });
@@ -161,16 +150,10 @@ test('a backfill whose progress query gets no answer: counted running, Temporal 
 });
 
 test('npm run worker with a bad variable: why, as a JSON error line on stdout like any other failure, exit code 1', async () => {
-  const child = spawn('npm', ['run', '--silent', 'worker'], {
-    cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    env: { ...process.env, DATABASE_URL: stack.t.url, TIDEMARK_LOG_LEVEL: 'verbose' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  const { code, out, err } = await runToEnd('npm', ['run', '--silent', 'worker'], {
+    DATABASE_URL: stack.t.url,
+    TIDEMARK_LOG_LEVEL: 'verbose',
   });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const code = await new Promise<number | null>((r) => child.once('close', (c) => r(c)));
   assert.equal(code, 1, `${out}\n${err}`);
   const last = out.trim().split('\n').at(-1) ?? '';
   const line = (() => {

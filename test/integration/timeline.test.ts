@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { TickResult, WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../workflows/types.js';
 import {
   gatedHandler,
   insertOrders,
@@ -15,7 +15,7 @@ import {
   salesJob,
   summaryOf,
 } from '../helpers/jobs.js';
-import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker, tickAt, windowByHand } from '../helpers/temporal.js';
 
 const stack = realStack();
 
@@ -35,12 +35,7 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
         ...ordersBetween('a', '2026-03-02T09:00:00Z', '2026-03-02T12:00:00Z', 180, 25),
         ...ordersBetween('open', '2026-03-02T12:00:00Z', '2026-03-02T12:07:00Z', 7),
       ]);
-      const tick = (now: string) =>
-        client.workflow.execute('tick', {
-          taskQueue,
-          workflowId: `${job}/tick-${now}`,
-          args: [{ job, now }],
-        }) as Promise<TickResult>;
+      const tick = (now: string) => tickAt(client, taskQueue, job, now);
       const windowResult = (key: string) => client.workflow.getHandle(key).result() as Promise<WindowResult>;
 
       // 10:05, run #1: the 09:00 window.
@@ -81,21 +76,13 @@ test('timeline: catch-up, running, nothing new, already done', async () => {
       assert.deepEqual([r4.started, r4.running, r4.alreadyDone], [[], [], 0]);
 
       // The 10:00 window presented again by hand.
-      const again = (await client.workflow.execute('window', {
+      const again = await windowByHand(
+        client,
         taskQueue,
-        workflowId: w10,
-        args: [
-          {
-            job,
-            start: '2026-03-02T10:00:00Z',
-            end: '2026-03-02T11:00:00Z',
-            generation: 0,
-            key: w10,
-            trigger: 'manual',
-            policy: windowPolicy(1, 30_000),
-          },
-        ],
-      })) as WindowResult;
+        job,
+        '2026-03-02T10:00:00Z',
+        '2026-03-02T11:00:00Z',
+      );
       assert.equal(again.outcome, 'already-done');
       assert.ok(logger.lines.includes(`SKIPPED reason=already-done job=${job} window=${w10}`));
 
