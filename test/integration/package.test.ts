@@ -5,7 +5,7 @@
 // the installed project first, so a .js catalog is shown to run on node alone.
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { after, test } from 'node:test';
@@ -56,6 +56,20 @@ test('the packed package, installed elsewhere, runs a catalog of its own end to 
   const installing = Date.now();
   await npm(['install', tarball, '--prefer-offline', '--no-audit', '--no-fund']);
   t.diagnostic(`npm install of the tarball: ${Date.now() - installing} ms`);
+  // The package carries its lock as npm-shrinkwrap.json: a user (and the Docker image) gets the
+  // versions the tests ran with, not whatever the ranges resolve to that day.
+  const files = (JSON.parse(packed.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
+  assert.ok(files.includes('npm-shrinkwrap.json'), 'the tarball holds npm-shrinkwrap.json');
+  const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { version?: string; dev?: boolean }>;
+  };
+  const installedVersion = (name: string) =>
+    [join(project, 'node_modules', 'tidemark', 'node_modules', name), join(project, 'node_modules', name)]
+      .map((dir) => join(dir, 'package.json'))
+      .filter((f) => existsSync(f))
+      .map((f) => (JSON.parse(readFileSync(f, 'utf8')) as { version: string }).version)[0];
+  for (const name of ['pg-protocol', 'pg-pool', '@temporalio/core-bridge', 'pino-std-serializers'])
+    assert.equal(installedVersion(name), lock.packages[`node_modules/${name}`]?.version, name);
   rmSync(join(project, 'node_modules', 'tsx'), { recursive: true, force: true });
   writeFileSync(join(project, 'tidemark.config.js'), CATALOG);
 
