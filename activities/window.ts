@@ -7,6 +7,9 @@ import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.j
 import { withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
+import type { Transaction } from 'kysely';
+import type { Database } from '../db/schema.js';
+import type { WindowCounts } from '../schedules/job.js';
 import {
   claimWindow,
   failAttempt,
@@ -18,10 +21,17 @@ import {
   type WindowRef,
 } from '../db/ledger.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
-import { isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
-import type { WindowInput, WindowResult } from '../workflows/types.js';
+import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
+import type {
+  PreviewInput,
+  PreviewTable,
+  RerunPreview,
+  WindowInput,
+  WindowResult,
+} from '../workflows/types.js';
+import { diff, previewDigest, snapshot } from './preview.js';
 import { CRASH_POINT, reached } from './crash-points.js';
-import type { ActivityDeps } from './deps.js';
+import { policyOf, type ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
 import { failureReason, noMetrics } from './metrics.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
@@ -93,6 +103,13 @@ function boundByAttempt(attemptMs: number): TransactionBound | undefined {
 }
 
 const IDLE_MARGIN_MS = 5_000;
+
+/** Thrown by the preview with what it saw: the window's transaction rolls back, and this is its result. */
+class RolledBack<T> extends Error {
+  constructor(readonly value: T) {
+    super('rolled back: a preview never commits');
+  }
+}
 const PG_MAX_TIMEOUT_MS = 2_147_483_647;
 
 /** The incident subject of a window's settle step (apart from the window's own failures). */
@@ -100,6 +117,7 @@ export const settleSubject = (windowKey: string): string => `${windowKey}:settle
 
 export function windowActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
+  const redact = deps.redact ?? ((t: string) => t);
   const alerts = alerting(deps);
 
   /** Checks the window against the job's grid and the clock before anything is written. */
@@ -160,6 +178,77 @@ export function windowActivities(deps: ActivityDeps) {
     return { job: job.name, start, end, generation, key: windowKey(job.name, start, generation) };
   }
 
+  /**
+   * The window's transaction, on a connection of its own (so that the handler may COPY inside it):
+   * the claim first, carrying the attempt's bounds (lock, statement and idle timeouts), then `body`,
+   * which runs the handler through `runHandler` (its counts and effects checked). The real run
+   * commits with its last statement; the preview throws to roll back. Null: the window is done.
+   */
+  async function inWindowTransaction<T>(
+    w: WindowRef,
+    input: WindowInput,
+    meta: { trigger: string; workflowId: string | null; at: Date },
+    attempt: number,
+    log: (line: string) => void,
+    body: (
+      trx: Transaction<Database>,
+      attempts: number,
+      runHandler: () => Promise<WindowCounts>,
+    ) => Promise<T>,
+  ): Promise<T | null> {
+    const job = deps.catalog.get(w.job);
+    let windowOpen = true;
+    return await withConnection(db, (conn, client) =>
+      conn
+        .transaction()
+        .execute(async (trx) => {
+          const attempts = await claimWindow(
+            trx,
+            w,
+            meta,
+            boundByAttempt(input.policy.startToCloseTimeoutMs),
+          );
+          if (attempts === undefined) return null;
+          return await body(trx, attempts, async () => {
+            const counts = await job.handler({
+              trx,
+              job,
+              window: { start: w.start, end: w.end },
+              key: w.key,
+              generation: w.generation,
+              attempt,
+              log,
+              // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
+              // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
+              // on its own, or inside whichever transaction the pooled client serves next.
+              copyRows: async (table, columns, rows) => {
+                if (!windowOpen || client.getTransactionStatus() === 'I') {
+                  throw new Error(
+                    `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
+                  );
+                }
+                return await copyRows(client, table, columns, rows);
+              },
+            });
+            if (counts.applied + counts.quarantined !== counts.input) {
+              throw badInput(
+                FAILURE.countMismatch,
+                `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+              );
+            }
+            // External effects are recorded with the window (an outbox) and performed after the commit.
+            checkWindowEffects(job.name, w.key, counts.effects ?? []);
+            return counts;
+          });
+        })
+        .catch((err: unknown) => {
+          // The preview's way out: kysely rolled the transaction back, the connection is sound.
+          if (err instanceof RolledBack) return err.value as T;
+          throw err;
+        }),
+    ).finally(() => (windowOpen = false));
+  }
+
   const activities = {
     /**
      * Lets the job read what its effects' providers answered and record it. A failure is
@@ -192,9 +281,144 @@ export function windowActivities(deps: ActivityDeps) {
       return await alerts.resolve(db, { job: w.job, subject: settleSubject(w.key), note: 'settled' });
     },
 
+    /**
+     * What a rerun of a done window would change: the handler run for the new generation in the
+     * window's own transaction (claim, bounds, guards: the real path), the declared tables copied
+     * aside before and compared after, then rolled back, also on error. Nothing commits, no effect
+     * is recorded or sent, the watermark does not move; the effects the handler asked for are
+     * listed against those of the generation it replaces.
+     */
+    async previewWindow(input: PreviewInput): Promise<RerunPreview> {
+      const job = jobOrFail(deps, input.job);
+      const start = new Date(input.windowStart);
+      if (Number.isNaN(start.getTime()) || !isAligned(job.grid, job.timezone, start))
+        throw badInput(
+          FAILURE.badWindow,
+          `windowStart "${input.windowStart}" is not the start of a window of ${job.name} (grid "${job.grid.label}" in ${job.timezone})`,
+        );
+      const end = windowAt(job.grid, job.timezone, start).end;
+      const key0 = windowKey(job.name, start);
+      const marks = await db
+        .selectFrom('job_windows')
+        .select(['generation', 'status'])
+        .where('job', '=', job.name)
+        .where('window_start', '=', start)
+        .execute();
+      if (!marks.some((m) => m.generation === 0 && m.status === 'done'))
+        throw badInput(
+          FAILURE.badWindow,
+          `window ${key0} has not been processed: nothing to rerun (a tick or a backfill will process it)`,
+        );
+      const reserved = await db
+        .selectFrom('rerun_requests')
+        .select((eb) => eb.fn.max('generation').as('g'))
+        .where('job', '=', job.name)
+        .where('window_start', '=', start)
+        .executeTakeFirst();
+      const generation =
+        input.generation ?? Math.max(0, Number(reserved?.g ?? 0), ...marks.map((m) => m.generation)) + 1;
+      const previous = Math.max(
+        0,
+        ...marks.filter((m) => m.generation < generation && m.status === 'done').map((m) => m.generation),
+      );
+      const w: WindowRef = {
+        job: job.name,
+        start,
+        end,
+        generation,
+        key: windowKey(job.name, start, generation),
+      };
+      const sent = await db
+        .selectFrom('effects')
+        .select('name')
+        .where('window_key', '=', windowKey(job.name, start, previous))
+        .execute();
+      const computedAt = isoUtc(deps.now());
+      const base = {
+        job: job.name,
+        windowStart: isoUtc(start),
+        windowEnd: isoUtc(end),
+        generation,
+        previous,
+      };
+      const finish = (p: Omit<RerunPreview, 'digest' | 'computedAt' | keyof typeof base>): RerunPreview => {
+        const whole = { ...base, ...p };
+        logger.info(
+          `PREVIEW job=${job.name} window=${w.key} outcome=${p.outcome}${p.note ? `: ${p.note}` : ''}`,
+          { job: job.name, window: w.key, generation, outcome: p.outcome },
+        );
+        return { ...whole, computedAt, digest: previewDigest(whole) };
+      };
+      const none = { repeat: [], added: [], dropped: [] };
+      const refusal =
+        job.noPreview ??
+        (job.prepare
+          ? 'it prepares its windows in steps that commit on their own before the handler, which no rollback would undo'
+          : undefined);
+      if (refusal)
+        return finish({
+          outcome: 'refused',
+          note: `${job.name} is not previewed: ${refusal}`,
+          tables: null,
+          effects: none,
+          findings: [],
+        });
+      const { attempt, workflowId } = attemptInfo();
+      try {
+        const seen = await inWindowTransaction<{ counts: WindowCounts; tables: PreviewTable[] | null }>(
+          w,
+          { ...w, start: isoUtc(start), end: isoUtc(end), trigger: 'rerun', policy: policyOf(job) },
+          { trigger: 'preview', workflowId, at: deps.now() },
+          attempt,
+          (line) => logger.info(`PREVIEW ${line}`),
+          async (trx, _attempts, runHandler) => {
+            const before = job.writes
+              ? await snapshot(trx, job.writes, { job: job.name, start, key0 })
+              : null;
+            const counts = await runHandler();
+            const tables = before ? await diff(trx, before) : null;
+            throw new RolledBack({ counts, tables });
+          },
+        );
+        if (!seen)
+          return finish({
+            outcome: 'refused',
+            note: `generation ${generation} of ${key0} has run already`,
+            tables: null,
+            effects: none,
+            findings: [],
+          });
+        const names = (seen.counts.effects ?? []).map((e) => e.name);
+        const before = new Set(sent.map((e) => e.name));
+        return finish({
+          outcome: 'ok',
+          counts: {
+            input: seen.counts.input,
+            applied: seen.counts.applied,
+            quarantined: seen.counts.quarantined,
+          },
+          tables: seen.tables,
+          effects: {
+            repeat: names.filter((n) => before.has(n)),
+            added: names.filter((n) => !before.has(n)),
+            dropped: [...before].filter((n) => !names.includes(n)),
+          },
+          findings: (seen.counts.findings ?? []).map((f) => redact(`${f.subject}: ${f.message}`)),
+        });
+      } catch (err) {
+        if (err instanceof ApplicationFailure && err.type === FAILURE.windowNotClosedYet) throw err;
+        return finish({
+          outcome: 'failed',
+          note: redactError(err, redact),
+          tables: null,
+          effects: none,
+          findings: [],
+        });
+      }
+    },
+
     async processWindow(input: WindowInput): Promise<WindowResult> {
       const w = resolveWindow(input);
-      const redact = deps.redact ?? ((t: string) => t);
       const job = deps.catalog.get(w.job);
       const { attempt, workflowId, runId, isLocal } = attemptInfo();
       const startedAt = deps.now();
@@ -260,46 +484,19 @@ export function windowActivities(deps: ActivityDeps) {
           });
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
-        // On a connection of its own, so that the handler may COPY inside the transaction.
-        let windowOpen = true;
-        const committed = await withConnection(db, (conn, client) =>
-          conn.transaction().execute(async (trx) => {
-            const bound = boundByAttempt(input.policy.startToCloseTimeoutMs);
-            const attempts = await claimWindow(trx, w, attemptMeta, bound);
-            if (attempts === undefined) return null;
-            const counts = await job.handler({
-              trx,
-              job,
-              window: { start: w.start, end: w.end },
-              key: w.key,
-              generation: w.generation,
-              attempt,
-              log: (line) => logger.info(line),
-              // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
-              // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
-              // on its own, or inside whichever transaction the pooled client serves next.
-              copyRows: async (table, columns, rows) => {
-                if (!windowOpen || client.getTransactionStatus() === 'I') {
-                  throw new Error(
-                    `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
-                  );
-                }
-                return await copyRows(client, table, columns, rows);
-              },
-            });
+        const committed = await inWindowTransaction(
+          w,
+          input,
+          attemptMeta,
+          attempt,
+          (line) => logger.info(line),
+          async (trx, attempts, runHandler) => {
+            const counts = await runHandler();
             await reached(
               deps,
               w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler,
               w.key,
             );
-            if (counts.applied + counts.quarantined !== counts.input) {
-              throw badInput(
-                FAILURE.countMismatch,
-                `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
-              );
-            }
-            // External effects are recorded with the window (an outbox) and performed after the commit.
-            checkWindowEffects(job.name, w.key, counts.effects ?? []);
             await recordEffects(
               trx,
               (counts.effects ?? []).map((e) => ({
@@ -354,8 +551,8 @@ export function windowActivities(deps: ActivityDeps) {
               effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
               findings: counts.findings ?? [],
             };
-          }),
-        ).finally(() => (windowOpen = false));
+          },
+        );
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
         const { counts, watermark, alerted, effects, findings } = committed;

@@ -10,7 +10,7 @@ import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
-import type { RerunDecision, RerunResult, RerunState } from '../workflows/types.js';
+import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../workflows/types.js';
 
 export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';
@@ -108,7 +108,8 @@ export async function requestState(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const state = await handle.query<RerunState>('state').catch(() => undefined);
-    if (state?.request || (state && state.status !== 'pending')) return state;
+    // Recorded, and its preview computed (or given up on): the request as approvers see it.
+    if ((state?.request && !state.previewing) || (state && state.status !== 'pending')) return state;
     const described = await handle.describe();
     if (described.status.name !== 'RUNNING')
       throw new RequestRefused(
@@ -161,6 +162,32 @@ export async function decide(
         ? `there is no open rerun request ${requestId} (see npx tidemark reruns)`
         : `the request ${row.status === 'timed-out' ? 'timed out' : row.status === 'pending' ? 'ended without a decision' : `is ${row.status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
     );
+  }
+}
+
+/**
+ * What a rerun of the window would change, computed by a worker (it has the job's handler and
+ * the database) without requesting anything: no generation is reserved, nothing is recorded.
+ */
+export async function previewRerun(
+  client: Client,
+  config: Config,
+  r: { job: Job; windowStart: Date; now: Date },
+): Promise<RerunPreview> {
+  const misaligned = notAWindowStart(r.job, r.windowStart);
+  if (misaligned) throw misaligned;
+  const key = windowKey(r.job.name, r.windowStart);
+  try {
+    return (await client.workflow.execute('rerunPreview', {
+      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      workflowId: `${key}/preview-${isoUtc(r.now)}`,
+      args: [{ job: r.job.name, windowStart: isoUtc(r.windowStart), timeoutMs: r.job.attemptTimeoutMs }],
+      // A worker that is down fails the preview rather than leaving the caller waiting for ever.
+      workflowExecutionTimeout: Math.max(60_000, 4 * r.job.attemptTimeoutMs),
+      staticSummary: `rerun preview of ${key}`,
+    })) as RerunPreview;
+  } catch (err) {
+    throw new RequestRefused(`preview of ${key}: ${innermost(err)}`);
   }
 }
 

@@ -24,10 +24,14 @@ import {
   type RerunInput,
   type RerunRequest,
   type RerunResult,
+  type PreviewInput,
+  type RerunPreview,
   type RerunState,
   type WindowRunResult,
 } from './types.js';
 import { window } from './window.js';
+import { NON_RETRYABLE } from './policy.js';
+import { previewLines } from './preview-text.js';
 
 export const decideRerun = defineUpdate<
   { accepted: true; decision: RerunDecision['decision'] },
@@ -46,6 +50,45 @@ const recording = proxyActivities<Activities>({
   retry: { maximumAttempts: 3, initialInterval: '500ms', maximumInterval: '2s' },
 });
 
+/** The preview runs the job's handler: it gets the job's attempt timeout, and a few attempts. */
+function previewing(timeoutMs: number) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: timeoutMs,
+    retry: {
+      maximumAttempts: 3,
+      initialInterval: '1s',
+      maximumInterval: '5s',
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
+
+/** Slack shows a section's first 3,000 characters: the preview gets part of them, the rest says where to look. */
+const SLACK_PREVIEW_CHARS = 1_800;
+
+/** The preview for the Slack message: escaped, a few rows per table, bounded. */
+export function slackPreview(preview: RerunPreview | null, note: string | undefined): string {
+  if (!preview) return `preview: could not be computed${note ? `: ${slackEscape(note)}` : ''}`;
+  const lines: string[] = [];
+  let used = 0;
+  for (const line of previewLines(preview, { rows: 5 })) {
+    const text = slackEscape(line);
+    if (used + text.length > SLACK_PREVIEW_CHARS) {
+      lines.push('... (the rest: npx tidemark reruns, or the page)');
+      break;
+    }
+    lines.push(text);
+    used += text.length + 1;
+  }
+  return '```' + lines.join('\n') + '```';
+}
+
+/** The preview alone, for `tidemark rerun --preview` and the page: nothing is requested or reserved. */
+export async function rerunPreview(input: PreviewInput & { timeoutMs: number }): Promise<RerunPreview> {
+  const { timeoutMs, ...what } = input;
+  return await previewing(timeoutMs).previewWindow(what);
+}
+
 /** The activity's own error behind Temporal's wrapper. */
 function causeOf(err: unknown): string {
   const e = err as Error;
@@ -61,7 +104,18 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let deciding: RerunDecision | undefined;
   /** Set the moment the wait for a decision timed out: later decisions are refused. */
   let closed = false;
-  setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
+  /** What approving would change, computed once the request is recorded, and again at each approval. */
+  let preview: RerunPreview | null = null;
+  let previewNote: string | undefined;
+  let previewingNow = false;
+  setHandler(rerunState, () => ({
+    status,
+    request,
+    decidedBy: decision?.by ?? null,
+    preview,
+    ...(previewNote ? { previewNote } : {}),
+    previewing: previewingNow,
+  }));
   /** Does this decision stand only on membership of the approver group? */
   const needsGroup = (d: RerunDecision) =>
     !input.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
@@ -105,6 +159,29 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
             'NotAnApprover',
           );
+        // An approval approves the change it was shown: computed again now, it must be the same
+        // (the data may have moved since). If not, the new preview is shown and nothing applies.
+        if (d.decision === 'approve' && preview && patched('issue12-preview-recheck')) {
+          const seen = d.previewDigest ?? preview.digest;
+          const fresh = await previewing(request!.policy.startToCloseTimeoutMs)
+            .previewWindow({
+              job: input.job,
+              windowStart: input.windowStart,
+              generation: request!.window.generation,
+            })
+            .catch((err: unknown) => {
+              throw ApplicationFailure.nonRetryable(
+                `the preview could not be checked again (${causeOf(err)}); nothing was decided: try again`,
+                'PreviewNotChecked',
+              );
+            });
+          preview = fresh;
+          if (fresh.digest !== seen)
+            throw ApplicationFailure.nonRetryable(
+              `the data changed since the preview ${d.previewDigest ? 'you approved' : 'shown with the request'}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
+              'PreviewChanged',
+            );
+        }
         // Audit first: a decision that cannot be recorded is not applied, and the caller is told
         // it was refused (truthfully); one that is recorded applies.
         await recording
@@ -139,6 +216,10 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
           throw new Error(
             'the request is not recorded yet (its generation is being reserved): try again in a moment',
           );
+        if (previewingNow && d.decision === 'approve')
+          throw new Error(
+            'the preview of what the rerun would change is being computed: try again in a moment',
+          );
         if (closed || status !== 'pending')
           throw new Error(
             `the request ${closed || status === 'timed-out' ? 'timed out' : `is ${status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
@@ -164,9 +245,26 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     workflowId,
   });
   const generation = request.window.generation;
+  let previewText = '';
+  if (patched('issue12-preview')) {
+    previewingNow = true;
+    try {
+      preview = await previewing(request.policy.startToCloseTimeoutMs).previewWindow({
+        job: input.job,
+        windowStart: input.windowStart,
+        generation,
+      });
+    } catch (err) {
+      // The request stands without it: the approver is told there is none.
+      previewNote = causeOf(err);
+    } finally {
+      previewingNow = false;
+    }
+    previewText = `\n${slackPreview(preview, previewNote)}`;
+  }
   const what =
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
-    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
+    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}${previewText}`;
   const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
   await notice('requested', what);

@@ -1,0 +1,77 @@
+// A rerun preview in words, the same for the CLI, the Slack message and the page's text: per
+// table its counts and first rows (a changed row shows only the columns that change), then the
+// external effects. Pure (the rerun workflow builds its Slack message with it).
+import type { PreviewRow, PreviewTable, RerunPreview } from './types.js';
+
+const show = (v: string | null | undefined) => (v === null || v === undefined ? 'null' : v);
+
+function keyText(r: PreviewRow): string {
+  return Object.entries(r.key)
+    .map(([k, v]) => `${k}=${show(v)}`)
+    .join(' ');
+}
+
+/** One row's change: `~ day=2026-04-10: order_count 40 -> 41, total 812.00 -> 1312.00`. */
+export function rowText(r: PreviewRow): string {
+  const values = (side: Readonly<Record<string, string | null>>) =>
+    Object.entries(side)
+      .filter(([k]) => !(k in r.key))
+      .map(([k, v]) => `${k} ${show(v)}`)
+      .join(', ');
+  if (r.change === 'added') return `+ ${keyText(r)}: ${values(r.after!)}`;
+  if (r.change === 'removed') return `- ${keyText(r)}: ${values(r.before!)}`;
+  const changed = Object.keys({ ...r.before, ...r.after })
+    .filter((k) => r.before![k] !== r.after![k])
+    .map((k) => `${k} ${show(r.before![k])} -> ${show(r.after![k])}`);
+  return `~ ${keyText(r)}: ${changed.join(', ')}`;
+}
+
+export function tableText(t: PreviewTable): string {
+  if (t.tooLarge !== undefined)
+    return `${t.table}: not compared (${t.tooLarge} rows of this job; too many to copy aside)`;
+  const parts = [
+    t.changed ? `${t.changed} changed` : '',
+    t.added ? `${t.added} added` : '',
+    t.removed ? `${t.removed} removed` : '',
+  ].filter(Boolean);
+  return `${t.table}: ${parts.length ? parts.join(', ') : 'no change'}`;
+}
+
+/** Does the preview say the rerun changes nothing at all (no row, no effect)? */
+export function changesNothing(p: RerunPreview): boolean {
+  return (
+    p.outcome === 'ok' &&
+    (p.tables ?? []).every((t) => t.tooLarge === undefined && t.added + t.removed + t.changed === 0) &&
+    p.tables !== null &&
+    p.effects.repeat.length + p.effects.added.length + p.effects.dropped.length === 0
+  );
+}
+
+/**
+ * The preview as lines, at most `rows` rows per table. Every line is the preview's own text: the
+ * caller escapes it for where it goes (Slack).
+ */
+export function previewLines(p: RerunPreview, opts: { rows?: number } = {}): string[] {
+  const rows = opts.rows ?? 20;
+  const head = `preview of generation ${p.generation} (replaces generation ${p.previous}), computed ${p.computedAt}`;
+  if (p.outcome === 'refused') return [`${head}: ${p.note ?? 'not previewed'}`];
+  if (p.outcome === 'failed') return [`${head}: the handler failed, so would the rerun: ${p.note ?? ''}`];
+  if (changesNothing(p)) return [`${head}: no change`];
+  const lines = [`${head}:`];
+  if (p.tables === null) lines.push('tables not declared by the job: effects only');
+  for (const t of p.tables ?? []) {
+    lines.push(tableText(t));
+    for (const r of t.rows.slice(0, rows)) lines.push(`  ${rowText(r)}`);
+    const more = t.added + t.removed + t.changed - Math.min(rows, t.rows.length);
+    if (more > 0) lines.push(`  ... and ${more} more`);
+  }
+  const e = p.effects;
+  lines.push(
+    e.repeat.length || e.added.length
+      ? `would send again: ${e.repeat.join(', ') || '(none)'}${e.added.length ? `; new: ${e.added.join(', ')}` : ''}`
+      : 'would send no external effect',
+  );
+  if (e.dropped.length) lines.push(`sent before, not again: ${e.dropped.join(', ')}`);
+  for (const f of p.findings) lines.push(`finding: ${f}`);
+  return lines;
+}
