@@ -191,6 +191,62 @@ export async function previewRerun(
   }
 }
 
+/** A rerun request waiting for a decision, with what approving it would change. */
+export interface PendingApproval {
+  readonly request: string;
+  readonly job: string;
+  readonly windowStart: string;
+  readonly generation: number;
+  readonly requestedBy: string;
+  readonly requestedAt: string;
+  readonly reason: string;
+  /** Null: none yet (being computed, or could not be computed: previewNote says why). */
+  readonly preview: RerunPreview | null;
+  readonly previewNote: string | null;
+  readonly previewing: boolean;
+}
+
+/** How long one request's state may take to answer before the list shows it without a preview. */
+const STATE_QUERY_MS = 3_000;
+
+/** Pending rerun requests, oldest first, each with its preview from its workflow's state query. */
+export async function pendingApprovals(client: Client, db: Kysely<Database>): Promise<PendingApproval[]> {
+  const rows = await db
+    .selectFrom('rerun_requests')
+    .selectAll()
+    .where('status', '=', 'pending')
+    .orderBy('requested_at')
+    .limit(50)
+    .execute();
+  return await Promise.all(
+    rows.map(async (r) => {
+      let timer: NodeJS.Timeout | undefined;
+      const state = await Promise.race([
+        client.workflow
+          .getHandle(r.workflow_id)
+          .query<RerunState>('state')
+          .catch((err: Error) => err.message),
+        new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve('no worker answered (is one running?)'), STATE_QUERY_MS);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      const known = typeof state === 'string' ? null : state;
+      return {
+        request: r.workflow_id,
+        job: r.job,
+        windowStart: isoUtc(r.window_start),
+        generation: r.generation,
+        requestedBy: r.requested_by,
+        requestedAt: isoUtc(r.requested_at),
+        reason: r.reason,
+        preview: known?.preview ?? null,
+        previewNote: typeof state === 'string' ? state : (known?.previewNote ?? null),
+        previewing: known?.previewing ?? false,
+      };
+    }),
+  );
+}
+
 export async function rerunResult(client: Client, requestId: string): Promise<RerunResult> {
   return (await client.workflow.getHandle(requestId).result()) as RerunResult;
 }
