@@ -13,7 +13,16 @@ import { decide, DecisionRefused } from '../../operator/reruns.js';
 import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../../workflows/types.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
-import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { Worker } from '@temporalio/worker';
+import { historyFromFile } from '../helpers/history.js';
+import {
+  eventually,
+  realStack,
+  sharedBundle,
+  uniqueQueue,
+  windowPolicy,
+  withWorker,
+} from '../helpers/temporal.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, startRerun, auditOf } = rerunTools(stack);
@@ -188,4 +197,14 @@ test('tidemark rerun --preview prints the change without requesting it; the requ
       /rerun requested: .*\n.*\npreview of generation 1 .*\ndaily_sales: 1 changed\n  ~ .*order_count 4 -> 5/,
     );
   });
+});
+
+test("reruns recorded before the preview, and with a preview and a refused approval, replay on today's code", async () => {
+  // 591544c: approved and run before previews existed (the issue 8 markers, none of issue 12).
+  // 66b3b76: the preview computed with the request, an approval refused because the data moved,
+  // the next approved with the new preview, generation 1 run.
+  for (const name of ['rerun-approved-591544c', 'rerun-preview-refused-approved-66b3b76']) {
+    const history = await historyFromFile(new URL(`../fixtures/${name}.history.json`, import.meta.url));
+    await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
+  }
 });
