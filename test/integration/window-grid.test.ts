@@ -25,6 +25,7 @@ import {
   windowPolicy,
   withWorker,
 } from '../helpers/temporal.js';
+import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
 const channels = loopbackChannels();
@@ -513,4 +514,32 @@ test('the routes: the grid and a detail; 400 naming from/to, 404 naming the job 
   assert.match(String(garbage.body.error), /window "nonsense" is not a window of grid-routes/);
   assert.equal((await get(`/api/jobs/nope/windows/${key}`)).status, 404);
   await app.close();
+});
+
+test('through the page server: a session is needed; the grid and a window key with its slash encoded', async () => {
+  const job = 'grid-served';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'grid-served-token-41';
+  const web = await startWeb(stack, { token, catalog, env: {}, now: () => new Date('2026-06-01T02:10:00Z') });
+  try {
+    assert.equal((await fetch(`${web.url}/api/jobs/${job}/grid`)).status, 401);
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const grid = await fetch(`${web.url}/api/jobs/${job}/grid`, { headers: { cookie } });
+    assert.equal(grid.status, 200);
+    const g = (await grid.json()) as WindowGrid;
+    assert.deepEqual(states(g), {
+      '2026-06-01T00:00:00Z': 'missing',
+      '2026-06-01T01:00:00Z': 'missing',
+      '2026-06-01T02:00:00Z': 'not-closed',
+    });
+    const key = encodeURIComponent(`${job}/2026-06-01T01:00:00Z`);
+    const detail = await fetch(`${web.url}/api/jobs/${job}/windows/${key}`, { headers: { cookie } });
+    assert.equal(detail.status, 200);
+    assert.equal(((await detail.json()) as { key: string }).key, `${job}/2026-06-01T01:00:00Z`);
+    const bad = await fetch(`${web.url}/api/jobs/${job}/grid?to=soon`, { headers: { cookie } });
+    assert.equal(bad.status, 400);
+    assert.match(((await bad.json()) as { error: string }).error, /^to: "soon" is not an instant/);
+  } finally {
+    await web.stop();
+  }
 });

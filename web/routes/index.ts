@@ -3,5 +3,9 @@
 import type { FastifyInstance } from 'fastify';
 import type { WebDeps } from '../deps.js';
 import { jobsRoutes } from './jobs.js';
+import { windowsRoutes } from './windows.js';
 
-export const routeModules: ((app: FastifyInstance, deps: WebDeps) => Promise<void>)[] = [jobsRoutes];
+export const routeModules: ((app: FastifyInstance, deps: WebDeps) => Promise<void>)[] = [
+  jobsRoutes,
+  windowsRoutes,
+];
