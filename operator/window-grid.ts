@@ -18,6 +18,7 @@ export const WINDOW_STATES = ['done', 'failed', 'running', 'waiting', 'not-close
  */
 export type WindowState = (typeof WINDOW_STATES)[number];
 
+const QUARTER_MS = 900_000;
 const HOUR_MS = 3_600_000;
 const DAY_MS = 86_400_000;
 /** One cell per window up to this many windows; sub-hourly grids beyond it get a cell per hour. */
@@ -265,6 +266,10 @@ export async function windowGrid(o: GridOptions) {
   const rowsOut = new Map<string, { key: string; label: string; cells: Cell[] }>();
   const columns = new Set<number>();
   const hourCells = new Map<string, HourCell>();
+  // In hour cells, a window's place is the same for every start in one UTC quarter hour (every zone's
+  // offset is a whole number of quarter hours): placed once per quarter, not per window.
+  let placed: { block: number; at: ReturnType<typeof place>; hourKey: string } | undefined;
+  const spans = new Map<HourCell, { start: Date; end: Date }>();
   for (const w of windows) {
     const key = windowKey(job.name, w.start);
     const ledger = byStart.get(w.start.getTime()) ?? [];
@@ -276,12 +281,22 @@ export async function windowGrid(o: GridOptions) {
     });
     totals[state]++;
     if (generation > 0) reruns++;
-    const p = place(layout, w.start, zone);
+    const last = ledger.find((r) => r.generation === generation);
+    const block = layout.cell === 'hour' ? Math.floor(w.start.getTime() / QUARTER_MS) : NaN;
+    if (placed?.block !== block) {
+      const at = place(layout, w.start, zone);
+      // The offset is kept in the key: a repeated hour (clocks going back) is two cells.
+      placed = {
+        block,
+        at,
+        hourKey: `${at.row} ${at.col} ${DateTime.fromJSDate(w.start, { zone }).toFormat('ZZ')}`,
+      };
+    }
+    const p = placed.at;
     columns.add(p.col);
-    const row = rowsOut.get(p.row) ?? { key: p.row, label: p.label, cells: [] };
-    rowsOut.set(p.row, row);
+    let row = rowsOut.get(p.row);
+    if (!row) rowsOut.set(p.row, (row = { key: p.row, label: p.label, cells: [] }));
     if (layout.cell === 'window') {
-      const last = ledger.find((r) => r.generation === generation);
       row.cells.push({
         kind: 'window',
         col: p.col,
@@ -296,39 +311,44 @@ export async function windowGrid(o: GridOptions) {
           : null,
         reason: last?.status === 'failed' ? last.reason : null,
       });
-    } else {
-      // Sub-hourly grids over days: one cell per local hour (offset kept, so a repeated hour is two cells).
-      const hourKey = `${p.row} ${p.col} ${DateTime.fromJSDate(w.start, { zone }).toFormat('ZZ')}`;
-      let cell = hourCells.get(hourKey);
-      if (!cell) {
-        cell = {
-          kind: 'hour',
-          col: p.col,
-          ...windowLabels(w, zone),
-          state,
-          windows: 0,
-          states: {},
-          reruns: 0,
-          attempts: 0,
-          durationMs: 0,
-          records: { in: 0, applied: 0, quarantined: 0 },
-        };
-        hourCells.set(hourKey, cell);
-        row.cells.push(cell);
-      }
-      const last = ledger.find((r) => r.generation === generation);
-      cell.windows++;
-      cell.states[state] = (cell.states[state] ?? 0) + 1;
-      if (generation > 0) cell.reruns++;
-      cell.attempts += last?.attempts ?? 0;
-      cell.durationMs += last?.duration_ms ?? 0;
-      cell.records.in += last?.records_in ?? 0;
-      cell.records.applied += last?.records_applied ?? 0;
-      cell.records.quarantined += last?.records_quarantined ?? 0;
-      Object.assign(cell, windowLabels({ start: new Date(cell.start), end: w.end }, zone));
-      cell.state = worst(cell.states);
+      continue;
     }
+    // Sub-hourly grids over days: one cell per local hour, labelled once its last window is known.
+    let cell = hourCells.get(placed.hourKey);
+    if (!cell) {
+      cell = {
+        kind: 'hour',
+        col: p.col,
+        start: '',
+        end: '',
+        startLocal: '',
+        endLocal: '',
+        local: '',
+        utc: '',
+        state,
+        windows: 0,
+        states: {},
+        reruns: 0,
+        attempts: 0,
+        durationMs: 0,
+        records: { in: 0, applied: 0, quarantined: 0 },
+      };
+      hourCells.set(placed.hourKey, cell);
+      spans.set(cell, { start: w.start, end: w.end });
+      row.cells.push(cell);
+    }
+    spans.get(cell)!.end = w.end;
+    cell.windows++;
+    cell.states[state] = (cell.states[state] ?? 0) + 1;
+    if (generation > 0) cell.reruns++;
+    cell.attempts += last?.attempts ?? 0;
+    cell.durationMs += last?.duration_ms ?? 0;
+    cell.records.in += last?.records_in ?? 0;
+    cell.records.applied += last?.records_applied ?? 0;
+    cell.records.quarantined += last?.records_quarantined ?? 0;
   }
+  for (const [cell, span] of spans)
+    Object.assign(cell, windowLabels(span, zone), { state: worst(cell.states) });
   return {
     job: job.name,
     grid: job.grid.label,

@@ -334,6 +334,8 @@ test('zone and UTC labels across DST changes (Europe/Berlin hours, America/New_Y
   const catalog = defineCatalog([
     salesJob('grid-berlin', { timezone: 'Europe/Berlin' }),
     salesJob('grid-ny', { grid: 'day', timezone: 'America/New_York' }),
+    salesJob('grid-berlin-15', { grid: '15m', timezone: 'Europe/Berlin' }),
+    salesJob('grid-berlin-1m', { grid: '1m', timezone: 'Europe/Berlin' }),
   ]);
   const grid = (job: string, from: string, to: string) =>
     windowGrid({
@@ -375,6 +377,27 @@ test('zone and UTC labels across DST changes (Europe/Berlin hours, America/New_Y
   assert.deepEqual(
     fall.columns.map((c) => c.label),
     Array.from({ length: 24 }, (_, i) => String(i).padStart(2, '0')),
+  );
+
+  // Sub-hourly: the repeated hour is two rows of quarter hours, and two hour cells of a minutely week.
+  const quarters = await grid('grid-berlin-15', '2026-10-25T00:00:00Z', '2026-10-25T02:00:00Z');
+  assert.deepEqual(
+    quarters.rows.map((r) => [r.label, r.cells.length]),
+    [
+      ['2026-10-25 02:00 (+02:00)', 4],
+      ['2026-10-25 02:00 (+01:00)', 4],
+    ],
+  );
+  const minutely = await grid('grid-berlin-1m', '2026-10-22T00:00:00Z', '2026-10-29T00:00:00Z');
+  assert.equal(minutely.layout.cell, 'hour');
+  const day = minutely.rows.find((r) => r.key === '2026-10-25')!;
+  assert.equal(day.cells.length, 25);
+  assert.deepEqual(
+    day.cells.filter((c) => c.col === 2).map((c) => [c.local, 'windows' in c ? c.windows : 0]),
+    [
+      ['2026-10-25 02:00 (UTC+02:00) – 02:00 (UTC+01:00) Europe/Berlin', 60],
+      ['2026-10-25 02:00 – 03:00 Europe/Berlin (UTC+01:00)', 60],
+    ],
   );
 
   // A calendar day in New York the day clocks spring forward: 23 hours, local midnight to midnight.
