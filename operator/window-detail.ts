@@ -11,7 +11,7 @@ import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
-import { runningWindows, windowLabels, windowState, type LedgerRow } from './window-grid.js';
+import { runningWindows, waitingForHours, windowLabels, windowState, type LedgerRow } from './window-grid.js';
 
 export class UnknownWindowError extends Error {
   readonly code = 'UNKNOWN_WINDOW';
@@ -185,9 +185,14 @@ export async function windowDetail(o: DetailOptions) {
           .execute();
 
   let running: number | undefined;
+  let waiting = false;
   const notes: string[] = [];
   try {
     running = (await runningWindows(o.client, job.name)).get(key);
+    if (running !== undefined && job.allowedHours && msUntilAllowed(now, job.allowedHours, job.timezone) > 0)
+      waiting = (
+        await waitingForHours(o.client, job.name, new Map([[key, running]]), { from: w.start, to: w.end })
+      ).has(key);
   } catch (err) {
     notes.push(`Temporal could not say whether this window runs now (${(err as Error).message})`);
   }
@@ -195,7 +200,7 @@ export async function windowDetail(o: DetailOptions) {
     rows: ledger as LedgerRow[],
     running,
     closed: isClosed(w, now, job.latenessMs),
-    outsideHours: job.allowedHours ? msUntilAllowed(now, job.allowedHours, job.timezone) > 0 : false,
+    waitingForHours: waiting,
   });
   const last = ledger.find((r) => r.generation === generation);
 

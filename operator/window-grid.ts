@@ -86,14 +86,45 @@ export async function runningWindows(client: Client, job: string, cap = 1_000): 
   return running;
 }
 
+/**
+ * The running window runs (of `running`, starting in [from, to)) still in their wait for the job's
+ * allowed hours: nothing but the hours check scheduled in their history yet. A run that began in
+ * its hours and works on after they closed is running, not waiting. At most `cap` are asked.
+ */
+export async function waitingForHours(
+  client: Client,
+  job: string,
+  running: ReadonlyMap<string, number>,
+  range: { from: Date; to: Date },
+  cap = 50,
+): Promise<Set<string>> {
+  const inRange = [...running].filter(([key]) => {
+    const start = new Date(key.slice(job.length + 1)).getTime();
+    return start >= range.from.getTime() && start < range.to.getTime();
+  });
+  const waiting = new Set<string>();
+  await Promise.all(
+    inRange.slice(0, cap).map(async ([key, generation]) => {
+      const workflowId = generation ? `${key}#${generation}` : key;
+      const history = await client.workflow.getHandle(workflowId).fetchHistory();
+      const started = (history.events ?? []).some((e) => {
+        const name = e.activityTaskScheduledEventAttributes?.activityType?.name;
+        return name && name !== 'msUntilAllowed';
+      });
+      if (!started) waiting.add(key);
+    }),
+  );
+  return waiting;
+}
+
 export interface WindowStateInput {
   /** Every generation's ledger row of the window, any order. */
   rows: readonly LedgerRow[];
   /** The generation whose run is open in Temporal, if one is. */
   running: number | undefined;
   closed: boolean;
-  /** Outside the job's allowed hours now. */
-  outsideHours: boolean;
+  /** Its run waits for the job's allowed hours (see waitingForHours). */
+  waitingForHours: boolean;
 }
 
 /** Where one window stands (see WindowState) and the generation that says so. */
@@ -105,7 +136,7 @@ export function windowState(i: WindowStateInput): { state: WindowState; generati
   const generation = Math.max(last?.generation ?? 0, i.running ?? 0);
   // A run open now says more than an earlier attempt's row: a failed window being retried runs.
   if (i.running !== undefined && !(last?.status === 'done' && last.generation >= i.running))
-    return { state: i.outsideHours ? 'waiting' : 'running', generation };
+    return { state: i.waitingForHours ? 'waiting' : 'running', generation };
   if (last) return { state: last.status, generation };
   return { state: i.closed ? 'missing' : 'not-closed', generation };
 }
@@ -259,7 +290,12 @@ export async function windowGrid(o: GridOptions) {
       `Temporal could not say which windows run now (${(err as Error).message}): none is shown running`,
     );
   }
-  const outsideHours = job.allowedHours ? msUntilAllowed(now, job.allowedHours, zone) > 0 : false;
+  let waiting = new Set<string>();
+  if (job.allowedHours && msUntilAllowed(now, job.allowedHours, zone) > 0)
+    waiting = await waitingForHours(o.client, job.name, running, { from, to }).catch((err: Error) => {
+      notes.push(`Temporal could not say which runs wait for the allowed hours (${err.message})`);
+      return new Set<string>();
+    });
 
   const totals = Object.fromEntries(WINDOW_STATES.map((s) => [s, 0])) as Record<WindowState, number>;
   let reruns = 0;
@@ -277,7 +313,7 @@ export async function windowGrid(o: GridOptions) {
       rows: ledger,
       running: running.get(key),
       closed: isClosed(w, now, job.latenessMs),
-      outsideHours,
+      waitingForHours: waiting.has(key),
     });
     totals[state]++;
     if (generation > 0) reruns++;

@@ -233,6 +233,59 @@ test('the grid shows each window state: done, failed, running, a rerun, missing,
   });
 });
 
+test('a window that started in its allowed hours and still works after they closed shows running, not waiting', async () => {
+  const job = 'grid-overrun';
+  const T0 = '2026-06-11T00:00:00Z';
+  const T1 = '2026-06-11T01:00:00Z';
+  const gate = gatedHandler();
+  // Allowed now (the run starts at once), and the grid asked at a time outside the hours.
+  const h = new Date().getUTCHours();
+  const hh = (n: number) => `${String(n % 24).padStart(2, '0')}:00`;
+  const hours = { from: hh(h + 23), to: hh(h + 2) };
+  const catalog = defineCatalog([
+    salesJob(job, { start: T0, lateness: '0m', allowedHours: hours, handler: gate.handler }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  const deps = { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() };
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    gate.hold(`${job}/${T0}`);
+    const run = await stack.env.client.workflow.start('window', {
+      taskQueue,
+      workflowId: `${job}/${T0}`,
+      args: [
+        {
+          job,
+          start: T0,
+          end: T1,
+          generation: 0,
+          key: `${job}/${T0}`,
+          trigger: 'manual',
+          policy: { ...windowPolicy(1, 60_000), allowedHours: { ...hours, timezone: 'UTC' } },
+        },
+      ],
+    });
+    try {
+      await eventually(async () => (gate.entered(`${job}/${T0}`) ? true : undefined));
+      const outside = new Date(Date.now() + 4 * 3_600_000);
+      const g = await eventually(async () => {
+        const g = await windowGrid({
+          db: stack.t.db,
+          client: stack.env.client,
+          job: catalog.get(job),
+          now: outside,
+          from: T0,
+          to: T1,
+        });
+        return states(g)[T0] === 'not-closed' || states(g)[T0] === 'missing' ? undefined : g;
+      });
+      assert.deepEqual(states(g), { [T0]: 'running' });
+    } finally {
+      gate.release(`${job}/${T0}`);
+      await run.result();
+    }
+  });
+});
+
 test("a window's detail shows its effect's attempts and the provider's reply, and no secret", async () => {
   const job = 'grid-report';
   const W = { start: '2026-07-01T00:00:00Z', end: '2026-07-01T01:00:00Z' };
