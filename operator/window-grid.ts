@@ -203,8 +203,9 @@ function columnLabel(layout: Layout, col: number): string {
   return String(col);
 }
 
-function parseInstant(field: string, text: string | undefined): Date | undefined {
+function parseInstant(field: string, text: unknown): Date | undefined {
   if (text === undefined || text === '') return undefined;
+  if (typeof text !== 'string') throw new GridRangeError(field, 'given more than once; send it once');
   const t = new Date(text);
   if (Number.isNaN(t.getTime()) || !/^\d{4}-\d{2}-\d{2}/.test(text))
     throw new GridRangeError(

@@ -568,6 +568,9 @@ test('the routes: the grid and a detail; 400 naming from/to, 404 naming the job 
   const tooMany = await get(`/api/jobs/${job}/grid?from=2026-06-01T00:00:00Z&to=2033-01-01T00:00:00Z`);
   assert.equal(tooMany.status, 400);
   assert.match(String(tooMany.body.error), /^from: .*narrow the range/);
+  const twice = await get(`/api/jobs/${job}/grid?to=2026-06-02T00:00:00Z&to=2026-06-02T00:00:00Z`);
+  assert.equal(twice.status, 400);
+  assert.match(String(twice.body.error), /^to: given more than once; send it once/);
   const noJob = await get('/api/jobs/nope/grid');
   assert.equal(noJob.status, 404);
   assert.match(String(noJob.body.error), /unknown job "nope"/);
