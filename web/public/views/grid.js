@@ -60,7 +60,7 @@ function details(c) {
   ];
   if (c.kind === 'window' && c.generation) rows.push(['Generation', `${c.generation} (rerun)`]);
   if (c.kind === 'hour' && c.reruns) rows.push(['Reruns', String(c.reruns)]);
-  if (c.records)
+  if (c.records && c.records.in !== null)
     rows.push([
       'Records',
       `${c.records.in ?? 0} in, ${c.records.applied ?? 0} applied, ${c.records.quarantined ?? 0} quarantined`,
@@ -70,14 +70,14 @@ function details(c) {
   if (c.reason) rows.push(['Reason', c.reason]);
   return h(
     'dl',
-    { class: 'facts' },
+    { class: 'wv-facts' },
     rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
   );
 }
 
 export async function renderGrid(root, ctx, range = {}) {
   viewStyles();
-  const job = jobOfHash();
+  const job = ctx.params?.job || jobOfHash();
   const q = new URLSearchParams();
   if (range.from) q.set('from', range.from);
   if (range.to) q.set('to', range.to);
