@@ -11,6 +11,7 @@ export const STATES = [
   { id: 'waiting', label: 'waiting for allowed hours', glyph: '‖' },
   { id: 'not-closed', label: 'not closed', glyph: '' },
   { id: 'missing', label: 'missing', glyph: '?' },
+  { id: 'unscheduled', label: 'before the job’s first window', glyph: '' },
 ];
 const label = (state) => STATES.find((s) => s.id === state)?.label ?? state;
 
