@@ -52,6 +52,7 @@ test('the window grid and the window detail in the browser', async () => {
       handler,
       retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
     }),
+    salesJob(`${job}-1m`, { grid: '1m', start: at(7, 0), timezone: 'Europe/Berlin', lateness: '0m' }),
   ]);
   const taskQueue = uniqueQueue(job);
   await insertOrders(stack.t.db, ordersBetween(job, at(8, 0), at(9, 22), 460));
@@ -113,16 +114,20 @@ test('the window grid and the window detail in the browser', async () => {
 
       browser = await launchBrowser();
       const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
-      const show = async (hash: string) => {
-        await page.goto(`${web.url}/${hash}`);
-        await page.locator('.wv').waitFor();
+      // The shell renders a view on its first update and on each hash change: once the overview is
+      // shown, a hash change renders exactly once, and the view's heading says it is there.
+      await page.locator('section.view[data-view=overview]').waitFor();
+      const show = async (hash: string, heading: string | RegExp) => {
+        await page.evaluate(`location.hash = ${JSON.stringify(hash)}`);
+        await page.locator('.wv h1', { hasText: heading }).waitFor();
       };
 
       // The grid: its cells by state, once the held window shows running.
       await eventually(
         async () => {
-          await page.goto(`${web.url}/`);
-          await show(`#/jobs/${job}`);
+          await page.evaluate("location.hash = '#/'");
+          await page.locator('section.view[data-view=overview]').waitFor();
+          await show(`#/jobs/${job}`, `${job}: windows`);
           return (await page.locator('.wg-cell.s-running').count()) === 1 ? true : undefined;
         },
         20_000,
@@ -164,7 +169,7 @@ test('the window grid and the window detail in the browser', async () => {
       await page.locator('.wv h2', { hasText: 'Ledger' }).waitFor();
       assert.match(await page.evaluate('location.hash'), new RegExp(`^#/jobs/${job}/windows/`));
       assert.match((await page.locator('.wv h1').textContent())!, /2026-06-09 04:00 – 05:00 Europe\/Berlin/);
-      await show(`#/jobs/${job}`);
+      await show(`#/jobs/${job}`, `${job}: windows`);
       // A filter hides the cells of its state.
       await page.locator('.wg-filter', { hasText: 'done' }).click();
       assert.equal(
@@ -190,7 +195,10 @@ test('the window grid and the window detail in the browser', async () => {
       await page.setViewportSize({ width: 1280, height: 900 });
 
       // The detail of the window with the e-mail effect.
-      await show(`#/jobs/${job}/windows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`);
+      await show(
+        `#/jobs/${job}/windows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`,
+        '2026-06-09 12:00',
+      );
       const text = (await page.locator('.wv').textContent())!;
       for (const title of ['Ledger', 'Runs', 'Effects', 'Incidents', 'Rerun history'])
         assert.ok(await page.locator('h2', { hasText: title }).isVisible(), title);
@@ -236,10 +244,24 @@ test('the window grid and the window detail in the browser', async () => {
       await client.workflow.getHandle(asked.workflow_id).terminate('test over');
 
       // The rerun's detail: its history with bob's decision.
-      await show(`#/jobs/${job}/windows/${encodeURIComponent(`${job}/${at(9, 2)}`)}`);
+      await show(`#/jobs/${job}/windows/${encodeURIComponent(`${job}/${at(9, 2)}`)}`, '2026-06-09 04:00');
       const history = (await page.locator('section[aria-labelledby=reruns]').textContent())!;
       assert.match(history, /Generation 1: done — asked by alice: “late orders”/);
       assert.match(history, /approve by bob via web: accepted/);
+
+      // A minutely job: hours of windows; one drills into its minutes and back.
+      await show(`#/jobs/${job}-1m`, `${job}-1m: windows`);
+      const hours = page.locator('button.wg-cell');
+      assert.equal(await hours.count(), 70, 'hours from 02:00 on the 7th to 23:31 on the 9th, local');
+      await page.locator('button.wg-cell[aria-label^="2026-06-09 12:00 – 13:00 Europe/Berlin"]').click();
+      await page.locator('button', { hasText: 'Back to the whole range' }).waitFor();
+      assert.equal(await page.locator('a.wg-cell').count(), 60);
+      assert.match((await page.locator('.wg-grid tbody th').textContent())!, /2026-06-09 12:00 \(\+02:00\)/);
+      await checkAccessibility(page, 'an hour of a minutely job');
+      await screenshot(page, 'grid-minutely-hour');
+      await page.locator('button', { hasText: 'Back to the whole range' }).click();
+      await page.locator('button.wg-cell').first().waitFor();
+      assert.equal(await page.locator('button.wg-cell').count(), 70);
       assert.deepEqual(problems, { refused: [], errors: [] }, 'no CSP refusal, no page error');
       gate.release(`${job}/${at(9, 19)}`);
       await held.result();

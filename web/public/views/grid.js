@@ -126,7 +126,7 @@ export async function renderGrid(root, ctx, range = {}) {
 
   const table = h(
     'table',
-    { class: 'wg-grid' },
+    { class: g.columns.length > 31 ? 'wg-grid wg-dense' : 'wg-grid' },
     h('caption', {}, `Windows of ${g.job} by ${g.layout.rows} and ${g.layout.columns} (${g.timezone})`),
     h(
       'thead',
