@@ -195,6 +195,20 @@ test('backfills: a dry-run preview (done windows counted as skipped), start, and
 
         const { page, problems } = await loggedInPage(browser, web.url, TOKEN, { hash: '#/backfills' });
         await page.locator('#bf-from').waitFor();
+        // Past TIDEMARK_WEB_MAX_BACKFILL_WINDOWS (24 here) Start asks for a confirmation first.
+        await page.check('#bf-zone-utc');
+        await page.fill('#bf-from', '2026-05-01T00:00');
+        await page.fill('#bf-to', '2026-05-03T00:00');
+        await page.click('#bf-preview-button');
+        await page.locator('#bf-preview .warn', { hasText: 'more than the limit of 24 windows' }).waitFor();
+        await page.click('#bf-start');
+        await page.locator('#msg', { hasText: 'Tick "I mean it"' }).waitFor();
+        assert.equal(
+          (await stack.env.client.workflow.count(`WorkflowType = "backfill" AND TidemarkJob = "${job}"`))
+            .count,
+          0,
+          'nothing started without the confirmation',
+        );
         await page.check('#bf-zone-utc');
         await page.fill('#bf-from', '2026-05-21T00:00');
         await page.fill('#bf-to', '2026-05-21T06:00');
