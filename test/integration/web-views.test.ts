@@ -61,6 +61,12 @@ test('overview: a card per job with schedule in words and cron, health and actio
           );
       },
     );
+    const login = await (await browser.newContext()).newPage();
+    await login.goto(web.url);
+    await login.locator('input[name=token]').waitFor();
+    await checkAccessibility(login, 'the login form');
+    await screenshot(login, 'login');
+
     const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
     const card = page.locator(`article.job[data-job="${hourly}"]`);
     await card.waitFor();
@@ -122,6 +128,10 @@ test('overview: a card per job with schedule in words and cron, health and actio
     assert.equal(background, 'rgb(17, 19, 24)', 'the dark palette');
     await checkAccessibility(dark.page, 'the overview in dark mode');
     await screenshot(dark.page, 'overview-dark');
+
+    // Each card leads to the backfills view with its job chosen.
+    await page.locator(`article.job[data-job="${daily}"] a`, { hasText: 'Backfill…' }).click();
+    assert.equal(await page.locator('#bf-job').inputValue(), daily, 'not the first job of the list');
 
     // A view no one has written yet says so instead of breaking the page.
     await page.goto(`${web.url}/#/incidents`);
