@@ -66,8 +66,8 @@ function details(c) {
       'Records',
       `${c.records.in ?? 0} in, ${c.records.applied ?? 0} applied, ${c.records.quarantined ?? 0} quarantined`,
     ]);
-  rows.push(['Attempts', String(c.attempts)]);
-  rows.push(['Duration', duration(c.durationMs)]);
+  rows.push([c.kind === 'hour' ? 'Attempts (all windows)' : 'Attempts', String(c.attempts)]);
+  rows.push([c.kind === 'hour' ? 'Duration (all windows)' : 'Duration', duration(c.durationMs)]);
   if (c.reason) rows.push(['Reason', c.reason]);
   return h(
     'dl',
