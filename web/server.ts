@@ -1,36 +1,29 @@
-// The management page: jobs, a heat map of each job's windows, pending approvals, and buttons to
-// trigger, pause, resume, backfill and request a rerun. Access needs the token (a login form sets
-// an HttpOnly, SameSite=Strict session cookie; API clients may send `Authorization: Bearer`);
-// every state-changing request must carry the session's CSRF token and a same-origin Origin.
-// Sessions expire (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload
-// over server-sent events. Bad input is a 400 that names the field, never a 500. /metrics needs no
-// login (a Prometheus scrape has no session): counts and job names only, never a secret.
+// The management page's server (fastify): the static page (web/public), a login, and the JSON API
+// the page's views call. Access needs the token (a login form sets an HttpOnly, SameSite=Strict
+// session cookie; API clients may send `Authorization: Bearer`); every state-changing request must
+// carry the session's CSRF token and a same-origin Origin. Sessions expire
+// (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload over server-sent
+// events. Bad input is a 400 that names the field, never a 500. /metrics needs no login (a
+// Prometheus scrape has no session): counts and job names only, never a secret.
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import fastifyStatic from '@fastify/static';
 import type { Client } from '@temporalio/client';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Registry } from 'prom-client';
 import { watchQueueOf, type Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { jobsOverview, recentWindows } from '../operator/overview.js';
-import { directoryOf, requesterProblem } from '../config/people.js';
-import {
-  NotAWindowStart,
-  requestRerun,
-  requestState,
-  RequestNotRecorded,
-  RequestRefused,
-} from '../operator/reruns.js';
 import type { Catalog } from '../schedules/job.js';
-import { scheduleIdOf } from '../schedules/sync.js';
 import { parseDuration } from '../schedules/duration.js';
-import { isoUtc, windowsInRange } from '../schedules/windows.js';
+import { isoUtc } from '../schedules/windows.js';
 import { createMetrics } from '../workers/metrics.js';
 import { metricsText } from '../workers/probes.js';
-import { searchAttributes } from '../workflows/search-attributes.js';
-import { MAX_BATCH } from '../workflows/types.js';
-import { SCRIPT } from './client.js';
-import { PAGE, STYLE } from './page.js';
+import type { WebDeps } from './deps.js';
+import { HttpError } from './errors.js';
+import { routeModules } from './routes/index.js';
 
 export interface WebOptions {
   port: number;
@@ -45,14 +38,8 @@ export interface WebOptions {
   metrics?: { registry: Registry; sdkMetricsUrl?: string };
 }
 
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/** The page's files: next to this module both in the source (tsx) and in dist/ (the build copies them). */
+export const PUBLIC_DIR = fileURLToPath(new URL('./public/', import.meta.url));
 
 // Both sides hashed first: equal-length digests, so the comparison takes the same time whatever
 // the guess's length (and a multi-byte guess cannot make timingSafeEqual throw).
@@ -60,10 +47,13 @@ const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 const same = (a: string, b: string) => timingSafeEqual(sha256(a), sha256(b));
 
 const CSP =
-  "default-src 'self'; script-src 'self'; style-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+  "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
-/** A JSON object of string (or boolean) fields; anything else is a 400 naming what is wrong. */
-function parseBody(text: string): Record<string, string> {
+/** Bodies above this are refused (413). */
+const MAX_BODY = 64 * 1024;
+
+/** A JSON object; anything else is a 400 naming what is wrong. Fields are the routes' to check. */
+function parseJsonObject(text: string): Record<string, unknown> {
   let value: unknown;
   try {
     value = text.trim() ? JSON.parse(text) : {};
@@ -78,13 +68,7 @@ function parseBody(text: string): Record<string, string> {
       400,
       `body: must be a JSON object, e.g. {"reason": "..."}, not ${JSON.stringify(value)}`,
     );
-  const out: Record<string, string> = {};
-  for (const [field, v] of Object.entries(value)) {
-    if (typeof v !== 'string' && typeof v !== 'boolean')
-      throw new HttpError(400, `field ${field}: must be a string, not ${JSON.stringify(v)}`);
-    out[field] = String(v);
-  }
-  return out;
+  return value as Record<string, unknown>;
 }
 
 /** The host of an Origin header; `null` (sandboxed or opaque origins) or garbage is a 400. */
@@ -99,30 +83,24 @@ function originHost(origin: string): string {
   }
 }
 
-/** Bodies above this are refused (413). */
-const MAX_BODY = 64 * 1024;
-/**
- * A refused body is read on (and dropped) up to this much, so the client hears the 413 instead of a
- * reset; the connection then closes, so no later request lands on a half-read one.
- */
-const MAX_DRAIN = 1024 * 1024;
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const c of req) {
-    size += (c as Buffer).length;
-    if (size > MAX_DRAIN) break;
-    if (size <= MAX_BODY) chunks.push(c as Buffer);
-  }
-  if (size > MAX_BODY) throw new HttpError(413, `body: larger than ${MAX_BODY} bytes`);
-  return Buffer.concat(chunks).toString('utf8');
+interface Session {
+  /** Empty for a bearer-token client (no cookie, so no cross-site request to guard against). */
+  csrf: string;
+  expires: number;
 }
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    session: Session | null;
+  }
+}
+
+const formField = (body: unknown, name: string) =>
+  new URLSearchParams(typeof body === 'string' ? body : '').get(name) ?? '';
 
 export async function startWebServer(o: WebOptions): Promise<{ url: string; stop(): Promise<void> }> {
   const now = o.now ?? (() => new Date());
   const ttlMs = parseDuration(o.config.TIDEMARK_WEB_SESSION_TTL)!;
-  const maxBackfill = o.config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
   const metrics = o.metrics ?? {
     registry: createMetrics({
       db: o.db,
@@ -131,13 +109,14 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       taskQueues: [o.config.TIDEMARK_TASK_QUEUE, watchQueueOf(o.config)],
     }).registry,
   };
-  const sessions = new Map<string, { csrf: string; expires: number }>();
-  const cookieOf = (req: IncomingMessage) =>
+  const deps: WebDeps = { db: o.db, client: o.client, catalog: o.catalog, config: o.config, now };
+  const sessions = new Map<string, Session>();
+  const cookieOf = (req: FastifyRequest) =>
     /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/.exec(req.headers.cookie ?? '')?.[1];
 
-  function session(req: IncomingMessage): { csrf: string } | null {
+  function sessionOf(req: FastifyRequest): Session | null {
     const auth = req.headers.authorization;
-    if (auth?.startsWith('Bearer ') && same(auth.slice(7), o.token)) return { csrf: '' };
+    if (auth?.startsWith('Bearer ') && same(auth.slice(7), o.token)) return { csrf: '', expires: Infinity };
     const id = cookieOf(req);
     const s = id ? sessions.get(id) : undefined;
     if (!id || !s) return null;
@@ -147,118 +126,126 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     }
     return s;
   }
-  const live = (s: { csrf: string }) =>
+  /** Still logged in: a bearer client always, a cookie session until it expires or logs out. */
+  const live = (s: Session) =>
     !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
 
-  const send = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
-    const json = typeof body !== 'string';
-    res.writeHead(status, {
-      'content-type': json ? 'application/json' : 'text/html; charset=utf-8',
-      'cache-control': 'no-store',
-      'x-frame-options': 'DENY',
-      'x-content-type-options': 'nosniff',
-      'content-security-policy': CSP,
-      ...headers,
-    });
-    res.end(json ? JSON.stringify(body) : body);
-  };
+  const app = Fastify({ bodyLimit: MAX_BODY, forceCloseConnections: true });
+  // Every body is read as text and parsed where it is used (a form for /login and /logout, a JSON
+  // object for the API), so a wrong content type is the same clear 400 as a wrong body.
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
+  app.decorateRequest('session', null);
 
-  async function act(path: string, body: Record<string, string>): Promise<unknown> {
-    const m = /^\/api\/jobs\/([a-z][a-z0-9-]*)\/(trigger|pause|resume|backfill|rerun)$/.exec(path);
-    if (!m) throw new HttpError(404, 'no such action');
-    const job = o.catalog.get(m[1]!);
-    const handle = o.client.schedule.getHandle(scheduleIdOf(job.name));
-    switch (m[2]) {
-      case 'trigger':
-        await handle.trigger();
-        return { ok: true };
-      case 'pause':
-        await handle.pause(body.reason || 'paused from the management page');
-        return { ok: true };
-      case 'resume':
-        await handle.unpause('resumed from the management page');
-        return { ok: true };
-      case 'backfill': {
-        const from = new Date(body.from ?? '');
-        const to = new Date(body.to ?? '');
-        if (Number.isNaN(from.getTime()) || Number.isNaN(to.getTime()) || !(from < to))
-          throw new HttpError(400, 'from and to must be instants with from before to');
-        // Optional: consecutive windows per activity (each still its own transaction); empty means one per run.
-        const batchText = (body.batch ?? '').trim();
-        const batch = batchText === '' ? undefined : Number(batchText);
-        if (batch !== undefined && !(Number.isInteger(batch) && batch >= 1 && batch <= MAX_BATCH))
-          throw new HttpError(
-            400,
-            `batch: ${JSON.stringify(batchText.slice(0, 40))} is not a whole number from 1 to ${MAX_BATCH} (windows per batch); leave it empty for one window per run`,
-          );
-        // A typo in a year must not start years of windows: past the limit, only on purpose. Counting
-        // stops just past the limit, so a huge range costs nothing to refuse.
-        const windows = windowsInRange(job.grid, job.timezone, from, to, maxBackfill + 1).length;
-        if (windows > maxBackfill && body.allowLarge !== 'true')
-          throw new HttpError(
-            400,
-            `from, to: ${isoUtc(from)} to ${isoUtc(to)} holds more than ${maxBackfill} windows of ${job.name}; narrow the range, or send "allowLarge": true to start it anyway (the limit is TIDEMARK_WEB_MAX_BACKFILL_WINDOWS)`,
-          );
-        const workflowId = `${job.name}/backfill-${isoUtc(from)}-${isoUtc(to)}`;
-        await o.client.workflow.start('backfill', {
-          taskQueue: o.config.TIDEMARK_TASK_QUEUE,
-          workflowId,
-          workflowIdConflictPolicy: 'USE_EXISTING',
-          args: [
-            {
-              job: job.name,
-              from: isoUtc(from),
-              to: isoUtc(to),
-              concurrency: 4,
-              ...(batch ? { batch } : {}),
-            },
-          ],
-          typedSearchAttributes: searchAttributes('backfill', job.name),
-          staticSummary: `backfill of ${job.name} from the management page${batch ? `, ${batch} per batch` : ''}`,
-        });
-        return { ok: true, workflowId };
-      }
-      default: {
-        const start = new Date(body.window ?? '');
-        if (Number.isNaN(start.getTime()) || !body.reason)
-          throw new HttpError(400, 'window (an instant) and reason are required');
-        // The requester by their name, as in the CLI and Slack, so they cannot approve it elsewhere.
-        const by = typeof body.by === 'string' ? body.by.trim() : '';
-        const problem = requesterProblem(directoryOf(o.config), by);
-        if (problem) throw new HttpError(400, `by: ${problem}`);
-        const handle2 = await requestRerun(o.client, o.config, {
-          job,
-          windowStart: start,
-          reason: body.reason,
-          requestedBy: by,
-          now: new Date(),
-        }).catch((err: unknown) => {
-          throw err instanceof NotAWindowStart
-            ? new HttpError(400, `window: ${err.message}: ask for ${isoUtc(err.window.start)}`)
-            : err;
-        });
-        // Wait until the workers have recorded it (its generation reserved): a refusal (never
-        // processed, or a rerun of the window already open) is the page's answer, not "ok".
-        try {
-          const state = await requestState(o.client, handle2.workflowId, 10_000);
-          return {
-            ok: true,
-            request: handle2.workflowId,
-            generation: state.request?.window.generation ?? null,
-          };
-        } catch (err) {
-          if (err instanceof RequestRefused) throw new HttpError(409, `window: ${err.message}`);
-          // Asked, but no worker has recorded it yet: say so rather than fail.
-          if (err instanceof RequestNotRecorded)
-            return { ok: true, request: handle2.workflowId, generation: null, note: err.message };
-          throw err;
-        }
-      }
-    }
-  }
+  app.addHook('onSend', async (_req, reply, payload) => {
+    reply.header('x-frame-options', 'DENY');
+    reply.header('x-content-type-options', 'nosniff');
+    reply.header('content-security-policy', CSP);
+    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    return payload;
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
+      // The connection closes after it, so no later request lands on a half-read one.
+      return reply
+        .code(413)
+        .header('connection', 'close')
+        .send({ error: `body: larger than ${MAX_BODY} bytes` });
+    const status =
+      err instanceof HttpError
+        ? err.status
+        : err.code === 'UNKNOWN_JOB'
+          ? 404
+          : err.statusCode && err.statusCode >= 400 && err.statusCode < 500
+            ? err.statusCode
+            : 500;
+    return reply.code(status).send({ error: err.message });
+  });
+  app.setNotFoundHandler((req, reply) =>
+    reply.code(sessionOf(req) ? 404 : 401).send({ error: sessionOf(req) ? 'not found' : 'log in first' }),
+  );
+
+  // The page's files; index.html is served by the route below (it carries the session's CSRF token).
+  await app.register(fastifyStatic, {
+    root: PUBLIC_DIR,
+    index: false,
+    cacheControl: false,
+    allowedPath: (path) => path !== '/index.html',
+  });
+
+  app.get('/', async (req, reply) => {
+    const s = sessionOf(req);
+    const html = (await readFile(`${PUBLIC_DIR}index.html`, 'utf8')).replaceAll('%CSRF%', s?.csrf ?? '');
+    return reply
+      .type('text/html; charset=utf-8')
+      .send(s ? html : html.replace('data-auth="yes"', 'data-auth="no"'));
+  });
+
+  app.get('/metrics', async (_req, reply) =>
+    reply.type(metrics.registry.contentType).send(await metricsText(metrics.registry, metrics.sdkMetricsUrl)),
+  );
+
+  app.post('/login', async (req, reply) => {
+    if (!same(formField(req.body, 'token'), o.token))
+      return reply
+        .code(401)
+        .type('text/html; charset=utf-8')
+        .send('<p>Wrong token. <a href="/">Try again</a></p>');
+    const t = now().getTime();
+    for (const [k, v] of sessions) if (t >= v.expires) sessions.delete(k);
+    const id = randomBytes(32).toString('hex');
+    sessions.set(id, { csrf: randomBytes(32).toString('hex'), expires: t + ttlMs });
+    return reply
+      .code(303)
+      .header('location', '/')
+      .header(
+        'set-cookie',
+        `tidemark_session=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
+      )
+      .send('');
+  });
+
+  app.post('/logout', async (req, reply) => {
+    const id = cookieOf(req);
+    const s = id ? sessions.get(id) : undefined;
+    if (s && !same(formField(req.body, 'csrf'), s.csrf))
+      throw new HttpError(403, 'missing or wrong CSRF token');
+    if (id) sessions.delete(id);
+    return reply
+      .code(303)
+      .header('location', '/')
+      .header('set-cookie', 'tidemark_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0')
+      .send('');
+  });
+
+  // Everything under /api: a session first (401), then for a state-changing request a same-origin
+  // Origin and the session's CSRF token (403), all before the body is read; the body must then be
+  // a JSON object (400). Route modules inside this scope do no auth of their own.
+  await app.register(async (api: FastifyInstance) => {
+    api.addHook('onRequest', async (req) => {
+      const s = sessionOf(req);
+      if (!s) throw new HttpError(401, 'log in first');
+      req.session = s;
+      if (req.method === 'GET' || req.method === 'HEAD') return;
+      const origin = req.headers.origin;
+      if (origin !== undefined && originHost(origin) !== req.headers.host)
+        throw new HttpError(403, 'cross-site request refused');
+      if (s.csrf && !same(String(req.headers['x-csrf-token'] ?? ''), s.csrf))
+        throw new HttpError(403, 'missing or wrong CSRF token');
+    });
+    api.addHook('preValidation', async (req) => {
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        req.body = parseJsonObject(typeof req.body === 'string' ? req.body : '');
+    });
+
+    api.get('/api/state', async () => snapshot());
+    api.get('/api/events', (req, reply) => events(req, reply));
+    for (const routes of routeModules) await routes(api, deps);
+  });
 
   async function snapshot() {
-    const jobs = await jobsOverview(o.db, o.client, o.catalog);
+    const jobs = await jobsOverview(o.db, o.client, o.catalog, now());
     const windows = Object.fromEntries(
       await Promise.all(
         o.catalog.jobs.map(async (j) => [j.name, (await recentWindows(o.db, j.name, 48)).reverse()] as const),
@@ -285,102 +272,33 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     };
   }
 
-  const server = createServer((req, res) => {
-    void (async () => {
-      const url = new URL(req.url ?? '/', 'http://local');
-      try {
-        if (req.method === 'GET' && url.pathname === '/app.js')
-          return send(res, 200, SCRIPT, { 'content-type': 'text/javascript; charset=utf-8' });
-        if (req.method === 'GET' && url.pathname === '/app.css')
-          return send(res, 200, STYLE, { 'content-type': 'text/css; charset=utf-8' });
-        if (req.method === 'GET' && url.pathname === '/metrics')
-          return send(res, 200, await metricsText(metrics.registry, metrics.sdkMetricsUrl), {
-            'content-type': metrics.registry.contentType,
-          });
-        if (req.method === 'POST' && url.pathname === '/login') {
-          const token = new URLSearchParams(await readBody(req)).get('token') ?? '';
-          if (!same(token, o.token)) return send(res, 401, '<p>Wrong token. <a href="/">Try again</a></p>');
-          const t = now().getTime();
-          for (const [k, v] of sessions) if (t >= v.expires) sessions.delete(k);
-          const id = randomBytes(32).toString('hex');
-          sessions.set(id, { csrf: randomBytes(32).toString('hex'), expires: t + ttlMs });
-          return send(res, 303, '', {
-            location: '/',
-            'set-cookie': `tidemark_session=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
-          });
-        }
-        if (req.method === 'POST' && url.pathname === '/logout') {
-          const id = cookieOf(req);
-          const s = id ? sessions.get(id) : undefined;
-          const csrf = new URLSearchParams(await readBody(req)).get('csrf') ?? '';
-          if (s && !same(csrf, s.csrf)) throw new HttpError(403, 'missing or wrong CSRF token');
-          if (id) sessions.delete(id);
-          return send(res, 303, '', {
-            location: '/',
-            'set-cookie': 'tidemark_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0',
-          });
-        }
-        const s = session(req);
-        if (url.pathname === '/')
-          return send(
-            res,
-            200,
-            s
-              ? PAGE.replaceAll('%CSRF%', s.csrf)
-              : PAGE.replaceAll('%CSRF%', '').replace('data-auth="yes"', 'data-auth="no"'),
-          );
-        if (!s) throw new HttpError(401, 'log in first');
-        if (req.method === 'GET' && url.pathname === '/api/state') return send(res, 200, await snapshot());
-        if (req.method === 'GET' && url.pathname === '/api/events') {
-          res.writeHead(200, {
-            'content-type': 'text/event-stream',
-            'cache-control': 'no-store',
-            connection: 'keep-alive',
-          });
-          let open = true;
-          req.on('close', () => {
-            open = false;
-          });
-          // A session that expires or logs out stops receiving updates.
-          while (open && live(s)) {
-            res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
-            await new Promise((r) => setTimeout(r, 1_000));
-          }
-          // Ended, not left hanging: the page's EventSource reconnects, is refused, and shows the login.
-          res.end();
-          return;
-        }
-        if (req.method === 'POST' && url.pathname.startsWith('/api/')) {
-          const origin = req.headers.origin;
-          if (origin !== undefined && originHost(origin) !== req.headers.host)
-            throw new HttpError(403, 'cross-site request refused');
-          if (s.csrf && !same(String(req.headers['x-csrf-token'] ?? ''), s.csrf))
-            throw new HttpError(403, 'missing or wrong CSRF token');
-          const body = parseBody(await readBody(req));
-          return send(res, 200, await act(url.pathname, body));
-        }
-        throw new HttpError(404, 'not found');
-      } catch (err) {
-        const status =
-          err instanceof HttpError
-            ? err.status
-            : (err as { code?: string }).code === 'UNKNOWN_JOB'
-              ? 404
-              : 500;
-        if (!res.headersSent)
-          send(res, status, { error: (err as Error).message }, status === 413 ? { connection: 'close' } : {});
-        else res.end();
+  /** Server-sent snapshots every second, until the client goes or the session expires or logs out. */
+  async function events(req: FastifyRequest, reply: FastifyReply) {
+    reply.hijack();
+    const res = reply.raw;
+    res.writeHead(200, {
+      'content-type': 'text/event-stream',
+      'cache-control': 'no-store',
+      'x-content-type-options': 'nosniff',
+      connection: 'keep-alive',
+    });
+    let open = true;
+    req.raw.on('close', () => (open = false));
+    res.on('close', () => (open = false));
+    try {
+      while (open && live(req.session!)) {
+        res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
+        await new Promise((r) => setTimeout(r, 1_000));
       }
-    })();
-  });
-  await new Promise<void>((r) => server.listen(o.port, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: () =>
-      new Promise<void>((r) => {
-        server.closeAllConnections();
-        server.close(() => r());
-      }),
-  };
+    } catch {
+      // The database or Temporal went away mid-stream (or the server is stopping): end the stream;
+      // the page's EventSource reconnects and gets a clear answer then.
+    }
+    // Ended, not left hanging: the page's EventSource reconnects, is refused, and shows the login.
+    res.end();
+  }
+
+  await app.listen({ port: o.port, host: '127.0.0.1' });
+  const { port } = app.server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, stop: () => app.close() };
 }

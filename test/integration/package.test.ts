@@ -12,6 +12,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { sql } from 'kysely';
+import { freePort } from '../helpers/net.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
 
 const run = promisify(execFile);
@@ -60,6 +61,8 @@ test('the packed package, installed elsewhere, runs a catalog of its own end to 
   // versions the tests ran with, not whatever the ranges resolve to that day.
   const files = (JSON.parse(packed.stdout) as { files: { path: string }[] }[])[0]!.files.map((f) => f.path);
   assert.ok(files.includes('npm-shrinkwrap.json'), 'the tarball holds npm-shrinkwrap.json');
+  for (const asset of ['index.html', 'app.js', 'app.css', 'dom.js'])
+    assert.ok(files.includes(`dist/web/public/${asset}`), `the tarball holds the page's ${asset}`);
   const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as {
     packages: Record<string, { version?: string; dev?: boolean }>;
   };
@@ -137,6 +140,36 @@ test('the packed package, installed elsewhere, runs a catalog of its own end to 
     jobs.map((j) => [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome]),
     [['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed']],
   );
+
+  // The installed package serves its page: the static files resolve next to dist/web/server.js.
+  const port = await freePort();
+  const web = spawn(process.execPath, [bin, 'web'], {
+    cwd: project,
+    env: { ...env, TIDEMARK_WEB_PORT: String(port), TIDEMARK_WEB_TOKEN: 'package-web-token-1' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let webOut = '';
+  web.stdout.on('data', (d) => (webOut += d));
+  web.stderr.on('data', (d) => (webOut += d));
+  const webExited = new Promise<number | null>((r) => web.once('exit', (code) => r(code)));
+  t.after(async () => {
+    if (web.exitCode === null) web.kill('SIGTERM');
+    await webExited;
+  });
+  await eventually(
+    async () => (webOut.includes('[web] http') ? true : undefined),
+    60_000,
+    `the page:\n${webOut}`,
+  );
+  const page = await fetch(`http://127.0.0.1:${port}/`);
+  assert.equal(page.status, 200);
+  assert.match(await page.text(), /<meta name="csrf"/);
+  const script = await fetch(`http://127.0.0.1:${port}/app.js`);
+  assert.equal(script.status, 200, webOut);
+  assert.match(script.headers.get('content-type') ?? '', /javascript/);
+  web.kill('SIGTERM');
+  assert.equal(await webExited, 0, webOut);
+
   worker.kill('SIGTERM');
   assert.equal(await exited, 0, output);
 });

@@ -172,7 +172,7 @@ async function hardenedServer(env: Record<string, string>, now: () => Date = () 
     assert.equal(r.status, 303, 'logged in');
     const cookie = sessionCookie(r);
     const html = await (await fetch(web.url, { headers: { cookie } })).text();
-    const csrf = /<meta name="csrf" content="([a-f0-9]+)">/.exec(html)![1]!;
+    const csrf = /<meta name="csrf" content="([a-f0-9]+)"/.exec(html)![1]!;
     return { cookie, csrf, setCookie: r.headers.get('set-cookie')! };
   };
   return { job, web, login };
