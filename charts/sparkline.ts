@@ -3,7 +3,7 @@
 import type { RunDuration } from '../operator/durations.js';
 import { chartSvg, svgWithTitle, type ChartOption } from './render.js';
 
-export const SPARKLINE_SIZE = { width: 160, height: 36 };
+export const SPARKLINE_SIZE = { width: 160, height: 40 };
 export const FAILED_COLOUR = '#dc2626';
 
 /** 340 ms, 1.2 s, 4.5 min. */
@@ -29,7 +29,8 @@ export function durationsSparklineOption(runs: readonly RunDuration[]): ChartOpt
     series: [
       {
         type: 'line',
-        lineStyle: { color: '#2563eb', width: 1.5 },
+        // A blue that reads on the page's light and dark cards alike (an <img> cannot take the page's colours).
+        lineStyle: { color: '#3b82f6', width: 1.5 },
         showSymbol: true,
         // Every failure stays visible, however many runs share the width.
         showAllSymbol: true,

@@ -10,13 +10,18 @@ function field(label, value) {
   return [h('dt', {}, label), h('dd', {}, value ?? '-')];
 }
 
+/** What the provider said: its id for the message, and any fuller answer; nothing when it never answered. */
 function reply(e) {
   const parts = [];
   if (e.providerId) parts.push(`id ${e.providerId}`);
   if (e.providerReply !== null && e.providerReply !== undefined) parts.push(JSON.stringify(e.providerReply));
-  if (e.lastAttempt)
-    parts.push(`last attempt ${e.lastAttempt.outcome} at ${inZoneAndUtc(e.lastAttempt.at, 'UTC')}`);
-  return parts.length ? parts.join('; ') : '-';
+  return parts.length ? parts.join('; ') : 'none (no answer recorded)';
+}
+
+function lastAttempt(e, zone) {
+  const a = e.lastAttempt;
+  if (!a) return '-';
+  return `${a.outcome}, ${inZoneAndUtc(a.at, zone)}${a.error && a.error !== e.lastError ? `: ${a.error}` : ''}`;
 }
 
 export async function renderEffects(root, ctx) {
@@ -31,7 +36,7 @@ export async function renderEffects(root, ctx) {
   });
   const list = h('div', { class: 'cards' });
   root.replaceChildren(
-    h('h2', {}, 'Effects in doubt'),
+    h('h1', {}, 'Effects in doubt'),
     h(
       'p',
       { class: 'hint' },
@@ -90,7 +95,7 @@ export async function renderEffects(root, ctx) {
         return h(
           'article',
           { class: `card effect ${e.status}` },
-          h('h3', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
+          h('h2', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
           h(
             'dl',
             {},
@@ -108,6 +113,7 @@ export async function renderEffects(root, ctx) {
             field('Effect', h('code', {}, e.key)),
             field('Policy', e.policy),
             field('Attempts', String(e.attempts)),
+            field('Last attempt', lastAttempt(e, zone)),
             field('Last error', e.lastError),
             field('Provider reply', reply(e)),
             e.decidedBy ? field('Decided by', e.decidedBy) : [],

@@ -18,7 +18,7 @@ export async function renderIncidents(root, ctx) {
     return h(
       'article',
       { class: 'card incident' },
-      h('h3', {}, h('span', { class: 'badge failed' }, i.kind), ' ', i.job),
+      h('h2', {}, h('span', { class: 'badge failed' }, i.kind), ' ', i.job),
       h(
         'dl',
         {},
@@ -47,7 +47,7 @@ export async function renderIncidents(root, ctx) {
     );
   });
   root.replaceChildren(
-    h('h2', {}, 'Open incidents'),
+    h('h1', {}, 'Open incidents'),
     cards.length ? h('div', { class: 'cards' }, cards) : h('p', { class: 'empty' }, 'No open incidents.'),
   );
 }
