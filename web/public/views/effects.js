@@ -2,7 +2,14 @@
 // error and provider reply, and Resend / Skip. A decision is made under the operator's tidemark
 // name and goes through the same code as `tidemark effects decide` and the Slack buttons.
 import { h } from '../dom.js';
-import { inZoneAndUtc, useStyles } from './when.js';
+import { both } from '../time.js';
+import { useStyles } from './styles.js';
+
+/** An instant in the job's zone and in UTC, as the other views show it. */
+const inZoneAndUtc = (iso, zone) =>
+  both(iso, zone ?? 'UTC')
+    .filter(Boolean)
+    .join(' / ');
 
 const NAME_KEY = 'tidemark.name';
 

@@ -1,7 +1,14 @@
 // Open incidents: failures alerted and not yet cleared, with what failed (a window, an effect, a
 // job's lag), since when (in the job's zone and UTC) and how often.
 import { h } from '../dom.js';
-import { inZoneAndUtc, useStyles } from './when.js';
+import { both } from '../time.js';
+import { useStyles } from './styles.js';
+
+/** An instant in the job's zone and in UTC, as the other views show it. */
+const inZoneAndUtc = (iso, zone) =>
+  both(iso, zone ?? 'UTC')
+    .filter(Boolean)
+    .join(' / ');
 
 /** The window an incident's subject names (a window key, or an effect key `<window key>:<name>`). */
 function windowOf(i) {
