@@ -23,6 +23,17 @@ export function describeDurations(job: string, runs: readonly RunDuration[]): st
 
 export function durationsSparklineOption(runs: readonly RunDuration[]): ChartOption {
   return {
+    // Said in the picture too, so a job with no runs yet shows more than a blank.
+    ...(runs.length === 0
+      ? {
+          title: {
+            text: 'no runs yet',
+            left: 'center',
+            top: 'middle',
+            textStyle: { fontSize: 11, fontWeight: 'normal', color: '#6b7280' },
+          },
+        }
+      : {}),
     grid: { left: 3, right: 3, top: 4, bottom: 4 },
     xAxis: { type: 'category', show: false, boundaryGap: false, data: runs.map((_, i) => String(i)) },
     yAxis: { type: 'value', show: false, min: 0 },

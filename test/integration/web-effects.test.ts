@@ -305,6 +305,7 @@ test("a job's durations sparkline: SVG with a title, one red mark per failed run
 
   const idle = await app.inject({ method: 'GET', url: '/api/jobs/idle-job/durations.svg' });
   assert.match(idle.body, /<title>idle-job: no window runs yet<\/title>/);
+  assert.match(idle.body, />no runs yet<\/text>/, 'said in the picture too');
   const unknown = await app.inject({ method: 'GET', url: '/api/jobs/nope/durations.svg' });
   assert.equal(unknown.statusCode, 404);
   assert.match((unknown.json() as { error: string }).error, /unknown job "nope"/);
