@@ -33,7 +33,7 @@ function lastAttempt(e, zone) {
 
 export async function renderEffects(root, ctx) {
   useStyles('/views/views.css');
-  const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite' });
+  const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite', tabindex: '-1' });
   const name = h('input', {
     id: 'decider',
     name: 'by',
@@ -69,6 +69,8 @@ export async function renderEffects(root, ctx) {
       if (r && r.error) throw new Error(r.error);
       status.textContent = `${e.key}: ${r.outcome}${r.providerId ? ` (provider id ${r.providerId})` : ''}`;
       await load();
+      // The card and its button are gone: keyboard focus goes to what happened, not to the page's top.
+      status.focus();
     } catch (err) {
       status.textContent = `Not done: ${err.message}`;
       for (const b of list.querySelectorAll('button')) b.disabled = false;
