@@ -94,6 +94,17 @@ test('the approvals view: each pending request with its preview next to Approve 
 
       await checkAccessibility(page, 'the approvals view');
       await screenshot(page, 'approvals');
+      // Dark: the same view under prefers-color-scheme: dark, checked and kept too.
+      const dark = await loggedInPage(browser, web.url, TOKEN, {
+        width: 1100,
+        height: 800,
+        colorScheme: 'dark',
+        hash: '#/approvals',
+      });
+      await dark.page.locator('article.pv-card').waitFor();
+      await checkAccessibility(dark.page, 'the approvals view, dark');
+      await screenshot(dark.page, 'approvals-dark');
+      await dark.page.context().close();
       // At 390 px wide nothing runs off the side of the page (the table scrolls inside its box).
       await page.setViewportSize({ width: 390, height: 800 });
       assert.ok(((await page.evaluate('document.documentElement.scrollWidth')) as number) <= 390);
