@@ -1,0 +1,80 @@
+// Hostile review of the rerun preview (issue 12): what an approval applies when the data moves
+// after the approval's check, and what the preview lets out of its rolled-back transaction.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { sql } from 'kysely';
+import type { ActivityDeps } from '../../activities/index.js';
+import { CRASH_POINT } from '../../activities/crash-points.js';
+import { decide } from '../../operator/reruns.js';
+import type { RerunState } from '../../workflows/types.js';
+import { insertOrders } from '../helpers/jobs.js';
+import { rerunTools } from '../helpers/reruns.js';
+import { eventually, realStack, withWorker } from '../helpers/temporal.js';
+
+const stack = realStack();
+const { rerunJob, processWindow, startRerun } = rerunTools(stack);
+
+const previewed = (id: string) =>
+  eventually(
+    async () => {
+      const s = await stack.env.client.workflow.getHandle(id).query<RerunState>('state');
+      return s.request && !s.previewing ? s : undefined;
+    },
+    20_000,
+    `the preview of ${id}`,
+  );
+
+const daySummary = async (job: string) =>
+  (
+    await sql<{
+      n: number;
+      total: string;
+    }>`select order_count::int as n, total::text as total from daily_sales where job = ${job}`.execute(
+      stack.t.db,
+    )
+  ).rows;
+
+test('an order landing between the approval and the approved run: the run does not apply a change nobody previewed', async () => {
+  const job = 'hostile-after-approval';
+  const W = { start: '2026-07-01T10:00:00Z', end: '2026-07-01T11:00:00Z' };
+  const { taskQueue, deps } = await rerunJob(job, W, 5);
+  const key1 = `${job}/${W.start}#1`;
+  // The late order lands after the approval's check, before the approved run claims the window
+  // (with allowed hours, or a busy worker, that gap is hours).
+  const hooked: ActivityDeps = {
+    ...deps,
+    hooks: {
+      crashPoint: async (point, key) => {
+        if (point === CRASH_POINT.beforeClaim && key === key1)
+          await insertOrders(stack.t.db, [{ key: `${job}-unseen`, at: '2026-07-01T10:59:00Z', amount: 500 }]);
+      },
+    },
+  };
+  await withWorker(stack.env, taskQueue, hooked, async () => {
+    await processWindow(taskQueue, job, W);
+    await insertOrders(stack.t.db, [{ key: `${job}-late`, at: '2026-07-01T10:58:00Z', amount: 1 }]);
+    const handle = await startRerun(taskQueue, job, W, 1);
+    const shown = (await previewed(handle.workflowId)).preview!;
+    assert.equal(shown.tables![0]!.rows[0]!.after!.order_count, '6');
+    await decide(stack.env.client, stack.t.db, handle.workflowId, {
+      decision: 'approve',
+      by: 'bob',
+      source: 'cli',
+      previewDigest: shown.digest,
+    });
+    const outcome = await handle.result().then(
+      () => 'done',
+      (e: Error) => e.message,
+    );
+    const [day] = await daySummary(job);
+    assert.notEqual(day!.n, 7, `bob approved 5 -> 6 orders; the run applied 7 (${outcome})`);
+    assert.equal(day!.n, 5, 'nothing applied: the change differs from the approved one');
+    const failed = (await stack.t.db
+      .selectFrom('job_windows')
+      .select(['status', 'reason'])
+      .where('window_key', '=', key1)
+      .executeTakeFirst())!;
+    assert.equal(failed.status, 'failed');
+    assert.match(failed.reason ?? '', /changed since .*approv/);
+  });
+});
