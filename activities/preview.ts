@@ -99,7 +99,9 @@ const cut = (v: Values | null): Values | null =>
 
 /** Each snapshot compared with its table as the handler left it. */
 export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[]): Promise<PreviewTable[]> {
-  // Timestamps printed in UTC whatever the server's zone (this transaction only: it is rolled back).
+  // Timestamps printed in UTC whatever the server's zone; the zone is put back after, for an
+  // approved rerun's transaction goes on to commit.
+  const zone = await sql<{ z: string }>`select current_setting('TimeZone') as z`.execute(trx);
   await sql`select set_config('TimeZone', 'UTC', true)`.execute(trx);
   const tables: PreviewTable[] = [];
   for (const s of snaps) {
@@ -181,6 +183,7 @@ export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[
       }),
     });
   }
+  await sql`select set_config('TimeZone', ${zone.rows[0]!.z}, true)`.execute(trx);
   return tables;
 }
 

@@ -108,6 +108,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let preview: RerunPreview | null = null;
   let previewNote: string | undefined;
   let previewingNow = false;
+  /** The digest of the change approved (checked against the data at the approval). */
+  let approvedChange: string | undefined;
   setHandler(rerunState, () => ({
     status,
     request,
@@ -181,6 +183,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
               `the data changed since the preview ${d.previewDigest ? 'you approved' : 'shown with the request'}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
               'PreviewChanged',
             );
+          // The run commits only this change (the data may move again before it runs).
+          approvedChange = fresh.outcome === 'ok' ? fresh.digest : undefined;
         }
         // Audit first: a decision that cannot be recorded is not applied, and the caller is told
         // it was refused (truthfully); one that is recorded applies.
@@ -292,7 +296,15 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
-      args: [{ ...request.window, trigger: 'rerun', policy: request.policy, revision: WINDOW_REVISION }],
+      args: [
+        {
+          ...request.window,
+          trigger: 'rerun',
+          policy: request.policy,
+          revision: WINDOW_REVISION,
+          ...(approvedChange ? { approved: approvedChange } : {}),
+        },
+      ],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('rerun', input.job, {
         start: request.window.start,

@@ -86,6 +86,11 @@ export interface WindowInput extends WindowSpec {
    * the workflow): a window closed by it is closed, whatever the worker's own clock says.
    */
   readonly asOf?: string;
+  /**
+   * An approved rerun: the digest of the preview its approver saw. The run commits only if its
+   * own change has that digest (the data may move between the approval and the run).
+   */
+  readonly approved?: string;
 }
 
 export interface WindowCountsDto {
