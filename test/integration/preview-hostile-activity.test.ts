@@ -1,0 +1,136 @@
+// Hostile review of the rerun preview's activity (issue 12) on a real PostgreSQL: what a handler
+// can make outlast the rolled-back transaction, and what the preview's rows carry out of it.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { createActivities, type ActivityDeps } from '../../activities/index.js';
+import { memoryLogger } from '../../activities/logger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { policy } from '../helpers/reruns.js';
+
+let t: TestDb;
+before(async () => {
+  t = await createTestDb();
+});
+after(async () => {
+  await t?.drop();
+});
+
+const SECRET = 'sk_live_hostile_0123456789';
+
+function activitiesFor(jobs: JobSpec[]) {
+  const deps: ActivityDeps = {
+    db: t.db,
+    catalog: defineCatalog(jobs),
+    logger: memoryLogger(),
+    now: () => new Date(),
+    redact: (text) => text.split(SECRET).join('[redacted]'),
+  };
+  return createActivities(deps);
+}
+
+async function processed(
+  acts: ReturnType<typeof activitiesFor>,
+  job: string,
+  W: { start: string },
+  generation = 0,
+) {
+  return await acts.processWindow({
+    job,
+    start: W.start,
+    end: new Date(Date.parse(W.start) + 3_600_000).toISOString(),
+    generation,
+    key: `${job}/${W.start}${generation ? `#${generation}` : ''}`,
+    trigger: generation ? 'rerun' : 'manual',
+    policy,
+  });
+}
+
+const markers = async (job: string) =>
+  (
+    await t.db
+      .selectFrom('job_windows')
+      .select(['generation', 'status'])
+      .where('job', '=', job)
+      .orderBy('generation')
+      .execute()
+  ).map((m) => `${m.generation}:${m.status}`);
+
+const summaryOf = async (job: string) =>
+  (await sql<{ n: number }>`select order_count::int as n from daily_sales where job = ${job}`.execute(t.db))
+    .rows[0]?.n;
+
+test('a handler that sends COMMIT in the preview: nothing of it is committed, the rerun still runs', async () => {
+  const job = 'hp-commit';
+  const W = { start: '2026-08-01T10:00:00Z' };
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        if (ctx.generation > 0) await sql`commit`.execute(ctx.trx);
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, '2026-08-01T11:00:00Z', 4));
+  await processed(acts, job, W);
+  await insertOrders(t.db, [{ key: `${job}-late`, at: '2026-08-01T10:59:00Z', amount: 1 }]);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.equal(p.outcome, 'failed');
+  assert.deepEqual(await markers(job), ['0:done'], 'the preview left no marker of generation 1');
+  assert.equal(await summaryOf(job), 4, 'the preview changed no summary');
+});
+
+test("a secret in a row the handler writes stays out of the preview's values", async () => {
+  const job = 'hp-secret';
+  const W = { start: '2026-08-02T10:00:00Z' };
+  await sql`create table hp_tokens (job text, day date, token text, primary key (job, day))`.execute(t.db);
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      writes: [{ table: 'hp_tokens', key: ['job', 'day'] }],
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        await sql`insert into hp_tokens values (${job}, '2026-08-02', ${`token ${SECRET} gen ${ctx.generation}`})
+                  on conflict (job, day) do update set token = excluded.token`.execute(ctx.trx);
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, '2026-08-02T11:00:00Z', 2));
+  await processed(acts, job, W);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.equal(p.outcome, 'ok', p.note);
+  assert.equal(p.tables![0]!.changed, 1);
+  assert.doesNotMatch(JSON.stringify(p), new RegExp(SECRET));
+  assert.match(p.tables![0]!.rows[0]!.after!.token!, /\[redacted\] gen 1/);
+});
+
+test('a session advisory lock taken by the handler does not outlast the preview on the pooled connection', async () => {
+  const job = 'hp-lock';
+  const W = { start: '2026-08-03T10:00:00Z' };
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => {
+        if (ctx.generation > 0) await sql`select pg_advisory_lock(424242)`.execute(ctx.trx);
+        return await summariseWindow(ctx);
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, '2026-08-03T11:00:00Z', 2));
+  await processed(acts, job, W);
+  await acts.previewWindow({ job, windowStart: W.start });
+  const held = await sql<{ n: number }>`select count(*)::int as n from pg_locks
+      where locktype = 'advisory' and objid = 424242 and database = (select oid from pg_database where datname = current_database())`.execute(
+    t.db,
+  );
+  assert.equal(held.rows[0]!.n, 0, 'no advisory lock held after the preview');
+});
