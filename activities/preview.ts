@@ -88,17 +88,18 @@ export async function snapshot(
 }
 
 type Values = Record<string, string | null>;
-const cut = (v: Values | null): Values | null =>
-  v &&
-  Object.fromEntries(
-    Object.entries(v).map(([k, x]) => [
-      k,
-      x !== null && x.length > MAX_VALUE ? `${x.slice(0, MAX_VALUE)}...` : x,
-    ]),
-  );
+/** A value as shown: cut, and with secrets redacted (the preview goes to the history, Slack, the page). */
+const shown = (x: string | null, redact: (t: string) => string): string | null =>
+  x === null ? null : redact(x.length > MAX_VALUE ? `${x.slice(0, MAX_VALUE)}...` : x);
+const cut = (v: Values | null, redact: (t: string) => string): Values | null =>
+  v && Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shown(x, redact)]));
 
 /** Each snapshot compared with its table as the handler left it. */
-export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[]): Promise<PreviewTable[]> {
+export async function diff(
+  trx: Transaction<Database>,
+  snaps: readonly Snapshot[],
+  redact: (text: string) => string = (t) => t,
+): Promise<PreviewTable[]> {
   // Timestamps printed in UTC whatever the server's zone; the zone is put back after, for an
   // approved rerun's transaction goes on to commit.
   const zone = await sql<{ z: string }>`select current_setting('TimeZone') as z`.execute(trx);
@@ -176,9 +177,9 @@ export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[
         const side = (r.after ?? r.before)!;
         return {
           change: r.change,
-          key: Object.fromEntries(key.map((c) => [c, side[c] ?? null])),
-          before: cut(r.before),
-          after: cut(r.after),
+          key: Object.fromEntries(key.map((c) => [c, shown(side[c] ?? null, redact)])),
+          before: cut(r.before, redact),
+          after: cut(r.after, redact),
         };
       }),
     });

@@ -4,7 +4,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
-import { withConnection } from '../db/connection.js';
+import { sealedTransaction, withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import type { Transaction } from 'kysely';
@@ -200,18 +200,12 @@ export function windowActivities(deps: ActivityDeps) {
     const job = deps.catalog.get(w.job);
     let windowOpen = true;
     return await withConnection(db, (conn, client) =>
-      conn
-        .transaction()
-        .execute(async (trx) => {
-          const attempts = await claimWindow(
-            trx,
-            w,
-            meta,
-            boundByAttempt(input.policy.startToCloseTimeoutMs),
-          );
-          if (attempts === undefined) return null;
-          return await body(trx, attempts, async () => {
-            const counts = await job.handler({
+      conn.transaction().execute(async (trx) => {
+        const attempts = await claimWindow(trx, w, meta, boundByAttempt(input.policy.startToCloseTimeoutMs));
+        if (attempts === undefined) return null;
+        return await body(trx, attempts, async () => {
+          const counts = await sealedTransaction(client, () =>
+            job.handler({
               trx,
               job,
               window: { start: w.start, end: w.end },
@@ -230,24 +224,28 @@ export function windowActivities(deps: ActivityDeps) {
                 }
                 return await copyRows(client, table, columns, rows);
               },
-            });
-            if (counts.applied + counts.quarantined !== counts.input) {
-              throw badInput(
-                FAILURE.countMismatch,
-                `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
-              );
-            }
-            // External effects are recorded with the window (an outbox) and performed after the commit.
-            checkWindowEffects(job.name, w.key, counts.effects ?? []);
-            return counts;
-          });
-        })
-        .catch((err: unknown) => {
-          // The preview's way out: kysely rolled the transaction back, the connection is sound.
-          if (err instanceof RolledBack) return err.value as T;
-          throw err;
-        }),
-    ).finally(() => (windowOpen = false));
+            }),
+          );
+          if (counts.applied + counts.quarantined !== counts.input) {
+            throw badInput(
+              FAILURE.countMismatch,
+              `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+            );
+          }
+          // External effects are recorded with the window (an outbox) and performed after the commit.
+          checkWindowEffects(job.name, w.key, counts.effects ?? []);
+          return counts;
+        });
+      }),
+    )
+      .catch((err: unknown) => {
+        // The preview's way out: kysely rolled the transaction back, and the connection was closed
+        // rather than pooled again (whatever the handler left on its session, an advisory lock or
+        // a prepared statement, goes with it).
+        if (err instanceof RolledBack) return err.value as T;
+        throw err;
+      })
+      .finally(() => (windowOpen = false));
   }
 
   /** The generation a rerun as `generation` replaces (the newest done one before it), and the effects it sent. */
@@ -404,7 +402,7 @@ export function windowActivities(deps: ActivityDeps) {
               ? await snapshot(trx, job.writes, { job: job.name, start, key0 })
               : null;
             const counts = await runHandler();
-            const tables = before ? await diff(trx, before) : null;
+            const tables = before ? await diff(trx, before, redact) : null;
             throw new RolledBack({ counts, tables });
           },
         );
@@ -519,7 +517,7 @@ export function windowActivities(deps: ActivityDeps) {
                 windowEnd: isoUtc(w.end),
                 generation: w.generation,
                 previous: approved.previous,
-                ...changeOf(counts, copied ? await diff(trx, copied) : null, approved.sent),
+                ...changeOf(counts, copied ? await diff(trx, copied, redact) : null, approved.sent),
               };
               const digest = previewDigest(change);
               if (digest !== input.approved)

@@ -84,6 +84,10 @@ test('a handler that sends COMMIT in the preview: nothing of it is committed, th
   assert.equal(p.outcome, 'failed');
   assert.deepEqual(await markers(job), ['0:done'], 'the preview left no marker of generation 1');
   assert.equal(await summaryOf(job), 4, 'the preview changed no summary');
+  // The handler asks again at the real run: refused there too, and the window stays runnable.
+  await assert.rejects(processed(acts, job, W, 1), /"commit" would end the window's transaction/);
+  assert.deepEqual(await markers(job), ['0:done', '1:failed']);
+  assert.equal(await summaryOf(job), 4);
 });
 
 test("a secret in a row the handler writes stays out of the preview's values", async () => {
