@@ -143,7 +143,12 @@ export async function diff(
          where b is null or a is null or to_jsonb(a) - ${skip} <> to_jsonb(b) - ${skip}
       )`;
     const order = key.map((_, i) => `k${i}`).join(', ');
-    // Every changed row goes into the fingerprint, the ones past the listed rows too.
+    // The listed rows' values cut by the server: a 10 MB value would otherwise cross the wire
+    // (and the worker's memory) twice per row, only to be cut to MAX_VALUE characters here.
+    const short = (side: string) =>
+      `(select json_object_agg(key, left(value, ${MAX_VALUE + 1})) from json_each_text(${side}))`;
+    // Every changed row goes into the fingerprint, the ones past the listed rows too; each row
+    // hashed on its own, so that the aggregate stays small whatever the rows hold.
     const counts = await sql<{
       added: number;
       removed: number;
@@ -153,7 +158,7 @@ export async function diff(
       `${changes} select count(*) filter (where change = 'added')::int as added,
                         count(*) filter (where change = 'removed')::int as removed,
                         count(*) filter (where change = 'changed')::int as changed,
-                        md5(coalesce(string_agg(change || coalesce(before::text, '') || '>' || coalesce(after::text, ''), '|' order by ${order}), '')) as fingerprint
+                        md5(coalesce(string_agg(md5(change || coalesce(before::text, '') || '>' || coalesce(after::text, '')), '|' order by ${order}), '')) as fingerprint
                    from d`,
     )}`.execute(trx);
     const rows = await sql<{
@@ -161,9 +166,10 @@ export async function diff(
       before: Values | null;
       after: Values | null;
     }>`${sql.raw(
-      `${changes} select change, before, after from d
-        order by case change when 'changed' then 0 when 'added' then 1 else 2 end, ${order}
-        limit ${PREVIEW_ROWS}`,
+      `${changes}, listed as (
+         select *, case change when 'changed' then 0 when 'added' then 1 else 2 end as rank from d
+          order by rank, ${order} limit ${PREVIEW_ROWS})
+        select change, ${short('before')} as before, ${short('after')} as after from listed order by rank, ${order}`,
     )}`.execute(trx);
     const c = counts.rows[0]!;
     tables.push({
