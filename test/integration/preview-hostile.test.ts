@@ -78,3 +78,29 @@ test('an order landing between the approval and the approved run: the run does n
     assert.match(failed.reason ?? '', /changed since .*approv/);
   });
 });
+
+test("a Slack approval approves the preview its message shows, not one computed for someone else's refused approval", async () => {
+  const job = 'hostile-slack-shown';
+  const W = { start: '2026-07-02T10:00:00Z', end: '2026-07-02T11:00:00Z' };
+  const { taskQueue, deps } = await rerunJob(job, W, 5);
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await processWindow(taskQueue, job, W);
+    await insertOrders(stack.t.db, [{ key: `${job}-late-1`, at: '2026-07-02T10:58:00Z', amount: 1 }]);
+    const handle = await startRerun(taskQueue, job, W, 1, { approvers: ['bob', 'carol'] });
+    // The Slack message shows this one: 5 -> 6 orders.
+    const shown = (await previewed(handle.workflowId)).preview!;
+    assert.equal(shown.tables![0]!.rows[0]!.after!.order_count, '6');
+    await insertOrders(stack.t.db, [{ key: `${job}-late-2`, at: '2026-07-02T10:59:00Z', amount: 1 }]);
+    const approve = (by: string, source: string) =>
+      decide(stack.env.client, stack.t.db, handle.workflowId, { decision: 'approve', by, source });
+    // carol, at the CLI, is refused and shown 5 -> 7.
+    await assert.rejects(approve('carol', 'cli'), /the data changed since the preview/);
+    // bob clicks Approve under the message that says 5 -> 6: that is not what would apply.
+    await assert.rejects(approve('bob', 'slack'), /the data changed since the preview/);
+    // Shown 5 -> 7 by his refusal, bob's next click approves that.
+    await approve('bob', 'slack');
+    await handle.result();
+    const [day] = await daySummary(job);
+    assert.equal(day!.n, 7);
+  });
+});
