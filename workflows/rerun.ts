@@ -110,6 +110,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let previewingNow = false;
   /** The digest of the change approved (checked against the data at the approval). */
   let approvedChange: string | undefined;
+  /**
+   * What a Slack approver was shown: the request's message carries the first preview; a refusal
+   * tells its decider the new one. A Slack click names no preview, so it approves that one.
+   */
+  let inMessage: string | undefined;
+  const shownTo = new Map<string, string>();
   setHandler(rerunState, () => ({
     status,
     request,
@@ -164,7 +170,9 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         // An approval approves the change it was shown: computed again now, it must be the same
         // (the data may have moved since). If not, the new preview is shown and nothing applies.
         if (d.decision === 'approve' && preview && patched('issue12-preview-recheck')) {
-          const seen = d.previewDigest ?? preview.digest;
+          const seen =
+            d.previewDigest ??
+            (d.source === 'slack' ? (shownTo.get(d.by) ?? inMessage ?? preview.digest) : preview.digest);
           const fresh = await previewing(request!.policy.startToCloseTimeoutMs)
             .previewWindow({
               job: input.job,
@@ -178,11 +186,15 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
               );
             });
           preview = fresh;
-          if (fresh.digest !== seen)
+          if (fresh.digest !== seen) {
+            const which = d.previewDigest || shownTo.has(d.by) ? 'you approved' : 'shown with the request';
+            // The refusal shows its decider the new preview: theirs to approve from Slack now.
+            shownTo.set(d.by, fresh.digest);
             throw ApplicationFailure.nonRetryable(
-              `the data changed since the preview ${d.previewDigest ? 'you approved' : 'shown with the request'}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
+              `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
               'PreviewChanged',
             );
+          }
           // The run commits only this change (the data may move again before it runs).
           approvedChange = fresh.outcome === 'ok' ? fresh.digest : undefined;
         }
@@ -265,6 +277,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
       previewingNow = false;
     }
     previewText = `\n${slackPreview(preview, previewNote)}`;
+    inMessage = (preview as RerunPreview | null)?.digest;
   }
   const what =
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
