@@ -7,7 +7,7 @@ import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.j
 import { sealedTransaction, withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { WindowCounts } from '../schedules/job.js';
 import {
@@ -104,6 +104,10 @@ function boundByAttempt(attemptMs: number): TransactionBound | undefined {
 }
 
 const IDLE_MARGIN_MS = 5_000;
+
+/** How long a preview waits for a row another transaction holds. */
+const PREVIEW_LOCK_WAIT_MS = 10_000;
+const LOCK_NOT_AVAILABLE = '55P03';
 
 /** Thrown by the preview with what it saw: the window's transaction rolls back, and this is its result. */
 class RolledBack<T> extends Error {
@@ -398,6 +402,12 @@ export function windowActivities(deps: ActivityDeps) {
           attempt,
           (line) => logger.info(`PREVIEW ${line}`),
           async (trx, _attempts, runHandler) => {
+            // A preview does not queue behind another transaction's rows for a whole attempt: an
+            // approver is waiting for it (this transaction only; it is rolled back).
+            if (PREVIEW_LOCK_WAIT_MS < policyOf(job).startToCloseTimeoutMs)
+              await sql`select set_config('lock_timeout', ${String(PREVIEW_LOCK_WAIT_MS)}, true)`.execute(
+                trx,
+              );
             const before = job.writes
               ? await snapshot(trx, job.writes, { job: job.name, start, key0 })
               : null;
@@ -417,6 +427,12 @@ export function windowActivities(deps: ActivityDeps) {
         return finish(changeOf(seen.counts, seen.tables, sent));
       } catch (err) {
         if (err instanceof ApplicationFailure && err.type === FAILURE.windowNotClosedYet) throw err;
+        // Rows held by another transaction (a run of this job) say nothing about the rerun: retried.
+        if ((err as { code?: unknown }).code === LOCK_NOT_AVAILABLE)
+          throw ApplicationFailure.retryable(
+            `rows the handler writes were locked by another transaction for ${PREVIEW_LOCK_WAIT_MS / 1000} s (a run of ${job.name} in progress?): ${redactError(err, redact)}`,
+            'PreviewLocked',
+          );
         return finish({
           outcome: 'failed',
           note: redactError(err, redact),

@@ -218,7 +218,7 @@ export async function pendingApprovals(client: Client, db: Kysely<Database>): Pr
     .orderBy('requested_at')
     .limit(50)
     .execute();
-  return await Promise.all(
+  const listed = await Promise.all(
     rows.map(async (r) => {
       let timer: NodeJS.Timeout | undefined;
       const state = await Promise.race([
@@ -242,9 +242,12 @@ export async function pendingApprovals(client: Client, db: Kysely<Database>): Pr
         preview: known?.preview ?? null,
         previewNote: typeof state === 'string' ? state : (known?.previewNote ?? null),
         previewing: known?.previewing ?? false,
+        decided: known !== null && known.status !== 'pending',
       };
     }),
   );
+  // Decided a moment ago (its workflow knows; its row says so once the workflow has settled it).
+  return listed.filter((a) => !a.decided).map(({ decided: _, ...a }) => a);
 }
 
 export async function rerunResult(client: Client, requestId: string): Promise<RerunResult> {

@@ -1,6 +1,7 @@
 // A rerun preview in words, the same for the CLI, the Slack message and the page's text: per
 // table its counts and first rows (a changed row shows only the columns that change), then the
 // external effects. Pure (the rerun workflow builds its Slack message with it).
+import { slackEscape } from './slack-text.js';
 import type { PreviewRow, PreviewTable, RerunPreview } from './types.js';
 
 const show = (v: string | null | undefined) => (v === null || v === undefined ? 'null' : v);
@@ -74,4 +75,25 @@ export function previewLines(p: RerunPreview, opts: { rows?: number } = {}): str
   if (e.dropped.length) lines.push(`sent before, not again: ${e.dropped.join(', ')}`);
   for (const f of p.findings) lines.push(`finding: ${f}`);
   return lines;
+}
+
+/** Slack shows a section's first 3,000 characters: the preview gets part of them, the rest says where to look. */
+const SLACK_PREVIEW_CHARS = 1_800;
+const SLACK_LINE_CHARS = 300;
+
+/** The preview for the Slack message: escaped, a few rows per table, bounded. */
+export function slackPreview(preview: RerunPreview | null, note: string | undefined): string {
+  if (!preview) return `preview: could not be computed${note ? `: ${slackEscape(note)}` : ''}`;
+  const lines: string[] = [];
+  let used = 0;
+  for (const line of previewLines(preview, { rows: 5 })) {
+    const text = slackEscape(line.length > SLACK_LINE_CHARS ? `${line.slice(0, SLACK_LINE_CHARS)}...` : line);
+    if (used + text.length > SLACK_PREVIEW_CHARS) {
+      lines.push('... (the whole preview: the approvals on the page)');
+      break;
+    }
+    lines.push(text);
+    used += text.length + 1;
+  }
+  return '```' + lines.join('\n') + '```';
 }

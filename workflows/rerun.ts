@@ -31,7 +31,7 @@ import {
 } from './types.js';
 import { window } from './window.js';
 import { NON_RETRYABLE } from './policy.js';
-import { previewLines } from './preview-text.js';
+import { previewLines, slackPreview } from './preview-text.js';
 
 export const decideRerun = defineUpdate<
   { accepted: true; decision: RerunDecision['decision'] },
@@ -61,26 +61,6 @@ function previewing(timeoutMs: number) {
       nonRetryableErrorTypes: NON_RETRYABLE,
     },
   });
-}
-
-/** Slack shows a section's first 3,000 characters: the preview gets part of them, the rest says where to look. */
-const SLACK_PREVIEW_CHARS = 1_800;
-
-/** The preview for the Slack message: escaped, a few rows per table, bounded. */
-export function slackPreview(preview: RerunPreview | null, note: string | undefined): string {
-  if (!preview) return `preview: could not be computed${note ? `: ${slackEscape(note)}` : ''}`;
-  const lines: string[] = [];
-  let used = 0;
-  for (const line of previewLines(preview, { rows: 5 })) {
-    const text = slackEscape(line);
-    if (used + text.length > SLACK_PREVIEW_CHARS) {
-      lines.push('... (the rest: npx tidemark reruns, or the page)');
-      break;
-    }
-    lines.push(text);
-    used += text.length + 1;
-  }
-  return '```' + lines.join('\n') + '```';
 }
 
 /** The preview alone, for `tidemark rerun --preview` and the page: nothing is requested or reserved. */
@@ -261,7 +241,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     workflowId,
   });
   const generation = request.window.generation;
-  let previewText = '';
+  let previewed = false;
   if (patched('issue12-preview')) {
     previewingNow = true;
     try {
@@ -276,15 +256,16 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     } finally {
       previewingNow = false;
     }
-    previewText = `\n${slackPreview(preview, previewNote)}`;
+    previewed = true;
     inMessage = (preview as RerunPreview | null)?.digest;
   }
-  const what =
+  // The request in words, with the preview as it stands (an approval that found the data moved shows the new one).
+  const what = () =>
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
-    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}${previewText}`;
+    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}${previewed ? `\n${slackPreview(preview, previewNote)}` : ''}`;
   const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
-  await notice('requested', what);
+  await notice('requested', what());
   if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
     // Refuse new decisions at once; one already being recorded still settles the request.
     closed = true;
@@ -293,19 +274,19 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   if (decision === undefined) {
     status = 'timed-out';
     await bookkeeping.settleRerun({ request: workflowId, status });
-    await notice('finished', `${what}\n*Timed out*: nobody decided.`);
+    await notice('finished', `${what()}\n*Timed out*: nobody decided.`);
     return { outcome: 'timed-out', generation, decidedBy: null, window: null };
   }
   const d = decision!;
   if (d.decision === 'reject') {
     status = 'rejected';
     await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-    await notice('finished', `${what}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
+    await notice('finished', `${what()}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
     return { outcome: 'rejected', generation, decidedBy: d.by, window: null };
   }
   status = 'approved';
   await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-  await notice('decided', `${what}\n*Approved* by ${d.by}: running generation ${generation} ...`);
+  await notice('decided', `${what()}\n*Approved* by ${d.by}: running generation ${generation} ...`);
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
@@ -329,7 +310,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status });
     await notice(
       'finished',
-      `${what}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
+      `${what()}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
     );
     return { outcome: 'done', generation, decidedBy: d.by, window: result };
   } catch (err) {
@@ -337,7 +318,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
     await notice(
       'finished',
-      `${what}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
+      `${what()}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
     );
     throw err;
   }

@@ -9,10 +9,10 @@ import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
-import { previewLines } from '../../workflows/preview-text.js';
+import { previewLines, slackPreview } from '../../workflows/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
-import { policy } from '../helpers/reruns.js';
+import { holding, policy } from '../helpers/reruns.js';
 
 let t: TestDb;
 before(async () => {
@@ -212,4 +212,67 @@ test('effects are listed against the generation they replace, and none is record
     effects,
     'no effect recorded by the preview',
   );
+});
+
+test('a large change is bounded: 20 rows per table with the counts, a few on Slack, the digest over every row', async () => {
+  const job = 'pv-many';
+  const W = { start: '2026-05-05T10:00:00Z', end: '2026-05-05T11:00:00Z' };
+  let extra = 5;
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        // A rerun that writes a summary row per day for 30 days (the last 10 with `extra`).
+        if (ctx.generation > 0)
+          await sql`insert into daily_sales (job, day, order_count, total)
+                    select ${job}, d::date, 1, case when d > '2026-01-20' then ${extra} else 5 end from generate_series('2026-01-01'::date, '2026-01-30'::date, '1 day') d`.execute(
+            ctx.trx,
+          );
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
+  await processed(acts, job, W);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  const table = p.tables![0]!;
+  assert.deepEqual([table.added, table.changed, table.rows.length], [30, 0, 20]);
+  assert.deepEqual(table.rows[0]!.key, { job, day: '2026-01-01' }, 'by key');
+  const lines = previewLines(p);
+  assert.equal(lines.filter((l) => l.startsWith('  + ')).length, 20);
+  assert.ok(lines.includes('  ... and 10 more'));
+  const slack = slackPreview(p, undefined);
+  assert.equal(slack.split('\n').filter((l) => l.startsWith('  + ')).length, 5);
+  assert.ok(slack.length < 2_000, `bounded for Slack: ${slack.length}`);
+  // A change in a row past the listed ones still changes the digest.
+  extra = 6;
+  const p2 = await acts.previewWindow({ job, windowStart: W.start });
+  assert.deepEqual(p2.tables![0]!.rows, table.rows, 'the listed rows are the same');
+  assert.notEqual(p2.digest, p.digest);
+});
+
+test('a preview waits for rows another transaction holds at most 10 s, then says so (retryable), not that the rerun fails', async () => {
+  const job = 'pv-locked';
+  const W = { start: '2026-05-06T10:00:00Z', end: '2026-05-06T11:00:00Z' };
+  const acts = activitiesFor([salesJob(job, { start: W.start, lateness: '0m' })]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
+  await processed(acts, job, W);
+  const release = await holding(t.db, (trx) =>
+    sql`select 1 from daily_sales where job = ${job} for update`.execute(trx),
+  );
+  try {
+    await assert.rejects(
+      acts.previewWindow({ job, windowStart: W.start }),
+      (e: Error & { type?: string; nonRetryable?: boolean }) =>
+        (e.type === 'PreviewLocked' &&
+          !e.nonRetryable &&
+          /locked by another transaction for 10 s \(a run of pv-locked in progress\?\)/.test(e.message)) ||
+        assert.fail(String(e)),
+    );
+  } finally {
+    await release();
+  }
+  assert.equal((await acts.previewWindow({ job, windowStart: W.start })).outcome, 'ok');
 });

@@ -587,16 +587,46 @@ test('Issue 12: the Slack request carries the preview (bounded, escaped); approv
         'the preview sits next to Approve / Reject',
       );
 
+      // One more late order lands before bob clicks: the preview in the message is no longer what
+      // a rerun would do. The click is refused with the new preview; the next click approves that.
+      await insertOrders(stack.t.db, [{ key: `${job}-later`, at: '2026-04-15T10:59:45Z', amount: 2 }]);
+      assert.equal((await post(click('UBOB', 'rerun_approve', handle.workflowId))).status, 200);
+      const told = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) => m.method === 'chat.postEphemeral' && m.user === 'UBOB' && /data changed/.test(m.text),
+          ),
+        20_000,
+        'the refusal of a stale preview',
+      );
+      assert.match(
+        told.text,
+        /the data changed since the preview shown with the request.*order_count 5 -> 7/,
+      );
       assert.equal((await post(click('UBOB', 'rerun_approve', handle.workflowId))).status, 200);
       const result = (await handle.result()) as RerunResult;
       assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
+      const now = (await handle.query<RerunState>('state')).preview!;
+      assert.notEqual(now.digest, p.digest);
       const day = await stack.t.db
         .selectFrom('daily_sales')
         .select(['order_count', sql<string>`total::text`.as('total')])
         .where('job', '=', job)
         .executeTakeFirstOrThrow();
-      const after = p.tables![0]!.rows[0]!.after!;
-      assert.deepEqual([String(day.order_count), day.total], [after.order_count, after.total]);
+      const after = now.tables![0]!.rows[0]!.after!;
+      assert.deepEqual([String(day.order_count), day.total], ['7', after.total]);
+      assert.equal(after.order_count, '7');
+      // The message, updated in place, shows the preview that was approved.
+      const updated = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) =>
+              m.method === 'chat.update' && m.text.includes(`${job}/`) && /\*Approved\* by bob/.test(m.text),
+          ),
+        20_000,
+        'the updated message',
+      );
+      assert.match(updated.text, /order_count 5 -&gt; 7/);
     });
   } finally {
     await app.stop();
