@@ -15,7 +15,8 @@ import type { Kysely } from 'kysely';
 import type { Registry } from 'prom-client';
 import { watchQueueOf, type Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
-import { jobsOverview, recentWindows } from '../operator/overview.js';
+import { overviewRows } from '../operator/job-health.js';
+import { recentWindows } from '../operator/overview.js';
 import type { Catalog } from '../schedules/job.js';
 import { parseDuration } from '../schedules/duration.js';
 import { isoUtc } from '../schedules/windows.js';
@@ -245,7 +246,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   });
 
   async function snapshot() {
-    const jobs = await jobsOverview(o.db, o.client, o.catalog, now());
+    const jobs = await overviewRows(o.db, o.client, o.catalog, now());
     const windows = Object.fromEntries(
       await Promise.all(
         o.catalog.jobs.map(async (j) => [j.name, (await recentWindows(o.db, j.name, 48)).reverse()] as const),

@@ -1,13 +1,14 @@
 // The management page in headless Chromium (playwright-core with the system chromium): log in,
-// pause, resume, trigger and a small backfill, each checked in Temporal and PostgreSQL; the heat
-// map fills without a reload; access and CSRF are enforced. A screenshot is kept.
+// pause (with a reason), resume, trigger and a small backfill (previewed, then started), each
+// checked in Temporal and PostgreSQL; its progress shows without a reload; access and CSRF are
+// enforced. A screenshot is kept.
 import assert from 'node:assert/strict';
-import { mkdir } from 'node:fs/promises';
 import { test } from 'node:test';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf, syncSchedules } from '../../schedules/sync.js';
+import { launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
@@ -18,24 +19,16 @@ const TOKEN = 'web-test-token-7c1e';
 test('the management page: pause, resume, trigger and a backfill from the browser', async () => {
   const job = 'web-sales';
   const taskQueue = uniqueQueue('web');
-  const catalog = defineCatalog([salesJob(job, { start: '2026-05-20T00:00:00Z', lateness: '0m' })]);
+  // The triggered tick catches up two windows; the backfill then has the rest to do.
+  const catalog = defineCatalog([
+    salesJob(job, { start: '2026-05-20T00:00:00Z', lateness: '0m', maxCatchUp: 2 }),
+  ]);
   await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
   await insertOrders(stack.t.db, ordersBetween(job, '2026-05-20T00:00:00Z', '2026-05-20T06:00:00Z', 60));
   const web = await startWeb(stack, { token: TOKEN, catalog, env: { TIDEMARK_TASK_QUEUE: taskQueue } });
   let browser: Browser | undefined;
   try {
-    browser = await chromium.launch({
-      executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-      args: [
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
-    });
+    browser = await launchBrowser();
     // Access and CSRF.
     assert.equal((await fetch(`${web.url}/api/state`)).status, 401);
     const login = await postLogin(web.url, TOKEN);
@@ -65,27 +58,23 @@ test('the management page: pause, resume, trigger and a backfill from the browse
       taskQueue,
       { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
       async () => {
-        const page = await browser!.newPage();
         // Under the CSP the page's own script and style load; anything it refuses shows here.
-        const refused: string[] = [];
-        page.on('console', (m) => {
-          if (/Content Security Policy/i.test(m.text())) refused.push(m.text());
-        });
-        await page.goto(web.url);
-        await page.fill('input[name=token]', TOKEN);
-        await page.click('text=Log in');
-        const row = page.locator(`tr[data-job="${job}"]`);
-        await row.waitFor();
+        const { page, problems } = await loggedInPage(browser!, web.url, TOKEN);
+        const card = page.locator(`article.job[data-job="${job}"]`);
+        await card.waitFor();
         const schedule = stack.env.client.schedule.getHandle(scheduleIdOf(job));
 
-        await row.locator('button[data-action=pause]').click();
-        await row.locator('.state', { hasText: 'paused' }).waitFor();
-        assert.equal((await schedule.describe()).state.paused, true);
-        await row.locator('button[data-action=resume]').click();
-        await row.locator('.state', { hasText: 'active' }).waitFor();
+        await card.locator('button[data-action=pause]').click();
+        await card.locator('input[name=reason]').fill('source database upgrade');
+        await card.locator('button', { hasText: 'Pause schedule' }).click();
+        await card.locator('.state', { hasText: 'paused: source database upgrade' }).waitFor();
+        const paused = (await schedule.describe()).state;
+        assert.deepEqual([paused.paused, paused.note], [true, 'source database upgrade']);
+        await card.locator('button[data-action=resume]').click();
+        await card.locator('.state', { hasText: 'active' }).waitFor();
         assert.equal((await schedule.describe()).state.paused, false);
 
-        await row.locator('button[data-action=trigger]').click();
+        await card.locator('button[data-action=trigger]').click();
         await eventually(
           async () =>
             (
@@ -102,16 +91,19 @@ test('the management page: pause, resume, trigger and a backfill from the browse
           'the triggered tick',
         );
 
-        await page.selectOption('#backfill select[name=job]', job);
-        await page.fill('#backfill input[name=from]', '2026-05-20T00:00:00Z');
-        await page.fill('#backfill input[name=to]', '2026-05-20T06:00:00Z');
-        await page.click('#backfill button');
-        // The heat map fills as the backfill runs, without a reload. The tick triggered above
-        // processes windows of its own (later ones too), so wait for the backfill's six by key.
-        for (let h = 0; h < 6; h++)
-          await page
-            .locator(`.grid[data-job="${job}"] .cell.done[title^="${job}/2026-05-20T0${h}:00:00Z "]`)
-            .waitFor({ timeout: 60_000 });
+        // A backfill: preview first, then start; its progress shows without a reload.
+        await page.click('#nav a:has-text("Backfills")');
+        await page.check('#bf-zone-utc');
+        await page.fill('#bf-from', '2026-05-20T00:00');
+        await page.fill('#bf-to', '2026-05-20T06:00');
+        await page.click('#bf-preview-button');
+        await page.locator('#bf-preview', { hasText: 'to process' }).waitFor();
+        await page.click('#bf-start');
+        const row = page.locator(
+          `li.backfill[data-workflow="${job}/backfill-2026-05-20T00:00:00Z-2026-05-20T06:00:00Z"]`,
+        );
+        await row.locator('.badge', { hasText: 'Completed' }).waitFor({ timeout: 60_000 });
+        assert.match(await row.innerText(), /\b0\s+failed/);
         const done = await stack.t.db
           .selectFrom('job_windows')
           .select('window_start')
@@ -120,12 +112,21 @@ test('the management page: pause, resume, trigger and a backfill from the browse
           .where('window_start', '<', new Date('2026-05-20T06:00:00Z'))
           .execute();
         assert.equal(done.length, 6);
-        // A rerun requested from the page waits for approval and shows among the pending approvals.
-        await page.fill('#rerun input[name=window]', '2026-05-20T01:00:00Z');
-        await page.fill('#rerun input[name=reason]', 'late refunds');
-        await page.fill('#rerun input[name=by]', 'alice');
-        await page.click('#rerun button');
-        await page.locator('#approvals li', { hasText: 'late refunds' }).waitFor({ timeout: 20_000 });
+        // A rerun requested through the page's API waits for approval among the pending ones.
+        const csrf = await page.locator('meta[name=csrf]').getAttribute('content');
+        const asked = await page.evaluate(
+          `fetch('/api/jobs/${job}/rerun', { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': ${JSON.stringify(csrf)} }, body: JSON.stringify({ window: '2026-05-20T01:00:00Z', reason: 'late refunds', by: 'alice' }) }).then((r) => r.status)`,
+        );
+        assert.equal(asked, 200);
+        const state = (await (
+          await fetch(`${web.url}/api/state`, { headers: { authorization: `Bearer ${TOKEN}` } })
+        ).json()) as {
+          approvals: { reason: string }[];
+        };
+        assert.deepEqual(
+          state.approvals.map((a) => a.reason),
+          ['late refunds'],
+        );
         const pending = await stack.t.db
           .selectFrom('rerun_requests')
           .select(['status', 'generation', 'requested_by'])
@@ -140,9 +141,8 @@ test('the management page: pause, resume, trigger and a backfill from the browse
         });
         assert.equal(unnamed.status, 400);
         assert.match(((await unnamed.json()) as { error: string }).error, /^by: the requester must be named/);
-        await mkdir('test-artifacts', { recursive: true });
-        await page.screenshot({ path: 'test-artifacts/management-page.png', fullPage: true });
-        assert.deepEqual(refused, [], 'nothing refused by the CSP');
+        await screenshot(page, 'management-page');
+        assert.deepEqual(problems, { refused: [], errors: [] }, 'nothing refused by the CSP, nothing thrown');
 
         await page.click('text=Log out');
         await page.locator('input[name=token]').waitFor();

@@ -1,96 +1,127 @@
+// The page's shell: login, the header's navigation, a hash router that loads one module per view
+// (views/<name>.js exporting render<Name>(root, ctx)), and the update stream (/api/events) that
+// keeps the overview rows current. A view that is missing or broken shows as such, never a blank page.
+import { h } from './dom.js';
+
 const csrf = document.querySelector('meta[name=csrf]').content;
-const esc = (s) =>
-  String(s ?? '-').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
-const msg = (t) => {
-  document.getElementById('msg').textContent = t;
+const view = document.getElementById('view');
+const msg = document.getElementById('msg');
+
+/** Hash routes: `#/` overview, `#/jobs/<job>`, `#/jobs/<job>/windows/<windowKey>`, `#/effects`, ... */
+export function route(hash) {
+  const path = hash.replace(/^#\/?/, '').split('?')[0];
+  const parts = path.split('/');
+  if (!path) return { name: 'overview', params: {} };
+  if (parts[0] === 'jobs' && parts[1] && parts[2] === 'windows' && parts.length > 3)
+    return {
+      name: 'window',
+      params: { job: decodeURIComponent(parts[1]), windowKey: decodeURIComponent(parts.slice(3).join('/')) },
+    };
+  if (parts[0] === 'jobs' && parts[1]) return { name: 'grid', params: { job: decodeURIComponent(parts[1]) } };
+  return { name: parts[0], params: {} };
+}
+
+const say = (text, kind = 'info') => {
+  msg.textContent = text;
+  msg.dataset.kind = kind;
 };
-async function post(path, body) {
-  const r = await fetch(path, {
+
+async function answer(r) {
+  const body = await r.json().catch(() => ({}));
+  // Logged out elsewhere or expired: back to the login form.
+  if (r.status === 401) location.reload();
+  if (!r.ok) throw new Error(body.error || `HTTP ${r.status}`);
+  return body;
+}
+const api = (path) => fetch(path, { headers: { accept: 'application/json' } }).then(answer);
+const post = (path, body) =>
+  fetch(path, {
     method: 'POST',
     headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
-    body: JSON.stringify(body || {}),
-  });
-  const j = await r.json();
-  msg(r.ok ? path.split('/').pop() + ': done' : 'error: ' + j.error);
+    body: JSON.stringify(body ?? {}),
+  }).then(answer);
+
+let state = null;
+let listeners = new Set();
+let first;
+const ready = new Promise((r) => (first = r));
+
+const ctx = {
+  api,
+  post,
+  go: (hash) => {
+    location.hash = hash;
+  },
+  job: (name) => state?.jobs.find((j) => j.job === name),
+  get jobs() {
+    return state?.jobs ?? [];
+  },
+  get webUi() {
+    return state?.webUi ?? '';
+  },
+  params: {},
+  /** Called with each new snapshot while this view is shown. */
+  onUpdate: (fn) => listeners.add(fn),
+  say,
+};
+
+/** views/window-detail.js exports renderWindowDetail. */
+const capital = (s) => s.replace(/(^|-)(.)/g, (_, _dash, c) => c.toUpperCase());
+/** Other file names a view may have been written under. */
+const ALIASES = { grid: ['job', 'jobs'], window: ['window-detail'] };
+
+async function show() {
+  const { name, params } = route(location.hash);
+  listeners = new Set();
+  ctx.params = params;
+  for (const a of document.querySelectorAll('#nav a'))
+    if (a.dataset.view === name) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  const root = h('section', { class: 'view', 'aria-live': 'off', dataset: { view: name } });
+  view.replaceChildren(root);
+  let module;
+  let file = name;
+  for (const candidate of [name, ...(ALIASES[name] ?? [])])
+    try {
+      module = await import(`./views/${candidate}.js`);
+      file = candidate;
+      break;
+    } catch {
+      // Not written yet (or not under this name): try the next, then say so.
+    }
+  if (!module) {
+    root.append(
+      h('h1', {}, capital(name)),
+      h('p', { class: 'empty' }, 'This view is not available yet.'),
+      h('p', {}, h('a', { href: '#/' }, 'Back to the overview')),
+    );
+    return;
+  }
+  const render = module[`render${capital(file)}`];
+  try {
+    if (typeof render !== 'function') throw new Error(`views/${file}.js has no render${capital(file)}`);
+    await render(root, ctx);
+  } catch (err) {
+    root.append(h('p', { class: 'error', role: 'alert' }, `This view failed: ${err.message}`));
+  }
 }
-function render(s) {
-  document.getElementById('webui').href = s.webUi;
-  document.querySelector('#jobs tbody').innerHTML = s.jobs
-    .map((j) => {
-      const cells = (s.windows[j.job] || [])
-        .map(
-          (w) =>
-            '<a class="cell ' +
-            esc(w.status) +
-            '" title="' +
-            esc(w.window + ' ' + w.status + ' ' + (w.input ?? 0) + ' records') +
-            '" href="' +
-            s.webUi +
-            '/' +
-            encodeURIComponent(w.workflowId || w.window) +
-            '"></a>',
-        )
-        .join('');
-      const state = !j.scheduled ? 'no schedule' : j.paused ? '<span class="paused">paused</span>' : 'active';
-      return (
-        '<tr data-job="' +
-        esc(j.job) +
-        '"><td>' +
-        esc(j.job) +
-        '</td><td>' +
-        esc(j.grid) +
-        '</td><td class="state">' +
-        state +
-        '</td><td>' +
-        esc(j.nextFires[0]) +
-        '</td><td>' +
-        esc(j.watermark) +
-        '</td><td>' +
-        esc(j.lagWindows) +
-        '</td><td>' +
-        esc(j.lastRun ? j.lastRun.outcome + ' ' + j.lastRun.durationMs + ' ms' : null) +
-        '</td><td><div class="grid" data-job="' +
-        esc(j.job) +
-        '">' +
-        cells +
-        '</div></td><td>' +
-        '<button data-action="trigger">Trigger</button>' +
-        (j.paused
-          ? '<button data-action="resume">Resume</button>'
-          : '<button data-action="pause">Pause</button>') +
-        '</td></tr>'
-      );
-    })
-    .join('');
-  for (const sel of document.querySelectorAll('select[name=job]'))
-    if (!sel.options.length)
-      sel.innerHTML = s.jobs.map((j) => '<option>' + esc(j.job) + '</option>').join('');
-  document.getElementById('approvals').innerHTML =
-    s.approvals
-      .map((a) => '<li>' + esc(a.request) + ' asked by ' + esc(a.by) + ': ' + esc(a.reason) + '</li>')
-      .join('') || '<li>none</li>';
-}
-if (document.body.dataset.auth === 'no') document.getElementById('login').hidden = false;
-else {
-  document.getElementById('app').hidden = false;
-  document.getElementById('jobs').addEventListener('click', (e) => {
-    const b = e.target.closest('button[data-action]');
-    if (b)
-      post(
-        '/api/jobs/' + b.closest('tr').dataset.job + '/' + b.dataset.action,
-        b.dataset.action === 'pause' ? { reason: 'paused from the page' } : {},
-      );
-  });
-  for (const id of ['backfill', 'rerun'])
-    document.getElementById(id).addEventListener('submit', (e) => {
-      e.preventDefault();
-      const f = Object.fromEntries(new FormData(e.target));
-      post('/api/jobs/' + f.job + '/' + id, f);
-    });
+
+if (document.body.dataset.auth === 'no') {
+  document.getElementById('login').hidden = false;
+} else {
+  document.getElementById('login').remove();
+  document.getElementById('nav').hidden = false;
+  document.getElementById('logout').hidden = false;
   const events = new EventSource('/api/events');
-  events.onmessage = (e) => render(JSON.parse(e.data));
+  events.onmessage = (e) => {
+    state = JSON.parse(e.data);
+    first();
+    for (const fn of listeners) fn(state);
+  };
   // Refused (the session expired or logged out elsewhere): back to the login form.
   events.onerror = () => {
     if (events.readyState === EventSource.CLOSED) location.reload();
   };
+  window.addEventListener('hashchange', () => void show());
+  ready.then(() => show());
 }

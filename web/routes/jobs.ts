@@ -1,6 +1,7 @@
 // The jobs' actions: trigger, pause, resume, backfill and a rerun request. Registered by
 // web/server.ts inside the authenticated scope (session and CSRF are checked there).
 import type { FastifyInstance } from 'fastify';
+import { overviewRows } from '../../operator/job-health.js';
 import { directoryOf, requesterProblem } from '../../config/people.js';
 import {
   NotAWindowStart,
@@ -33,6 +34,10 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
   const { catalog, client, config } = deps;
   const maxBackfill = config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
   const schedule = (job: string) => client.schedule.getHandle(scheduleIdOf(catalog.get(job).name));
+
+  app.get('/api/jobs', async () => ({
+    jobs: await overviewRows(deps.db, client, catalog, deps.now()),
+  }));
 
   app.post<JobAction>('/api/jobs/:job/trigger', async (req) => {
     stringFields(req.body);

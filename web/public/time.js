@@ -1,0 +1,63 @@
+// Instants as the page shows them: in the job's time zone AND in UTC, never one without the other.
+const formats = new Map();
+function format(zone) {
+  if (!formats.has(zone))
+    formats.set(
+      zone,
+      new Intl.DateTimeFormat('en-CA', {
+        timeZone: zone,
+        year: 'numeric',
+        month: '2-digit',
+        day: '2-digit',
+        hour: '2-digit',
+        minute: '2-digit',
+        hourCycle: 'h23',
+        timeZoneName: 'short',
+      }),
+    );
+  return formats.get(zone);
+}
+
+/** "2026-05-20 02:00 GMT+2" in `zone`. */
+export function inZone(iso, zone) {
+  const parts = Object.fromEntries(
+    format(zone)
+      .formatToParts(new Date(iso))
+      .map((p) => [p.type, p.value]),
+  );
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${parts.timeZoneName}`;
+}
+
+/** The UTC form: "2026-05-20 00:00 UTC". */
+export const utc = (iso) => `${new Date(iso).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+
+/** [job zone, UTC] for one instant; a UTC job shows it once. */
+export function both(iso, zone) {
+  if (!iso) return ['-', ''];
+  return zone === 'UTC' || zone === 'Etc/UTC' ? [utc(iso), ''] : [inZone(iso, zone), utc(iso)];
+}
+
+/** "3 min ago", "in 2 h": the distance from now, coarse. */
+export function ago(iso, now = Date.now()) {
+  const s = Math.round((new Date(iso).getTime() - now) / 1000);
+  const a = Math.abs(s);
+  const text =
+    a < 60
+      ? `${a} s`
+      : a < 3600
+        ? `${Math.round(a / 60)} min`
+        : a < 172800
+          ? `${Math.round(a / 3600)} h`
+          : `${Math.round(a / 86400)} d`;
+  return s < 0 ? `${text} ago` : `in ${text}`;
+}
+
+/** 1234 -> "1.2 s". */
+export function duration(ms) {
+  if (ms === null || ms === undefined) return '-';
+  return ms < 1000
+    ? `${ms} ms`
+    : ms < 60_000
+      ? `${(ms / 1000).toFixed(1)} s`
+      : `${(ms / 60_000).toFixed(1)} min`;
+}
