@@ -188,7 +188,7 @@ test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Sla
   assert.equal(r.after!.gone, null);
   assert.equal(r.before!.gone, 'x');
   assert.equal(r.after!.big!.length, 123);
-  const slack = (await import('../../workflows/rerun.js')).slackPreview(p, undefined);
+  const slack = (await import('../../workflows/preview-text.js')).slackPreview(p, undefined);
   assert.ok(slack.length < 3000, `${slack.length}`);
   assert.doesNotMatch(slack, /<!channel>|<https:/);
   process.stdout.write(
