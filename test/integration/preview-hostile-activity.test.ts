@@ -10,6 +10,7 @@ import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { policy } from '../helpers/reruns.js';
+import { eventually } from '../helpers/temporal.js';
 
 let t: TestDb;
 before(async () => {
@@ -194,4 +195,49 @@ test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Sla
   process.stdout.write(
     `# figures: generation 0 run ${run} ms, preview ${ms} ms (peak memory +${grew} MB), json ${size} chars, slack ${slack.length} chars\n`,
   );
+});
+
+test("a preview holding the day's summary row while a tick of the same day commits: the tick waits for it, then both end, no deadlock", async () => {
+  const job = 'hp-concurrent';
+  const W10 = { start: '2026-08-05T10:00:00Z' };
+  const W11 = { start: '2026-08-05T11:00:00Z' };
+  let release!: () => void;
+  let paused!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  const inside = new Promise<void>((r) => (paused = r));
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W10.start,
+      lateness: '0m',
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        if (ctx.generation > 0) {
+          paused();
+          await gate;
+        }
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W10.start, '2026-08-05T12:00:00Z', 6));
+  await processed(acts, job, W10);
+  const preview = acts.previewWindow({ job, windowStart: W10.start });
+  await inside;
+  const tick = processed(acts, job, W11);
+  // The tick's update of the day's row waits on the preview's (no sleep: the server says so).
+  await eventually(
+    async () =>
+      (
+        await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'`.execute(t.db)
+      ).rows[0]!.n > 0 || undefined,
+    20_000,
+    'the tick waiting on the preview',
+  );
+  release();
+  const [p, r] = await Promise.all([preview, tick]);
+  assert.equal(p.outcome, 'ok', p.note);
+  assert.equal(r.outcome, 'processed');
+  assert.equal(await summaryOf(job), 6, "both hours' orders, none of the preview's");
+  assert.deepEqual(await markers(job), ['0:done', '0:done']);
 });

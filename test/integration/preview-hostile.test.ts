@@ -7,11 +7,15 @@ import type { ActivityDeps } from '../../activities/index.js';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { decide } from '../../operator/reruns.js';
 import type { RerunState } from '../../workflows/types.js';
-import { insertOrders } from '../helpers/jobs.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog } from '../../schedules/job.js';
+import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
+const channels = loopbackChannels();
 const { rerunJob, processWindow, startRerun } = rerunTools(stack);
 
 const previewed = (id: string) =>
@@ -102,5 +106,53 @@ test("a Slack approval approves the preview its message shows, not one computed 
     await handle.result();
     const [day] = await daySummary(job);
     assert.equal(day!.n, 7);
+  });
+});
+
+test('the preview, at the request and at the approval, sends nothing to the provider; the approved run sends once', async () => {
+  const job = 'hostile-mail';
+  const W = { start: '2026-07-03T10:00:00Z', end: '2026-07-03T11:00:00Z' };
+  const subject = `${job} report`;
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          { name: 'report', channel: 'email', request: { to: ['ops@example.test'], subject, text: ctx.key } },
+        ],
+      }),
+    }),
+  ]);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 3));
+  const taskQueue = `${job}-${Date.now()}`;
+  const deps = depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat);
+  const sent = () => channels.smtp.messages.filter((m) => m.subject === subject).map((m) => m.text?.trim());
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await processWindow(taskQueue, job, W);
+    assert.deepEqual(sent(), [`${job}/${W.start}`]);
+    const handle = await startRerun(taskQueue, job, W, 1);
+    const p = (await previewed(handle.workflowId)).preview!;
+    assert.deepEqual(p.effects, { repeat: ['report'], added: [], dropped: [] });
+    await decide(stack.env.client, stack.t.db, handle.workflowId, {
+      decision: 'approve',
+      by: 'bob',
+      source: 'cli',
+    });
+    await handle.result();
+    // The request's preview and the approval's check ran the handler twice: nothing went out for them.
+    assert.deepEqual(sent(), [`${job}/${W.start}`, `${job}/${W.start}#1`]);
+    assert.deepEqual(
+      (
+        await stack.t.db
+          .selectFrom('effects')
+          .select('effect_key')
+          .where('job', '=', job)
+          .orderBy('effect_key')
+          .execute()
+      ).map((e) => e.effect_key),
+      [`${job}/${W.start}#1:report`, `${job}/${W.start}:report`].sort(),
+    );
   });
 });
