@@ -7,9 +7,12 @@ import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import { previewLines } from '../../workflows/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { policy } from '../helpers/reruns.js';
+import pg from 'pg';
+const pgLiteral = (v: string) => pg.escapeLiteral(v);
 import { eventually } from '../helpers/temporal.js';
 
 let t: TestDb;
@@ -154,13 +157,14 @@ test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Sla
         const counts = await summariseWindow(ctx);
         // 10 MB per value, made by the server (stored compressed, so the probe stays light on disk).
         await sql`insert into hp_odd
-                  select ${job}, n, repeat(${String(ctx.generation)}, 10 * 1024 * 1024), '\\x00ff'::bytea,
-                         12345678901234567890.123456789 + ${ctx.generation}, '2026-08-04 12:00:00+05:30',
-                         case when ${ctx.generation} = 0 then 'x' end, '<!channel> <https://evil|click> \`\`\` *b*'
+                  select ${job}, n, repeat(${String(ctx.generation)}, 10 * 1024 * 1024), decode(${`00ff0${ctx.generation}`}, 'hex'),
+                         12345678901234567890.123456789 + ${ctx.generation},
+                         '2026-08-04 12:00:00+05:30'::timestamptz + make_interval(hours => ${ctx.generation}),
+                         case when ${ctx.generation} = 0 then 'x' end,
+                         ${`<!channel> <https://evil|click> \`\`\` *b* ${ctx.generation}`}
                     from generate_series(1, 20) n
-                  on conflict (job, n) do update set big = excluded.big, amount = excluded.amount, gone = excluded.gone`.execute(
-          ctx.trx,
-        );
+                  on conflict (job, n) do update set big = excluded.big, bin = excluded.bin, amount = excluded.amount,
+                     at = excluded.at, gone = excluded.gone, label = excluded.label`.execute(ctx.trx);
         return counts;
       },
     }),
@@ -184,14 +188,16 @@ test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Sla
   assert.equal(tbl!.rows.length, 20);
   const r = tbl!.rows[0]!;
   assert.equal(r.after!.amount, '12345678901234567891.123456789');
-  assert.equal(r.after!.at, '2026-08-04T06:30:00+00:00');
-  assert.equal(r.after!.bin, '\\x00ff');
+  assert.equal(r.after!.at, '2026-08-04T07:30:00+00:00');
+  assert.equal(r.after!.bin, '\\x00ff01');
   assert.equal(r.after!.gone, null);
   assert.equal(r.before!.gone, 'x');
   assert.equal(r.after!.big!.length, 123);
   const slack = (await import('../../workflows/preview-text.js')).slackPreview(p, undefined);
   assert.ok(slack.length < 3000, `${slack.length}`);
   assert.doesNotMatch(slack, /<!channel>|<https:/);
+  // The page shows the value as text (built without innerHTML); Slack gets it escaped.
+  assert.equal(r.after!.label, '<!channel> <https://evil|click> ``` *b* 1');
   process.stdout.write(
     `# figures: generation 0 run ${run} ms, preview ${ms} ms (peak memory +${grew} MB), json ${size} chars, slack ${slack.length} chars\n`,
   );
@@ -240,4 +246,48 @@ test("a preview holding the day's summary row while a tick of the same day commi
   assert.equal(r.outcome, 'processed');
   assert.equal(await summaryOf(job), 6, "both hours' orders, none of the preview's");
   assert.deepEqual(await markers(job), ['0:done', '0:done']);
+});
+
+test("a wide table's preview stays small enough for the workflow's history (Temporal refuses a payload over 2 MB)", async () => {
+  const job = 'hp-wide';
+  const W = { start: '2026-08-06T10:00:00Z' };
+  const columns = Array.from({ length: 400 }, (_, i) => `c${i}`);
+  await sql`${sql.raw(`create table hp_wide (job text, n int, ${columns.map((c) => `${c} text`).join(', ')}, primary key (job, n))`)}`.execute(
+    t.db,
+  );
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      writes: [
+        { table: 'hp_wide', key: ['job', 'n'] },
+        { table: 'daily_sales', key: ['job', 'day'] },
+      ],
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        const v = `repeat(${ctx.generation}::text, 200)`;
+        await sql`${sql.raw(`insert into hp_wide select ${pgLiteral(job)}, n, ${columns.map(() => v).join(', ')}
+            from generate_series(1, 20) n
+            on conflict (job, n) do update set ${columns.map((c) => `${c} = excluded.${c}`).join(', ')}`)}`.execute(
+          ctx.trx,
+        );
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, '2026-08-06T11:00:00Z', 2));
+  await processed(acts, job, W);
+  await insertOrders(t.db, [{ key: `${job}-late`, at: '2026-08-06T10:59:00Z', amount: 3 }]);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.equal(p.outcome, 'ok', p.note);
+  const size = Buffer.byteLength(JSON.stringify(p));
+  assert.ok(size <= 256 * 1024, `the preview is ${Math.round(size / 1024)} KB`);
+  const [wide, sales] = p.tables!;
+  assert.equal(wide!.changed, 20, 'the counts cover every row');
+  assert.ok(wide!.rows.length >= 1, 'some rows listed');
+  assert.equal(sales!.rows.length, 1, "the next table's change is listed too");
+  assert.match(
+    previewLines(p).join('\n'),
+    /~ job=hp-wide n=1: c0 0+\.\.\. -> 1+\.\.\., .*, c29 .*, and 370 more columns\n/,
+  );
 });
