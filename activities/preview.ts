@@ -13,6 +13,10 @@ import type { PreviewRow, PreviewTable, RerunPreview } from '../workflows/types.
 export const PREVIEW_ROWS = 20;
 /** A table holding more of the job's rows than this is not copied aside (its size is said instead). */
 export const PREVIEW_MAX_ROWS = 100_000;
+/** Columns listed per row besides its key (a changed row lists those that change). */
+export const PREVIEW_COLUMNS = 30;
+/** The listed rows of all tables together, in characters of JSON: past it rows are only counted. */
+export const PREVIEW_CHARS = 256 * 1024;
 /** A longer value is cut, so that a preview stays small in the workflow's history and on Slack. */
 const MAX_VALUE = 120;
 
@@ -105,6 +109,7 @@ export async function diff(
   const zone = await sql<{ z: string }>`select current_setting('TimeZone') as z`.execute(trx);
   await sql`select set_config('TimeZone', 'UTC', true)`.execute(trx);
   const tables: PreviewTable[] = [];
+  let budget = PREVIEW_CHARS;
   for (const s of snaps) {
     const { table, key } = s.write;
     if (!s.copy) {
@@ -145,8 +150,19 @@ export async function diff(
     const order = key.map((_, i) => `k${i}`).join(', ');
     // The listed rows' values cut by the server: a 10 MB value would otherwise cross the wire
     // (and the worker's memory) twice per row, only to be cut to MAX_VALUE characters here.
-    const short = (side: string) =>
-      `(select json_object_agg(key, left(value, ${MAX_VALUE + 1})) from json_each_text(${side}))`;
+    // A changed row lists its key and the columns that change, at most PREVIEW_COLUMNS of them (a
+    // wide table's rows would otherwise fill the workflow's history: Temporal refuses 2 MB).
+    const keyArray = `array[${key.map((c) => literal(c)).join(', ')}]::text[]`;
+    // The other side as jsonb: looking a column up in it does not parse the row's text again.
+    const shows = (other: string) =>
+      `(change <> 'changed' or e.value is distinct from (${other}_b ->> e.key))`;
+    const short = (side: string, other: string) =>
+      `(select json_object_agg(x.key, left(x.value, ${MAX_VALUE + 1})) from (
+          select e.key, e.value from json_each_text(${side}) with ordinality e(key, value, i)
+           where e.key = any(${keyArray}) or ${shows(other)}
+           order by e.key = any(${keyArray}) desc, e.i limit ${key.length + PREVIEW_COLUMNS}) x)`;
+    const more = `greatest(0, (select count(*) from json_each_text(coalesce(after, before)) e
+        where e.key <> all(${keyArray}) and ${shows('before')}) - ${PREVIEW_COLUMNS})::int`;
     // Every changed row goes into the fingerprint, the ones past the listed rows too; each row
     // hashed on its own, so that the aggregate stays small whatever the rows hold.
     const counts = await sql<{
@@ -165,11 +181,14 @@ export async function diff(
       change: PreviewRow['change'];
       before: Values | null;
       after: Values | null;
+      more: number;
     }>`${sql.raw(
       `${changes}, listed as (
-         select *, case change when 'changed' then 0 when 'added' then 1 else 2 end as rank from d
+         select *, case change when 'changed' then 0 when 'added' then 1 else 2 end as rank,
+                before::jsonb as before_b, after::jsonb as after_b from d
           order by rank, ${order} limit ${PREVIEW_ROWS})
-        select change, ${short('before')} as before, ${short('after')} as after from listed order by rank, ${order}`,
+        select change, ${short('before', 'after')} as before, ${short('after', 'before')} as after, ${more} as more
+          from listed order by rank, ${order}`,
     )}`.execute(trx);
     const c = counts.rows[0]!;
     tables.push({
@@ -179,14 +198,18 @@ export async function diff(
       removed: c.removed,
       changed: c.changed,
       fingerprint: c.fingerprint,
-      rows: rows.rows.map((r) => {
+      rows: rows.rows.flatMap((r) => {
         const side = (r.after ?? r.before)!;
-        return {
+        const row: PreviewRow = {
           change: r.change,
           key: Object.fromEntries(key.map((c) => [c, shown(side[c] ?? null, redact)])),
           before: cut(r.before, redact),
           after: cut(r.after, redact),
+          ...(r.more > 0 ? { more: r.more } : {}),
         };
+        // Past the preview's budget, rows are counted, not listed.
+        budget -= JSON.stringify(row).length;
+        return budget >= 0 ? [row] : [];
       }),
     });
   }

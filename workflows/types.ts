@@ -272,6 +272,8 @@ export interface PreviewRow {
   readonly key: Readonly<Record<string, string | null>>;
   readonly before: Readonly<Record<string, string | null>> | null;
   readonly after: Readonly<Record<string, string | null>> | null;
+  /** Columns past the listed ones that change too (a wide row lists PREVIEW_COLUMNS). */
+  readonly more?: number;
 }
 
 /** A declared table's difference: counts of every change, and the first rows of it. */
