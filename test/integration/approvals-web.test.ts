@@ -3,10 +3,8 @@
 // headless Chromium the view shows the day's count and total before and after next to Approve /
 // Reject, passes axe-core, and approving there applies exactly the previewed change.
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { test } from 'node:test';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { sql } from 'kysely';
 import type { PendingApproval } from '../../operator/reruns.js';
 import type { RerunResult } from '../../workflows/types.js';
@@ -15,9 +13,9 @@ import { defineCatalog } from '../../schedules/job.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { startWeb } from '../helpers/web.js';
 
-const require = createRequire(import.meta.url);
 const stack = realStack();
 const { processWindow, startRerun, waitForRequest } = rerunTools(stack);
 const TOKEN = 'approvals-test-token-93b2';
@@ -72,44 +70,12 @@ test('the approvals view: each pending request with its preview next to Approve 
       assert.match(((await nameless.json()) as { error: string }).error, /^by: your name is required/);
       assert.equal((await api('/api/approvals/maybe', { request: a.request, by: 'bob' })).status, 404);
 
-      browser = await chromium.launch({
-        executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-        args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
+      browser = await launchBrowser();
+      const { page, problems } = await loggedInPage(browser, web.url, TOKEN, {
+        width: 1100,
+        height: 800,
+        hash: '#/approvals',
       });
-      const page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-      const refusedByCsp: string[] = [];
-      const errors: string[] = [];
-      page.on('console', (m) => {
-        if (/Content Security Policy/i.test(m.text())) refusedByCsp.push(m.text());
-      });
-      page.on('pageerror', (e) => errors.push(e.message));
-      await page.goto(web.url);
-      await page.fill('input[name=token]', TOKEN);
-      await page.click('button:has-text("Log in")');
-      await page.waitForURL(`${web.url}/**`);
-      await page.locator('meta[name=csrf]').waitFor({ state: 'attached' });
-      // The page's shell (app.js, another helper's part) shows views/approvals.js at #/approvals. Until
-      // that shell is merged, the view is loaded as its router does, next to the old page (hidden),
-      // with the same ctx functions.
-      if (await page.locator('#view').count()) await page.goto(`${web.url}/#/approvals`);
-      else
-        await page.evaluate(`(async () => {
-          const csrf = document.querySelector('meta[name=csrf]').content;
-          const answer = async (r) => { const b = await r.json(); if (!r.ok) throw new Error(b.error); return b; };
-          const ctx = {
-            api: (p) => fetch(p).then(answer),
-            post: (p, body) => fetch(p, { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': csrf }, body: JSON.stringify(body) }).then(answer),
-            job: () => ({ timezone: 'Europe/Berlin' }),
-          };
-          document.getElementById('app').hidden = true;
-          document.querySelector('h1').hidden = true;
-          const main = document.createElement('main');
-          const root = document.createElement('section');
-          main.append(root);
-          document.body.append(main);
-          const { renderApprovals } = await import('/views/approvals.js');
-          await renderApprovals(root, ctx);
-        })()`);
       const card = page.locator('article.pv-card');
       await card.waitFor();
       const text = await card.innerText();
@@ -126,21 +92,19 @@ test('the approvals view: each pending request with its preview next to Approve 
       );
       await card.getByRole('button', { name: 'Approve' }).waitFor();
 
-      // axe-core, evaluated over the DevTools protocol (the CSP refuses an inline script tag).
-      await page.evaluate(await readFile(require.resolve('axe-core/axe.min.js'), 'utf8'));
-      const violations = (await page.evaluate('axe.run(document).then((r) => r.violations)')) as {
-        id: string;
-        impact: string | null;
-        nodes: { target: string[] }[];
-      }[];
-      assert.deepEqual(
-        violations
-          .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-          .map((v) => `${v.impact} ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`),
-        [],
-      );
-      await mkdir('test-artifacts', { recursive: true });
-      await page.screenshot({ path: 'test-artifacts/approvals.png', fullPage: true });
+      await checkAccessibility(page, 'the approvals view');
+      await screenshot(page, 'approvals');
+      // Dark: the same view under prefers-color-scheme: dark, checked and kept too.
+      const dark = await loggedInPage(browser, web.url, TOKEN, {
+        width: 1100,
+        height: 800,
+        colorScheme: 'dark',
+        hash: '#/approvals',
+      });
+      await dark.page.locator('article.pv-card').waitFor();
+      await checkAccessibility(dark.page, 'the approvals view, dark');
+      await screenshot(dark.page, 'approvals-dark');
+      await dark.page.context().close();
       // At 390 px wide nothing runs off the side of the page (the table scrolls inside its box).
       await page.setViewportSize({ width: 390, height: 800 });
       assert.ok(((await page.evaluate('document.documentElement.scrollWidth')) as number) <= 390);
@@ -165,7 +129,7 @@ test('the approvals view: each pending request with its preview next to Approve 
         10_000,
         'the list empties',
       );
-      assert.deepEqual([refusedByCsp, errors], [[], []]);
+      assert.deepEqual([problems.refused, problems.errors], [[], []]);
     });
   } finally {
     await browser?.close();

@@ -3,6 +3,7 @@
 // approval carries the digest of the preview shown: if the data moved since, it is refused and
 // the new preview is shown instead.
 import { h } from '../dom.js';
+import { useStyles } from './styles.js';
 
 const zoned = new Map();
 /** "2026-06-01 12:00 GMT+2" in `zone`. */
@@ -153,8 +154,7 @@ function previewPanel(a) {
 }
 
 export async function renderApprovals(root, ctx) {
-  if (!document.querySelector('link[href="/views/approvals.css"]'))
-    document.head.append(h('link', { rel: 'stylesheet', href: '/views/approvals.css' }));
+  useStyles('/views/approvals.css');
   const status = h('p', { class: 'pv-status', role: 'status', 'aria-live': 'polite' });
   const name = h('input', {
     id: 'approver-name',
