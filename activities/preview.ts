@@ -13,6 +13,10 @@ import type { PreviewRow, PreviewTable, RerunPreview } from '../workflows/types.
 export const PREVIEW_ROWS = 20;
 /** A table holding more of the job's rows than this is not copied aside (its size is said instead). */
 export const PREVIEW_MAX_ROWS = 100_000;
+/** Columns listed per row besides its key (a changed row lists those that change). */
+export const PREVIEW_COLUMNS = 30;
+/** The listed rows of all tables together, in characters of JSON: past it rows are only counted. */
+export const PREVIEW_CHARS = 256 * 1024;
 /** A longer value is cut, so that a preview stays small in the workflow's history and on Slack. */
 const MAX_VALUE = 120;
 
@@ -88,20 +92,24 @@ export async function snapshot(
 }
 
 type Values = Record<string, string | null>;
-const cut = (v: Values | null): Values | null =>
-  v &&
-  Object.fromEntries(
-    Object.entries(v).map(([k, x]) => [
-      k,
-      x !== null && x.length > MAX_VALUE ? `${x.slice(0, MAX_VALUE)}...` : x,
-    ]),
-  );
+/** A value as shown: cut, and with secrets redacted (the preview goes to the history, Slack, the page). */
+const shown = (x: string | null, redact: (t: string) => string): string | null =>
+  x === null ? null : redact(x.length > MAX_VALUE ? `${x.slice(0, MAX_VALUE)}...` : x);
+const cut = (v: Values | null, redact: (t: string) => string): Values | null =>
+  v && Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shown(x, redact)]));
 
 /** Each snapshot compared with its table as the handler left it. */
-export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[]): Promise<PreviewTable[]> {
-  // Timestamps printed in UTC whatever the server's zone (this transaction only: it is rolled back).
+export async function diff(
+  trx: Transaction<Database>,
+  snaps: readonly Snapshot[],
+  redact: (text: string) => string = (t) => t,
+): Promise<PreviewTable[]> {
+  // Timestamps printed in UTC whatever the server's zone; the zone is put back after, for an
+  // approved rerun's transaction goes on to commit.
+  const zone = await sql<{ z: string }>`select current_setting('TimeZone') as z`.execute(trx);
   await sql`select set_config('TimeZone', 'UTC', true)`.execute(trx);
   const tables: PreviewTable[] = [];
+  let budget = PREVIEW_CHARS;
   for (const s of snaps) {
     const { table, key } = s.write;
     if (!s.copy) {
@@ -140,7 +148,23 @@ export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[
          where b is null or a is null or to_jsonb(a) - ${skip} <> to_jsonb(b) - ${skip}
       )`;
     const order = key.map((_, i) => `k${i}`).join(', ');
-    // Every changed row goes into the fingerprint, the ones past the listed rows too.
+    // The listed rows' values cut by the server: a 10 MB value would otherwise cross the wire
+    // (and the worker's memory) twice per row, only to be cut to MAX_VALUE characters here.
+    // A changed row lists its key and the columns that change, at most PREVIEW_COLUMNS of them (a
+    // wide table's rows would otherwise fill the workflow's history: Temporal refuses 2 MB).
+    const keyArray = `array[${key.map((c) => literal(c)).join(', ')}]::text[]`;
+    // The other side as jsonb: looking a column up in it does not parse the row's text again.
+    const shows = (other: string) =>
+      `(change <> 'changed' or e.value is distinct from (${other}_b ->> e.key))`;
+    const short = (side: string, other: string) =>
+      `(select json_object_agg(x.key, left(x.value, ${MAX_VALUE + 1})) from (
+          select e.key, e.value from json_each_text(${side}) with ordinality e(key, value, i)
+           where e.key = any(${keyArray}) or ${shows(other)}
+           order by e.key = any(${keyArray}) desc, e.i limit ${key.length + PREVIEW_COLUMNS}) x)`;
+    const more = `greatest(0, (select count(*) from json_each_text(coalesce(after, before)) e
+        where e.key <> all(${keyArray}) and ${shows('before')}) - ${PREVIEW_COLUMNS})::int`;
+    // Every changed row goes into the fingerprint, the ones past the listed rows too; each row
+    // hashed on its own, so that the aggregate stays small whatever the rows hold.
     const counts = await sql<{
       added: number;
       removed: number;
@@ -150,17 +174,21 @@ export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[
       `${changes} select count(*) filter (where change = 'added')::int as added,
                         count(*) filter (where change = 'removed')::int as removed,
                         count(*) filter (where change = 'changed')::int as changed,
-                        md5(coalesce(string_agg(change || coalesce(before::text, '') || '>' || coalesce(after::text, ''), '|' order by ${order}), '')) as fingerprint
+                        md5(coalesce(string_agg(md5(change || coalesce(before::text, '') || '>' || coalesce(after::text, '')), '|' order by ${order}), '')) as fingerprint
                    from d`,
     )}`.execute(trx);
     const rows = await sql<{
       change: PreviewRow['change'];
       before: Values | null;
       after: Values | null;
+      more: number;
     }>`${sql.raw(
-      `${changes} select change, before, after from d
-        order by case change when 'changed' then 0 when 'added' then 1 else 2 end, ${order}
-        limit ${PREVIEW_ROWS}`,
+      `${changes}, listed as (
+         select *, case change when 'changed' then 0 when 'added' then 1 else 2 end as rank,
+                before::jsonb as before_b, after::jsonb as after_b from d
+          order by rank, ${order} limit ${PREVIEW_ROWS})
+        select change, ${short('before', 'after')} as before, ${short('after', 'before')} as after, ${more} as more
+          from listed order by rank, ${order}`,
     )}`.execute(trx);
     const c = counts.rows[0]!;
     tables.push({
@@ -170,17 +198,22 @@ export async function diff(trx: Transaction<Database>, snaps: readonly Snapshot[
       removed: c.removed,
       changed: c.changed,
       fingerprint: c.fingerprint,
-      rows: rows.rows.map((r) => {
+      rows: rows.rows.flatMap((r) => {
         const side = (r.after ?? r.before)!;
-        return {
+        const row: PreviewRow = {
           change: r.change,
-          key: Object.fromEntries(key.map((c) => [c, side[c] ?? null])),
-          before: cut(r.before),
-          after: cut(r.after),
+          key: Object.fromEntries(key.map((c) => [c, shown(side[c] ?? null, redact)])),
+          before: cut(r.before, redact),
+          after: cut(r.after, redact),
+          ...(r.more > 0 ? { more: r.more } : {}),
         };
+        // Past the preview's budget, rows are counted, not listed.
+        budget -= JSON.stringify(row).length;
+        return budget >= 0 ? [row] : [];
       }),
     });
   }
+  await sql`select set_config('TimeZone', ${zone.rows[0]!.z}, true)`.execute(trx);
   return tables;
 }
 

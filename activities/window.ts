@@ -4,7 +4,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
-import { withConnection } from '../db/connection.js';
+import { sealedTransaction, withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import { sql, type Transaction } from 'kysely';
@@ -30,6 +30,7 @@ import type {
   WindowResult,
 } from '../workflows/types.js';
 import { diff, previewDigest, snapshot } from './preview.js';
+import { previewLines } from '../workflows/preview-text.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
@@ -203,18 +204,12 @@ export function windowActivities(deps: ActivityDeps) {
     const job = deps.catalog.get(w.job);
     let windowOpen = true;
     return await withConnection(db, (conn, client) =>
-      conn
-        .transaction()
-        .execute(async (trx) => {
-          const attempts = await claimWindow(
-            trx,
-            w,
-            meta,
-            boundByAttempt(input.policy.startToCloseTimeoutMs),
-          );
-          if (attempts === undefined) return null;
-          return await body(trx, attempts, async () => {
-            const counts = await job.handler({
+      conn.transaction().execute(async (trx) => {
+        const attempts = await claimWindow(trx, w, meta, boundByAttempt(input.policy.startToCloseTimeoutMs));
+        if (attempts === undefined) return null;
+        return await body(trx, attempts, async () => {
+          const counts = await sealedTransaction(client, () =>
+            job.handler({
               trx,
               job,
               window: { start: w.start, end: w.end },
@@ -233,24 +228,63 @@ export function windowActivities(deps: ActivityDeps) {
                 }
                 return await copyRows(client, table, columns, rows);
               },
-            });
-            if (counts.applied + counts.quarantined !== counts.input) {
-              throw badInput(
-                FAILURE.countMismatch,
-                `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
-              );
-            }
-            // External effects are recorded with the window (an outbox) and performed after the commit.
-            checkWindowEffects(job.name, w.key, counts.effects ?? []);
-            return counts;
-          });
-        })
-        .catch((err: unknown) => {
-          // The preview's way out: kysely rolled the transaction back, the connection is sound.
-          if (err instanceof RolledBack) return err.value as T;
-          throw err;
-        }),
-    ).finally(() => (windowOpen = false));
+            }),
+          );
+          if (counts.applied + counts.quarantined !== counts.input) {
+            throw badInput(
+              FAILURE.countMismatch,
+              `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+            );
+          }
+          // External effects are recorded with the window (an outbox) and performed after the commit.
+          checkWindowEffects(job.name, w.key, counts.effects ?? []);
+          return counts;
+        });
+      }),
+    )
+      .catch((err: unknown) => {
+        // The preview's way out: kysely rolled the transaction back, and the connection was closed
+        // rather than pooled again (whatever the handler left on its session, an advisory lock or
+        // a prepared statement, goes with it).
+        if (err instanceof RolledBack) return err.value as T;
+        throw err;
+      })
+      .finally(() => (windowOpen = false));
+  }
+
+  /** The generation a rerun as `generation` replaces (the newest done one before it), and the effects it sent. */
+  async function replaced(job: string, start: Date, generation: number) {
+    const done = await db
+      .selectFrom('job_windows')
+      .select('generation')
+      .where('job', '=', job)
+      .where('window_start', '=', start)
+      .where('generation', '<', generation)
+      .where('status', '=', 'done')
+      .execute();
+    const previous = Math.max(0, ...done.map((m) => m.generation));
+    const sent = await db
+      .selectFrom('effects')
+      .select('name')
+      .where('window_key', '=', windowKey(job, start, previous))
+      .execute();
+    return { previous, sent: new Set(sent.map((e) => e.name)) };
+  }
+
+  /** What a handler's run changes, as a preview says it (the preview and the approved run alike). */
+  function changeOf(counts: WindowCounts, tables: PreviewTable[] | null, sent: ReadonlySet<string>) {
+    const names = (counts.effects ?? []).map((e) => e.name);
+    return {
+      outcome: 'ok' as const,
+      counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
+      tables,
+      effects: {
+        repeat: names.filter((n) => sent.has(n)),
+        added: names.filter((n) => !sent.has(n)),
+        dropped: [...sent].filter((n) => !names.includes(n)),
+      },
+      findings: (counts.findings ?? []).map((f) => redact(`${f.subject}: ${f.message}`)),
+    };
   }
 
   const activities = {
@@ -321,10 +355,7 @@ export function windowActivities(deps: ActivityDeps) {
         .executeTakeFirst();
       const generation =
         input.generation ?? Math.max(0, Number(reserved?.g ?? 0), ...marks.map((m) => m.generation)) + 1;
-      const previous = Math.max(
-        0,
-        ...marks.filter((m) => m.generation < generation && m.status === 'done').map((m) => m.generation),
-      );
+      const { previous, sent } = await replaced(job.name, start, generation);
       const w: WindowRef = {
         job: job.name,
         start,
@@ -332,11 +363,6 @@ export function windowActivities(deps: ActivityDeps) {
         generation,
         key: windowKey(job.name, start, generation),
       };
-      const sent = await db
-        .selectFrom('effects')
-        .select('name')
-        .where('window_key', '=', windowKey(job.name, start, previous))
-        .execute();
       const computedAt = isoUtc(deps.now());
       const base = {
         job: job.name,
@@ -386,7 +412,7 @@ export function windowActivities(deps: ActivityDeps) {
               ? await snapshot(trx, job.writes, { job: job.name, start, key0 })
               : null;
             const counts = await runHandler();
-            const tables = before ? await diff(trx, before) : null;
+            const tables = before ? await diff(trx, before, redact) : null;
             throw new RolledBack({ counts, tables });
           },
         );
@@ -398,23 +424,7 @@ export function windowActivities(deps: ActivityDeps) {
             effects: none,
             findings: [],
           });
-        const names = (seen.counts.effects ?? []).map((e) => e.name);
-        const before = new Set(sent.map((e) => e.name));
-        return finish({
-          outcome: 'ok',
-          counts: {
-            input: seen.counts.input,
-            applied: seen.counts.applied,
-            quarantined: seen.counts.quarantined,
-          },
-          tables: seen.tables,
-          effects: {
-            repeat: names.filter((n) => before.has(n)),
-            added: names.filter((n) => !before.has(n)),
-            dropped: [...before].filter((n) => !names.includes(n)),
-          },
-          findings: (seen.counts.findings ?? []).map((f) => redact(`${f.subject}: ${f.message}`)),
-        });
+        return finish(changeOf(seen.counts, seen.tables, sent));
       } catch (err) {
         if (err instanceof ApplicationFailure && err.type === FAILURE.windowNotClosedYet) throw err;
         // Rows held by another transaction (a run of this job) say nothing about the rerun: retried.
@@ -500,6 +510,9 @@ export function windowActivities(deps: ActivityDeps) {
           });
         }
         await reached(deps, CRASH_POINT.beforeClaim, w.key);
+        // An approved rerun applies the change its approver saw, or nothing: the data may have
+        // moved since the approval (allowed hours, a queue, a retry put hours between them).
+        const approved = input.approved ? await replaced(w.job, w.start, w.generation) : undefined;
         const committed = await inWindowTransaction(
           w,
           input,
@@ -507,7 +520,28 @@ export function windowActivities(deps: ActivityDeps) {
           attempt,
           (line) => logger.info(line),
           async (trx, attempts, runHandler) => {
+            const key0 = windowKey(w.job, w.start);
+            const copied =
+              approved && job.writes
+                ? await snapshot(trx, job.writes, { job: w.job, start: w.start, key0 })
+                : null;
             const counts = await runHandler();
+            if (approved) {
+              const change = {
+                job: w.job,
+                windowStart: isoUtc(w.start),
+                windowEnd: isoUtc(w.end),
+                generation: w.generation,
+                previous: approved.previous,
+                ...changeOf(counts, copied ? await diff(trx, copied, redact) : null, approved.sent),
+              };
+              const digest = previewDigest(change);
+              if (digest !== input.approved)
+                throw badInput(
+                  FAILURE.changedSinceApproval,
+                  `window ${w.key}: the data changed since the approval, and the rerun would change something else than the preview approved; nothing was committed. Now: ${previewLines({ ...change, computedAt: isoUtc(deps.now()), digest }, { rows: 5 }).join(' / ')}. Ask for the rerun again to see and approve this change`,
+                );
+            }
             await reached(
               deps,
               w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler,

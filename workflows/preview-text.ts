@@ -19,12 +19,13 @@ export function rowText(r: PreviewRow): string {
       .filter(([k]) => !(k in r.key))
       .map(([k, v]) => `${k} ${show(v)}`)
       .join(', ');
-  if (r.change === 'added') return `+ ${keyText(r)}: ${values(r.after!)}`;
-  if (r.change === 'removed') return `- ${keyText(r)}: ${values(r.before!)}`;
+  const more = r.more ? `, and ${r.more} more columns` : '';
+  if (r.change === 'added') return `+ ${keyText(r)}: ${values(r.after!)}${more}`;
+  if (r.change === 'removed') return `- ${keyText(r)}: ${values(r.before!)}${more}`;
   const changed = Object.keys({ ...r.before, ...r.after })
     .filter((k) => r.before![k] !== r.after![k])
     .map((k) => `${k} ${show(r.before![k])} -> ${show(r.after![k])}`);
-  return `~ ${keyText(r)}: ${changed.join(', ')}`;
+  return `~ ${keyText(r)}: ${changed.join(', ')}${more}`;
 }
 
 export function tableText(t: PreviewTable): string {

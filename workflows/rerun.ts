@@ -88,6 +88,14 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let preview: RerunPreview | null = null;
   let previewNote: string | undefined;
   let previewingNow = false;
+  /** The digest of the change approved (checked against the data at the approval). */
+  let approvedChange: string | undefined;
+  /**
+   * What a Slack approver was shown: the request's message carries the first preview; a refusal
+   * tells its decider the new one. A Slack click names no preview, so it approves that one.
+   */
+  let inMessage: string | undefined;
+  const shownTo = new Map<string, string>();
   setHandler(rerunState, () => ({
     status,
     request,
@@ -142,7 +150,9 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         // An approval approves the change it was shown: computed again now, it must be the same
         // (the data may have moved since). If not, the new preview is shown and nothing applies.
         if (d.decision === 'approve' && preview && patched('issue12-preview-recheck')) {
-          const seen = d.previewDigest ?? preview.digest;
+          const seen =
+            d.previewDigest ??
+            (d.source === 'slack' ? (shownTo.get(d.by) ?? inMessage ?? preview.digest) : preview.digest);
           const fresh = await previewing(request!.policy.startToCloseTimeoutMs)
             .previewWindow({
               job: input.job,
@@ -156,11 +166,17 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
               );
             });
           preview = fresh;
-          if (fresh.digest !== seen)
+          if (fresh.digest !== seen) {
+            const which = d.previewDigest || shownTo.has(d.by) ? 'you approved' : 'shown with the request';
+            // The refusal shows its decider the new preview: theirs to approve from Slack now.
+            shownTo.set(d.by, fresh.digest);
             throw ApplicationFailure.nonRetryable(
-              `the data changed since the preview ${d.previewDigest ? 'you approved' : 'shown with the request'}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
+              `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
               'PreviewChanged',
             );
+          }
+          // The run commits only this change (the data may move again before it runs).
+          approvedChange = fresh.outcome === 'ok' ? fresh.digest : undefined;
         }
         // Audit first: a decision that cannot be recorded is not applied, and the caller is told
         // it was refused (truthfully); one that is recorded applies.
@@ -241,6 +257,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
       previewingNow = false;
     }
     previewed = true;
+    inMessage = (preview as RerunPreview | null)?.digest;
   }
   // The request in words, with the preview as it stands (an approval that found the data moved shows the new one).
   const what = () =>
@@ -273,7 +290,15 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
-      args: [{ ...request.window, trigger: 'rerun', policy: request.policy, revision: WINDOW_REVISION }],
+      args: [
+        {
+          ...request.window,
+          trigger: 'rerun',
+          policy: request.policy,
+          revision: WINDOW_REVISION,
+          ...(approvedChange ? { approved: approvedChange } : {}),
+        },
+      ],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('rerun', input.job, {
         start: request.window.start,

@@ -86,6 +86,11 @@ export interface WindowInput extends WindowSpec {
    * the workflow): a window closed by it is closed, whatever the worker's own clock says.
    */
   readonly asOf?: string;
+  /**
+   * An approved rerun: the digest of the preview its approver saw. The run commits only if its
+   * own change has that digest (the data may move between the approval and the run).
+   */
+  readonly approved?: string;
 }
 
 export interface WindowCountsDto {
@@ -267,6 +272,8 @@ export interface PreviewRow {
   readonly key: Readonly<Record<string, string | null>>;
   readonly before: Readonly<Record<string, string | null>> | null;
   readonly after: Readonly<Record<string, string | null>> | null;
+  /** Columns past the listed ones that change too (a wide row lists PREVIEW_COLUMNS). */
+  readonly more?: number;
 }
 
 /** A declared table's difference: counts of every change, and the first rows of it. */
