@@ -130,9 +130,10 @@ export async function diff(
       (c, i) => `coalesce(a.${pg.escapeIdentifier(c)}, b.${pg.escapeIdentifier(c)}) as k${i}`,
     );
     // Values the database assigns as the row is written (a serial id, a created_at) differ from
-    // run to run: left out, or no preview computed again would ever be the same. A value set to
-    // the transaction's time reads "now()".
-    const assigned = await assignedColumns(trx, table);
+    // run to run: left out, or no preview computed again would ever be the same; so are the
+    // columns the job declares volatile (set by the handler to a clock or a random value). A value
+    // set to the transaction's time reads "now()".
+    const assigned = [...(await assignedColumns(trx, table)), ...(s.write.volatile ?? [])];
     const skip = `array[${assigned.map((c) => literal(c)).join(', ')}]::text[]`;
     // Values as text in the table's column order: numerics keep their scale, dates stay dates.
     const asText = (r: string) =>

@@ -116,6 +116,11 @@ export type WindowSettler = (ctx: WindowScope & { readonly effects: readonly Eff
 export interface TableWrite {
   readonly table: string;
   readonly key: readonly string[];
+  /**
+   * Columns the handler sets to a new value at every run (a clock_timestamp(), a random id): left
+   * out of the comparison, or no preview computed again would ever match the one approved.
+   */
+  readonly volatile?: readonly string[];
 }
 
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
@@ -295,6 +300,7 @@ const specSchema = z
             key: z
               .array(z.string().regex(COLUMN, 'a column name such as "day"'))
               .min(1, 'name the columns that identify a row, e.g. ["job", "day"]'),
+            volatile: z.array(z.string().regex(COLUMN, 'a column name such as "refreshed_at"')).optional(),
           })
           .strict(),
       )
@@ -422,7 +428,16 @@ export function defineJob(spec: JobSpec): Job {
     allowedHours: s.allowedHours,
     seed: s.seed,
     writes:
-      s.writes && Object.freeze(s.writes.map((w) => Object.freeze({ table: w.table, key: [...w.key] }))),
+      s.writes &&
+      Object.freeze(
+        s.writes.map((w) =>
+          Object.freeze({
+            table: w.table,
+            key: [...w.key],
+            ...(w.volatile ? { volatile: [...w.volatile] } : {}),
+          }),
+        ),
+      ),
     noPreview: s.noPreview,
   });
 }

@@ -171,7 +171,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             // The refusal shows its decider the new preview: theirs to approve from Slack now.
             shownTo.set(d.by, fresh.digest);
             throw ApplicationFailure.nonRetryable(
-              `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
+              `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again (if every preview differs, a column of a declared table takes a new value at every run: declare it in the job's writes[].volatile)`,
               'PreviewChanged',
             );
           }

@@ -276,3 +276,40 @@ test('a preview waits for rows another transaction holds at most 10 s, then says
   }
   assert.equal((await acts.previewWindow({ job, windowStart: W.start })).outcome, 'ok');
 });
+
+test('a column that takes a new value at every run (clock_timestamp) is declared volatile: previews of the same data agree', async () => {
+  const W = { start: '2026-05-09T10:00:00Z', end: '2026-05-09T11:00:00Z' };
+  await sql`create table if not exists pv_stamped (job text, day date, n int, stamped_at timestamptz, primary key (job, day))`.execute(
+    t.db,
+  );
+  const stamping = (name: string, volatile?: string[]) =>
+    salesJob(name, {
+      start: W.start,
+      lateness: '0m',
+      writes: [{ table: 'pv_stamped', key: ['job', 'day'], ...(volatile ? { volatile } : {}) }],
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        await sql`insert into pv_stamped values (${ctx.job.name}, ${ctx.window.start}::date, ${ctx.generation}, clock_timestamp())
+                  on conflict (job, day) do update set n = excluded.n, stamped_at = excluded.stamped_at`.execute(
+          ctx.trx,
+        );
+        return counts;
+      },
+    });
+  const acts = activitiesFor([stamping('pv-stamp'), stamping('pv-stamp-v', ['stamped_at'])]);
+  for (const job of ['pv-stamp', 'pv-stamp-v']) {
+    await insertOrders(t.db, ordersBetween(job, W.start, W.end, 3));
+    await processed(acts, job, W);
+  }
+  // Undeclared, the clock makes every preview a different change: no approval could ever match.
+  const a = await acts.previewWindow({ job: 'pv-stamp', windowStart: W.start });
+  const b = await acts.previewWindow({ job: 'pv-stamp', windowStart: W.start });
+  assert.notEqual(a.digest, b.digest);
+  // Declared volatile: left out of the comparison, so the same data previews the same change.
+  const c = await acts.previewWindow({ job: 'pv-stamp-v', windowStart: W.start });
+  const d = await acts.previewWindow({ job: 'pv-stamp-v', windowStart: W.start });
+  assert.equal(c.digest, d.digest);
+  const row = c.tables!.find((x) => x.table === 'pv_stamped')!.rows[0]!;
+  assert.deepEqual([row.before!.n, row.after!.n], ['0', '1']);
+  assert.equal(row.after!.stamped_at, undefined, 'the volatile column is not listed');
+});

@@ -134,3 +134,17 @@ describe('preview', () => {
     assert.match(formatPreview(p), /tick: "15 0 \* \* \*" in Europe\/Berlin/);
   });
 });
+
+test('writes[].volatile names columns; anything else is refused naming the field', () => {
+  const job = (volatile: unknown) => ({
+    name: 'v',
+    grid: '1h',
+    timezone: 'UTC',
+    handler: async () => ({ input: 0, applied: 0 }),
+    writes: [{ table: 'daily_sales', key: ['job', 'day'], volatile }],
+  });
+  assert.deepEqual(defineCatalog([job(['updated_at'])] as never).get('v').writes![0]!.volatile, [
+    'updated_at',
+  ]);
+  assert.throws(() => defineCatalog([job(['no such; drop'])] as never), /writes.*volatile/);
+});
