@@ -34,3 +34,14 @@ export function chartPng(option: ChartOption, size: { width: number; height: num
   }).render();
   return png.asPng();
 }
+
+const escapeXml = (s: string) =>
+  s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+/** The SVG with a <title> (its accessible name, and the tooltip where it is opened alone) and role img. */
+export function svgWithTitle(svg: string, title: string): string {
+  return svg.replace(
+    /<svg\b([^>]*)>/,
+    (_, attrs: string) => `<svg${attrs} role="img"><title>${escapeXml(title)}</title>`,
+  );
+}

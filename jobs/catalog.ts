@@ -12,7 +12,7 @@ import { eventRollup } from './event-rollup.js';
 import { maintenance } from './maintenance/index.js';
 import { marketplacePush } from './marketplace.js';
 import { report } from './report/index.js';
-import { salesReportColumns, salesReportQuery } from './sales-report.js';
+import { salesReportChart, salesReportColumns, salesReportQuery } from './sales-report.js';
 import { salesSummary } from './sales-summary.js';
 
 /** The database next to DATABASE_URL's, with a suffix: the demo CRM, the restore-check scratch. */
@@ -53,6 +53,7 @@ export function buildCatalog(config: Config = loadConfig()): Catalog {
       maxCatchUp: 7,
       columns: salesReportColumns,
       valueColumn: 'revenue',
+      chart: salesReportChart,
       query: salesReportQuery,
     }),
     {

@@ -1,33 +1,110 @@
-// A bar chart as a PNG (pure JavaScript, no native code): one bar per report row, scaled to
-// the largest value, so a trend is seen at a glance. Labels stay in the table next to it.
-import { PNG } from 'pngjs';
+// The report's chart: one bar chart per measure (two measures, such as orders and revenue, are two
+// charts one above the other sharing the category axis, so each keeps its own scale and unit),
+// with a title, named axes, category labels in the job's zone and the value on every bar. Drawn
+// by charts/render.ts, the library the page's charts use, and sent inline as a PNG.
+import { chartPng, type ChartOption } from '../../charts/render.js';
 
-export function barChartPng(
-  values: readonly number[],
-  opts: { width?: number; height?: number } = {},
-): Buffer {
-  const width = opts.width ?? 600;
-  const height = opts.height ?? 200;
-  const png = new PNG({ width, height });
-  const paint = (x: number, y: number, [r, g, b]: readonly [number, number, number]) => {
-    const i = (width * y + x) << 2;
-    png.data[i] = r;
-    png.data[i + 1] = g;
-    png.data[i + 2] = b;
-    png.data[i + 3] = 255;
+export interface ReportChartMeasure {
+  name: string;
+  /** Shown on the value axis, e.g. "EUR"; none for a plain count. */
+  unit?: string;
+  decimals: number;
+  values: readonly number[];
+}
+
+export interface ReportChart {
+  title: string;
+  /** The category axis's name, the zone included, e.g. "Hour (Europe/Berlin)". */
+  categoryName: string;
+  categories: readonly string[];
+  /** One or two measures, each its own chart. */
+  measures: readonly ReportChartMeasure[];
+}
+
+/** The size the chart is drawn at and shown at in the e-mail (its PNG has twice the pixels). */
+export const REPORT_CHART_WIDTH = 640;
+const PANEL_HEIGHT = 230;
+const HEADER = 56;
+
+/** Past a dozen bars a horizontal label no longer fits its slot: labels and values stand upright. */
+const crowdedAt = 12;
+/** Below each panel: its category labels (upright ones as long as the longest) and the axis name. */
+const labelRoom = (c: ReportChart) =>
+  c.categories.length > crowdedAt ? 12 + 7 * Math.max(0, ...c.categories.map((l) => l.length)) : 24;
+
+export function reportChartSize(c: ReportChart): { width: number; height: number } {
+  return {
+    width: REPORT_CHART_WIDTH,
+    height: HEADER + c.measures.length * (PANEL_HEIGHT + labelRoom(c) + 32),
   };
-  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) paint(x, y, [255, 255, 255]);
-  const margin = 10;
-  const plotH = height - 2 * margin;
-  const max = Math.max(0, ...values);
-  const slot = values.length > 0 ? (width - 2 * margin) / values.length : 0;
-  values.forEach((v, i) => {
-    const barH = max > 0 ? Math.round((Math.max(0, v) / max) * plotH) : 0;
-    const x0 = Math.round(margin + i * slot + slot * 0.15);
-    const x1 = Math.max(x0 + 1, Math.round(margin + (i + 1) * slot - slot * 0.15));
-    for (let x = x0; x < x1 && x < width; x++)
-      for (let y = height - margin - barH; y < height - margin; y++) paint(x, y, [37, 99, 235]);
-  });
-  for (let x = margin; x < width - margin; x++) paint(x, height - margin, [100, 100, 100]);
-  return PNG.sync.write(png);
+}
+
+const axisName = (m: ReportChartMeasure) => (m.unit ? `${m.name} (${m.unit})` : m.name);
+const formatValue = (v: number, decimals: number) =>
+  v.toLocaleString('en-US', { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+
+export function reportChartOption(c: ReportChart): ChartOption {
+  const crowded = c.categories.length > crowdedAt;
+  const room = labelRoom(c);
+  const panels = c.measures.map((m, i) => ({ m, top: HEADER + i * (PANEL_HEIGHT + room + 32) }));
+  return {
+    backgroundColor: '#ffffff',
+    color: ['#2563eb', '#0f766e'],
+    title: { text: c.title, left: 8, top: 6, textStyle: { fontSize: 16, color: '#111827' } },
+    grid: panels.map(({ top }) => ({ left: 76, right: 16, top: top + 22, height: PANEL_HEIGHT - 22 })),
+    xAxis: panels.map((_, i) => ({
+      type: 'category' as const,
+      gridIndex: i,
+      data: [...c.categories],
+      name: c.categoryName,
+      nameLocation: 'middle' as const,
+      nameGap: room + 4,
+      nameTextStyle: { color: '#374151', fontSize: 12 },
+      axisTick: { alignWithLabel: true },
+      axisLabel: { interval: 0, rotate: crowded ? 90 : 0, color: '#374151', fontSize: 11 },
+      axisLine: { lineStyle: { color: '#6b7280' } },
+    })),
+    yAxis: panels.map(({ m }, i) => ({
+      type: 'value' as const,
+      gridIndex: i,
+      name: axisName(m),
+      nameLocation: 'end' as const,
+      nameGap: 10,
+      nameTextStyle: { color: '#374151', fontSize: 12, align: 'left' as const, padding: [0, 0, 0, -68] },
+      // Room above the tallest bar for its value, the axis ending on a round tick.
+      ...valueScale(Math.max(0, ...m.values) * (crowded ? 1.45 : 1.12), m.decimals),
+      axisLabel: { color: '#374151', fontSize: 11 },
+      splitLine: { lineStyle: { color: '#e5e7eb' } },
+    })),
+    series: panels.map(({ m }, i) => ({
+      type: 'bar' as const,
+      name: axisName(m),
+      xAxisIndex: i,
+      yAxisIndex: i,
+      data: [...m.values],
+      barMaxWidth: 40,
+      label: {
+        show: true,
+        position: 'top' as const,
+        ...(crowded ? { rotate: 90, align: 'left' as const, verticalAlign: 'middle' as const } : {}),
+        color: '#111827',
+        fontSize: 10,
+        formatter: (p: { value: unknown }) => formatValue(Number(p.value), m.decimals),
+      },
+    })),
+  };
+}
+
+/** About five round steps (1, 2, 2.5 or 5 times a power of ten) from 0 to at least `top`. */
+function valueScale(top: number, decimals: number): { min: number; max: number; interval: number } {
+  const raw = Math.max(top / 5, decimals === 0 ? 1 : 10 ** -decimals);
+  const power = 10 ** Math.floor(Math.log10(raw));
+  // 2.5 only where it is not a fraction of a count.
+  const factors = decimals === 0 && power < 10 ? [1, 2, 5, 10] : [1, 2, 2.5, 5, 10];
+  const interval = factors.map((f) => f * power).find((step) => step >= raw)!;
+  return { min: 0, max: Math.max(interval, Math.ceil(top / interval) * interval), interval };
+}
+
+export function reportChartPng(c: ReportChart): Buffer {
+  return chartPng(reportChartOption(c), reportChartSize(c));
 }

@@ -1,14 +1,18 @@
 // Renders a report: an HTML e-mail with a readable table, totals, the comparison with the
 // previous period and a chart, plus the same rows as a CSV attachment.
 import { stringify } from 'csv-stringify/sync';
-import { barChartPng } from './chart.js';
+import { REPORT_CHART_WIDTH, reportChartPng, reportChartSize, type ReportChart } from './chart.js';
 
-/** A report column; numeric ones are summed in the totals row and shown with `decimals` places (default 2). */
+/**
+ * A report column; numeric ones are summed in the totals row and shown with `decimals` places
+ * (default 2); `unit` names what a number counts (e.g. "EUR") on the chart's axis.
+ */
 export interface ReportColumn {
   key: string;
   label: string;
   numeric?: boolean;
   decimals?: number;
+  unit?: string;
 }
 export type ReportRow = Record<string, string | number | null>;
 
@@ -18,6 +22,8 @@ export interface RenderedReport {
   html: string;
   csv: string;
   chartPng: Buffer;
+  /** The chart's size as the HTML shows it (the PNG has twice the pixels, for sharp text). */
+  chartSize: { width: number; height: number };
   total: number;
   previousTotal: number;
 }
@@ -43,6 +49,10 @@ export function renderReport(r: {
   valueColumn: string;
   rows: readonly ReportRow[];
   previousRows: readonly ReportRow[];
+  /** The chart's category axis: its name (the zone included) and one label per row. */
+  categories: { name: string; labels: readonly string[] };
+  /** The numeric columns charted, one chart each (one or two); default the value column. */
+  chartColumns?: readonly string[];
 }): RenderedReport {
   const numeric = r.columns.filter((c) => c.numeric);
   const totals = Object.fromEntries(
@@ -54,6 +64,26 @@ export function renderReport(r: {
   const subject = `${mark}${r.title} ${r.period}`;
   const valueLabel = r.columns.find((c) => c.key === r.valueColumn)?.label ?? r.valueColumn;
   const comparison = `${valueLabel}: ${fmt(total)} (previous period ${fmt(previousTotal)}, ${change(total, previousTotal)})`;
+  const chart: ReportChart = {
+    title: subject,
+    categoryName: r.categories.name,
+    categories: r.categories.labels,
+    measures: (r.chartColumns ?? [r.valueColumn]).map((key) => {
+      const c = r.columns.find((x) => x.key === key);
+      if (!c?.numeric)
+        throw new Error(
+          `chart: "${key}" is not a numeric column of the report; chart one of ${numeric.map((x) => x.key).join(', ')}`,
+        );
+      return {
+        name: c.label,
+        ...(c.unit ? { unit: c.unit } : {}),
+        decimals: c.decimals ?? 2,
+        values: r.rows.map((row) => num(row[key])),
+      };
+    }),
+  };
+  const chartSize = reportChartSize(chart);
+  const chartAlt = `Chart of ${chart.measures.map((m) => m.name).join(' and ')} by ${r.categories.name}`;
   const cell = (c: ReportColumn, v: unknown) =>
     c.numeric ? fmt(num(v), c.decimals) : escape(String(v ?? ''));
   const html = [
@@ -63,7 +93,7 @@ export function renderReport(r: {
       ? '<p><strong>This corrected report replaces the one sent earlier for this period.</strong></p>'
       : '',
     `<p>${escape(comparison)}</p>`,
-    '<img src="cid:chart" alt="chart" width="600" height="200">',
+    `<p><img src="cid:chart" alt="${escape(chartAlt)}" width="${REPORT_CHART_WIDTH}" height="${chartSize.height}"></p>`,
     '<table border="1" cellpadding="4" cellspacing="0" style="border-collapse:collapse">',
     `<thead><tr>${r.columns.map((c) => `<th>${escape(c.label)}</th>`).join('')}</tr></thead>`,
     '<tbody>',
@@ -93,6 +123,5 @@ export function renderReport(r: {
     r.columns.map((c) => c.label),
     ...r.rows.map((row) => r.columns.map((c) => row[c.key] ?? '')),
   ]);
-  const chartPng = barChartPng(r.rows.map((row) => num(row[r.valueColumn])));
-  return { subject, text, html, csv, chartPng, total, previousTotal };
+  return { subject, text, html, csv, chartPng: reportChartPng(chart), chartSize, total, previousTotal };
 }

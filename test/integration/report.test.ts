@@ -1,11 +1,13 @@
 // The report job kind end to end on the real server: the mail a real SMTP server received,
 // its figures checked against an independent computation; once per window; corrected on rerun.
 import assert from 'node:assert/strict';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { parse } from 'csv-parse/sync';
 import { DateTime } from 'luxon';
 import { report } from '../../jobs/report/index.js';
-import { salesReportColumns, salesReportQuery } from '../../jobs/sales-report.js';
+import { salesReportChart, salesReportColumns, salesReportQuery } from '../../jobs/sales-report.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
@@ -73,6 +75,7 @@ test('a daily report: HTML table, totals, comparison, chart and CSV, sent once; 
       start: day.start,
       columns: salesReportColumns,
       valueColumn: 'revenue',
+      chart: salesReportChart,
       query: salesReportQuery,
     }),
   ]);
@@ -117,6 +120,7 @@ test('a daily report: HTML table, totals, comparison, chart and CSV, sent once; 
     assert.equal(cur.rows.length, 25, 'a row for each of the 25 local hours');
     const csvFile = mail.attachments.find((a) => a.contentType === 'text/csv')!;
     assert.equal(csvFile.filename, 'daily-report-2026-10-25.csv');
+    assert.notEqual(csvFile.contentDisposition, 'inline', 'the CSV stays an attachment');
     assert.deepEqual(parse(csvFile.content.toString('utf8')), [['Hour', 'Orders', 'Revenue'], ...cur.rows]);
     const total = (cur.cents / 100).toLocaleString('en-US', { minimumFractionDigits: 2 });
     const pct = (((cur.cents - prev.cents) / prev.cents) * 100).toFixed(1);
@@ -135,11 +139,29 @@ test('a daily report: HTML table, totals, comparison, chart and CSV, sent once; 
     );
     const chart = mail.attachments.find((a) => a.contentType === 'image/png')!;
     assert.equal(chart.contentId, '<chart>');
+    assert.equal(chart.related, true, 'the chart is part of the HTML (multipart/related), not a download');
     assert.deepEqual([...chart.content.subarray(1, 4)].map((b) => String.fromCharCode(b)).join(''), 'PNG');
-    // mailparser inlines the cid-linked image: the HTML shows the attached chart.
+    // mailparser inlines the cid-linked image: the HTML shows the attached chart, at the size it
+    // was drawn for (two charts of 25 upright hour labels), from a PNG with twice the pixels.
     assert.ok(
       String(mail.html).includes(`<img src="data:image/png;base64,${chart.content.toString('base64')}"`),
+      'the HTML shows the inline chart',
     );
+    const img =
+      /<img src="data:image\/png;base64,[^"]+" alt="Chart of Orders and Revenue by Hour \(Europe\/Berlin\)" width="(\d+)" height="(\d+)">/.exec(
+        String(mail.html),
+      );
+    assert.ok(img, 'the chart has its alt text and size');
+    const [width, height] = [Number(img[1]), Number(img[2])];
+    assert.equal(width, 640);
+    assert.ok(height >= 500 && height <= 900, `height ${height}: two charts, readable without scrolling far`);
+    assert.deepEqual(
+      [chart.content.readUInt32BE(16), chart.content.readUInt32BE(20)],
+      [2 * width, 2 * height],
+      'PNG pixels twice the shown size',
+    );
+    mkdirSync('test-artifacts', { recursive: true });
+    writeFileSync(join('test-artifacts', 'report-chart.png'), chart.content);
 
     // An approved rerun (generation 1) after a late correction of the data: a corrected report.
     await stack.t.db

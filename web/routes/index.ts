@@ -3,6 +3,8 @@
 import type { FastifyInstance } from 'fastify';
 import type { WebDeps } from '../deps.js';
 import { backfillsRoutes } from './backfills.js';
+import { chartsRoutes } from './charts.js';
+import { effectsRoutes } from './effects.js';
 import { jobsRoutes } from './jobs.js';
 import { windowsRoutes } from './windows.js';
 
@@ -12,3 +14,5 @@ export const routeModules: RouteModule[] = [];
 routeModules.push(jobsRoutes);
 routeModules.push(backfillsRoutes);
 routeModules.push(windowsRoutes);
+routeModules.push(chartsRoutes);
+routeModules.push(effectsRoutes);

@@ -1,0 +1,48 @@
+// The page's sparkline of a job's recent window durations: a line oldest to newest, each failed
+// run a red dot on it, no axes (the <title> and the page's text carry the figures).
+import type { RunDuration } from '../operator/durations.js';
+import { chartSvg, svgWithTitle, type ChartOption } from './render.js';
+
+export const SPARKLINE_SIZE = { width: 160, height: 36 };
+export const FAILED_COLOUR = '#dc2626';
+
+/** 340 ms, 1.2 s, 4.5 min. */
+export function formatDuration(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(1)} s`;
+  return `${(ms / 60_000).toFixed(1)} min`;
+}
+
+/** What the sparkline shows, in words: its <title> (read by screen readers and shown on hover). */
+export function describeDurations(job: string, runs: readonly RunDuration[]): string {
+  if (runs.length === 0) return `${job}: no window runs yet`;
+  const ms = runs.map((r) => r.durationMs);
+  const failed = runs.filter((r) => r.outcome === 'failed').length;
+  return `${job}: durations of the last ${runs.length} window runs, ${formatDuration(Math.min(...ms))} to ${formatDuration(Math.max(...ms))}, latest ${formatDuration(ms.at(-1)!)}; ${failed} failed`;
+}
+
+export function durationsSparklineOption(runs: readonly RunDuration[]): ChartOption {
+  return {
+    grid: { left: 3, right: 3, top: 4, bottom: 4 },
+    xAxis: { type: 'category', show: false, boundaryGap: false, data: runs.map((_, i) => String(i)) },
+    yAxis: { type: 'value', show: false, min: 0 },
+    series: [
+      {
+        type: 'line',
+        lineStyle: { color: '#2563eb', width: 1.5 },
+        showSymbol: true,
+        // Every failure stays visible, however many runs share the width.
+        showAllSymbol: true,
+        data: runs.map((r) =>
+          r.outcome === 'failed'
+            ? { value: r.durationMs, symbol: 'circle', symbolSize: 5, itemStyle: { color: FAILED_COLOUR } }
+            : { value: r.durationMs, symbol: 'none' },
+        ),
+      },
+    ],
+  };
+}
+
+export function durationsSparklineSvg(job: string, runs: readonly RunDuration[]): string {
+  return svgWithTitle(chartSvg(durationsSparklineOption(runs), SPARKLINE_SIZE), describeDurations(job, runs));
+}

@@ -1,0 +1,172 @@
+// Effects in doubt, for the page (and any interface that lists them): those whose outcome is
+// unknown, those that failed, and those begun whose lease has passed (their attempt died; they are
+// unknown whoever finds them, judged on the database's clock). An operator's decision on one goes
+// through activities/decisions.ts, the code the CLI and Slack use, never a write of its own here.
+import { sql, type Kysely } from 'kysely';
+import { decideUnknownEffect, retryFailedEffect } from '../activities/decisions.js';
+import type { ActivityDeps } from '../activities/deps.js';
+import type { EffectResult } from '../activities/effects.js';
+import type { Directory } from '../config/people.js';
+import { requesterProblem } from '../config/people.js';
+import { getEffect } from '../db/effects.js';
+import type { Database, EffectPolicy, EffectStatus } from '../db/schema.js';
+import { isoUtc } from '../schedules/windows.js';
+
+export interface EffectInDoubt {
+  key: string;
+  job: string;
+  /** The window's key, and its bounds and generation where the ledger has the window. */
+  window: string | null;
+  windowStart: string | null;
+  windowEnd: string | null;
+  generation: number | null;
+  name: string;
+  channel: string;
+  status: EffectStatus;
+  /** A begun effect whose lease passed: its outcome is unknown, decided like one. */
+  leasePassed: boolean;
+  policy: EffectPolicy;
+  attempts: number;
+  lastError: string | null;
+  /** What the provider said: its id for the message, and any fuller answer it gave. */
+  providerId: string | null;
+  providerReply: unknown;
+  lastAttempt: { outcome: string; error: string | null; at: string } | null;
+  /** What an operator can do: decide (resend or skip) an unknown one, retry a failed one. */
+  actions: ('resend' | 'skip')[];
+  decidedBy: string | null;
+  updatedAt: string;
+}
+
+export async function effectsInDoubt(
+  db: Kysely<Database>,
+  filter: { job?: string } = {},
+): Promise<EffectInDoubt[]> {
+  const rows = await sql<{
+    effect_key: string;
+    job: string;
+    window_key: string | null;
+    window_start: Date | null;
+    window_end: Date | null;
+    generation: number | null;
+    name: string;
+    channel: string;
+    status: EffectStatus;
+    lease_passed: boolean;
+    policy: EffectPolicy;
+    attempts: number;
+    last_error: string | null;
+    provider_id: string | null;
+    result: unknown;
+    attempt_outcome: string | null;
+    attempt_error: string | null;
+    attempt_at: Date | null;
+    decided_by: string | null;
+    updated_at: Date;
+  }>`
+    select e.effect_key, e.job, e.window_key, w.window_start, w.window_end, w.generation, e.name, e.channel,
+           e.status, (e.status = 'begun' and e.lease_until <= now()) as lease_passed, e.policy, e.attempts,
+           e.last_error, e.provider_id, e.result, a.outcome as attempt_outcome, a.error as attempt_error,
+           a.finished_at as attempt_at, e.decided_by, e.updated_at
+      from effects e
+      left join lateral (select window_start, window_end, generation from job_windows
+                          where window_key = e.window_key order by generation desc limit 1) w on true
+      left join lateral (select outcome, error, finished_at from effect_attempts
+                          where effect_key = e.effect_key order by id desc limit 1) a on true
+     where (e.status in ('unknown', 'failed') or (e.status = 'begun' and e.lease_until <= now()))
+       and (${filter.job ?? null}::text is null or e.job = ${filter.job ?? null})
+     order by e.created_at, e.effect_key`.execute(db);
+  return rows.rows.map((r) => ({
+    key: r.effect_key,
+    job: r.job,
+    window: r.window_key,
+    windowStart: r.window_start ? isoUtc(r.window_start) : null,
+    windowEnd: r.window_end ? isoUtc(r.window_end) : null,
+    generation: r.generation,
+    name: r.name,
+    channel: r.channel,
+    status: r.status,
+    leasePassed: r.lease_passed === true,
+    policy: r.policy,
+    attempts: r.attempts,
+    lastError: r.last_error,
+    providerId: r.provider_id,
+    providerReply: r.result ?? null,
+    lastAttempt: r.attempt_at
+      ? { outcome: r.attempt_outcome!, error: r.attempt_error, at: isoUtc(r.attempt_at) }
+      : null,
+    actions: r.status === 'failed' ? ['resend'] : ['resend', 'skip'],
+    decidedBy: r.decided_by,
+    updatedAt: isoUtc(r.updated_at),
+  }));
+}
+
+/** A decision the interface refuses before anything is decided: `status` says how (400, 403, 404, 409). */
+export class EffectDecisionRefused extends Error {
+  readonly code = 'EFFECT_DECISION_REFUSED';
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * Who may decide an effect, by their tidemark name: someone with a name who, when people are
+ * configured, is one of them; and when approvers are configured, one of those (as in Slack).
+ */
+export function deciderProblem(directory: Directory, by: string): { status: number; message: string } | null {
+  const problem = requesterProblem(directory, by);
+  if (problem) return { status: 400, message: `by: ${problem.replace('the requester', 'the decider')}` };
+  if (directory.approvers.length > 0 && !directory.approvers.includes(by))
+    return {
+      status: 403,
+      message: `by: ${by} may not decide effects (approvers: ${directory.approvers.join(', ')})`,
+    };
+  return null;
+}
+
+/**
+ * An operator's Resend or Skip, as the CLI's `effects decide` (an unknown effect, or one begun
+ * past its lease) or `effects retry` (a failed one, resent); audited like a decision in Slack.
+ */
+export async function decideEffectAs(
+  deps: ActivityDeps,
+  directory: Directory,
+  d: { key: string; decision: 'resend' | 'skip'; by: string; source: string },
+): Promise<EffectResult> {
+  const audit = (accepted: boolean, reason: string | null) =>
+    deps.db
+      .insertInto('approval_audit')
+      .values({ request: d.key, actor: d.by, decision: d.decision, accepted, reason, source: d.source })
+      .execute();
+  const refuse = async (status: number, message: string): Promise<never> => {
+    await audit(false, message);
+    throw new EffectDecisionRefused(status, message);
+  };
+  const problem = deciderProblem(directory, d.by);
+  if (problem) return await refuse(problem.status, problem.message);
+  const row = await getEffect(deps.db, d.key);
+  if (!row) return await refuse(404, `effect: there is no effect "${d.key}"`);
+  if (row.status === 'failed' && d.decision === 'skip')
+    return await refuse(
+      409,
+      `effect "${d.key}" failed (it was not sent, or was refused): it can be resent; skip is for an effect whose outcome is unknown`,
+    );
+  try {
+    const result =
+      row.status === 'failed'
+        ? await retryFailedEffect(deps, d.key, d.by)
+        : await decideUnknownEffect(deps, d.key, d.decision, d.by);
+    await audit(true, null).catch((err: Error) =>
+      deps.logger.error(
+        `EFFECT ${d.decision} of ${d.key} by ${d.by} applied but not audited: ${err.message}`,
+      ),
+    );
+    return result;
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'DECISION') throw err;
+    return await refuse(409, (err as Error).message);
+  }
+}

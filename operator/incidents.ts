@@ -1,0 +1,28 @@
+// Open incidents for the page: failures alerted and not yet cleared, oldest first.
+import type { Kysely } from 'kysely';
+import { openIncidents } from '../db/effects.js';
+import type { Database } from '../db/schema.js';
+import { isoUtc } from '../schedules/windows.js';
+
+export interface OpenIncident {
+  id: string;
+  job: string;
+  /** What failed: a window's key, an effect's key, or the job's lag. */
+  subject: string;
+  kind: string;
+  opened: string;
+  occurrences: number;
+  lastError: string;
+}
+
+export async function incidentsOpen(db: Kysely<Database>, job?: string): Promise<OpenIncident[]> {
+  return (await openIncidents(db, job)).map((i) => ({
+    id: i.id,
+    job: i.job,
+    subject: i.subject,
+    kind: i.kind,
+    opened: isoUtc(i.opened_at),
+    occurrences: i.occurrences,
+    lastError: i.last_error,
+  }));
+}

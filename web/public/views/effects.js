@@ -1,0 +1,121 @@
+// Effects in doubt: each with its job, window (in the job's zone and UTC), channel, attempts, last
+// error and provider reply, and Resend / Skip. A decision is made under the operator's tidemark
+// name and goes through the same code as `tidemark effects decide` and the Slack buttons.
+import { h } from '../dom.js';
+import { inZoneAndUtc, useStyles } from './when.js';
+
+const NAME_KEY = 'tidemark.name';
+
+function field(label, value) {
+  return [h('dt', {}, label), h('dd', {}, value ?? '-')];
+}
+
+function reply(e) {
+  const parts = [];
+  if (e.providerId) parts.push(`id ${e.providerId}`);
+  if (e.providerReply !== null && e.providerReply !== undefined) parts.push(JSON.stringify(e.providerReply));
+  if (e.lastAttempt)
+    parts.push(`last attempt ${e.lastAttempt.outcome} at ${inZoneAndUtc(e.lastAttempt.at, 'UTC')}`);
+  return parts.length ? parts.join('; ') : '-';
+}
+
+export async function renderEffects(root, ctx) {
+  useStyles('/views/views.css');
+  const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite' });
+  const name = h('input', {
+    id: 'decider',
+    name: 'by',
+    autocomplete: 'username',
+    value: localStorage.getItem(NAME_KEY) ?? '',
+    onchange: () => localStorage.setItem(NAME_KEY, name.value.trim()),
+  });
+  const list = h('div', { class: 'cards' });
+  root.replaceChildren(
+    h('h2', {}, 'Effects in doubt'),
+    h(
+      'p',
+      { class: 'hint' },
+      'Effects whose outcome is unknown (a lost reply, an attempt that died) or that failed. Resend sends it once more; Skip records it as not to be sent.',
+    ),
+    h('p', { class: 'decider' }, h('label', { for: 'decider' }, 'Deciding as (your tidemark name)'), name),
+    status,
+    list,
+  );
+
+  async function decide(e, decision, button) {
+    const by = name.value.trim();
+    if (!by) {
+      status.textContent = 'Enter your name first: a decision is recorded under it.';
+      name.focus();
+      return;
+    }
+    localStorage.setItem(NAME_KEY, by);
+    for (const b of list.querySelectorAll('button')) b.disabled = true;
+    status.textContent = `${decision === 'resend' ? 'Resending' : 'Skipping'} ${e.key}…`;
+    try {
+      const r = await ctx.post(`/api/effects/${encodeURIComponent(e.key)}/${decision}`, { by });
+      if (r && r.error) throw new Error(r.error);
+      status.textContent = `${e.key}: ${r.outcome}${r.providerId ? ` (provider id ${r.providerId})` : ''}`;
+      await load();
+    } catch (err) {
+      status.textContent = `Not done: ${err.message}`;
+      for (const b of list.querySelectorAll('button')) b.disabled = false;
+      button.focus();
+    }
+  }
+
+  async function load() {
+    const effects = await ctx.api('/api/effects');
+    if (!effects.length) {
+      list.replaceChildren(h('p', { class: 'empty' }, 'No effects in doubt.'));
+      return;
+    }
+    list.replaceChildren(
+      ...effects.map((e) => {
+        const zone = ctx.job(e.job)?.timezone;
+        const state = e.leasePassed ? 'unknown (its attempt died)' : e.status;
+        const buttons = e.actions.map((a) => {
+          const b = h(
+            'button',
+            {
+              type: 'button',
+              class: a === 'resend' ? 'primary' : '',
+              'aria-label': `${a === 'resend' ? 'Resend' : 'Skip'} ${e.name} of ${e.window ?? e.job}`,
+              onclick: () => decide(e, a, b),
+            },
+            a === 'resend' ? 'Resend' : 'Skip',
+          );
+          return b;
+        });
+        return h(
+          'article',
+          { class: `card effect ${e.status}` },
+          h('h3', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
+          h(
+            'dl',
+            {},
+            field('Job', e.job),
+            field(
+              'Window',
+              e.windowStart
+                ? h(
+                    'a',
+                    { href: `#/jobs/${encodeURIComponent(e.job)}/windows/${encodeURIComponent(e.window)}` },
+                    `${inZoneAndUtc(e.windowStart, zone)}${e.generation ? ` (generation ${e.generation})` : ''}`,
+                  )
+                : e.window,
+            ),
+            field('Effect', h('code', {}, e.key)),
+            field('Policy', e.policy),
+            field('Attempts', String(e.attempts)),
+            field('Last error', e.lastError),
+            field('Provider reply', reply(e)),
+            e.decidedBy ? field('Decided by', e.decidedBy) : [],
+          ),
+          h('div', { class: 'actions' }, buttons),
+        );
+      }),
+    );
+  }
+  await load();
+}

@@ -1,0 +1,53 @@
+// Open incidents: failures alerted and not yet cleared, with what failed (a window, an effect, a
+// job's lag), since when (in the job's zone and UTC) and how often.
+import { h } from '../dom.js';
+import { inZoneAndUtc, useStyles } from './when.js';
+
+/** The window an incident's subject names (a window key, or an effect key `<window key>:<name>`). */
+function windowOf(i) {
+  const m = /^([^/]+\/\d{4}-\d\d-\d\dT[\d:]+Z(?:#\d+)?)(?::[^/]*)?$/.exec(i.subject);
+  return m && m[1].startsWith(`${i.job}/`) ? m[1] : null;
+}
+
+export async function renderIncidents(root, ctx) {
+  useStyles('/views/views.css');
+  const incidents = await ctx.api('/api/incidents');
+  const cards = incidents.map((i) => {
+    const zone = ctx.job(i.job)?.timezone;
+    const win = windowOf(i);
+    return h(
+      'article',
+      { class: 'card incident' },
+      h('h3', {}, h('span', { class: 'badge failed' }, i.kind), ' ', i.job),
+      h(
+        'dl',
+        {},
+        h('dt', {}, 'Subject'),
+        h(
+          'dd',
+          {},
+          win
+            ? h(
+                'a',
+                { href: `#/jobs/${encodeURIComponent(i.job)}/windows/${encodeURIComponent(win)}` },
+                i.subject,
+              )
+            : h('code', {}, i.subject),
+        ),
+        h('dt', {}, 'Open since'),
+        h('dd', {}, inZoneAndUtc(i.opened, zone)),
+        h('dt', {}, 'Occurrences'),
+        h('dd', {}, String(i.occurrences)),
+        h('dt', {}, 'Last error'),
+        h('dd', {}, i.lastError),
+      ),
+      i.kind === 'effect-unknown'
+        ? h('p', {}, h('a', { href: '#/effects' }, 'Decide it under Effects in doubt'))
+        : null,
+    );
+  });
+  root.replaceChildren(
+    h('h2', {}, 'Open incidents'),
+    cards.length ? h('div', { class: 'cards' }, cards) : h('p', { class: 'empty' }, 'No open incidents.'),
+  );
+}
