@@ -50,6 +50,15 @@ const same = (a: string, b: string) => timingSafeEqual(sha256(a), sha256(b));
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+/** The headers on every answer: the page's CSP, no framing, no sniffing, not cached unless said. */
+function secure(reply: FastifyReply): FastifyReply {
+  reply.header('x-frame-options', 'DENY');
+  reply.header('x-content-type-options', 'nosniff');
+  reply.header('content-security-policy', CSP);
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  return reply;
+}
+
 /** Bodies above this are refused (413). */
 const MAX_BODY = 64 * 1024;
 
@@ -131,7 +140,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const live = (s: Session) =>
     !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
 
-  const app = Fastify({ bodyLimit: MAX_BODY, forceCloseConnections: true });
+  const app = Fastify({
+    bodyLimit: MAX_BODY,
+    forceCloseConnections: true,
+    // What fails before routing (a path whose percent-encoding does not decode) reaches neither a
+    // route nor the error handler: answered here in the page's format, never fastify's own (its
+    // codes and internals), with the headers of every answer (no onSend hook runs for it).
+    frameworkErrors: (err, req, reply) =>
+      secure(reply)
+        .code(err.code === 'FST_ERR_BAD_URL' ? 400 : (err.statusCode ?? 400))
+        .send({
+          error:
+            err.code === 'FST_ERR_BAD_URL'
+              ? `path: ${JSON.stringify(req.url.slice(0, 200))} is not a valid URL (a % must start an escape such as %2F); encode each segment with encodeURIComponent`
+              : 'bad request',
+        }),
+  });
   // Every body is read as text and parsed where it is used (a form for /login and /logout, a JSON
   // object for the API), so a wrong content type is the same clear 400 as a wrong body.
   app.removeAllContentTypeParsers();
@@ -139,10 +163,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   app.decorateRequest('session', null);
 
   app.addHook('onSend', async (_req, reply, payload) => {
-    reply.header('x-frame-options', 'DENY');
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('content-security-policy', CSP);
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    secure(reply);
     return payload;
   });
 
