@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { test } from 'node:test';
 import { defineCatalog } from '../../schedules/job.js';
+import { scheduleIdOf } from '../../schedules/sync.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
@@ -45,6 +46,42 @@ test('a URL the router cannot decode is a 400 in the page format, with the CSP, 
       assert.match((JSON.parse(r.body) as { error: string }).error, /^path: .* is not a valid URL/, r.body);
     }
   } finally {
+    await web.stop();
+  }
+});
+
+test('a pause reason too long for Temporal is a 400 naming reason, not a 500; a long one within the limit pauses', async () => {
+  const job = 'long-pause';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'long-pause-token-0123';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  const handle = await stack.env.client.schedule.create({
+    scheduleId: scheduleIdOf(job),
+    spec: { intervals: [{ every: '1h' }] },
+    action: { type: 'startWorkflow', workflowType: 'nothing', taskQueue: 'long-pause-none', args: [] },
+  });
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const page = await (await fetch(`${web.url}/`, { headers: { cookie } })).text();
+    const csrf = /([a-f0-9]{64})/.exec(page)![1]!;
+    const pause = (reason: string) =>
+      fetch(`${web.url}/api/jobs/${job}/pause`, {
+        method: 'POST',
+        headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+        body: JSON.stringify({ reason }),
+      });
+    const tooLong = await pause('r'.repeat(60_000));
+    assert.equal(tooLong.status, 400, await tooLong.clone().text());
+    assert.match(((await tooLong.json()) as { error: string }).error, /^reason: .*at most 1000 characters/);
+    assert.equal((await handle.describe()).state.paused, false);
+    const note = 'n'.repeat(1000);
+    const ok = await pause(note);
+    assert.equal(ok.status, 200, await ok.text());
+    const state = (await handle.describe()).state;
+    assert.equal(state.paused, true);
+    assert.equal(state.note, note);
+  } finally {
+    await handle.delete();
     await web.stop();
   }
 });

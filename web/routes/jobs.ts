@@ -30,6 +30,9 @@ export function stringFields(body: unknown): Record<string, string> {
 
 type JobAction = { Params: { job: string } };
 
+/** The longest pause reason kept as the Temporal Schedule's note. */
+export const MAX_PAUSE_REASON = 1000;
+
 export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
   const { catalog, client, config } = deps;
   const maxBackfill = config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
@@ -47,6 +50,12 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
 
   app.post<JobAction>('/api/jobs/:job/pause', async (req) => {
     const body = stringFields(req.body);
+    // Temporal refuses a long schedule note with a bare "Failed to patch schedule" (a 500 here).
+    if ((body.reason ?? '').length > MAX_PAUSE_REASON)
+      throw new HttpError(
+        400,
+        `reason: ${body.reason!.length} characters; say why in at most ${MAX_PAUSE_REASON} characters`,
+      );
     await schedule(req.params.job).pause(body.reason || 'paused from the management page');
     return { ok: true };
   });
