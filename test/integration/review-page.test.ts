@@ -85,3 +85,80 @@ test('a pause reason too long for Temporal is a 400 naming reason, not a 500; a 
     await web.stop();
   }
 });
+
+test("a webhook's secret path echoed by a provider's error or reply never reaches the page", async () => {
+  const job = 'hook-echo';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'hook-echo-token-0123';
+  const secret = 'T0ABC/B0DEF/s3cr3tPathToken';
+  const hook = `https://hooks.example.test/services/${secret}`;
+  const start = '2026-06-01T01:00:00Z';
+  const windowKey = `${job}/${start}`;
+  const effectKey = `${windowKey}/notify`;
+  // As a provider's 4xx answer quotes it (http-api.ts keeps 200 characters of the body).
+  const error = `POST https://hooks.example.test: HTTP 404 {"error":"no hook at ${hook}?token=qs-s3cr3t"}`;
+  const { db } = stack.t;
+  await db
+    .insertInto('job_windows')
+    .values({
+      job,
+      window_start: new Date(start),
+      window_end: new Date('2026-06-01T02:00:00Z'),
+      window_key: windowKey,
+      status: 'done',
+      trigger: 'schedule',
+      started_at: new Date('2026-06-01T02:05:00Z'),
+      finished_at: new Date('2026-06-01T02:06:00Z'),
+    })
+    .execute();
+  await db
+    .insertInto('effects')
+    .values({
+      effect_key: effectKey,
+      job,
+      window_key: windowKey,
+      name: 'notify',
+      channel: 'http',
+      policy: 'ask',
+      status: 'unknown',
+      attempts: 1,
+      request: JSON.stringify({ method: 'POST', url: hook, body: { text: 'done' } }),
+      provider_key: effectKey,
+      last_error: error,
+      result: JSON.stringify({ echoed: hook }),
+    })
+    .execute();
+  await db
+    .insertInto('effect_attempts')
+    .values({
+      effect_key: effectKey,
+      fence: 1,
+      started_at: new Date('2026-06-01T02:06:00Z'),
+      finished_at: new Date('2026-06-01T02:06:01Z'),
+      duration_ms: 1000,
+      outcome: 'unknown',
+      error,
+    })
+    .execute();
+  await db
+    .insertInto('incidents')
+    .values({ job, subject: effectKey, kind: 'effect-unknown', last_error: error })
+    .execute();
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    for (const path of [
+      '/api/effects',
+      '/api/incidents',
+      `/api/jobs/${job}/windows/${encodeURIComponent(windowKey)}`,
+    ]) {
+      const r = await fetch(`${web.url}${path}`, { headers: { cookie } });
+      const body = await r.text();
+      assert.equal(r.status, 200, `${path}: ${body}`);
+      assert.match(body, /hooks\.example\.test/, `${path} shows the provider's origin`);
+      assert.doesNotMatch(body, /s3cr3t/, `${path} shows the webhook's secret: ${body}`);
+    }
+  } finally {
+    await web.stop();
+  }
+});
