@@ -294,6 +294,23 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     };
   }
 
+  // Every open page's stream shares one snapshot a second: the one being read, or one read less
+  // than a second ago (each costs about six queries and two Temporal calls per job, so three tabs
+  // would otherwise cost three times that every second). /api/state reads its own, fresh.
+  let shared: { at: number; value: Promise<Awaited<ReturnType<typeof snapshot>>> } | null = null;
+  function sharedSnapshot() {
+    const t = performance.now();
+    if (!shared || t - shared.at >= 1_000) {
+      const mine = { at: t, value: snapshot() };
+      shared = mine;
+      // A failed read is not shared for the rest of the second: the next stream tries again.
+      mine.value.catch(() => {
+        if (shared === mine) shared = null;
+      });
+    }
+    return shared.value;
+  }
+
   /** Server-sent snapshots every second, until the client goes or the session expires or logs out. */
   async function events(req: FastifyRequest, reply: FastifyReply) {
     reply.hijack();
@@ -309,7 +326,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     res.on('close', () => (open = false));
     try {
       while (open && live(req.session!)) {
-        res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
+        res.write(`data: ${JSON.stringify(await sharedSnapshot())}\n\n`);
         await new Promise((r) => setTimeout(r, 1_000));
       }
     } catch {

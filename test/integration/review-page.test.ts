@@ -3,10 +3,13 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { test } from 'node:test';
+import { loadConfig } from '../../config/env.js';
+import { createDb, poolOf } from '../../db/database.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf } from '../../schedules/sync.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack } from '../helpers/temporal.js';
+import { startWebServer } from '../../web/server.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
@@ -160,5 +163,50 @@ test("a webhook's secret path echoed by a provider's error or reply never reache
     }
   } finally {
     await web.stop();
+  }
+});
+
+test("open pages share the update stream's snapshot: three tabs connecting together cost the queries of one", async () => {
+  const catalog = defineCatalog(
+    Array.from({ length: 10 }, (_, i) => salesJob(`tabs-${i}`, { start: '2026-06-01T00:00:00Z' })),
+  );
+  // A database handle of its own whose queries are counted.
+  const db = createDb(stack.t.url);
+  let queries = 0;
+  poolOf(db).on('connect', (c) => {
+    const query = c.query.bind(c) as (...a: unknown[]) => unknown;
+    (c as unknown as { query: unknown }).query = (...a: unknown[]) => (queries++, query(...a));
+  });
+  const config = loadConfig({
+    ...process.env,
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+  });
+  const token = 'tabs-token-0123456789';
+  const web = await startWebServer({ port: 0, token, db, client: stack.env.client, catalog, config });
+  const stop = new AbortController();
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    queries = 0;
+    await (await fetch(`${web.url}/api/state`, { headers: { cookie } })).text();
+    const one = queries;
+    assert.ok(one >= 10, `a snapshot of 10 jobs reads the database (${one} queries)`);
+    queries = 0;
+    // Each tab's first event; the next snapshot is a second away.
+    const firstEvents = await Promise.all(
+      [0, 1, 2].map(async () => {
+        const r = await fetch(`${web.url}/api/events`, { headers: { cookie }, signal: stop.signal });
+        const reader = r.body!.getReader();
+        let text = '';
+        while (!text.includes('\n\n')) text += Buffer.from((await reader.read()).value!).toString();
+        return text;
+      }),
+    );
+    assert.ok(firstEvents.every((e) => e.startsWith('data: {"jobs":')));
+    assert.equal(queries, one, `three tabs' first events cost ${queries} queries; one snapshot costs ${one}`);
+  } finally {
+    stop.abort();
+    await web.stop();
+    await db.destroy();
   }
 });
