@@ -81,6 +81,15 @@ function parseJsonObject(text: string): Record<string, unknown> {
   return value as Record<string, unknown>;
 }
 
+/** The first field whose value holds a NUL character, anywhere inside it. */
+function fieldWithNul(fields: Record<string, unknown>): string | undefined {
+  const hasNul = (v: unknown): boolean =>
+    typeof v === 'string'
+      ? v.includes('\u0000')
+      : v !== null && typeof v === 'object' && Object.entries(v).some(([k, x]) => hasNul(k) || hasNul(x));
+  return Object.entries(fields).find(([k, v]) => hasNul(k) || hasNul(v))?.[0];
+}
+
 /** The host of an Origin header; `null` (sandboxed or opaque origins) or garbage is a 400. */
 function originHost(origin: string): string {
   try {
@@ -259,6 +268,18 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     api.addHook('preValidation', async (req) => {
       if (req.method !== 'GET' && req.method !== 'HEAD')
         req.body = parseJsonObject(typeof req.body === 'string' ? req.body : '');
+      // PostgreSQL text cannot hold a NUL: refused here, naming the field, not a 500 from the
+      // first insert (or, for a rerun request, never recorded by the workers).
+      const field = fieldWithNul({
+        ...(req.params as object),
+        ...(req.query as object),
+        ...(req.body as object | undefined),
+      });
+      if (field)
+        throw new HttpError(
+          400,
+          `${field}: contains a NUL character (\\u0000), which cannot be stored; remove it`,
+        );
     });
 
     api.get('/api/state', async () => snapshot());

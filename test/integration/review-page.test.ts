@@ -210,3 +210,40 @@ test("open pages share the update stream's snapshot: three tabs connecting toget
     await db.destroy();
   }
 });
+
+test('a NUL character in a path, query or body field is a 400 naming the field, not a 500 from PostgreSQL', async () => {
+  const job = 'nul-field';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'nul-field-token-0123';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const page = await (await fetch(`${web.url}/`, { headers: { cookie } })).text();
+    const csrf = /([a-f0-9]{64})/.exec(page)![1]!;
+    const post = (path: string, body: unknown) =>
+      fetch(`${web.url}${path}`, {
+        method: 'POST',
+        headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+    for (const [r, field] of [
+      [await post('/api/effects/%00/skip', { by: 'alice' }), 'key'],
+      [await post('/api/effects/x/skip', { by: 'al\u0000ice' }), 'by'],
+      // Accepted, it would never be recorded: the workers' insert of the request fails on it.
+      [
+        await post(`/api/jobs/${job}/rerun`, { window: '2026-06-01T01:00:00Z', reason: 'r\u0000', by: 'a' }),
+        'reason',
+      ],
+      [await fetch(`${web.url}/api/incidents?job=a%00`, { headers: { cookie } }), 'job'],
+    ] as const) {
+      const body = await r.text();
+      assert.equal(r.status, 400, body);
+      assert.match((JSON.parse(body) as { error: string }).error, new RegExp(`^${field}: .*NUL`), body);
+    }
+    // A backslash and a u typed as text are no NUL.
+    const typed = await post('/api/effects/x/skip', { by: 'al\\u0000ice' });
+    assert.equal(typed.status, 404, await typed.text());
+  } finally {
+    await web.stop();
+  }
+});
