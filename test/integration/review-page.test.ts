@@ -10,6 +10,7 @@ import { scheduleIdOf } from '../../schedules/sync.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack } from '../helpers/temporal.js';
 import { startWebServer } from '../../web/server.js';
+import { launchBrowser, loggedInPage } from '../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
@@ -244,6 +245,96 @@ test('a NUL character in a path, query or body field is a 400 naming the field, 
     const typed = await post('/api/effects/x/skip', { by: 'al\\u0000ice' });
     assert.equal(typed.status, 404, await typed.text());
   } finally {
+    await web.stop();
+  }
+});
+
+test('markup in an effect error, a provider reply, an incident, a rerun reason or a pause note reaches the page as text', async () => {
+  const job = 'markup';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'markup-token-0123';
+  const mark = (what: string) => `<img src="/x.png" data-injected="${what}">${what}</b>`;
+  const start = '2026-06-01T01:00:00Z';
+  const windowKey = `${job}/${start}`;
+  const effectKey = `${windowKey}/notify`;
+  const { db } = stack.t;
+  await db
+    .insertInto('job_windows')
+    .values({
+      job,
+      window_start: new Date(start),
+      window_end: new Date('2026-06-01T02:00:00Z'),
+      window_key: windowKey,
+      status: 'done',
+      trigger: 'schedule',
+      started_at: new Date('2026-06-01T02:05:00Z'),
+      finished_at: new Date('2026-06-01T02:06:00Z'),
+    })
+    .execute();
+  await db
+    .insertInto('effects')
+    .values({
+      effect_key: effectKey,
+      job,
+      window_key: windowKey,
+      name: 'notify',
+      channel: 'slack',
+      policy: 'ask',
+      status: 'unknown',
+      attempts: 1,
+      request: JSON.stringify({ channel: '#ops', text: mark('request-text') }),
+      provider_key: effectKey,
+      last_error: mark('effect-error'),
+      result: JSON.stringify({ said: mark('provider-reply') }),
+    })
+    .execute();
+  await db
+    .insertInto('incidents')
+    .values({ job, subject: effectKey, kind: 'effect-unknown', last_error: mark('incident-error') })
+    .execute();
+  await db
+    .insertInto('rerun_requests')
+    .values({
+      workflow_id: `${windowKey}/rerun-markup`,
+      job,
+      window_start: new Date(start),
+      generation: 1,
+      reason: mark('rerun-reason'),
+      requested_by: 'alice',
+      status: 'pending',
+    })
+    .execute();
+  const handle = await stack.env.client.schedule.create({
+    scheduleId: scheduleIdOf(job),
+    spec: { intervals: [{ every: '1h' }] },
+    action: { type: 'startWorkflow', workflowType: 'nothing', taskQueue: 'markup-none', args: [] },
+    state: { paused: true, note: mark('pause-note') },
+  });
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  const browser = await launchBrowser();
+  try {
+    for (const [hash, shown] of [
+      ['#/', ['pause-note']],
+      ['#/effects', ['effect-error', 'provider-reply']],
+      ['#/incidents', ['incident-error']],
+      [
+        `#/jobs/${job}/windows/${encodeURIComponent(windowKey)}`,
+        ['effect-error', 'provider-reply', 'rerun-reason'],
+      ],
+    ] as const) {
+      const { page, problems } = await loggedInPage(browser, web.url, token, { hash });
+      for (const what of shown) {
+        // Shown, as the text it is (the markup's own characters on the page)...
+        await page.getByText(`>${what}</b>`).first().waitFor();
+      }
+      // ...and never parsed into an element.
+      assert.equal(await page.locator('[data-injected]').count(), 0, `${hash}: markup became elements`);
+      assert.deepEqual(problems.errors, [], hash);
+      await page.context().close();
+    }
+  } finally {
+    await browser.close();
+    await handle.delete();
     await web.stop();
   }
 });
