@@ -143,18 +143,23 @@ async function rowOf(
   client: Client,
   catalog: Catalog,
   w: WorkflowExecutionInfo,
+  now: Date,
 ): Promise<BackfillRow | null> {
   const job = w.typedSearchAttributes.get(SA_JOB) ?? w.workflowId.split('/')[0]!;
   const range = rangeOfId(w.workflowId);
   if (!range || !catalog.jobs.some((j) => j.name === job)) return null;
   const spec = catalog.get(job);
-  const windows = windowsInRange(
+  // The backfill takes only windows closed when it plans them: the bar counts those, so that
+  // windows still open are not shown as pending for ever.
+  const inRange = windowsInRange(
     spec.grid,
     spec.timezone,
     new Date(range.from),
     new Date(range.to),
     PREVIEW_CAP,
-  ).length;
+  );
+  const windows = inRange.filter((x) => isClosed(x, w.closeTime ?? now, spec.latenessMs)).length;
+  const open = inRange.length - windows;
   const status = w.status.name;
   const base = {
     workflowId: w.workflowId,
@@ -195,7 +200,11 @@ async function rowOf(
       outcome: p && p.failed.length ? 'failed' : 'running',
       counts: p ? totals(p) : null,
       failedWindows: p ? p.failed : [],
-      note: p ? null : 'progress not available (no worker answered its query)',
+      note: p
+        ? open
+          ? `${open} windows of the range are not closed yet and are left out`
+          : null
+        : 'progress not available (no worker answered its query)',
     };
   }
   if (status === 'COMPLETED') {
@@ -206,7 +215,7 @@ async function rowOf(
       outcome: r.failed.length ? 'failed' : 'completed',
       counts,
       failedWindows: r.failed,
-      note: counts.pending ? `${counts.pending} windows were not closed when it ran and were left out` : null,
+      note: open ? `${open} windows of the range were not closed when it ran and were left out` : null,
     };
   }
   return {
@@ -219,12 +228,17 @@ async function rowOf(
 }
 
 /** Running backfills first, then the most recent; a run that continued as new shows as its latest run. */
-export async function listBackfills(client: Client, catalog: Catalog, limit = 20): Promise<BackfillRow[]> {
+export async function listBackfills(
+  client: Client,
+  catalog: Catalog,
+  now: Date,
+  limit = 20,
+): Promise<BackfillRow[]> {
   const rows: BackfillRow[] = [];
   for await (const w of client.workflow.list({
     query: `${SA_KIND.name} = "backfill" AND ExecutionStatus != "ContinuedAsNew"`,
   })) {
-    const row = await rowOf(client, catalog, w);
+    const row = await rowOf(client, catalog, w, now);
     if (row) rows.push(row);
     if (rows.length >= limit) break;
   }

@@ -8,7 +8,7 @@ import type { Database } from '../db/schema.js';
 import { formatDuration } from '../schedules/duration.js';
 import type { Catalog, Job, Tick } from '../schedules/job.js';
 import { jobsOverview } from './overview.js';
-import { windowAt, windowsInRange } from '../schedules/windows.js';
+import { windowAt, windowStartAt, windowsInRange } from '../schedules/windows.js';
 import { SA_JOB, SA_KIND } from '../workflows/search-attributes.js';
 
 /** Counting missing windows stops here: past it the page says "more than". */
@@ -97,7 +97,13 @@ export async function jobHealth(
     const from = new Date(Math.min(...candidates.map((d) => d.getTime())));
     const lastClosedEnd = windowAt(job.grid, job.timezone, new Date(now.getTime() - job.latenessMs)).start;
     if (from < lastClosedEnd) {
-      const closed = windowsInRange(job.grid, job.timezone, from, lastClosedEnd, MISSING_CAP + 1).length;
+      // A fixed grid is aligned to the epoch: arithmetic (the overview is recomputed every second).
+      const closed =
+        job.grid.kind === 'fixed'
+          ? Math.ceil(
+              (lastClosedEnd.getTime() - windowStartAt(job.grid, job.timezone, from).getTime()) / job.grid.ms,
+            )
+          : windowsInRange(job.grid, job.timezone, from, lastClosedEnd, MISSING_CAP + 1).length;
       missingCapped = closed > MISSING_CAP;
       const recorded = await db
         .selectFrom('job_windows')

@@ -11,7 +11,14 @@ import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
-import { runningWindows, waitingForHours, windowLabels, windowState, type LedgerRow } from './window-grid.js';
+import {
+  firstWindowOf,
+  runningWindows,
+  waitingForHours,
+  windowLabels,
+  windowState,
+  type LedgerRow,
+} from './window-grid.js';
 import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export class UnknownWindowError extends Error {
@@ -185,6 +192,7 @@ export async function windowDetail(o: DetailOptions) {
           .orderBy('id')
           .execute();
 
+  const first = await firstWindowOf(db, job);
   let running: number | undefined;
   let waiting = false;
   const notes: string[] = [];
@@ -201,6 +209,7 @@ export async function windowDetail(o: DetailOptions) {
     rows: ledger as LedgerRow[],
     running,
     closed: isClosed(w, now, job.latenessMs),
+    beforeFirst: first === undefined || w.start < first,
     waitingForHours: waiting,
   });
   const last = ledger.find((r) => r.generation === generation);

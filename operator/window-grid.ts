@@ -5,16 +5,26 @@
 import type { Client } from '@temporalio/client';
 import type { Kysely, Transaction } from 'kysely';
 import { DateTime } from 'luxon';
+import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
 import { isClosed, isoUtc, windowAt, windowKey, windowsInRange, type Window } from '../schedules/windows.js';
 
-export const WINDOW_STATES = ['done', 'failed', 'running', 'waiting', 'not-closed', 'missing'] as const;
+export const WINDOW_STATES = [
+  'done',
+  'failed',
+  'running',
+  'waiting',
+  'not-closed',
+  'missing',
+  'unscheduled',
+] as const;
 /**
  * done / failed: the ledger's last generation of the window; running: its window run is open in
  * Temporal; waiting: open, but outside the job's allowed hours (the run sleeps until they open);
- * not-closed: its end (plus lateness) is still ahead; missing: closed, never done, nothing runs.
+ * not-closed: its end (plus lateness) is still ahead; missing: closed, never done, nothing runs;
+ * unscheduled: closed, but before the job's first window (never its to run).
  */
 export type WindowState = (typeof WINDOW_STATES)[number];
 
@@ -123,6 +133,8 @@ export interface WindowStateInput {
   /** The generation whose run is open in Temporal, if one is. */
   running: number | undefined;
   closed: boolean;
+  /** Before the job's first window (see firstWindowOf). */
+  beforeFirst: boolean;
   /** Its run waits for the job's allowed hours (see waitingForHours). */
   waitingForHours: boolean;
 }
@@ -138,7 +150,7 @@ export function windowState(i: WindowStateInput): { state: WindowState; generati
   if (i.running !== undefined && !(last?.status === 'done' && last.generation >= i.running))
     return { state: i.waitingForHours ? 'waiting' : 'running', generation };
   if (last) return { state: last.status, generation };
-  return { state: i.closed ? 'missing' : 'not-closed', generation };
+  return { state: !i.closed ? 'not-closed' : i.beforeFirst ? 'unscheduled' : 'missing', generation };
 }
 
 type Layout = {
@@ -236,6 +248,27 @@ export function ledgerRows(db: Kysely<Database> | Transaction<Database>, job: st
     .where('window_start', '<', to);
 }
 
+/**
+ * The start of the job's first window: its declared start, else the earliest it has in the ledger
+ * or its watermark (where its first tick began), whichever is earlier; undefined when no tick has
+ * seen the job yet. Two primary-key lookups.
+ */
+export async function firstWindowOf(db: Kysely<Database>, job: Job): Promise<Date | undefined> {
+  if (job.start) return job.start;
+  const [ledger, watermark] = await Promise.all([
+    db
+      .selectFrom('job_windows')
+      .select('window_start')
+      .where('job', '=', job.name)
+      .orderBy('window_start')
+      .limit(1)
+      .executeTakeFirst(),
+    readWatermark(db, job.name),
+  ]);
+  const starts = [ledger?.window_start, watermark].filter((t): t is Date => t !== undefined);
+  return starts.length ? new Date(Math.min(...starts.map((t) => t.getTime()))) : undefined;
+}
+
 export interface GridOptions {
   db: Kysely<Database>;
   client: Client;
@@ -276,6 +309,7 @@ export async function windowGrid(o: GridOptions) {
     windows.length === 0
       ? []
       : await ledgerRows(o.db, job.name, windows[0]!.start, windows.at(-1)!.end).execute();
+  const first = await firstWindowOf(o.db, job);
   const byStart = new Map<number, LedgerRow[]>();
   for (const r of rows) {
     const list = byStart.get(r.window_start.getTime()) ?? [];
@@ -314,6 +348,7 @@ export async function windowGrid(o: GridOptions) {
       rows: ledger,
       running: running.get(key),
       closed: isClosed(w, now, job.latenessMs),
+      beforeFirst: first === undefined || w.start < first,
       waitingForHours: waiting.has(key),
     });
     totals[state]++;
@@ -442,7 +477,15 @@ interface HourCell {
 
 type Cell = WindowCell | HourCell;
 
-const URGENCY: readonly WindowState[] = ['failed', 'missing', 'running', 'waiting', 'not-closed', 'done'];
+const URGENCY: readonly WindowState[] = [
+  'failed',
+  'missing',
+  'running',
+  'waiting',
+  'not-closed',
+  'done',
+  'unscheduled',
+];
 const worst = (states: Partial<Record<WindowState, number>>): WindowState =>
   URGENCY.find((s) => (states[s] ?? 0) > 0) ?? 'done';
 

@@ -61,10 +61,21 @@ test('overview: a card per job with schedule in words and cron, health and actio
           );
       },
     );
+    const login = await (await browser.newContext()).newPage();
+    await login.goto(web.url);
+    await login.locator('input[name=token]').waitFor();
+    await checkAccessibility(login, 'the login form');
+    await screenshot(login, 'login');
+
     const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
     const card = page.locator(`article.job[data-job="${hourly}"]`);
     await card.waitFor();
+    // Missing: closed hours since the job's start that nothing recorded (lateness 5m).
+    const closedHours = () =>
+      Math.floor((Date.now() - 300_000 - Date.parse('2026-05-20T00:00:00Z')) / 3_600_000);
+    const hoursBefore = closedHours();
     const text = await card.innerText();
+    if (closedHours() === hoursBefore) assert.match(text, new RegExp(`${hoursBefore - 3}\\s+missing`), text);
     assert.match(text, /every hour, 5m after each boundary \(UTC\)/);
     assert.match(text, /interval every 1h offset 5m/);
     assert.match(text, /3\s+done/, text);
@@ -117,6 +128,10 @@ test('overview: a card per job with schedule in words and cron, health and actio
     assert.equal(background, 'rgb(17, 19, 24)', 'the dark palette');
     await checkAccessibility(dark.page, 'the overview in dark mode');
     await screenshot(dark.page, 'overview-dark');
+
+    // Each card leads to the backfills view with its job chosen.
+    await page.locator(`article.job[data-job="${daily}"] a`, { hasText: 'Backfill…' }).click();
+    assert.equal(await page.locator('#bf-job').inputValue(), daily, 'not the first job of the list');
 
     // A view no one has written yet says so instead of breaking the page.
     await page.goto(`${web.url}/#/incidents`);
@@ -190,6 +205,20 @@ test('backfills: a dry-run preview (done windows counted as skipped), start, and
 
         const { page, problems } = await loggedInPage(browser, web.url, TOKEN, { hash: '#/backfills' });
         await page.locator('#bf-from').waitFor();
+        // Past TIDEMARK_WEB_MAX_BACKFILL_WINDOWS (24 here) Start asks for a confirmation first.
+        await page.check('#bf-zone-utc');
+        await page.fill('#bf-from', '2026-05-01T00:00');
+        await page.fill('#bf-to', '2026-05-03T00:00');
+        await page.click('#bf-preview-button');
+        await page.locator('#bf-preview .warn', { hasText: 'more than the limit of 24 windows' }).waitFor();
+        await page.click('#bf-start');
+        await page.locator('#msg', { hasText: 'Tick "I mean it"' }).waitFor();
+        assert.equal(
+          (await stack.env.client.workflow.count(`WorkflowType = "backfill" AND TidemarkJob = "${job}"`))
+            .count,
+          0,
+          'nothing started without the confirmation',
+        );
         await page.check('#bf-zone-utc');
         await page.fill('#bf-from', '2026-05-21T00:00');
         await page.fill('#bf-to', '2026-05-21T06:00');

@@ -151,6 +151,7 @@ test('the grid shows each window state: done, failed, running, a rerun, missing,
         waiting: 0,
         'not-closed': 2,
         missing: 1,
+        unscheduled: 0,
         reruns: 1,
       });
       assert.deepEqual(grid.layout, { rows: 'day', columns: 'hour', cell: 'window' });
@@ -284,6 +285,45 @@ test('a window that started in its allowed hours and still works after they clos
       await run.result();
     }
   });
+});
+
+test('a job without a declared start: windows before its first one are not missing', async () => {
+  const job = 'grid-unstarted';
+  const catalog = defineCatalog([salesJob(job, { lateness: '0m' })]);
+  const grid = () =>
+    windowGrid({
+      db: stack.t.db,
+      client: stack.env.client,
+      job: catalog.get(job),
+      now: new Date('2026-06-12T05:30:00Z'),
+      from: '2026-06-12T00:00:00Z',
+      to: '2026-06-12T06:00:00Z',
+    });
+  // Never seen by a tick: no window is its to run yet, but those still open.
+  assert.deepEqual(Object.values(states(await grid())), [
+    'unscheduled',
+    'unscheduled',
+    'unscheduled',
+    'unscheduled',
+    'unscheduled',
+    'not-closed',
+  ]);
+  // Its first tick took 02:00 as its first window (the watermark starts there).
+  await stack.t.db
+    .insertInto('job_watermarks')
+    .values({ job, watermark: '2026-06-12T02:00:00Z', updated_at: new Date() })
+    .execute();
+  const g = await grid();
+  assert.deepEqual(Object.values(states(g)), [
+    'unscheduled',
+    'unscheduled',
+    'missing',
+    'missing',
+    'missing',
+    'not-closed',
+  ]);
+  assert.equal(g.totals.missing, 3);
+  assert.equal(g.totals.unscheduled, 2);
 });
 
 test("a window's detail shows its effect's attempts and the provider's reply, and no secret", async () => {
@@ -487,11 +527,13 @@ test('a minutely job over a week is a grid of hours, one ledger range scan; an h
     { done: 60 },
     { in: 120, applied: 120, quarantined: 0 },
   ]);
+  // Its first half lies before the job's first window (the earliest in its ledger): not missing.
   const split = cells(week).find((c) => c.start === '2026-09-06T23:30:00Z')!;
   assert.deepEqual('states' in split ? [split.state, split.states] : [], [
-    'missing',
-    { missing: 30, done: 30 },
+    'done',
+    { unscheduled: 30, done: 30 },
   ]);
+  assert.equal(week.totals.missing, 0);
   // Drilling into one hour: one cell per window.
   const drill = await windowGrid({
     db: stack.t.db,
@@ -557,6 +599,7 @@ test('the routes: the grid and a detail; 400 naming from/to, 404 naming the job 
     waiting: 0,
     'not-closed': 1,
     missing: 3,
+    unscheduled: 0,
     reruns: 0,
   });
   const bad = await get(`/api/jobs/${job}/grid?from=yesterday`);

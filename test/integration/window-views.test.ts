@@ -3,12 +3,12 @@
 // filters, details on hover and focus in the job's zone and UTC, the detail's sections, axe-core
 // with no serious or critical violation, no CSP refusal, screenshots in test-artifacts/.
 import assert from 'node:assert/strict';
-import { mkdir, readFile } from 'node:fs/promises';
 import { test } from 'node:test';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
 import type { RerunState } from '../../workflows/types.js';
+import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
@@ -21,50 +21,6 @@ const job = 'browse';
 const at = (d: number, h: number) =>
   `2026-06-${String(d).padStart(2, '0')}T${String(h).padStart(2, '0')}:00:00Z`;
 const EFFECT_WINDOW = at(9, 10);
-
-/**
- * Renders a view module into the page as the app does: the hash set first, ctx as the page contract
- * gives it. Plain JavaScript in a string: it runs in the page, untouched by the TypeScript build.
- */
-const RENDER = `async ({ hash, view }) => {
-  location.hash = hash;
-  const csrf = document.querySelector('meta[name=csrf]').content;
-  const answer = async (r) => {
-    const body = await r.json();
-    if (!r.ok) throw new Error(body.error);
-    return body;
-  };
-  const ctx = {
-    api: (path) => fetch(path).then(answer),
-    post: (path, body) =>
-      fetch(path, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'x-csrf-token': csrf },
-        body: JSON.stringify(body ?? {}),
-      }).then(answer),
-    go: (h) => (location.hash = h),
-    job: () => undefined,
-    webUi: '',
-  };
-  const main = document.createElement('main');
-  document.body.replaceChildren(main);
-  const mod = await import('/views/' + view + '.js');
-  await (view === 'grid' ? mod.renderGrid : mod.renderWindow)(main, ctx);
-}`;
-
-const renderView = (page: Page, hash: string, view: 'grid' | 'window') =>
-  page.evaluate(`(${RENDER})(${JSON.stringify({ hash, view })})`);
-
-async function axeViolations(page: Page): Promise<string[]> {
-  // Evaluated, not a <script>: the page's CSP refuses inline scripts, as it should.
-  await page.evaluate(await readFile('node_modules/axe-core/axe.min.js', 'utf8'));
-  const result = (await page.evaluate('axe.run()')) as {
-    violations: { id: string; impact: string; nodes: { target: string[] }[] }[];
-  };
-  return result.violations
-    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    .map((v) => `${v.id} (${v.impact}): ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
 
 test('the window grid and the window detail in the browser', async () => {
   const gate = gatedHandler();
@@ -96,6 +52,7 @@ test('the window grid and the window detail in the browser', async () => {
       handler,
       retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms' },
     }),
+    salesJob(`${job}-1m`, { grid: '1m', start: at(7, 0), timezone: 'Europe/Berlin', lateness: '0m' }),
   ]);
   const taskQueue = uniqueQueue(job);
   await insertOrders(stack.t.db, ordersBetween(job, at(8, 0), at(9, 22), 460));
@@ -155,30 +112,22 @@ test('the window grid and the window detail in the browser', async () => {
       });
       await eventually(async () => (gate.entered(`${job}/${at(9, 19)}`) ? true : undefined));
 
-      browser = await chromium.launch({
-        executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
-        args: [
-          '--no-sandbox',
-          '--disable-gpu',
-          '--no-first-run',
-          '--disable-background-networking',
-          '--disable-component-update',
-          '--disable-sync',
-        ],
-      });
-      const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-      const csp: string[] = [];
-      page.on('console', (m) => {
-        if (/Content Security Policy/i.test(m.text())) csp.push(m.text());
-      });
-      await page.goto(web.url);
-      await page.fill('input[name=token]', TOKEN);
-      await Promise.all([page.waitForURL(`${web.url}/`), page.click('button:has-text("Log in")')]);
+      browser = await launchBrowser();
+      const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
+      // The shell renders a view on its first update and on each hash change: once the overview is
+      // shown, a hash change renders exactly once, and the view's heading says it is there.
+      await page.locator('section.view[data-view=overview]').waitFor();
+      const show = async (hash: string, heading: string | RegExp) => {
+        await page.evaluate(`location.hash = ${JSON.stringify(hash)}`);
+        await page.locator('.wv h1', { hasText: heading }).waitFor();
+      };
 
       // The grid: its cells by state, once the held window shows running.
       await eventually(
         async () => {
-          await renderView(page, `#/jobs/${job}`, 'grid');
+          await page.evaluate("location.hash = '#/'");
+          await page.locator('section.view[data-view=overview]').waitFor();
+          await show(`#/jobs/${job}`, `${job}: windows`);
           return (await page.locator('.wg-cell.s-running').count()) === 1 ? true : undefined;
         },
         20_000,
@@ -215,6 +164,12 @@ test('the window grid and the window detail in the browser', async () => {
       );
       // Keyboard: the cells are links in the tab order.
       assert.equal(await page.evaluate("document.activeElement.matches('.wg-cell.wg-rerun')"), true);
+      // Enter on the focused cell opens the window's detail.
+      await page.keyboard.press('Enter');
+      await page.locator('.wv h2', { hasText: 'Ledger' }).waitFor();
+      assert.match(await page.evaluate('location.hash'), new RegExp(`^#/jobs/${job}/windows/`));
+      assert.match((await page.locator('.wv h1').textContent())!, /2026-06-09 04:00 – 05:00 Europe\/Berlin/);
+      await show(`#/jobs/${job}`, `${job}: windows`);
       // A filter hides the cells of its state.
       await page.locator('.wg-filter', { hasText: 'done' }).click();
       assert.equal(
@@ -223,13 +178,12 @@ test('the window grid and the window detail in the browser', async () => {
       );
       assert.equal(await page.locator('.wg-cell.s-done:visible').count(), 0);
       await page.locator('.wg-filter', { hasText: 'done' }).click();
-      assert.deepEqual(await axeViolations(page), []);
-      await mkdir('test-artifacts', { recursive: true });
-      await page.screenshot({ path: 'test-artifacts/grid.png', fullPage: true });
+      await checkAccessibility(page, 'the window grid');
+      await screenshot(page, 'grid');
       // Dark: the same checks with the dark palette.
       await page.emulateMedia({ colorScheme: 'dark' });
-      assert.deepEqual(await axeViolations(page), []);
-      await page.screenshot({ path: 'test-artifacts/grid-dark.png', fullPage: true });
+      await checkAccessibility(page, 'the window grid, dark');
+      await screenshot(page, 'grid-dark');
       await page.emulateMedia({ colorScheme: 'light' });
       await page.setViewportSize({ width: 390, height: 844 });
       assert.equal(
@@ -237,16 +191,15 @@ test('the window grid and the window detail in the browser', async () => {
         true,
         'the page fits 390 px: the grid scrolls inside its region',
       );
-      await page.screenshot({ path: 'test-artifacts/grid-390.png', fullPage: true });
+      await screenshot(page, 'grid-390');
       await page.setViewportSize({ width: 1280, height: 900 });
 
       // The detail of the window with the e-mail effect.
-      await renderView(
-        page,
+      await show(
         `#/jobs/${job}/windows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`,
-        'window',
+        '2026-06-09 12:00',
       );
-      const text = (await page.locator('main').textContent())!;
+      const text = (await page.locator('.wv').textContent())!;
       for (const title of ['Ledger', 'Runs', 'Effects', 'Incidents', 'Rerun history'])
         assert.ok(await page.locator('h2', { hasText: title }).isVisible(), title);
       assert.match(text, /2026-06-09 12:00 – 13:00 Europe\/Berlin \(UTC\+02:00\)/);
@@ -266,14 +219,14 @@ test('the window grid and the window detail in the browser', async () => {
         `http://temporal-ui.test:8233/namespaces/default/workflows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`,
       );
       assert.ok(await page.locator('button', { hasText: 'Request a rerun' }).isVisible());
-      assert.deepEqual(await axeViolations(page), []);
-      await page.screenshot({ path: 'test-artifacts/window-detail.png', fullPage: true });
+      await checkAccessibility(page, 'the window detail');
+      await screenshot(page, 'window-detail');
       // Request a rerun of this done window from its detail: it waits for approval, and shows so.
       await page.fill('#rerun-reason', 'the report went to the wrong list');
       await page.fill('#rerun-by', 'carol');
       await page.click('button:has-text("Request a rerun")');
       await page
-        .locator('section', { hasText: 'Rerun history' })
+        .locator('section[aria-labelledby=reruns]')
         .getByText('Generation 1: pending — asked by carol: “the report went to the wrong list”')
         .waitFor();
       assert.equal(
@@ -291,11 +244,25 @@ test('the window grid and the window detail in the browser', async () => {
       await client.workflow.getHandle(asked.workflow_id).terminate('test over');
 
       // The rerun's detail: its history with bob's decision.
-      await renderView(page, `#/jobs/${job}/windows/${encodeURIComponent(`${job}/${at(9, 2)}`)}`, 'window');
-      const history = (await page.locator('section', { hasText: 'Rerun history' }).textContent())!;
+      await show(`#/jobs/${job}/windows/${encodeURIComponent(`${job}/${at(9, 2)}`)}`, '2026-06-09 04:00');
+      const history = (await page.locator('section[aria-labelledby=reruns]').textContent())!;
       assert.match(history, /Generation 1: done — asked by alice: “late orders”/);
       assert.match(history, /approve by bob via web: accepted/);
-      assert.deepEqual(csp, [], 'no CSP refusal');
+
+      // A minutely job: hours of windows; one drills into its minutes and back.
+      await show(`#/jobs/${job}-1m`, `${job}-1m: windows`);
+      const hours = page.locator('button.wg-cell');
+      assert.equal(await hours.count(), 70, 'hours from 02:00 on the 7th to 23:31 on the 9th, local');
+      await page.locator('button.wg-cell[aria-label^="2026-06-09 12:00 – 13:00 Europe/Berlin"]').click();
+      await page.locator('button', { hasText: 'Back to the whole range' }).waitFor();
+      assert.equal(await page.locator('a.wg-cell').count(), 60);
+      assert.match((await page.locator('.wg-grid tbody th').textContent())!, /2026-06-09 12:00 \(\+02:00\)/);
+      await checkAccessibility(page, 'an hour of a minutely job');
+      await screenshot(page, 'grid-minutely-hour');
+      await page.locator('button', { hasText: 'Back to the whole range' }).click();
+      await page.locator('button.wg-cell').first().waitFor();
+      assert.equal(await page.locator('button.wg-cell').count(), 70);
+      assert.deepEqual(problems, { refused: [], errors: [] }, 'no CSP refusal, no page error');
       gate.release(`${job}/${at(9, 19)}`);
       await held.result();
     } finally {

@@ -65,7 +65,10 @@ const ctx = {
   say,
 };
 
-const capital = (s) => s.charAt(0).toUpperCase() + s.slice(1);
+/** views/window-detail.js exports renderWindowDetail. */
+const capital = (s) => s.replace(/(^|-)(.)/g, (_, _dash, c) => c.toUpperCase());
+/** Other file names a view may have been written under. */
+const ALIASES = { grid: ['job', 'jobs'], window: ['window-detail'] };
 
 async function show() {
   const { name, params } = route(location.hash);
@@ -77,9 +80,16 @@ async function show() {
   const root = h('section', { class: 'view', 'aria-live': 'off', dataset: { view: name } });
   view.replaceChildren(root);
   let module;
-  try {
-    module = await import(`./views/${name}.js`);
-  } catch {
+  let file = name;
+  for (const candidate of [name, ...(ALIASES[name] ?? [])])
+    try {
+      module = await import(`./views/${candidate}.js`);
+      file = candidate;
+      break;
+    } catch {
+      // Not written yet (or not under this name): try the next, then say so.
+    }
+  if (!module) {
     root.append(
       h('h1', {}, capital(name)),
       h('p', { class: 'empty' }, 'This view is not available yet.'),
@@ -87,9 +97,9 @@ async function show() {
     );
     return;
   }
-  const render = module[`render${capital(name)}`];
+  const render = module[`render${capital(file)}`];
   try {
-    if (typeof render !== 'function') throw new Error(`views/${name}.js has no render${capital(name)}`);
+    if (typeof render !== 'function') throw new Error(`views/${file}.js has no render${capital(file)}`);
     await render(root, ctx);
   } catch (err) {
     root.append(h('p', { class: 'error', role: 'alert' }, `This view failed: ${err.message}`));

@@ -18,5 +18,7 @@ export async function backfillsRoutes(app: FastifyInstance, deps: WebDeps): Prom
     });
   });
 
-  app.get('/api/backfills', async () => ({ backfills: await listBackfills(deps.client, deps.catalog) }));
+  app.get('/api/backfills', async () => ({
+    backfills: await listBackfills(deps.client, deps.catalog, deps.now()),
+  }));
 }

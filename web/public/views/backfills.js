@@ -3,7 +3,7 @@
 // below, the progress of running and recent backfills as stacked bars with counts. A failed
 // window makes the whole backfill show as failed: never hidden in a percentage.
 import { h } from '../dom.js';
-import { both } from '../time.js';
+import { ago, both } from '../time.js';
 
 const SEGMENTS = [
   ['done', 'done'],
@@ -68,7 +68,7 @@ function bar(row) {
     SEGMENTS.map(([k, label]) =>
       h(
         'li',
-        { class: `key ${k}` },
+        { class: `key ${k}${c[k] ? '' : ' zero'}` },
         h('b', {}, String(c[k])),
         ` ${label}`,
         k === 'done' && c.alreadyDone ? ` (${c.alreadyDone} were done already)` : '',
@@ -95,12 +95,13 @@ function progressRow(row, ctx) {
         row.outcome === 'failed' ? `failed (${row.status})` : row.status,
       ),
       h('span', {}, `${row.from} to ${row.to} UTC`),
+      h('span', { class: 'utc' }, `started ${ago(row.startedAt)}`),
       zone !== 'UTC' ? h('span', { class: 'utc' }, `${fromLocal} to ${toLocal}`) : null,
       ctx.webUi
         ? h(
             'a',
             { href: `${ctx.webUi}/${encodeURIComponent(row.workflowId)}`, rel: 'noopener' },
-            'in Temporal',
+            'open in the Temporal Web UI',
           )
         : null,
     ),

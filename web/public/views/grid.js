@@ -11,6 +11,7 @@ export const STATES = [
   { id: 'waiting', label: 'waiting for allowed hours', glyph: '‖' },
   { id: 'not-closed', label: 'not closed', glyph: '' },
   { id: 'missing', label: 'missing', glyph: '?' },
+  { id: 'unscheduled', label: 'before the job’s first window', glyph: '' },
 ];
 const label = (state) => STATES.find((s) => s.id === state)?.label ?? state;
 
@@ -60,24 +61,24 @@ function details(c) {
   ];
   if (c.kind === 'window' && c.generation) rows.push(['Generation', `${c.generation} (rerun)`]);
   if (c.kind === 'hour' && c.reruns) rows.push(['Reruns', String(c.reruns)]);
-  if (c.records)
+  if (c.records && c.records.in !== null)
     rows.push([
       'Records',
       `${c.records.in ?? 0} in, ${c.records.applied ?? 0} applied, ${c.records.quarantined ?? 0} quarantined`,
     ]);
-  rows.push(['Attempts', String(c.attempts)]);
-  rows.push(['Duration', duration(c.durationMs)]);
+  rows.push([c.kind === 'hour' ? 'Attempts (all windows)' : 'Attempts', String(c.attempts)]);
+  rows.push([c.kind === 'hour' ? 'Duration (all windows)' : 'Duration', duration(c.durationMs)]);
   if (c.reason) rows.push(['Reason', c.reason]);
   return h(
     'dl',
-    { class: 'facts' },
+    { class: 'wv-facts' },
     rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]),
   );
 }
 
 export async function renderGrid(root, ctx, range = {}) {
   viewStyles();
-  const job = jobOfHash();
+  const job = ctx.params?.job || jobOfHash();
   const q = new URLSearchParams();
   if (range.from) q.set('from', range.from);
   if (range.to) q.set('to', range.to);
@@ -125,7 +126,7 @@ export async function renderGrid(root, ctx, range = {}) {
 
   const table = h(
     'table',
-    { class: 'wg-grid' },
+    { class: g.columns.length > 31 ? 'wg-grid wg-dense' : 'wg-grid' },
     h('caption', {}, `Windows of ${g.job} by ${g.layout.rows} and ${g.layout.columns} (${g.timezone})`),
     h(
       'thead',

@@ -162,7 +162,14 @@ function card(j, ctx) {
     ),
     factList,
     h('figure', { class: 'sparkline' }, spark, h('figcaption', {}, 'recent durations')),
-    h('div', { class: 'actions' }, trigger, pause, resume),
+    h(
+      'div',
+      { class: 'actions' },
+      trigger,
+      pause,
+      resume,
+      h('a', { class: 'action-link', href: `#/backfills?job=${encodeURIComponent(name)}` }, 'Backfill…'),
+    ),
     pauseForm,
   );
   const update = (row) => {

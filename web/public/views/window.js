@@ -115,7 +115,9 @@ function rerunForm(ctx, d, root) {
 
 export async function renderWindow(root, ctx) {
   viewStyles();
-  const { job, key } = ofHash();
+  const fromHash = ofHash();
+  const job = ctx.params?.job || fromHash.job;
+  const key = ctx.params?.windowKey || fromHash.key;
   root.replaceChildren(h('p', { class: 'loading', role: 'status' }, `Loading ${key}…`));
   let d;
   try {
@@ -152,11 +154,11 @@ export async function renderWindow(root, ctx) {
       h(
         'div',
         { class: 'summary' },
-        h('span', { class: `badge s-${d.state}` }, label(d.state)),
-        d.generation ? h('span', { class: 'badge rerun-badge' }, `generation ${d.generation}`) : null,
+        h('span', { class: `wv-badge s-${d.state}` }, label(d.state)),
+        d.generation ? h('span', { class: 'wv-badge' }, `generation ${d.generation}`) : null,
         h(
           'dl',
-          { class: 'facts' },
+          { class: 'wv-facts' },
           h('dt', {}, 'Window key'),
           h('dd', {}, h('code', {}, d.key)),
           h('dt', {}, `In ${zone}`),
@@ -265,11 +267,11 @@ export async function renderWindow(root, ctx) {
                   {},
                   `${e.name} (${e.channel})`,
                   ' ',
-                  h('span', { class: `badge e-${e.status}` }, e.status),
+                  h('span', { class: `wv-badge e-${e.status}` }, e.status),
                 ),
                 h(
                   'dl',
-                  { class: 'facts' },
+                  { class: 'wv-facts' },
                   h('dt', {}, 'Effect key'),
                   h('dd', {}, h('code', {}, e.key)),
                   h('dt', {}, 'Request'),
