@@ -3,7 +3,7 @@
 import type { RunDuration } from '../operator/durations.js';
 import { chartSvg, svgWithTitle, type ChartOption } from './render.js';
 
-export const SPARKLINE_SIZE = { width: 160, height: 36 };
+export const SPARKLINE_SIZE = { width: 160, height: 40 };
 export const FAILED_COLOUR = '#dc2626';
 
 /** 340 ms, 1.2 s, 4.5 min. */
@@ -23,13 +23,25 @@ export function describeDurations(job: string, runs: readonly RunDuration[]): st
 
 export function durationsSparklineOption(runs: readonly RunDuration[]): ChartOption {
   return {
+    // Said in the picture too, so a job with no runs yet shows more than a blank.
+    ...(runs.length === 0
+      ? {
+          title: {
+            text: 'no runs yet',
+            left: 'center',
+            top: 'middle',
+            textStyle: { fontSize: 11, fontWeight: 'normal', color: '#6b7280' },
+          },
+        }
+      : {}),
     grid: { left: 3, right: 3, top: 4, bottom: 4 },
     xAxis: { type: 'category', show: false, boundaryGap: false, data: runs.map((_, i) => String(i)) },
     yAxis: { type: 'value', show: false, min: 0 },
     series: [
       {
         type: 'line',
-        lineStyle: { color: '#2563eb', width: 1.5 },
+        // A blue that reads on the page's light and dark cards alike (an <img> cannot take the page's colours).
+        lineStyle: { color: '#3b82f6', width: 1.5 },
         showSymbol: true,
         // Every failure stays visible, however many runs share the width.
         showAllSymbol: true,

@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
 import { loadConfig } from '../../config/env.js';
+import { claimEffect, recordEffects } from '../../db/effects.js';
 import { recordRun } from '../../db/ledger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
@@ -15,6 +16,7 @@ import { chatTexts, depsWithChannels, effectRow, loopbackChannels } from '../hel
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { routeApp } from '../helpers/routes.js';
 import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
@@ -40,7 +42,12 @@ const withMail: WindowHandler = async (ctx) => {
 };
 const job = 'page-mail';
 const catalog = defineCatalog([
-  salesJob(job, { start: '2026-08-01T00:00:00Z', handler: withMail, alerts: { telegram: ['ops-chat'] } }),
+  salesJob(job, {
+    start: '2026-08-01T00:00:00Z',
+    timezone: 'Europe/Berlin',
+    handler: withMail,
+    alerts: { telegram: ['ops-chat'] },
+  }),
 ]);
 
 /** What the page's process is configured with: the loopback channels, alice approves, bob is known. */
@@ -217,6 +224,46 @@ test('an unknown effect skipped from the page: not sent, recorded as skipped by 
   await app.close();
 });
 
+test('an effect begun whose lease passed (its attempt died) is in doubt, and is skipped from the page as unknown', async () => {
+  const key = `${job}/2026-08-01T03:00:00Z:report`;
+  await recordEffects(stack.t.db, [
+    {
+      key,
+      job,
+      windowKey: `${job}/2026-08-01T03:00:00Z`,
+      name: 'report',
+      channel: 'email',
+      policy: 'ask',
+      request: { to: ['ops@example.test'], subject: 'x', text: 'x' },
+      providerKey: key,
+    },
+  ]);
+  // Claimed with a lease that ended a second ago on the database's clock: the attempt that took it is gone.
+  assert.ok(await claimEffect(stack.t.db, key, 0, -1_000, new Date()));
+  const app = await routeApp(effectsRoutes, webDeps());
+  const listed = (await app.inject({ method: 'GET', url: '/api/effects' })).json() as Record<
+    string,
+    unknown
+  >[];
+  const effect = listed.find((e) => e.key === key)!;
+  assert.deepEqual(
+    [effect.status, effect.leasePassed, effect.actions, effect.windowStart],
+    ['begun', true, ['resend', 'skip'], null],
+  );
+  const sent = channels.smtp.messages.length;
+  const r = await app.inject({
+    method: 'POST',
+    url: `/api/effects/${encodeURIComponent(key)}/skip`,
+    payload: { by: 'alice' },
+  });
+  assert.equal(r.statusCode, 200, r.body);
+  assert.equal(channels.smtp.messages.length, sent);
+  const row = await effectRow(stack.t.db, key);
+  assert.deepEqual([row.status, row.decided_by], ['skipped', 'alice']);
+  assert.match(String(row.last_error), /never marked done: outcome unknown/);
+  await app.close();
+});
+
 test("a job's durations sparkline: SVG with a title, one red mark per failed run, never cached", async () => {
   const spark = 'spark-job';
   const deps = { ...webDeps(), catalog: defineCatalog([salesJob(spark), salesJob('idle-job')]) };
@@ -258,6 +305,7 @@ test("a job's durations sparkline: SVG with a title, one red mark per failed run
 
   const idle = await app.inject({ method: 'GET', url: '/api/jobs/idle-job/durations.svg' });
   assert.match(idle.body, /<title>idle-job: no window runs yet<\/title>/);
+  assert.match(idle.body, />no runs yet<\/text>/, 'said in the picture too');
   const unknown = await app.inject({ method: 'GET', url: '/api/jobs/nope/durations.svg' });
   assert.equal(unknown.statusCode, 404);
   assert.match((unknown.json() as { error: string }).error, /unknown job "nope"/);
@@ -287,6 +335,68 @@ test('through the real server: the routes need a session, and a decision its CSR
     assert.equal(r.status, 404);
     assert.match(((await r.json()) as { error: string }).error, /there is no effect/);
   } finally {
+    await web.stop();
+  }
+});
+
+test('in the browser: Resend of an unknown effect really resends it; both views pass axe and are captured', async () => {
+  const [first, second] = [
+    await unknownEffect('2026-08-01T04:00:00Z'),
+    await unknownEffect('2026-08-01T05:00:00Z'),
+  ];
+  const token = 'page-effects-browser-1234';
+  const web = await startWeb(stack, { token, catalog, env: pageEnv() });
+  const browser = await launchBrowser();
+  try {
+    const { page, problems } = await loggedInPage(browser, web.url, token, { hash: '#/effects' });
+    const card = (key: string) => page.locator('article.effect', { hasText: key });
+    await card(first).waitFor();
+    await card(second).waitFor();
+    // The window in the job's zone and UTC, its attempt, and the reply the SMTP server never gave.
+    const text = await card(first).innerText();
+    assert.match(text, /Window\s+2026-08-01 06:00 GMT\+2 \/ 2026-08-01 04:00 UTC/);
+    assert.match(text, /Attempts\s+1/);
+    assert.match(text, /Provider reply\s+none \(no answer recorded\)/);
+    await checkAccessibility(page, 'effects');
+    await screenshot(page, 'effects');
+
+    const sent = channels.smtp.messages.length;
+    await page.fill('#decider', 'alice');
+    await card(first).getByRole('button', { name: 'Resend' }).click();
+    await page.locator('.view-status', { hasText: `${first}: done` }).waitFor();
+    // Resent for real: the SMTP server has the same message once more, and the ledger says who.
+    assert.equal(channels.smtp.messages.length, sent + 1);
+    assert.equal(channels.smtp.messages.at(-1)!.subject, `report ${job}/2026-08-01T04:00:00Z`);
+    const row = await effectRow(stack.t.db, first);
+    assert.deepEqual([row.status, row.decided_by], ['done', 'alice']);
+    await card(first).waitFor({ state: 'detached' });
+    assert.equal(await card(second).count(), 1, 'the other effect still waits for a decision');
+
+    await page.goto(`${web.url}/#/incidents`);
+    await page.locator('article.incident', { hasText: second }).waitFor();
+    assert.equal(
+      await page.locator('article.incident', { hasText: first }).count(),
+      0,
+      'its incident closed',
+    );
+    await checkAccessibility(page, 'incidents');
+    await screenshot(page, 'incidents');
+
+    // Narrow and dark: one column, still no serious violation.
+    const narrow = await loggedInPage(browser, web.url, token, {
+      hash: '#/effects',
+      width: 390,
+      colorScheme: 'dark',
+    });
+    await narrow.page.locator('article.effect', { hasText: second }).waitFor();
+    await checkAccessibility(narrow.page, 'effects at 390 px, dark');
+    await screenshot(narrow.page, 'effects-390-dark');
+    assert.deepEqual(
+      [...problems.refused, ...problems.errors, ...narrow.problems.refused, ...narrow.problems.errors],
+      [],
+    );
+  } finally {
+    await browser.close();
     await web.stop();
   }
 });

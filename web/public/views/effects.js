@@ -2,7 +2,14 @@
 // error and provider reply, and Resend / Skip. A decision is made under the operator's tidemark
 // name and goes through the same code as `tidemark effects decide` and the Slack buttons.
 import { h } from '../dom.js';
-import { inZoneAndUtc, useStyles } from './when.js';
+import { both } from '../time.js';
+import { useStyles } from './styles.js';
+
+/** An instant in the job's zone and in UTC, as the other views show it. */
+const inZoneAndUtc = (iso, zone) =>
+  both(iso, zone ?? 'UTC')
+    .filter(Boolean)
+    .join(' / ');
 
 const NAME_KEY = 'tidemark.name';
 
@@ -10,18 +17,23 @@ function field(label, value) {
   return [h('dt', {}, label), h('dd', {}, value ?? '-')];
 }
 
+/** What the provider said: its id for the message, and any fuller answer; nothing when it never answered. */
 function reply(e) {
   const parts = [];
   if (e.providerId) parts.push(`id ${e.providerId}`);
   if (e.providerReply !== null && e.providerReply !== undefined) parts.push(JSON.stringify(e.providerReply));
-  if (e.lastAttempt)
-    parts.push(`last attempt ${e.lastAttempt.outcome} at ${inZoneAndUtc(e.lastAttempt.at, 'UTC')}`);
-  return parts.length ? parts.join('; ') : '-';
+  return parts.length ? parts.join('; ') : 'none (no answer recorded)';
+}
+
+function lastAttempt(e, zone) {
+  const a = e.lastAttempt;
+  if (!a) return '-';
+  return `${a.outcome}, ${inZoneAndUtc(a.at, zone)}${a.error && a.error !== e.lastError ? `: ${a.error}` : ''}`;
 }
 
 export async function renderEffects(root, ctx) {
   useStyles('/views/views.css');
-  const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite' });
+  const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite', tabindex: '-1' });
   const name = h('input', {
     id: 'decider',
     name: 'by',
@@ -31,7 +43,7 @@ export async function renderEffects(root, ctx) {
   });
   const list = h('div', { class: 'cards' });
   root.replaceChildren(
-    h('h2', {}, 'Effects in doubt'),
+    h('h1', {}, 'Effects in doubt'),
     h(
       'p',
       { class: 'hint' },
@@ -57,6 +69,8 @@ export async function renderEffects(root, ctx) {
       if (r && r.error) throw new Error(r.error);
       status.textContent = `${e.key}: ${r.outcome}${r.providerId ? ` (provider id ${r.providerId})` : ''}`;
       await load();
+      // The card and its button are gone: keyboard focus goes to what happened, not to the page's top.
+      status.focus();
     } catch (err) {
       status.textContent = `Not done: ${err.message}`;
       for (const b of list.querySelectorAll('button')) b.disabled = false;
@@ -90,7 +104,7 @@ export async function renderEffects(root, ctx) {
         return h(
           'article',
           { class: `card effect ${e.status}` },
-          h('h3', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
+          h('h2', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
           h(
             'dl',
             {},
@@ -108,6 +122,7 @@ export async function renderEffects(root, ctx) {
             field('Effect', h('code', {}, e.key)),
             field('Policy', e.policy),
             field('Attempts', String(e.attempts)),
+            field('Last attempt', lastAttempt(e, zone)),
             field('Last error', e.lastError),
             field('Provider reply', reply(e)),
             e.decidedBy ? field('Decided by', e.decidedBy) : [],

@@ -1,7 +1,14 @@
 // Open incidents: failures alerted and not yet cleared, with what failed (a window, an effect, a
 // job's lag), since when (in the job's zone and UTC) and how often.
 import { h } from '../dom.js';
-import { inZoneAndUtc, useStyles } from './when.js';
+import { both } from '../time.js';
+import { useStyles } from './styles.js';
+
+/** An instant in the job's zone and in UTC, as the other views show it. */
+const inZoneAndUtc = (iso, zone) =>
+  both(iso, zone ?? 'UTC')
+    .filter(Boolean)
+    .join(' / ');
 
 /** The window an incident's subject names (a window key, or an effect key `<window key>:<name>`). */
 function windowOf(i) {
@@ -18,7 +25,7 @@ export async function renderIncidents(root, ctx) {
     return h(
       'article',
       { class: 'card incident' },
-      h('h3', {}, h('span', { class: 'badge failed' }, i.kind), ' ', i.job),
+      h('h2', {}, h('span', { class: 'badge failed' }, i.kind), ' ', i.job),
       h(
         'dl',
         {},
@@ -47,7 +54,7 @@ export async function renderIncidents(root, ctx) {
     );
   });
   root.replaceChildren(
-    h('h2', {}, 'Open incidents'),
+    h('h1', {}, 'Open incidents'),
     cards.length ? h('div', { class: 'cards' }, cards) : h('p', { class: 'empty' }, 'No open incidents.'),
   );
 }
