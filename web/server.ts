@@ -51,10 +51,13 @@ const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /** The headers on every answer: the page's CSP, no framing, no sniffing, not cached unless said. */
+const PAGE_HEADERS = {
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'content-security-policy': CSP,
+};
 function secure(reply: FastifyReply): FastifyReply {
-  reply.header('x-frame-options', 'DENY');
-  reply.header('x-content-type-options', 'nosniff');
-  reply.header('content-security-policy', CSP);
+  reply.headers(PAGE_HEADERS);
   if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   return reply;
 }
@@ -336,10 +339,11 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   async function events(req: FastifyRequest, reply: FastifyReply) {
     reply.hijack();
     const res = reply.raw;
+    // Hijacked, so past the onSend hook: the page's headers are written here.
     res.writeHead(200, {
+      ...PAGE_HEADERS,
       'content-type': 'text/event-stream',
       'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
       connection: 'keep-alive',
     });
     let open = true;

@@ -197,6 +197,9 @@ test("open pages share the update stream's snapshot: three tabs connecting toget
     const firstEvents = await Promise.all(
       [0, 1, 2].map(async () => {
         const r = await fetch(`${web.url}/api/events`, { headers: { cookie }, signal: stop.signal });
+        // The stream is written past fastify's hooks: it carries the page's headers itself.
+        assert.ok(r.headers.get('content-security-policy'), 'the update stream has no CSP');
+        assert.equal(r.headers.get('x-frame-options'), 'DENY');
         const reader = r.body!.getReader();
         let text = '';
         while (!text.includes('\n\n')) text += Buffer.from((await reader.read()).value!).toString();
