@@ -341,3 +341,31 @@ test('markup in an effect error, a provider reply, an incident, a rerun reason o
     await web.stop();
   }
 });
+
+test('trigger, pause or resume of a job whose Temporal Schedule does not exist yet is a 409 saying how to create it', async () => {
+  const job = 'no-schedule';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'no-schedule-token-0123';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const page = await (await fetch(`${web.url}/`, { headers: { cookie } })).text();
+    const csrf = /([a-f0-9]{64})/.exec(page)![1]!;
+    for (const action of ['trigger', 'pause', 'resume']) {
+      const r = await fetch(`${web.url}/api/jobs/${job}/${action}`, {
+        method: 'POST',
+        headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+        body: '{}',
+      });
+      const body = await r.text();
+      assert.equal(r.status, 409, `${action}: ${body}`);
+      assert.match(
+        (JSON.parse(body) as { error: string }).error,
+        /^job: no-schedule has no Temporal Schedule yet; .*tidemark schedules sync/,
+        body,
+      );
+    }
+  } finally {
+    await web.stop();
+  }
+});
