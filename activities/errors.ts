@@ -12,6 +12,8 @@ export const FAILURE = Object.freeze({
   badEffect: 'BadEffect',
   /** A local window attempt found the job's attempts spent by attempts lost with their workers. */
   attemptsLost: 'AttemptsLost',
+  /** An approved rerun's handler would change something else than the preview its approver saw. */
+  changedSinceApproval: 'ChangedSinceApproval',
 } as const);
 export type FailureType = (typeof FAILURE)[keyof typeof FAILURE];
 

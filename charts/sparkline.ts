@@ -5,6 +5,7 @@ import { chartSvg, svgWithTitle, type ChartOption } from './render.js';
 
 export const SPARKLINE_SIZE = { width: 160, height: 40 };
 export const FAILED_COLOUR = '#dc2626';
+const LINE_COLOUR = '#3b82f6';
 
 /** 340 ms, 1.2 s, 4.5 min. */
 export function formatDuration(ms: number): string {
@@ -41,14 +42,17 @@ export function durationsSparklineOption(runs: readonly RunDuration[]): ChartOpt
       {
         type: 'line',
         // A blue that reads on the page's light and dark cards alike (an <img> cannot take the page's colours).
-        lineStyle: { color: '#3b82f6', width: 1.5 },
+        lineStyle: { color: LINE_COLOUR, width: 1.5 },
         showSymbol: true,
         // Every failure stays visible, however many runs share the width.
         showAllSymbol: true,
         data: runs.map((r) =>
           r.outcome === 'failed'
             ? { value: r.durationMs, symbol: 'circle', symbolSize: 5, itemStyle: { color: FAILED_COLOUR } }
-            : { value: r.durationMs, symbol: 'none' },
+            : // A lone run has no line to sit on: it shows as a dot.
+              runs.length === 1
+              ? { value: r.durationMs, symbol: 'circle', symbolSize: 5, itemStyle: { color: LINE_COLOUR } }
+              : { value: r.durationMs, symbol: 'none' },
         ),
       },
     ],

@@ -58,6 +58,20 @@ const SESSION_SET_CONFIG = /\bset_config\s*\([^;]*?,\s*(false|\$(\d+))\s*\)/gi;
 /** Comments, quoted literals and identifiers, dollar-quoted bodies: text that is not SQL to match. */
 const NOT_CODE = /--[^\n]*|\/\*[\s\S]*?\*\/|'(?:[^']|'')*'|"(?:[^"]|"")*"|(\$[A-Za-z_0-9]*\$)[\s\S]*?\1/g;
 
+/** A statement that ends the transaction (ROLLBACK TO a savepoint does not). */
+const ENDS_TRANSACTION =
+  /^\s*(commit|end|abort|rollback(?!\s+((work|transaction)\s+)?to\b)|prepare\s+transaction)\b/i;
+
+/** The statement of `text` that would end the transaction, if one would. */
+export function endingStatement(text: string): string | undefined {
+  const code = text.replace(NOT_CODE, (m) => (m.startsWith('-') || m.startsWith('/') ? ' ' : "''"));
+  return code
+    .split(';')
+    .find((statement) => ENDS_TRANSACTION.test(statement))
+    ?.trim()
+    .slice(0, 60);
+}
+
 /** Whether `text` (any of its statements) sets something for the session rather than the transaction. */
 export function setsSession(text: string, params: readonly unknown[] = []): boolean {
   const code = text.replace(NOT_CODE, (m) => (m.startsWith('-') || m.startsWith('/') ? ' ' : "''"));
@@ -80,6 +94,10 @@ class Lease {
   committed = false;
   /** The statement that ended the transaction before kysely did (a COMMIT or ROLLBACK of its own). */
   endedBy: string | undefined;
+  /** Set while a handler runs: a statement of its own that would end the transaction is not sent. */
+  sealed = false;
+  /** The ending statement refused while sealed: the transaction can only roll back now. */
+  refusedEnd: string | undefined;
   /** Statement text -> the name it is prepared under on this connection. */
   private names = new Map<string, string>();
   private epoch = planEpoch;
@@ -141,6 +159,21 @@ class Lease {
         `the transaction already ended (${this.committed ? 'committed' : `by "${this.endedBy}"`}); a statement after its end is not sent`,
       );
     }
+    // A handler's COMMIT would commit the window's claim (its done marker) without its finish, and
+    // a preview's rolled-back work with it; its ROLLBACK would make what follows commit statement
+    // by statement. Refused before it is sent; the attempt then fails, and nothing of it commits.
+    if (this.inTransaction && this.refusedEnd !== undefined) {
+      throw new Error(
+        `the handler tried to end the window's transaction ("${this.refusedEnd}"): the attempt fails and nothing of it commits; a statement after it is not sent`,
+      );
+    }
+    const ending = this.inTransaction && this.sealed ? endingStatement(text) : undefined;
+    if (ending !== undefined) {
+      this.refusedEnd = ending;
+      throw new Error(
+        `"${ending}" would end the window's transaction before tidemark ends it: nothing was sent, and nothing of the attempt commits (use a savepoint to undo part of the handler's work)`,
+      );
+    }
     // The connection goes back to the pool: a session setting would apply to whatever runs on it next.
     if (this.inTransaction && setsSession(text, params)) {
       throw new Error(
@@ -178,8 +211,19 @@ class Lease {
   }
 
   /** Forgets the transaction kysely is ending; returns how it stood. */
-  end(): { beginOwed: boolean; committed: boolean; endedBy: string | undefined } {
-    const state = { beginOwed: this.beginOwed, committed: this.committed, endedBy: this.endedBy };
+  end(): {
+    beginOwed: boolean;
+    committed: boolean;
+    endedBy: string | undefined;
+    refusedEnd: string | undefined;
+  } {
+    const state = {
+      beginOwed: this.beginOwed,
+      committed: this.committed,
+      endedBy: this.endedBy,
+      refusedEnd: this.refusedEnd,
+    };
+    this.refusedEnd = undefined;
     this.beginOwed = false;
     this.inTransaction = false;
     this.committed = false;
@@ -208,7 +252,13 @@ class HeldConnectionDriver extends PostgresDriver {
   }
 
   override async commitTransaction(connection: DatabaseConnection): Promise<void> {
-    const { beginOwed, committed, endedBy } = this.lease.end();
+    const { beginOwed, committed, endedBy, refusedEnd } = this.lease.end();
+    if (refusedEnd !== undefined) {
+      await super.rollbackTransaction(connection as Parameters<PostgresDriver['rollbackTransaction']>[0]);
+      throw new Error(
+        `the handler tried to end the window's transaction ("${refusedEnd}"): rolled back, nothing was committed`,
+      );
+    }
     // Nothing was sent (nothing to commit), or the COMMIT went with the last statement.
     if (beginOwed || committed) return;
     if (endedBy !== undefined) {
@@ -231,11 +281,28 @@ class HeldConnectionDriver extends PostgresDriver {
 
 /** A kysely instance per pooled client, made once: the pool hands the same clients out again. */
 const bound = new WeakMap<pg.PoolClient, Kysely<Database>>();
+const leases = new WeakMap<pg.PoolClient, Lease>();
+
+/**
+ * Runs `fn` (a job's handler) with the transaction open on `client` sealed: a statement of the
+ * handler's that would end it (COMMIT, ROLLBACK, END, ...) is refused instead of sent.
+ */
+export async function sealedTransaction<T>(client: pg.PoolClient, fn: () => Promise<T>): Promise<T> {
+  const lease = leases.get(client);
+  if (!lease) return await fn();
+  lease.sealed = true;
+  try {
+    return await fn();
+  } finally {
+    lease.sealed = false;
+  }
+}
 
 function boundTo(client: pg.PoolClient): Kysely<Database> {
   let k = bound.get(client);
   if (!k) {
     const lease = new Lease(client);
+    leases.set(client, lease);
     const dialect: Dialect = {
       createAdapter: () => new PostgresAdapter(),
       createDriver: () => new HeldConnectionDriver(lease),

@@ -179,5 +179,10 @@ export function dataSync(opts: DataSyncOptions): JobSpec {
     }
     return { input: rows.length, applied: good.length, quarantined: bad.length, findings };
   };
-  return { description: `Sync ${s.table} to ${targets.map((t) => t.table).join(', ')}`, ...spec, handler };
+  return {
+    description: `Sync ${s.table} to ${targets.map((t) => t.table).join(', ')}`,
+    writes: targets.map((t) => ({ table: t.table, key: [s.key] })),
+    ...spec,
+    handler,
+  };
 }

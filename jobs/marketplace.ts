@@ -128,6 +128,7 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   return {
     description: `Prices and stock to ${marketplaces.map((m) => m.name).join(', ')}`,
     ...spec,
+    writes: [{ table: 'marketplace_items', key: ['marketplace', 'sku'] }],
     handler,
     settle,
   };

@@ -92,6 +92,9 @@ export function salesSummary(opts: SalesSummaryOptions): JobSpec {
     ...rest,
     grid,
     handler: summariseWindow,
+    // What a person reads; sales_window_totals and quarantine are per-generation bookkeeping (a
+    // rerun always adds its generation's rows there).
+    writes: [{ table: 'daily_sales', key: ['job', 'day'] }],
     seed: seedOrders(seedOrdersPerHour),
   };
 }

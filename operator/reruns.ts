@@ -10,7 +10,7 @@ import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
-import type { RerunDecision, RerunResult, RerunState } from '../workflows/types.js';
+import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../workflows/types.js';
 
 export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';
@@ -108,7 +108,8 @@ export async function requestState(
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const state = await handle.query<RerunState>('state').catch(() => undefined);
-    if (state?.request || (state && state.status !== 'pending')) return state;
+    // Recorded, and its preview computed (or given up on): the request as approvers see it.
+    if ((state?.request && !state.previewing) || (state && state.status !== 'pending')) return state;
     const described = await handle.describe();
     if (described.status.name !== 'RUNNING')
       throw new RequestRefused(
@@ -162,6 +163,91 @@ export async function decide(
         : `the request ${row.status === 'timed-out' ? 'timed out' : row.status === 'pending' ? 'ended without a decision' : `is ${row.status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
     );
   }
+}
+
+/**
+ * What a rerun of the window would change, computed by a worker (it has the job's handler and
+ * the database) without requesting anything: no generation is reserved, nothing is recorded.
+ */
+export async function previewRerun(
+  client: Client,
+  config: Config,
+  r: { job: Job; windowStart: Date; now: Date },
+): Promise<RerunPreview> {
+  const misaligned = notAWindowStart(r.job, r.windowStart);
+  if (misaligned) throw misaligned;
+  const key = windowKey(r.job.name, r.windowStart);
+  try {
+    return (await client.workflow.execute('rerunPreview', {
+      taskQueue: config.TIDEMARK_TASK_QUEUE,
+      workflowId: `${key}/preview-${isoUtc(r.now)}`,
+      args: [{ job: r.job.name, windowStart: isoUtc(r.windowStart), timeoutMs: r.job.attemptTimeoutMs }],
+      // A worker that is down fails the preview rather than leaving the caller waiting for ever.
+      workflowExecutionTimeout: Math.max(60_000, 4 * r.job.attemptTimeoutMs),
+      staticSummary: `rerun preview of ${key}`,
+    })) as RerunPreview;
+  } catch (err) {
+    throw new RequestRefused(`preview of ${key}: ${innermost(err)}`);
+  }
+}
+
+/** A rerun request waiting for a decision, with what approving it would change. */
+export interface PendingApproval {
+  readonly request: string;
+  readonly job: string;
+  readonly windowStart: string;
+  readonly generation: number;
+  readonly requestedBy: string;
+  readonly requestedAt: string;
+  readonly reason: string;
+  /** Null: none yet (being computed, or could not be computed: previewNote says why). */
+  readonly preview: RerunPreview | null;
+  readonly previewNote: string | null;
+  readonly previewing: boolean;
+}
+
+/** How long one request's state may take to answer before the list shows it without a preview. */
+const STATE_QUERY_MS = 3_000;
+
+/** Pending rerun requests, oldest first, each with its preview from its workflow's state query. */
+export async function pendingApprovals(client: Client, db: Kysely<Database>): Promise<PendingApproval[]> {
+  const rows = await db
+    .selectFrom('rerun_requests')
+    .selectAll()
+    .where('status', '=', 'pending')
+    .orderBy('requested_at')
+    .limit(50)
+    .execute();
+  const listed = await Promise.all(
+    rows.map(async (r) => {
+      let timer: NodeJS.Timeout | undefined;
+      const state = await Promise.race([
+        client.workflow
+          .getHandle(r.workflow_id)
+          .query<RerunState>('state')
+          .catch((err: Error) => err.message),
+        new Promise<string>((resolve) => {
+          timer = setTimeout(() => resolve('no worker answered (is one running?)'), STATE_QUERY_MS);
+        }),
+      ]).finally(() => clearTimeout(timer));
+      const known = typeof state === 'string' ? null : state;
+      return {
+        request: r.workflow_id,
+        job: r.job,
+        windowStart: isoUtc(r.window_start),
+        generation: r.generation,
+        requestedBy: r.requested_by,
+        requestedAt: isoUtc(r.requested_at),
+        reason: r.reason,
+        preview: known?.preview ?? null,
+        previewNote: typeof state === 'string' ? state : (known?.previewNote ?? null),
+        previewing: known?.previewing ?? false,
+        decided: known !== null && known.status !== 'pending',
+      };
+    }),
+  );
+  // Decided a moment ago (its workflow knows; its row says so once the workflow has settled it).
+  return listed.filter((a) => !a.decided).map(({ decided: _, ...a }) => a);
 }
 
 export async function rerunResult(client: Client, requestId: string): Promise<RerunResult> {

@@ -108,6 +108,16 @@ export type WindowPreparer = (
  */
 export type WindowSettler = (ctx: WindowScope & { readonly effects: readonly EffectRow[] }) => Promise<void>;
 
+/**
+ * A table a job's handler writes, and the columns that identify one of its rows: the rerun
+ * preview shows its rows before and after the handler. Key columns named `job`, `window_start`
+ * or `window_key` narrow the rows compared to the job's (or the window's).
+ */
+export interface TableWrite {
+  readonly table: string;
+  readonly key: readonly string[];
+}
+
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
 
@@ -150,6 +160,16 @@ export interface JobSpec {
   /** Local time range in which windows may run, e.g. { from: '01:00', to: '05:00' } in `timezone`. */
   allowedHours?: { from: string; to: string };
   seed?: JobSeeder;
+  /**
+   * Tables the handler writes, for the rerun preview's before and after. Absent: the preview runs
+   * the handler all the same and lists its effects only (it cannot know which rows to compare).
+   */
+  writes?: readonly TableWrite[];
+  /**
+   * Why the rerun preview must not run this handler at all: it acts outside its transaction
+   * (writes files, dumps a database, clears a cache), which no rollback would undo.
+   */
+  noPreview?: string;
 }
 
 /**
@@ -190,6 +210,8 @@ export interface Job {
   readonly heartbeatTimeoutMs: number | undefined;
   readonly allowedHours: { readonly from: string; readonly to: string } | undefined;
   readonly seed: JobSeeder | undefined;
+  readonly writes: readonly TableWrite[] | undefined;
+  readonly noPreview: string | undefined;
 }
 
 export class JobDefinitionError extends Error {
@@ -214,6 +236,9 @@ const DEFAULT_RETRY: RetrySpec = Object.freeze({
 const durationText = z
   .string()
   .refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
+
+const COLUMN = /^[a-z_][a-z0-9_]*$/;
+const SQL_NAME = /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/;
 
 const clockTime = z
   .string()
@@ -262,6 +287,19 @@ const specSchema = z
     settle: z.custom<WindowSettler>((v) => typeof v === 'function', 'must be a function').optional(),
     heartbeatTimeout: durationText.optional(),
     allowedHours: z.object({ from: clockTime, to: clockTime }).strict().optional(),
+    writes: z
+      .array(
+        z
+          .object({
+            table: z.string().regex(SQL_NAME, 'a table name such as "daily_sales" or "crm_copy.customers"'),
+            key: z
+              .array(z.string().regex(COLUMN, 'a column name such as "day"'))
+              .min(1, 'name the columns that identify a row, e.g. ["job", "day"]'),
+          })
+          .strict(),
+      )
+      .optional(),
+    noPreview: z.string().min(1, 'say why the preview must not run the handler').optional(),
   })
   .strict();
 
@@ -383,6 +421,9 @@ export function defineJob(spec: JobSpec): Job {
     heartbeatTimeoutMs: s.heartbeatTimeout === undefined ? undefined : parseDuration(s.heartbeatTimeout)!,
     allowedHours: s.allowedHours,
     seed: s.seed,
+    writes:
+      s.writes && Object.freeze(s.writes.map((w) => Object.freeze({ table: w.table, key: [...w.key] }))),
+    noPreview: s.noPreview,
   });
 }
 

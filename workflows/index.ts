@@ -3,4 +3,4 @@ export { tick } from './tick.js';
 export { window } from './window.js';
 export { backfill, progressQuery } from './backfill.js';
 export { watch } from './watch.js';
-export { rerun, decideRerun, rerunState } from './rerun.js';
+export { rerun, decideRerun, rerunState, rerunPreview } from './rerun.js';

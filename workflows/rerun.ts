@@ -24,10 +24,14 @@ import {
   type RerunInput,
   type RerunRequest,
   type RerunResult,
+  type PreviewInput,
+  type RerunPreview,
   type RerunState,
   type WindowRunResult,
 } from './types.js';
 import { window } from './window.js';
+import { NON_RETRYABLE } from './policy.js';
+import { previewLines, slackPreview } from './preview-text.js';
 
 export const decideRerun = defineUpdate<
   { accepted: true; decision: RerunDecision['decision'] },
@@ -46,6 +50,25 @@ const recording = proxyActivities<Activities>({
   retry: { maximumAttempts: 3, initialInterval: '500ms', maximumInterval: '2s' },
 });
 
+/** The preview runs the job's handler: it gets the job's attempt timeout, and a few attempts. */
+function previewing(timeoutMs: number) {
+  return proxyActivities<Activities>({
+    startToCloseTimeout: timeoutMs,
+    retry: {
+      maximumAttempts: 3,
+      initialInterval: '1s',
+      maximumInterval: '5s',
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
+}
+
+/** The preview alone, for `tidemark rerun --preview` and the page: nothing is requested or reserved. */
+export async function rerunPreview(input: PreviewInput & { timeoutMs: number }): Promise<RerunPreview> {
+  const { timeoutMs, ...what } = input;
+  return await previewing(timeoutMs).previewWindow(what);
+}
+
 /** The activity's own error behind Temporal's wrapper. */
 function causeOf(err: unknown): string {
   const e = err as Error;
@@ -61,7 +84,26 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   let deciding: RerunDecision | undefined;
   /** Set the moment the wait for a decision timed out: later decisions are refused. */
   let closed = false;
-  setHandler(rerunState, () => ({ status, request, decidedBy: decision?.by ?? null }));
+  /** What approving would change, computed once the request is recorded, and again at each approval. */
+  let preview: RerunPreview | null = null;
+  let previewNote: string | undefined;
+  let previewingNow = false;
+  /** The digest of the change approved (checked against the data at the approval). */
+  let approvedChange: string | undefined;
+  /**
+   * What a Slack approver was shown: the request's message carries the first preview; a refusal
+   * tells its decider the new one. A Slack click names no preview, so it approves that one.
+   */
+  let inMessage: string | undefined;
+  const shownTo = new Map<string, string>();
+  setHandler(rerunState, () => ({
+    status,
+    request,
+    decidedBy: decision?.by ?? null,
+    preview,
+    ...(previewNote ? { previewNote } : {}),
+    previewing: previewingNow,
+  }));
   /** Does this decision stand only on membership of the approver group? */
   const needsGroup = (d: RerunDecision) =>
     !input.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
@@ -105,6 +147,37 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
             'NotAnApprover',
           );
+        // An approval approves the change it was shown: computed again now, it must be the same
+        // (the data may have moved since). If not, the new preview is shown and nothing applies.
+        if (d.decision === 'approve' && preview && patched('issue12-preview-recheck')) {
+          const seen =
+            d.previewDigest ??
+            (d.source === 'slack' ? (shownTo.get(d.by) ?? inMessage ?? preview.digest) : preview.digest);
+          const fresh = await previewing(request!.policy.startToCloseTimeoutMs)
+            .previewWindow({
+              job: input.job,
+              windowStart: input.windowStart,
+              generation: request!.window.generation,
+            })
+            .catch((err: unknown) => {
+              throw ApplicationFailure.nonRetryable(
+                `the preview could not be checked again (${causeOf(err)}); nothing was decided: try again`,
+                'PreviewNotChecked',
+              );
+            });
+          preview = fresh;
+          if (fresh.digest !== seen) {
+            const which = d.previewDigest || shownTo.has(d.by) ? 'you approved' : 'shown with the request';
+            // The refusal shows its decider the new preview: theirs to approve from Slack now.
+            shownTo.set(d.by, fresh.digest);
+            throw ApplicationFailure.nonRetryable(
+              `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again`,
+              'PreviewChanged',
+            );
+          }
+          // The run commits only this change (the data may move again before it runs).
+          approvedChange = fresh.outcome === 'ok' ? fresh.digest : undefined;
+        }
         // Audit first: a decision that cannot be recorded is not applied, and the caller is told
         // it was refused (truthfully); one that is recorded applies.
         await recording
@@ -139,6 +212,10 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
           throw new Error(
             'the request is not recorded yet (its generation is being reserved): try again in a moment',
           );
+        if (previewingNow && d.decision === 'approve')
+          throw new Error(
+            'the preview of what the rerun would change is being computed: try again in a moment',
+          );
         if (closed || status !== 'pending')
           throw new Error(
             `the request ${closed || status === 'timed-out' ? 'timed out' : `is ${status}`}: it takes no decision now (ask again with npx tidemark rerun)`,
@@ -164,12 +241,31 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     workflowId,
   });
   const generation = request.window.generation;
-  const what =
+  let previewed = false;
+  if (patched('issue12-preview')) {
+    previewingNow = true;
+    try {
+      preview = await previewing(request.policy.startToCloseTimeoutMs).previewWindow({
+        job: input.job,
+        windowStart: input.windowStart,
+        generation,
+      });
+    } catch (err) {
+      // The request stands without it: the approver is told there is none.
+      previewNote = causeOf(err);
+    } finally {
+      previewingNow = false;
+    }
+    previewed = true;
+    inMessage = (preview as RerunPreview | null)?.digest;
+  }
+  // The request in words, with the preview as it stands (an approval that found the data moved shows the new one).
+  const what = () =>
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
-    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}`;
+    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}${previewed ? `\n${slackPreview(preview, previewNote)}` : ''}`;
   const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
-  await notice('requested', what);
+  await notice('requested', what());
   if (!(await condition(() => decision !== undefined, input.timeoutMs ?? DAY_MS))) {
     // Refuse new decisions at once; one already being recorded still settles the request.
     closed = true;
@@ -178,23 +274,31 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   if (decision === undefined) {
     status = 'timed-out';
     await bookkeeping.settleRerun({ request: workflowId, status });
-    await notice('finished', `${what}\n*Timed out*: nobody decided.`);
+    await notice('finished', `${what()}\n*Timed out*: nobody decided.`);
     return { outcome: 'timed-out', generation, decidedBy: null, window: null };
   }
   const d = decision!;
   if (d.decision === 'reject') {
     status = 'rejected';
     await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-    await notice('finished', `${what}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
+    await notice('finished', `${what()}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
     return { outcome: 'rejected', generation, decidedBy: d.by, window: null };
   }
   status = 'approved';
   await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-  await notice('decided', `${what}\n*Approved* by ${d.by}: running generation ${generation} ...`);
+  await notice('decided', `${what()}\n*Approved* by ${d.by}: running generation ${generation} ...`);
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
-      args: [{ ...request.window, trigger: 'rerun', policy: request.policy, revision: WINDOW_REVISION }],
+      args: [
+        {
+          ...request.window,
+          trigger: 'rerun',
+          policy: request.policy,
+          revision: WINDOW_REVISION,
+          ...(approvedChange ? { approved: approvedChange } : {}),
+        },
+      ],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('rerun', input.job, {
         start: request.window.start,
@@ -206,7 +310,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status });
     await notice(
       'finished',
-      `${what}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
+      `${what()}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
     );
     return { outcome: 'done', generation, decidedBy: d.by, window: result };
   } catch (err) {
@@ -214,7 +318,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
     await notice(
       'finished',
-      `${what}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
+      `${what()}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
     );
     throw err;
   }

@@ -86,6 +86,11 @@ export interface WindowInput extends WindowSpec {
    * the workflow): a window closed by it is closed, whatever the worker's own clock says.
    */
   readonly asOf?: string;
+  /**
+   * An approved rerun: the digest of the preview its approver saw. The run commits only if its
+   * own change has that digest (the data may move between the approval and the run).
+   */
+  readonly approved?: string;
 }
 
 export interface WindowCountsDto {
@@ -234,6 +239,8 @@ export interface RerunDecision {
   readonly note?: string;
   /** Where the decision was made: cli, slack, web. */
   readonly source: string;
+  /** The digest of the preview the approver saw; absent: the one the request shows now. */
+  readonly previewDigest?: string;
   /** Set by the Slack app when it found the user in this user group; worth nothing without groupProof. */
   readonly viaGroup?: string;
   /** The Slack app's proof of the membership (slack/group-proof.ts), checked by a worker. */
@@ -244,6 +251,12 @@ export interface RerunState {
   readonly status: 'pending' | 'approved' | 'rejected' | 'timed-out' | 'done' | 'failed';
   readonly request: RerunRequest | null;
   readonly decidedBy: string | null;
+  /** What approving would change (requests made before previews existed have none). */
+  readonly preview?: RerunPreview | null;
+  /** Why there is no preview (it could not be computed). */
+  readonly previewNote?: string;
+  /** The preview is being computed (approvals wait for it). */
+  readonly previewing?: boolean;
 }
 
 export interface RerunResult {
@@ -251,4 +264,67 @@ export interface RerunResult {
   readonly generation: number;
   readonly decidedBy: string | null;
   readonly window: WindowRunResult | null;
+}
+
+/** One row a rerun would add, remove or change, by its key; values as PostgreSQL prints them. */
+export interface PreviewRow {
+  readonly change: 'added' | 'removed' | 'changed';
+  readonly key: Readonly<Record<string, string | null>>;
+  readonly before: Readonly<Record<string, string | null>> | null;
+  readonly after: Readonly<Record<string, string | null>> | null;
+  /** Columns past the listed ones that change too (a wide row lists PREVIEW_COLUMNS). */
+  readonly more?: number;
+}
+
+/** A declared table's difference: counts of every change, and the first rows of it. */
+export interface PreviewTable {
+  readonly table: string;
+  readonly key: readonly string[];
+  readonly added: number;
+  readonly removed: number;
+  readonly changed: number;
+  /** Of every changed row (the unlisted ones too): two previews with one fingerprint change the same. */
+  readonly fingerprint: string;
+  /** At most PREVIEW_ROWS, changed first, each kind by key. */
+  readonly rows: readonly PreviewRow[];
+  /** Set when the table held too many of the job's rows to compare (their count): no diff. */
+  readonly tooLarge?: number;
+}
+
+/**
+ * What a rerun would change, computed by running the handler for the new generation in a
+ * transaction that was rolled back. `digest` covers the change only (not when it was computed):
+ * an approval applies only while a fresh preview has the same digest.
+ */
+export interface RerunPreview {
+  readonly job: string;
+  readonly windowStart: string;
+  readonly windowEnd: string;
+  readonly generation: number;
+  /** The generation whose contribution the rerun replaces (the newest done one). */
+  readonly previous: number;
+  /** The worker's clock when the handler ran. */
+  readonly computedAt: string;
+  /** ok: computed; failed: the handler failed (the rerun would too); refused: not previewable. */
+  readonly outcome: 'ok' | 'failed' | 'refused';
+  /** Why it failed or was refused (secrets redacted). */
+  readonly note?: string;
+  readonly counts?: { readonly input: number; readonly applied: number; readonly quarantined: number };
+  /** Null when the job declares no tables it writes (the preview then lists effects only). */
+  readonly tables: readonly PreviewTable[] | null;
+  /** External effects: sent before and produced again, new with this generation, not produced again. */
+  readonly effects: {
+    readonly repeat: readonly string[];
+    readonly added: readonly string[];
+    readonly dropped: readonly string[];
+  };
+  readonly findings: readonly string[];
+  readonly digest: string;
+}
+
+export interface PreviewInput {
+  readonly job: string;
+  readonly windowStart: string;
+  /** The reserved generation of a request; absent: the one a request made now would get. */
+  readonly generation?: number;
 }

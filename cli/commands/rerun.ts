@@ -1,6 +1,15 @@
 // rerun, approve, reject, reruns: run a completed window again, after an approval.
 import { isoUtc } from '../../schedules/windows.js';
-import { decide, notAWindowStart, requestRerun, requestState, rerunResult } from '../../operator/reruns.js';
+import {
+  decide,
+  notAWindowStart,
+  previewRerun,
+  requestRerun,
+  requestState,
+  rerunResult,
+} from '../../operator/reruns.js';
+import { previewLines } from '../../workflows/preview-text.js';
+import type { RerunState } from '../../workflows/types.js';
 import type { Command } from '../command.js';
 import { table, UsageError, type CliContext } from '../context.js';
 import { parseWhen } from '../dates.js';
@@ -11,19 +20,25 @@ export const rerunCommand: Command = {
   name: 'rerun',
   summary:
     'ask to run a completed window again (a new generation); approvers decide with approve/reject or in Slack',
-  usage: ['rerun <job> --window DATE --reason TEXT [--by NAME] [--wait] [--json]'],
+  usage: [
+    'rerun <job> --window DATE --reason TEXT [--by NAME] [--wait] [--json]',
+    'rerun <job> --window DATE --preview [--json]   (what it would change; nothing is requested)',
+  ],
   options: {
     window: { type: 'string' },
     reason: { type: 'string' },
     by: { type: 'string' },
     wait: { type: 'boolean' },
+    preview: { type: 'boolean' },
   },
   async run(ctx, { positionals, values }) {
     const job = ctx.job(positionals[0], 'rerun');
-    if (!values.window) throw new UsageError('rerun: --window is required (the start of the window)');
-    if (!(values.reason as string | undefined)?.trim())
+    // The window may be named as the second word too: rerun <job> <window> --preview.
+    const window = (values.window as string | undefined) ?? positionals[1];
+    if (!window) throw new UsageError('rerun: --window is required (the start of the window)');
+    if (!values.preview && !(values.reason as string | undefined)?.trim())
       throw new UsageError('rerun: --reason is required (approvers see it)');
-    const start = parseWhen('--window', values.window as string, job.timezone);
+    const start = parseWhen('--window', window, job.timezone);
     // Refused here, before any workflow starts: the window that contains the time is the likely intent.
     const misaligned = notAWindowStart(job, start);
     if (misaligned)
@@ -31,6 +46,10 @@ export const rerunCommand: Command = {
         `--window: ${misaligned.message}: use --window ${isoUtc(misaligned.window.start)}`,
       );
     const client = await ctx.client();
+    if (values.preview) {
+      const preview = await previewRerun(client, ctx.config, { job, windowStart: start, now: new Date() });
+      return { json: preview, lines: previewLines(preview) };
+    }
     const handle = await requestRerun(client, ctx.config, {
       job,
       windowStart: start,
@@ -42,6 +61,7 @@ export const rerunCommand: Command = {
     const lines = [
       `rerun requested: ${handle.workflowId}`,
       `window ${state.request!.window.key} (generation ${state.request!.window.generation}); will repeat: ${state.request!.repeats.join(', ') || 'no external effects'}`,
+      ...previewOf(state),
       `approve with: npx tidemark approve ${handle.workflowId}`,
     ];
     if (!values.wait) return { json: { id: handle.workflowId, ...state }, lines };
@@ -53,6 +73,12 @@ export const rerunCommand: Command = {
     };
   },
 };
+
+/** The request's preview as the approvers see it, or why there is none. */
+function previewOf(state: RerunState): string[] {
+  if (state.preview) return previewLines(state.preview);
+  return state.previewNote ? [`preview: could not be computed: ${state.previewNote}`] : [];
+}
 
 function decision(kind: 'approve' | 'reject'): Command {
   return {

@@ -238,6 +238,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
   return {
     description: `Backups of ${new URL(database).pathname.slice(1)} to ${destination.describe}`,
     ...spec,
+    noPreview: 'it dumps the database and stores the dump as it runs, which no rollback would undo',
     handler,
   };
 }

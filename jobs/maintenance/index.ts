@@ -66,5 +66,10 @@ export function maintenance(opts: MaintenanceOptions): JobSpec {
     }
     return { input: candidates, applied: candidates, quarantined: 0, details: { removed, report } };
   };
-  return { description: 'Maintenance: caches, logs, temporary files, sessions', ...spec, handler };
+  return {
+    description: 'Maintenance: caches, logs, temporary files, sessions',
+    ...spec,
+    noPreview: 'it removes files and cache keys as it runs, which no rollback would bring back',
+    handler,
+  };
 }

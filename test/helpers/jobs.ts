@@ -31,7 +31,16 @@ export function gatedHandler(inner: WindowHandler = summariseWindow) {
 }
 
 export function salesJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
-  return { name, grid: '1h', timezone: 'UTC', lateness: '5m', handler: summariseWindow, ...extra };
+  return {
+    name,
+    grid: '1h',
+    timezone: 'UTC',
+    lateness: '5m',
+    handler: summariseWindow,
+    // As the sales-summary kind declares it (the rerun preview compares it).
+    writes: [{ table: 'daily_sales', key: ['job', 'day'] }],
+    ...extra,
+  };
 }
 
 export interface Order {

@@ -76,12 +76,12 @@ export function rerunTools(stack: Stack) {
         ],
       }),
 
-    /** Waits until the rerun workflow `id` has recorded its request. */
+    /** Waits until the rerun workflow `id` has recorded its request and computed its preview. */
     async waitForRequest(id: string): Promise<RerunState> {
       return await eventually(
         async () => {
           const s = await client().workflow.getHandle(id).query<RerunState>('state');
-          return s.request ? s : undefined;
+          return s.request && !s.previewing ? s : undefined;
         },
         20_000,
         `request ${id}`,

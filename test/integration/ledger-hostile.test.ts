@@ -175,7 +175,7 @@ test('a handler that rolls the window transaction back through ctx.trx: the wind
   ]);
   await assert.rejects(
     acts.processWindow(windowOf(job, 0)),
-    /the transaction already ended \(by "rollback"\)/,
+    /the handler tried to end the window's transaction \("rollback"\)/,
   );
   assert.equal((await markerOf(job, 0))?.status, 'failed');
   // Nothing the handler wrote after the rollback committed on its own.
@@ -184,9 +184,9 @@ test('a handler that rolls the window transaction back through ctx.trx: the wind
   assert.equal(await idleInTransaction(), 0);
 });
 
-// What the handler's own COMMIT committed (the claim, so the window's done marker, and its writes
-// before it) cannot be taken back: the attempt fails loudly, and nothing after the COMMIT is sent.
-test('a handler that commits the window transaction early through ctx.trx fails loudly', async () => {
+// The handler's own COMMIT is not sent (it would commit the claim, so the window's done marker,
+// and its writes before it, past taking back): the attempt fails loudly, and nothing commits.
+test('a handler that commits the window transaction early through ctx.trx fails loudly, nothing committed', async () => {
   const job = 'early-commit';
   const acts = activities([
     jobOf(job, async (ctx) => {
@@ -195,7 +195,11 @@ test('a handler that commits the window transaction early through ctx.trx fails 
       return { input: 1, applied: 1, quarantined: 0 };
     }),
   ]);
-  await assert.rejects(acts.processWindow(windowOf(job, 0)), /the transaction already ended \(by "commit"\)/);
+  await assert.rejects(
+    acts.processWindow(windowOf(job, 0)),
+    /the handler tried to end the window's transaction \("commit"\)/,
+  );
+  assert.equal((await markerOf(job, 0))?.status, 'failed');
   assert.equal(await count('hostile', sql`k = 'after-commit'`), 0);
   assert.equal(await count('job_runs', sql`job = ${job} and outcome = 'processed'`), 0);
   assert.equal(await idleInTransaction(), 0);
@@ -210,8 +214,9 @@ test('a handler whose statement carries its own COMMIT: nothing after it is sent
       return { input: 1, applied: 1, quarantined: 0 };
     }),
   ]);
-  await assert.rejects(acts.processWindow(windowOf(job, 0)), /the transaction already ended/);
-  assert.equal(await count('hostile', sql`k = 'carried-2'`), 0);
+  await assert.rejects(acts.processWindow(windowOf(job, 0)), /"commit" would end the window's transaction/);
+  assert.equal((await markerOf(job, 0))?.status, 'failed');
+  assert.equal(await count('hostile', sql`k like 'carried-%'`), 0, 'not even the statement carrying it');
   assert.equal(await count('job_runs', sql`job = ${job} and outcome = 'processed'`), 0);
   assert.equal(await idleInTransaction(), 0);
 });

@@ -95,12 +95,14 @@ test('Review of item 15: an approved request whose workflow ended does not hold 
     const start = (n: number) => startRerun(taskQueue, job, W, n);
     const first = await start(1);
     await waitForRequest(first.workflowId);
-    // Generation 1's window run blocks on the summary rows, so the request stays approved (not
-    // done) until the operator has terminated it, however fast or slow the machine is.
+    // Generation 1's window run blocks on the job's watermark row (its commit takes it), so the
+    // request stays approved (not done) until the operator has terminated it, however fast or slow
+    // the machine is. Not on the summary rows: the approval's preview runs the handler, which
+    // writes them, and would wait as well.
     const hold = new pg.Client({ connectionString: stack.t.url });
     await hold.connect();
     await hold.query('begin');
-    await hold.query('select 1 from daily_sales where job = $1 for update', [job]);
+    await hold.query('select 1 from job_watermarks where job = $1 for update', [job]);
     await first.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
     await eventually(
       async () =>

@@ -514,3 +514,121 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
     await app.stop();
   }
 });
+
+test('Issue 12: the Slack request carries the preview (bounded, escaped); approving it from Slack applies that change', async () => {
+  const job = 'slack-preview';
+  const W = { start: '2026-04-15T10:00:00Z', end: '2026-04-15T11:00:00Z' };
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      writes: [
+        { table: 'daily_sales', key: ['job', 'day'] },
+        { table: 'quarantine', key: ['job', 'window_start', 'generation', 'record_key'] },
+      ],
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  await insertOrders(stack.t.db, ordersBetween(job, W.start, W.end, 5));
+  const deps = approvalDeps(catalog);
+  const { app, post } = await startApp({
+    deps,
+    directory: {
+      approvers: ['bob'],
+      people: [
+        { name: 'alice', slack: 'UALICE' },
+        { name: 'bob', slack: 'UBOB' },
+      ],
+    },
+  });
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      await runWindow(taskQueue, job, W);
+      // A good late order, and a bad one whose key would be a mention if it reached Slack as it is.
+      await insertOrders(stack.t.db, [
+        { key: `${job}-late`, at: '2026-04-15T10:59:00Z', amount: 40 },
+        { key: '<!channel> & co', at: '2026-04-15T10:59:30Z', amount: null },
+      ]);
+      const handle = await stack.env.client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: `${job}/${W.start}/rerun-1`,
+        args: [
+          { job, windowStart: W.start, reason: 'late orders', requestedBy: 'alice', approvers: ['bob'] },
+        ],
+      });
+      const message = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) =>
+              m.method === 'chat.postMessage' &&
+              m.target === 'C_APPROVALS' &&
+              m.text.includes(`Rerun requested* for \`${job}/`),
+          ),
+        20_000,
+        'the request message',
+      );
+      const state = await handle.query<RerunState>('state');
+      const p = state.preview!;
+      assert.match(message.text, /```preview of generation 1 \(replaces generation 0\)/);
+      assert.match(
+        message.text,
+        /daily_sales: 1 changed\n {2}~ job=slack-preview day=2026-04-15: order_count 5 -&gt; 6, total \S+ -&gt; \S+/,
+      );
+      // The quarantine's id and created_at are the database's to assign at the run: not shown.
+      assert.match(
+        message.text,
+        /quarantine: 1 added\n {2}\+ job=slack-preview .*record_key=&lt;!channel&gt; &amp; co: reason amount is missing, payload \{/,
+      );
+      assert.doesNotMatch(message.text, /<!channel>/);
+      assert.ok(message.text.length < 3_000, 'within what a Slack section shows');
+      assert.deepEqual(
+        JSON.stringify(message.blocks).includes('rerun_approve'),
+        true,
+        'the preview sits next to Approve / Reject',
+      );
+
+      // One more late order lands before bob clicks: the preview in the message is no longer what
+      // a rerun would do. The click is refused with the new preview; the next click approves that.
+      await insertOrders(stack.t.db, [{ key: `${job}-later`, at: '2026-04-15T10:59:45Z', amount: 2 }]);
+      assert.equal((await post(click('UBOB', 'rerun_approve', handle.workflowId))).status, 200);
+      const told = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) => m.method === 'chat.postEphemeral' && m.user === 'UBOB' && /data changed/.test(m.text),
+          ),
+        20_000,
+        'the refusal of a stale preview',
+      );
+      assert.match(
+        told.text,
+        /the data changed since the preview shown with the request.*order_count 5 -> 7/,
+      );
+      assert.equal((await post(click('UBOB', 'rerun_approve', handle.workflowId))).status, 200);
+      const result = (await handle.result()) as RerunResult;
+      assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
+      const now = (await handle.query<RerunState>('state')).preview!;
+      assert.notEqual(now.digest, p.digest);
+      const day = await stack.t.db
+        .selectFrom('daily_sales')
+        .select(['order_count', sql<string>`total::text`.as('total')])
+        .where('job', '=', job)
+        .executeTakeFirstOrThrow();
+      const after = now.tables![0]!.rows[0]!.after!;
+      assert.deepEqual([String(day.order_count), day.total], ['7', after.total]);
+      assert.equal(after.order_count, '7');
+      // The message, updated in place, shows the preview that was approved.
+      const updated = await eventually(
+        async () =>
+          chat.messages.find(
+            (m) =>
+              m.method === 'chat.update' && m.text.includes(`${job}/`) && /\*Approved\* by bob/.test(m.text),
+          ),
+        20_000,
+        'the updated message',
+      );
+      assert.match(updated.text, /order_count 5 -&gt; 7/);
+    });
+  } finally {
+    await app.stop();
+  }
+});

@@ -2,6 +2,7 @@
 // routes plug in with two lines here: its import, and one `routeModules.push(xRoutes);`.
 import type { FastifyInstance } from 'fastify';
 import type { WebDeps } from '../deps.js';
+import { approvalsRoutes } from './approvals.js';
 import { backfillsRoutes } from './backfills.js';
 import { chartsRoutes } from './charts.js';
 import { effectsRoutes } from './effects.js';
@@ -16,3 +17,4 @@ routeModules.push(backfillsRoutes);
 routeModules.push(windowsRoutes);
 routeModules.push(chartsRoutes);
 routeModules.push(effectsRoutes);
+routeModules.push(approvalsRoutes);

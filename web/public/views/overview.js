@@ -51,7 +51,7 @@ function facts(j) {
         ? 'no watermark yet'
         : j.lagWindows === 0
           ? 'up to date'
-          : `${j.lagWindows} windows behind`,
+          : `${j.lagWindows} ${j.lagWindows === 1 ? 'window' : 'windows'} behind`,
     ),
     fact(
       'Last run',

@@ -1,0 +1,278 @@
+// The rerun preview's activity on a real PostgreSQL: the handler runs in the window's own
+// transaction, which always rolls back (after a handler error too); the guards of the real path
+// hold; nothing is recorded (no marker, no effect, no watermark move); a job that acts outside
+// its transaction is not run at all; effects are listed against the generation they replace.
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { createActivities, type ActivityDeps } from '../../activities/index.js';
+import { memoryLogger } from '../../activities/logger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import { previewLines, slackPreview } from '../../workflows/preview-text.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { holding, policy } from '../helpers/reruns.js';
+
+let t: TestDb;
+before(async () => {
+  t = await createTestDb();
+});
+after(async () => {
+  await t?.drop();
+});
+
+const writes = [{ table: 'daily_sales', key: ['job', 'day'] }];
+
+function activitiesFor(jobs: JobSpec[]) {
+  const deps: ActivityDeps = {
+    db: t.db,
+    catalog: defineCatalog(jobs),
+    logger: memoryLogger(),
+    now: () => new Date(),
+  };
+  return createActivities(deps);
+}
+
+/** Everything a run would leave behind for `job`: markers, runs, effects, watermark, summary. */
+async function ledgerOf(job: string) {
+  const rows = async (table: string, where = sql`job = ${job}`) =>
+    (
+      await sql<{
+        r: unknown;
+      }>`select to_jsonb(x) as r from ${sql.table(table)} x where ${where} order by 1::text`.execute(t.db)
+    ).rows
+      .map((r) => JSON.stringify(r.r))
+      .sort();
+  return {
+    windows: await rows('job_windows'),
+    runs: await rows('job_runs'),
+    effects: await rows('effects'),
+    watermark: await rows('job_watermarks'),
+    sales: await rows('daily_sales'),
+    totals: await rows('sales_window_totals'),
+    quarantine: await rows('quarantine'),
+  };
+}
+
+async function processed(
+  acts: ReturnType<typeof activitiesFor>,
+  job: string,
+  W: { start: string; end: string },
+) {
+  const r = await acts.processWindow({
+    job,
+    ...W,
+    generation: 0,
+    key: `${job}/${W.start}`,
+    trigger: 'manual',
+    policy,
+  });
+  assert.equal(r.outcome, 'processed');
+}
+
+test('the preview runs the handler in a transaction that rolls back: the late order shows, nothing stays', async () => {
+  const job = 'pv-late';
+  const W = { start: '2026-05-01T10:00:00Z', end: '2026-05-01T11:00:00Z' };
+  const acts = activitiesFor([salesJob(job, { start: W.start, lateness: '0m', writes })]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 10));
+  await processed(acts, job, W);
+  const [day] = await t.db.selectFrom('daily_sales').selectAll().where('job', '=', job).execute();
+  await insertOrders(t.db, [{ key: `${job}-late`, at: '2026-05-01T10:59:00Z', amount: 250.5 }]);
+  const ledger = await ledgerOf(job);
+
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.equal(p.outcome, 'ok', p.note);
+  assert.deepEqual([p.generation, p.previous], [1, 0]);
+  assert.deepEqual(
+    p.tables!.map((x) => [x.table, x.added, x.removed, x.changed]),
+    [['daily_sales', 0, 0, 1]],
+  );
+  const row = p.tables![0]!.rows[0]!;
+  assert.deepEqual(row.key, { job, day: '2026-05-01' });
+  assert.deepEqual(
+    [row.before!.order_count, row.before!.total, row.after!.order_count, row.after!.total],
+    ['10', day!.total, '11', (Number(day!.total) + 250.5).toFixed(2)],
+  );
+  assert.match(
+    previewLines(p).join('\n'),
+    /~ job=pv-late day=2026-05-01: order_count 10 -> 11, total \S+ -> \S+/,
+  );
+  assert.deepEqual(await ledgerOf(job), ledger, 'nothing the preview did stayed');
+
+  // Computed again over the same data: the same change, the same digest.
+  assert.equal((await acts.previewWindow({ job, windowStart: W.start })).digest, p.digest);
+});
+
+test('a window with no change previews "no change"', async () => {
+  const job = 'pv-same';
+  const W = { start: '2026-05-02T10:00:00Z', end: '2026-05-02T11:00:00Z' };
+  const acts = activitiesFor([salesJob(job, { start: W.start, lateness: '0m', writes })]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 6));
+  await processed(acts, job, W);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.deepEqual(previewLines(p), [
+    `preview of generation 1 (replaces generation 0), computed ${p.computedAt}: no change`,
+  ]);
+});
+
+test('a failing handler, a session SET and a job acting outside its transaction: said, and nothing stays', async () => {
+  const W = { start: '2026-05-03T10:00:00Z', end: '2026-05-03T11:00:00Z' };
+  let outsideRuns = 0;
+  const failing = salesJob('pv-fail', {
+    start: W.start,
+    lateness: '0m',
+    writes,
+    handler: async (ctx) => {
+      const counts = await summariseWindow(ctx);
+      // After generation 0: write, then fail (the rollback must take the write back).
+      if (ctx.generation > 0) throw new Error('the source said no');
+      return counts;
+    },
+  });
+  const setter = salesJob('pv-set', {
+    start: W.start,
+    lateness: '0m',
+    handler: async (ctx) => {
+      if (ctx.generation > 0) await sql`set statement_timeout = 0`.execute(ctx.trx);
+      return await summariseWindow(ctx);
+    },
+  });
+  const outside = salesJob('pv-outside', {
+    start: W.start,
+    lateness: '0m',
+    noPreview: 'it deletes files',
+    handler: async (ctx) => {
+      outsideRuns++;
+      return await summariseWindow(ctx);
+    },
+  });
+  const acts = activitiesFor([failing, setter, outside]);
+  for (const job of ['pv-fail', 'pv-set', 'pv-outside']) {
+    await insertOrders(t.db, ordersBetween(job, W.start, W.end, 3));
+    await processed(acts, job, W);
+  }
+  await insertOrders(t.db, [{ key: 'pv-fail-late', at: '2026-05-03T10:30:00Z', amount: 1 }]);
+  const ledger = await ledgerOf('pv-fail');
+
+  const failed = await acts.previewWindow({ job: 'pv-fail', windowStart: W.start });
+  assert.equal(failed.outcome, 'failed');
+  assert.match(previewLines(failed)[0]!, /the handler failed, so would the rerun: the source said no/);
+  assert.deepEqual(await ledgerOf('pv-fail'), ledger);
+
+  const set = await acts.previewWindow({ job: 'pv-set', windowStart: W.start });
+  assert.equal(set.outcome, 'failed');
+  assert.match(set.note!, /would outlast the window's transaction/);
+  assert.equal(set.tables, null);
+
+  const refused = await acts.previewWindow({ job: 'pv-outside', windowStart: W.start });
+  assert.equal(refused.outcome, 'refused');
+  assert.match(refused.note!, /pv-outside is not previewed: it deletes files/);
+  assert.equal(outsideRuns, 1, 'the handler ran for generation 0 only');
+
+  await assert.rejects(
+    acts.previewWindow({ job: 'pv-fail', windowStart: '2026-05-03T12:00:00Z' }),
+    /window pv-fail\/2026-05-03T12:00:00Z has not been processed: nothing to rerun/,
+  );
+});
+
+test('effects are listed against the generation they replace, and none is recorded', async () => {
+  const job = 'pv-mail';
+  const W = { start: '2026-05-04T10:00:00Z', end: '2026-05-04T11:00:00Z' };
+  const mail = (name: string) => ({
+    name,
+    channel: 'email' as const,
+    request: { to: ['ops@example.test'], subject: name, text: 'x' },
+  });
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      // No tables declared: effects only.
+      writes: undefined,
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: ctx.generation > 0 ? [mail('report'), mail('correction')] : [mail('report'), mail('digest')],
+      }),
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
+  await processed(acts, job, W);
+  const effects = await t.db.selectFrom('effects').select('effect_key').where('job', '=', job).execute();
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  assert.deepEqual(p.effects, { repeat: ['report'], added: ['correction'], dropped: ['digest'] });
+  assert.equal(p.tables, null);
+  assert.deepEqual(previewLines(p).slice(1), [
+    'tables not declared by the job: effects only',
+    'would send again: report; new: correction',
+    'sent before, not again: digest',
+  ]);
+  assert.deepEqual(
+    await t.db.selectFrom('effects').select('effect_key').where('job', '=', job).execute(),
+    effects,
+    'no effect recorded by the preview',
+  );
+});
+
+test('a large change is bounded: 20 rows per table with the counts, a few on Slack, the digest over every row', async () => {
+  const job = 'pv-many';
+  const W = { start: '2026-05-05T10:00:00Z', end: '2026-05-05T11:00:00Z' };
+  let extra = 5;
+  const acts = activitiesFor([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => {
+        const counts = await summariseWindow(ctx);
+        // A rerun that writes a summary row per day for 30 days (the last 10 with `extra`).
+        if (ctx.generation > 0)
+          await sql`insert into daily_sales (job, day, order_count, total)
+                    select ${job}, d::date, 1, case when d > '2026-01-20' then ${extra} else 5 end from generate_series('2026-01-01'::date, '2026-01-30'::date, '1 day') d`.execute(
+            ctx.trx,
+          );
+        return counts;
+      },
+    }),
+  ]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
+  await processed(acts, job, W);
+  const p = await acts.previewWindow({ job, windowStart: W.start });
+  const table = p.tables![0]!;
+  assert.deepEqual([table.added, table.changed, table.rows.length], [30, 0, 20]);
+  assert.deepEqual(table.rows[0]!.key, { job, day: '2026-01-01' }, 'by key');
+  const lines = previewLines(p);
+  assert.equal(lines.filter((l) => l.startsWith('  + ')).length, 20);
+  assert.ok(lines.includes('  ... and 10 more'));
+  const slack = slackPreview(p, undefined);
+  assert.equal(slack.split('\n').filter((l) => l.startsWith('  + ')).length, 5);
+  assert.ok(slack.length < 2_000, `bounded for Slack: ${slack.length}`);
+  // A change in a row past the listed ones still changes the digest.
+  extra = 6;
+  const p2 = await acts.previewWindow({ job, windowStart: W.start });
+  assert.deepEqual(p2.tables![0]!.rows, table.rows, 'the listed rows are the same');
+  assert.notEqual(p2.digest, p.digest);
+});
+
+test('a preview waits for rows another transaction holds at most 10 s, then says so (retryable), not that the rerun fails', async () => {
+  const job = 'pv-locked';
+  const W = { start: '2026-05-06T10:00:00Z', end: '2026-05-06T11:00:00Z' };
+  const acts = activitiesFor([salesJob(job, { start: W.start, lateness: '0m' })]);
+  await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
+  await processed(acts, job, W);
+  const release = await holding(t.db, (trx) =>
+    sql`select 1 from daily_sales where job = ${job} for update`.execute(trx),
+  );
+  try {
+    await assert.rejects(
+      acts.previewWindow({ job, windowStart: W.start }),
+      (e: Error & { type?: string; nonRetryable?: boolean }) =>
+        (e.type === 'PreviewLocked' &&
+          !e.nonRetryable &&
+          /locked by another transaction for 10 s \(a run of pv-locked in progress\?\)/.test(e.message)) ||
+        assert.fail(String(e)),
+    );
+  } finally {
+    await release();
+  }
+  assert.equal((await acts.previewWindow({ job, windowStart: W.start })).outcome, 'ok');
+});

@@ -1,0 +1,47 @@
+// Pending rerun approvals for the page: each request with the preview of what approving it would
+// change, and Approve / Reject through the same decide() as the CLI and Slack (the workflow's
+// validator: approvers only, never the requester; refusals audited). The page has one token, so
+// the decider names themselves as in the CLI (--by) and the rerun form: a name tidemark knows.
+import type { FastifyInstance } from 'fastify';
+import { directoryOf, requesterProblem } from '../../config/people.js';
+import { decide, DecisionRefused, pendingApprovals } from '../../operator/reruns.js';
+import type { WebDeps } from '../deps.js';
+import { HttpError } from '../errors.js';
+import { stringFields } from './jobs.js';
+
+type Decision = { Params: { decision: string } };
+
+export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
+  const { client, config, db } = deps;
+
+  app.get('/api/approvals', async () => ({ approvals: await pendingApprovals(client, db) }));
+
+  app.post<Decision>('/api/approvals/:decision', async (req) => {
+    const decision = req.params.decision;
+    if (decision !== 'approve' && decision !== 'reject')
+      throw new HttpError(404, `no such decision "${decision}": POST /api/approvals/approve or /reject`);
+    const body = stringFields(req.body);
+    const request = (body.request ?? '').trim();
+    if (!request)
+      throw new HttpError(400, 'request: name the rerun request (its id, from GET /api/approvals)');
+    const by = (body.by ?? '').trim();
+    if (!by)
+      throw new HttpError(400, 'by: your name is required (the name tidemark knows you by, as in the CLI)');
+    const problem = requesterProblem(directoryOf(config), by);
+    if (problem) throw new HttpError(400, `by: ${problem}`);
+    try {
+      await decide(client, db, request, {
+        decision,
+        by,
+        source: 'web',
+        ...(body.note?.trim() ? { note: body.note.trim() } : {}),
+        // The preview the person saw: approving applies only that change (the workflow checks it again).
+        ...(body.previewDigest ? { previewDigest: body.previewDigest } : {}),
+      });
+    } catch (err) {
+      if (err instanceof DecisionRefused) throw new HttpError(409, err.message);
+      throw err;
+    }
+    return { ok: true, request, decision, by };
+  });
+}
