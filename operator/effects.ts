@@ -11,6 +11,7 @@ import { requesterProblem } from '../config/people.js';
 import { getEffect } from '../db/effects.js';
 import type { Database, EffectPolicy, EffectStatus } from '../db/schema.js';
 import { isoUtc } from '../schedules/windows.js';
+import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export interface EffectInDoubt {
   key: string;
@@ -89,11 +90,11 @@ export async function effectsInDoubt(
     leasePassed: r.lease_passed === true,
     policy: r.policy,
     attempts: r.attempts,
-    lastError: r.last_error,
+    lastError: urlsAsOrigins(r.last_error),
     providerId: r.provider_id,
-    providerReply: r.result ?? null,
+    providerReply: urlsAsOriginsIn(r.result),
     lastAttempt: r.attempt_at
-      ? { outcome: r.attempt_outcome!, error: r.attempt_error, at: isoUtc(r.attempt_at) }
+      ? { outcome: r.attempt_outcome!, error: urlsAsOrigins(r.attempt_error), at: isoUtc(r.attempt_at) }
       : null,
     actions: r.status === 'failed' ? ['resend'] : ['resend', 'skip'],
     decidedBy: r.decided_by,

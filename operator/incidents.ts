@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import { openIncidents } from '../db/effects.js';
 import type { Database } from '../db/schema.js';
 import { isoUtc } from '../schedules/windows.js';
+import { urlsAsOrigins } from './shown.js';
 
 export interface OpenIncident {
   id: string;
@@ -23,6 +24,6 @@ export async function incidentsOpen(db: Kysely<Database>, job?: string): Promise
     kind: i.kind,
     opened: isoUtc(i.opened_at),
     occurrences: i.occurrences,
-    lastError: i.last_error,
+    lastError: urlsAsOrigins(i.last_error),
   }));
 }

@@ -19,6 +19,7 @@ import {
   windowState,
   type LedgerRow,
 } from './window-grid.js';
+import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export class UnknownWindowError extends Error {
   readonly code = 'UNKNOWN_WINDOW';
@@ -259,8 +260,8 @@ export async function windowDetail(o: DetailOptions) {
       attempts: e.attempts,
       request: requestSummary(e.channel, e.request),
       providerId: e.provider_id,
-      reply: bounded(e.result),
-      lastError: e.last_error,
+      reply: bounded(urlsAsOriginsIn(e.result)),
+      lastError: urlsAsOrigins(e.last_error),
       createdAt: iso(e.created_at),
       begunAt: iso(e.begun_at),
       doneAt: iso(e.done_at),
@@ -274,7 +275,7 @@ export async function windowDetail(o: DetailOptions) {
           durationMs: a.duration_ms,
           outcome: a.outcome,
           providerId: a.provider_id,
-          error: a.error,
+          error: urlsAsOrigins(a.error),
         })),
     })),
     incidents: incidents.map((i) => ({
@@ -285,7 +286,7 @@ export async function windowDetail(o: DetailOptions) {
       openedAt: iso(i.opened_at),
       closedAt: iso(i.closed_at),
       occurrences: i.occurrences,
-      lastError: i.last_error,
+      lastError: urlsAsOrigins(i.last_error),
     })),
     reruns: requests.map((r) => ({
       request: r.workflow_id,

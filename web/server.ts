@@ -50,6 +50,18 @@ const same = (a: string, b: string) => timingSafeEqual(sha256(a), sha256(b));
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
+/** The headers on every answer: the page's CSP, no framing, no sniffing, not cached unless said. */
+const PAGE_HEADERS = {
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'content-security-policy': CSP,
+};
+function secure(reply: FastifyReply): FastifyReply {
+  reply.headers(PAGE_HEADERS);
+  if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+  return reply;
+}
+
 /** Bodies above this are refused (413). */
 const MAX_BODY = 64 * 1024;
 
@@ -70,6 +82,15 @@ function parseJsonObject(text: string): Record<string, unknown> {
       `body: must be a JSON object, e.g. {"reason": "..."}, not ${JSON.stringify(value)}`,
     );
   return value as Record<string, unknown>;
+}
+
+/** The first field whose value holds a NUL character, anywhere inside it. */
+function fieldWithNul(fields: Record<string, unknown>): string | undefined {
+  const hasNul = (v: unknown): boolean =>
+    typeof v === 'string'
+      ? v.includes('\u0000')
+      : v !== null && typeof v === 'object' && Object.entries(v).some(([k, x]) => hasNul(k) || hasNul(x));
+  return Object.entries(fields).find(([k, v]) => hasNul(k) || hasNul(v))?.[0];
 }
 
 /** The host of an Origin header; `null` (sandboxed or opaque origins) or garbage is a 400. */
@@ -131,7 +152,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const live = (s: Session) =>
     !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
 
-  const app = Fastify({ bodyLimit: MAX_BODY, forceCloseConnections: true });
+  const app = Fastify({
+    bodyLimit: MAX_BODY,
+    forceCloseConnections: true,
+    // What fails before routing (a path whose percent-encoding does not decode) reaches neither a
+    // route nor the error handler: answered here in the page's format, never fastify's own (its
+    // codes and internals), with the headers of every answer (no onSend hook runs for it).
+    frameworkErrors: (err, req, reply) =>
+      secure(reply)
+        .code(err.code === 'FST_ERR_BAD_URL' ? 400 : (err.statusCode ?? 400))
+        .send({
+          error:
+            err.code === 'FST_ERR_BAD_URL'
+              ? `path: ${JSON.stringify(req.url.slice(0, 200))} is not a valid URL (a % must start an escape such as %2F); encode each segment with encodeURIComponent`
+              : 'bad request',
+        }),
+  });
   // Every body is read as text and parsed where it is used (a form for /login and /logout, a JSON
   // object for the API), so a wrong content type is the same clear 400 as a wrong body.
   app.removeAllContentTypeParsers();
@@ -139,10 +175,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   app.decorateRequest('session', null);
 
   app.addHook('onSend', async (_req, reply, payload) => {
-    reply.header('x-frame-options', 'DENY');
-    reply.header('x-content-type-options', 'nosniff');
-    reply.header('content-security-policy', CSP);
-    if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
+    secure(reply);
     return payload;
   });
 
@@ -238,6 +271,18 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     api.addHook('preValidation', async (req) => {
       if (req.method !== 'GET' && req.method !== 'HEAD')
         req.body = parseJsonObject(typeof req.body === 'string' ? req.body : '');
+      // PostgreSQL text cannot hold a NUL: refused here, naming the field, not a 500 from the
+      // first insert (or, for a rerun request, never recorded by the workers).
+      const field = fieldWithNul({
+        ...(req.params as object),
+        ...(req.query as object),
+        ...(req.body as object | undefined),
+      });
+      if (field)
+        throw new HttpError(
+          400,
+          `${field}: contains a NUL character (\\u0000), which cannot be stored; remove it`,
+        );
     });
 
     api.get('/api/state', async () => snapshot());
@@ -273,14 +318,32 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     };
   }
 
+  // Every open page's stream shares one snapshot a second: the one being read, or one read less
+  // than a second ago (each costs about six queries and two Temporal calls per job, so three tabs
+  // would otherwise cost three times that every second). /api/state reads its own, fresh.
+  let shared: { at: number; value: Promise<Awaited<ReturnType<typeof snapshot>>> } | null = null;
+  function sharedSnapshot() {
+    const t = performance.now();
+    if (!shared || t - shared.at >= 1_000) {
+      const mine = { at: t, value: snapshot() };
+      shared = mine;
+      // A failed read is not shared for the rest of the second: the next stream tries again.
+      mine.value.catch(() => {
+        if (shared === mine) shared = null;
+      });
+    }
+    return shared.value;
+  }
+
   /** Server-sent snapshots every second, until the client goes or the session expires or logs out. */
   async function events(req: FastifyRequest, reply: FastifyReply) {
     reply.hijack();
     const res = reply.raw;
+    // Hijacked, so past the onSend hook: the page's headers are written here.
     res.writeHead(200, {
+      ...PAGE_HEADERS,
       'content-type': 'text/event-stream',
       'cache-control': 'no-store',
-      'x-content-type-options': 'nosniff',
       connection: 'keep-alive',
     });
     let open = true;
@@ -288,7 +351,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     res.on('close', () => (open = false));
     try {
       while (open && live(req.session!)) {
-        res.write(`data: ${JSON.stringify(await snapshot())}\n\n`);
+        res.write(`data: ${JSON.stringify(await sharedSnapshot())}\n\n`);
         await new Promise((r) => setTimeout(r, 1_000));
       }
     } catch {

@@ -1,5 +1,6 @@
 // The jobs' actions: trigger, pause, resume, backfill and a rerun request. Registered by
 // web/server.ts inside the authenticated scope (session and CSRF are checked there).
+import { ScheduleNotFoundError, type ScheduleHandle } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { overviewRows } from '../../operator/job-health.js';
 import { directoryOf, requesterProblem } from '../../config/people.js';
@@ -30,10 +31,25 @@ export function stringFields(body: unknown): Record<string, string> {
 
 type JobAction = { Params: { job: string } };
 
+/** The longest pause reason kept as the Temporal Schedule's note. */
+export const MAX_PAUSE_REASON = 1000;
+
 export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
   const { catalog, client, config } = deps;
   const maxBackfill = config.TIDEMARK_WEB_MAX_BACKFILL_WINDOWS;
-  const schedule = (job: string) => client.schedule.getHandle(scheduleIdOf(catalog.get(job).name));
+  /** Acts on a job's Temporal Schedule; one not created yet (no sync has run) is a 409 saying so. */
+  const onSchedule = async (job: string, act: (h: ScheduleHandle) => Promise<void>) => {
+    const name = catalog.get(job).name;
+    try {
+      await act(client.schedule.getHandle(scheduleIdOf(name)));
+    } catch (err) {
+      if (!(err instanceof ScheduleNotFoundError)) throw err;
+      throw new HttpError(
+        409,
+        `job: ${name} has no Temporal Schedule yet; create it with "tidemark schedules sync"`,
+      );
+    }
+  };
 
   app.get('/api/jobs', async () => ({
     jobs: await overviewRows(deps.db, client, catalog, deps.now()),
@@ -41,19 +57,25 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
 
   app.post<JobAction>('/api/jobs/:job/trigger', async (req) => {
     stringFields(req.body);
-    await schedule(req.params.job).trigger();
+    await onSchedule(req.params.job, (h) => h.trigger());
     return { ok: true };
   });
 
   app.post<JobAction>('/api/jobs/:job/pause', async (req) => {
     const body = stringFields(req.body);
-    await schedule(req.params.job).pause(body.reason || 'paused from the management page');
+    // Temporal refuses a long schedule note with a bare "Failed to patch schedule" (a 500 here).
+    if ((body.reason ?? '').length > MAX_PAUSE_REASON)
+      throw new HttpError(
+        400,
+        `reason: ${body.reason!.length} characters; say why in at most ${MAX_PAUSE_REASON} characters`,
+      );
+    await onSchedule(req.params.job, (h) => h.pause(body.reason || 'paused from the management page'));
     return { ok: true };
   });
 
   app.post<JobAction>('/api/jobs/:job/resume', async (req) => {
     stringFields(req.body);
-    await schedule(req.params.job).unpause('resumed from the management page');
+    await onSchedule(req.params.job, (h) => h.unpause('resumed from the management page'));
     return { ok: true };
   });
 
