@@ -8,6 +8,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import fastifyRateLimit from '@fastify/rate-limit';
 import fastifyStatic from '@fastify/static';
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
@@ -61,6 +62,9 @@ function secure(reply: FastifyReply): FastifyReply {
   if (!reply.hasHeader('cache-control')) reply.header('cache-control', 'no-store');
   return reply;
 }
+
+/** Login attempts per address and minute; past it, 429. */
+const LOGINS_PER_MINUTE = 20;
 
 /** Bodies above this are refused (413). */
 const MAX_BODY = 64 * 1024;
@@ -220,7 +224,17 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     reply.type(metrics.registry.contentType).send(await metricsText(metrics.registry, metrics.sdkMetricsUrl)),
   );
 
-  app.post('/login', async (req, reply) => {
+  // Guessing the token is slowed to LOGINS_PER_MINUTE tries per address (the right token too, once
+  // past it: a throttle that let the right answer through would tell a guesser when it is right).
+  await app.register(fastifyRateLimit, { global: false });
+  const loginLimit = {
+    max: LOGINS_PER_MINUTE,
+    timeWindow: 60_000,
+    errorResponseBuilder: () =>
+      new HttpError(429, 'too many logins from this address in the last minute; wait a minute and try again'),
+  };
+
+  app.post('/login', { config: { rateLimit: loginLimit } }, async (req, reply) => {
     if (!same(formField(req.body, 'token'), o.token))
       return reply
         .code(401)

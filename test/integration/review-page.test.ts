@@ -369,3 +369,26 @@ test('trigger, pause or resume of a job whose Temporal Schedule does not exist y
     await web.stop();
   }
 });
+
+test('guessing the token is throttled: past 20 logins a minute from one address, 429 (the right token too)', async () => {
+  const catalog = defineCatalog([salesJob('throttle', { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'throttle-token-0123';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  try {
+    const login = (t: string) =>
+      fetch(`${web.url}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ token: t }),
+        redirect: 'manual',
+      });
+    const answers: number[] = [];
+    for (let i = 0; i < 20; i++) answers.push((await login(`wrong-guess-${i}`)).status);
+    assert.deepEqual(new Set(answers), new Set([401]));
+    const throttled = await login(token);
+    assert.equal(throttled.status, 429);
+    assert.match(await throttled.text(), /too many logins from this address/);
+  } finally {
+    await web.stop();
+  }
+});
