@@ -3,34 +3,9 @@
 // approval carries the digest of the preview shown: if the data moved since, it is refused and
 // the new preview is shown instead.
 import { h } from '../dom.js';
+import { inZone, utc } from '../time.js';
 import { useStyles } from './styles.js';
 
-const zoned = new Map();
-/** "2026-06-01 12:00 GMT+2" in `zone`. */
-function inZone(iso, zone) {
-  if (!zoned.has(zone))
-    zoned.set(
-      zone,
-      new Intl.DateTimeFormat('en-CA', {
-        timeZone: zone,
-        year: 'numeric',
-        month: '2-digit',
-        day: '2-digit',
-        hour: '2-digit',
-        minute: '2-digit',
-        hourCycle: 'h23',
-        timeZoneName: 'short',
-      }),
-    );
-  const p = Object.fromEntries(
-    zoned
-      .get(zone)
-      .formatToParts(new Date(iso))
-      .map((x) => [x.type, x.value]),
-  );
-  return `${p.year}-${p.month}-${p.day} ${p.hour}:${p.minute} ${p.timeZoneName}`;
-}
-const utc = (iso) => `${new Date(iso).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
 /** The window's start in the job's zone and in UTC (once for a UTC job). */
 const when = (iso, zone) => (!zone || zone === 'UTC' ? utc(iso) : `${inZone(iso, zone)} (${utc(iso)})`);
 
