@@ -1,7 +1,7 @@
 // Hourly windows and jobs for driving the window activity directly, without Temporal: the ledger's
 // tests and the ingest bench build them here so that all of them hand the activity the same input.
 import type { Kysely } from 'kysely';
-import { createActivities } from '../../activities/index.js';
+import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
@@ -46,6 +46,15 @@ export const hourlyJob = (name: string, t0: number, handler: JobSpec['handler'])
   handler,
 });
 
-/** The activities over `jobs` with a memory logger and the real clock, as a worker would build them. */
-export const directActivities = (db: Kysely<Database>, jobs: JobSpec[]) =>
-  createActivities({ db, catalog: defineCatalog(jobs), logger: memoryLogger(), now: () => new Date() });
+/**
+ * The activities over `jobs` with a memory logger and the real clock, as a worker would build them;
+ * `extra` adds deps (a redactor, say).
+ */
+export const directActivities = (db: Kysely<Database>, jobs: JobSpec[], extra: Partial<ActivityDeps> = {}) =>
+  createActivities({
+    db,
+    catalog: defineCatalog(jobs),
+    logger: memoryLogger(),
+    now: () => new Date(),
+    ...extra,
+  });

@@ -5,13 +5,12 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { createActivities, type ActivityDeps } from '../../activities/index.js';
-import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import type { JobSpec } from '../../schedules/job.js';
 import { previewLines, slackPreview } from '../../workflows/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { directActivities } from '../helpers/windows.js';
 import { holding, policy } from '../helpers/reruns.js';
 
 let t: TestDb;
@@ -24,15 +23,7 @@ after(async () => {
 
 const writes = [{ table: 'daily_sales', key: ['job', 'day'] }];
 
-function activitiesFor(jobs: JobSpec[]) {
-  const deps: ActivityDeps = {
-    db: t.db,
-    catalog: defineCatalog(jobs),
-    logger: memoryLogger(),
-    now: () => new Date(),
-  };
-  return createActivities(deps);
-}
+const activitiesFor = (jobs: JobSpec[]) => directActivities(t.db, jobs);
 
 /** Everything a run would leave behind for `job`: markers, runs, effects, watermark, summary. */
 async function ledgerOf(job: string) {

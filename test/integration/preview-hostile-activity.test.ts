@@ -3,13 +3,12 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import { createActivities, type ActivityDeps } from '../../activities/index.js';
-import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import type { JobSpec } from '../../schedules/job.js';
 import { previewLines } from '../../workflows/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { directActivities } from '../helpers/windows.js';
 import { policy } from '../helpers/reruns.js';
 import pg from 'pg';
 const pgLiteral = (v: string) => pg.escapeLiteral(v);
@@ -25,16 +24,8 @@ after(async () => {
 
 const SECRET = 'sk_live_hostile_0123456789';
 
-function activitiesFor(jobs: JobSpec[]) {
-  const deps: ActivityDeps = {
-    db: t.db,
-    catalog: defineCatalog(jobs),
-    logger: memoryLogger(),
-    now: () => new Date(),
-    redact: (text) => text.split(SECRET).join('[redacted]'),
-  };
-  return createActivities(deps);
-}
+const activitiesFor = (jobs: JobSpec[]) =>
+  directActivities(t.db, jobs, { redact: (text) => text.split(SECRET).join('[redacted]') });
 
 async function processed(
   acts: ReturnType<typeof activitiesFor>,

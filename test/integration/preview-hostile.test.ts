@@ -6,27 +6,16 @@ import { sql } from 'kysely';
 import type { ActivityDeps } from '../../activities/index.js';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { decide } from '../../operator/reruns.js';
-import type { RerunState } from '../../workflows/types.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
-import { eventually, realStack, withWorker } from '../helpers/temporal.js';
+import { realStack, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 const channels = loopbackChannels();
-const { rerunJob, processWindow, startRerun } = rerunTools(stack);
-
-const previewed = (id: string) =>
-  eventually(
-    async () => {
-      const s = await stack.env.client.workflow.getHandle(id).query<RerunState>('state');
-      return s.request && !s.previewing ? s : undefined;
-    },
-    20_000,
-    `the preview of ${id}`,
-  );
+const { rerunJob, processWindow, startRerun, waitForRequest: previewed } = rerunTools(stack);
 
 const daySummary = async (job: string) =>
   (

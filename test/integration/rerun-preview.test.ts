@@ -10,33 +10,15 @@ import { loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { decide, DecisionRefused } from '../../operator/reruns.js';
-import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../../workflows/types.js';
+import type { RerunDecision, RerunPreview, RerunResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
 import { Worker } from '@temporalio/worker';
 import { historyFromFile } from '../helpers/history.js';
-import {
-  eventually,
-  realStack,
-  sharedBundle,
-  uniqueQueue,
-  windowPolicy,
-  withWorker,
-} from '../helpers/temporal.js';
+import { realStack, sharedBundle, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
-const { rerunJob, processWindow, startRerun, auditOf } = rerunTools(stack);
-
-/** The request's state once its preview is computed. */
-const previewed = (id: string) =>
-  eventually(
-    async () => {
-      const s = await stack.env.client.workflow.getHandle(id).query<RerunState>('state');
-      return s.request && !s.previewing ? s : undefined;
-    },
-    20_000,
-    `the preview of ${id}`,
-  );
+const { rerunJob, processWindow, startRerun, auditOf, waitForRequest: previewed } = rerunTools(stack);
 
 /** The job's summary rows as the preview prints them (text, in column order), by day. */
 async function summary(job: string): Promise<Map<string, Record<string, string>>> {
