@@ -7,8 +7,10 @@ import { emailProvider } from '../../activities/notify/email.js';
 import { redactor } from '../../activities/notify/channels.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
+import type { EmailRequest } from '../../activities/notify/provider.js';
 import type { Database } from '../../db/schema.js';
-import type { Catalog } from '../../schedules/job.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import type { Catalog, WindowContext, WindowHandler } from '../../schedules/job.js';
 import { startChat, type TestChat } from './chat.js';
 import { startSmtp, type TestSmtp } from './smtp.js';
 
@@ -103,3 +105,28 @@ export async function effectAttempts(db: Kysely<Database>, key: string) {
     .orderBy('id')
     .execute();
 }
+
+/**
+ * The sales summary plus one e-mail named 'report' to ops per window. `request` adds to or replaces
+ * the e-mail's fields (subject, text, html, attachments) from the window and its applied count.
+ */
+export const summaryWithMail =
+  (request: (ctx: WindowContext, applied: number) => Partial<EmailRequest> = () => ({})): WindowHandler =>
+  async (ctx) => {
+    const counts = await summariseWindow(ctx);
+    return {
+      ...counts,
+      effects: [
+        {
+          name: 'report',
+          channel: 'email',
+          request: {
+            to: ['ops@example.test'],
+            subject: `report ${ctx.key}`,
+            text: `orders: ${counts.applied}`,
+            ...request(ctx, counts.applied),
+          },
+        },
+      ],
+    };
+  };

@@ -9,7 +9,7 @@ import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { recordEffects } from '../../db/effects.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type Catalog, type JobSpec, type WindowHandler } from '../../schedules/job.js';
+import { defineCatalog, type Catalog, type JobSpec } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
 import {
   attemptOutcomes,
@@ -17,6 +17,7 @@ import {
   depsWithChannels,
   loopbackChannels,
   effectRow,
+  summaryWithMail,
 } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
@@ -27,31 +28,16 @@ const channels = loopbackChannels();
 const channelDeps = (catalog: Catalog) => depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat);
 
 /** The sales summary plus one report e-mail per window. */
-const withReport: WindowHandler = async (ctx) => {
-  const counts = await summariseWindow(ctx);
-  return {
-    ...counts,
-    effects: [
-      {
-        name: 'report',
-        channel: 'email',
-        request: {
-          to: ['ops@example.test'],
-          subject: `report ${ctx.key}`,
-          text: `orders: ${counts.applied}`,
-          html: `<p>orders: <b>${counts.applied}</b></p>`,
-          attachments: [
-            {
-              filename: 'orders.csv',
-              contentType: 'text/csv',
-              contentBase64: Buffer.from(`window,orders\n${ctx.key},${counts.applied}\n`).toString('base64'),
-            },
-          ],
-        },
-      },
-    ],
-  };
-};
+const withReport = summaryWithMail((ctx, applied) => ({
+  html: `<p>orders: <b>${applied}</b></p>`,
+  attachments: [
+    {
+      filename: 'orders.csv',
+      contentType: 'text/csv',
+      contentBase64: Buffer.from(`window,orders\n${ctx.key},${applied}\n`).toString('base64'),
+    },
+  ],
+}));
 
 function reportJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
   return salesJob(name, {

@@ -7,12 +7,17 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { loadConfig } from '../../config/env.js';
 import { claimEffect, recordEffects } from '../../db/effects.js';
 import { recordRun } from '../../db/ledger.js';
-import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/job.js';
 import { chartsRoutes } from '../../web/routes/charts.js';
 import { effectsRoutes } from '../../web/routes/effects.js';
 import type { WebDeps } from '../../web/deps.js';
-import { chatTexts, depsWithChannels, effectRow, loopbackChannels } from '../helpers/effects.js';
+import {
+  chatTexts,
+  depsWithChannels,
+  effectRow,
+  loopbackChannels,
+  summaryWithMail,
+} from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { routeApp } from '../helpers/routes.js';
 import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
@@ -23,23 +28,7 @@ const stack = realStack();
 const channels = loopbackChannels();
 
 /** The sales summary plus one e-mail per window. */
-const withMail: WindowHandler = async (ctx) => {
-  const counts = await summariseWindow(ctx);
-  return {
-    ...counts,
-    effects: [
-      {
-        name: 'report',
-        channel: 'email',
-        request: {
-          to: ['ops@example.test'],
-          subject: `report ${ctx.key}`,
-          text: `orders: ${counts.applied}`,
-        },
-      },
-    ],
-  };
-};
+const withMail = summaryWithMail();
 const job = 'page-mail';
 const catalog = defineCatalog([
   salesJob(job, {

@@ -8,14 +8,13 @@ import Fastify from 'fastify';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { loadConfig } from '../../config/env.js';
-import { summariseWindow } from '../../jobs/sales-summary.js';
 import { windowDetail } from '../../operator/window-detail.js';
 import { ledgerRows, windowGrid, type WindowGrid } from '../../operator/window-grid.js';
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
 import { HttpError } from '../../web/errors.js';
 import { windowsRoutes } from '../../web/routes/windows.js';
 import type { RerunState } from '../../workflows/types.js';
-import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
+import { depsWithChannels, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import {
   eventually,
@@ -329,30 +328,15 @@ test('a job without a declared start: windows before its first one are not missi
 test("a window's detail shows its effect's attempts and the provider's reply, and no secret", async () => {
   const job = 'grid-report';
   const W = { start: '2026-07-01T00:00:00Z', end: '2026-07-01T01:00:00Z' };
-  const withReport: WindowHandler = async (ctx) => {
-    const counts = await summariseWindow(ctx);
-    return {
-      ...counts,
-      effects: [
-        {
-          name: 'report',
-          channel: 'email',
-          request: {
-            to: ['ops@example.test'],
-            subject: `report ${ctx.key}`,
-            text: `orders: ${counts.applied}`,
-            attachments: [
-              {
-                filename: 'orders.csv',
-                contentType: 'text/csv',
-                contentBase64: Buffer.from('a,b\n').toString('base64'),
-              },
-            ],
-          },
-        },
-      ],
-    };
-  };
+  const withReport = summaryWithMail(() => ({
+    attachments: [
+      {
+        filename: 'orders.csv',
+        contentType: 'text/csv',
+        contentBase64: Buffer.from('a,b\n').toString('base64'),
+      },
+    ],
+  }));
   const catalog = defineCatalog([
     salesJob(job, {
       start: W.start,

@@ -5,11 +5,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
 import type { RerunState } from '../../workflows/types.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
-import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
+import { depsWithChannels, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
@@ -24,25 +23,12 @@ const EFFECT_WINDOW = at(9, 10);
 
 test('the window grid and the window detail in the browser', async () => {
   const gate = gatedHandler();
+  const mail = summaryWithMail((c, applied) => ({ subject: `orders ${c.key}`, text: `${applied} orders` }));
   const handler: WindowHandler = async (ctx) => {
     const start = ctx.window.start.toISOString().replace('.000Z', 'Z');
     if (start === at(9, 5)) throw new Error('the orders replica is unreachable (test)');
     if (start !== EFFECT_WINDOW) return await gate.handler(ctx);
-    const counts = await summariseWindow(ctx);
-    return {
-      ...counts,
-      effects: [
-        {
-          name: 'report',
-          channel: 'email',
-          request: {
-            to: ['ops@example.test'],
-            subject: `orders ${ctx.key}`,
-            text: `${counts.applied} orders`,
-          },
-        },
-      ],
-    };
+    return await mail(ctx);
   };
   const catalog = defineCatalog([
     salesJob(job, {
