@@ -15,6 +15,48 @@ import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
 
+/** A done window of `job` at 2026-06-01 01:00 whose effect 'notify' was left unknown after one attempt. */
+async function doneWindowWithUnknownEffect(
+  job: string,
+  effect: { channel: string; request: unknown; error: string; result: unknown },
+) {
+  const start = '2026-06-01T01:00:00Z';
+  const windowKey = `${job}/${start}`;
+  const effectKey = `${windowKey}/notify`;
+  const { db } = stack.t;
+  await db
+    .insertInto('job_windows')
+    .values({
+      job,
+      window_start: new Date(start),
+      window_end: new Date('2026-06-01T02:00:00Z'),
+      window_key: windowKey,
+      status: 'done',
+      trigger: 'schedule',
+      started_at: new Date('2026-06-01T02:05:00Z'),
+      finished_at: new Date('2026-06-01T02:06:00Z'),
+    })
+    .execute();
+  await db
+    .insertInto('effects')
+    .values({
+      effect_key: effectKey,
+      job,
+      window_key: windowKey,
+      name: 'notify',
+      channel: effect.channel,
+      policy: 'ask',
+      status: 'unknown',
+      attempts: 1,
+      request: JSON.stringify(effect.request),
+      provider_key: effectKey,
+      last_error: effect.error,
+      result: JSON.stringify(effect.result),
+    })
+    .execute();
+  return { start, windowKey, effectKey };
+}
+
 /** A request sent as written: fetch would normalise or refuse a path like `/%`. */
 function raw(url: string, method: string, path: string, headers: Record<string, string> = {}, body?: string) {
   const u = new URL(url);
@@ -96,42 +138,15 @@ test("a webhook's secret path echoed by a provider's error or reply never reache
   const token = 'hook-echo-token-0123';
   const secret = 'T0ABC/B0DEF/s3cr3tPathToken';
   const hook = `https://hooks.example.test/services/${secret}`;
-  const start = '2026-06-01T01:00:00Z';
-  const windowKey = `${job}/${start}`;
-  const effectKey = `${windowKey}/notify`;
   // As a provider's 4xx answer quotes it (http-api.ts keeps 200 characters of the body).
   const error = `POST https://hooks.example.test: HTTP 404 {"error":"no hook at ${hook}?token=qs-s3cr3t"}`;
+  const { windowKey, effectKey } = await doneWindowWithUnknownEffect(job, {
+    channel: 'http',
+    request: { method: 'POST', url: hook, body: { text: 'done' } },
+    error,
+    result: { echoed: hook },
+  });
   const { db } = stack.t;
-  await db
-    .insertInto('job_windows')
-    .values({
-      job,
-      window_start: new Date(start),
-      window_end: new Date('2026-06-01T02:00:00Z'),
-      window_key: windowKey,
-      status: 'done',
-      trigger: 'schedule',
-      started_at: new Date('2026-06-01T02:05:00Z'),
-      finished_at: new Date('2026-06-01T02:06:00Z'),
-    })
-    .execute();
-  await db
-    .insertInto('effects')
-    .values({
-      effect_key: effectKey,
-      job,
-      window_key: windowKey,
-      name: 'notify',
-      channel: 'http',
-      policy: 'ask',
-      status: 'unknown',
-      attempts: 1,
-      request: JSON.stringify({ method: 'POST', url: hook, body: { text: 'done' } }),
-      provider_key: effectKey,
-      last_error: error,
-      result: JSON.stringify({ echoed: hook }),
-    })
-    .execute();
   await db
     .insertInto('effect_attempts')
     .values({
@@ -257,40 +272,13 @@ test('markup in an effect error, a provider reply, an incident, a rerun reason o
   const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
   const token = 'markup-token-0123';
   const mark = (what: string) => `<img src="/x.png" data-injected="${what}">${what}</b>`;
-  const start = '2026-06-01T01:00:00Z';
-  const windowKey = `${job}/${start}`;
-  const effectKey = `${windowKey}/notify`;
+  const { start, windowKey, effectKey } = await doneWindowWithUnknownEffect(job, {
+    channel: 'slack',
+    request: { channel: '#ops', text: mark('request-text') },
+    error: mark('effect-error'),
+    result: { said: mark('provider-reply') },
+  });
   const { db } = stack.t;
-  await db
-    .insertInto('job_windows')
-    .values({
-      job,
-      window_start: new Date(start),
-      window_end: new Date('2026-06-01T02:00:00Z'),
-      window_key: windowKey,
-      status: 'done',
-      trigger: 'schedule',
-      started_at: new Date('2026-06-01T02:05:00Z'),
-      finished_at: new Date('2026-06-01T02:06:00Z'),
-    })
-    .execute();
-  await db
-    .insertInto('effects')
-    .values({
-      effect_key: effectKey,
-      job,
-      window_key: windowKey,
-      name: 'notify',
-      channel: 'slack',
-      policy: 'ask',
-      status: 'unknown',
-      attempts: 1,
-      request: JSON.stringify({ channel: '#ops', text: mark('request-text') }),
-      provider_key: effectKey,
-      last_error: mark('effect-error'),
-      result: JSON.stringify({ said: mark('provider-reply') }),
-    })
-    .execute();
   await db
     .insertInto('incidents')
     .values({ job, subject: effectKey, kind: 'effect-unknown', last_error: mark('incident-error') })
