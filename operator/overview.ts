@@ -8,6 +8,7 @@ import type { Database } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
+import type { LedgerRow } from './window-grid.js';
 
 export async function jobsOverview(db: Kysely<Database>, client: Client, catalog: Catalog, now = new Date()) {
   const rows = [];
@@ -58,21 +59,14 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
 }
 
 export async function recentWindows(db: Kysely<Database>, job: string, limit: number) {
-  const rows = await sql<{
-    window_key: string;
-    window_start: Date;
-    window_end: Date;
-    generation: number;
-    status: string;
-    attempts: number;
-    duration_ms: number | null;
-    records_in: number | null;
-    records_applied: number | null;
-    records_quarantined: number | null;
-    reason: string | null;
-    workflow_id: string | null;
-    effects: Record<string, number> | null;
-  }>`
+  const rows = await sql<
+    Omit<LedgerRow, 'status'> & {
+      window_key: string;
+      window_end: Date;
+      status: string;
+      effects: Record<string, number> | null;
+    }
+  >`
     select w.window_key, w.window_start, w.window_end, w.generation, w.status, w.attempts, w.duration_ms, w.records_in, w.records_applied, w.records_quarantined, w.reason, w.workflow_id,
            (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from effects e where e.window_key = w.window_key group by status) s) as effects
       from job_windows w where w.job = ${job} order by w.window_start desc, w.generation desc limit ${limit}`.execute(

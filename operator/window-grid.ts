@@ -438,10 +438,9 @@ export async function windowGrid(o: GridOptions) {
   };
 }
 
-interface WindowCell {
-  kind: 'window';
+/** Where a grid cell sits and the time it covers, in the job's zone and in UTC. */
+interface CellSpan {
   col: number;
-  key: string;
   start: string;
   end: string;
   startLocal: string;
@@ -449,6 +448,11 @@ interface WindowCell {
   local: string;
   utc: string;
   state: WindowState;
+}
+
+interface WindowCell extends CellSpan {
+  kind: 'window';
+  key: string;
   generation: number;
   attempts: number;
   durationMs: number | null;
@@ -456,15 +460,8 @@ interface WindowCell {
   reason: string | null;
 }
 
-interface HourCell {
+interface HourCell extends CellSpan {
   kind: 'hour';
-  col: number;
-  start: string;
-  end: string;
-  startLocal: string;
-  endLocal: string;
-  local: string;
-  utc: string;
   /** The state that most needs a person among its windows. */
   state: WindowState;
   windows: number;
