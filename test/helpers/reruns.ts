@@ -1,5 +1,6 @@
 // The stack the rerun and approval tests share: a job with orders in one window, its worker deps,
 // processing the window directly, asking for a rerun and waiting until the request is recorded.
+import type { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import type { Kysely, Transaction } from 'kysely';
 import type { ActivityDeps } from '../../activities/index.js';
@@ -21,6 +22,27 @@ export const policy = {
   retry: { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '100ms', backoffCoefficient: 1 },
   startToCloseTimeoutMs: 20_000,
 };
+
+/** Alice requests rerun 1 of `job`'s window at `windowStart`, bob approves it, and it runs to its end. */
+export async function approvedRerun(client: Client, taskQueue: string, job: string, windowStart: string) {
+  const rerun = await client.workflow.start('rerun', {
+    taskQueue,
+    workflowId: `${job}/${windowStart}/rerun-1`,
+    args: [
+      {
+        job,
+        windowStart,
+        reason: 'late orders',
+        requestedBy: 'alice',
+        approvers: ['bob'],
+        timeoutMs: 60_000,
+      },
+    ],
+  });
+  await eventually(async () => ((await rerun.query<RerunState>('state')).request ? true : undefined));
+  await rerun.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'web' }] });
+  await rerun.result();
+}
 
 /** The rerun tools bound to a test file's stack. */
 export function rerunTools(stack: Stack) {

@@ -13,9 +13,9 @@ import { ledgerRows, windowGrid, type WindowGrid } from '../../operator/window-g
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
 import { HttpError } from '../../web/errors.js';
 import { windowsRoutes } from '../../web/routes/windows.js';
-import type { RerunState } from '../../workflows/types.js';
 import { depsWithChannels, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { approvedRerun } from '../helpers/reruns.js';
 import {
   eventually,
   realStack,
@@ -66,23 +66,7 @@ test('the grid shows each window state: done, failed, running, a rerun, missing,
     await assert.rejects(windowByHand(client, taskQueue, job, T(1), T(2)), /window|failed/i);
     // 02:00 done, then rerun through a request approved by another person: generation 1.
     await windowByHand(client, taskQueue, job, T(2), T(3));
-    const rerun = await client.workflow.start('rerun', {
-      taskQueue,
-      workflowId: `${job}/${T(2)}/rerun-1`,
-      args: [
-        {
-          job,
-          windowStart: T(2),
-          reason: 'late orders',
-          requestedBy: 'alice',
-          approvers: ['bob'],
-          timeoutMs: 60_000,
-        },
-      ],
-    });
-    await eventually(async () => ((await rerun.query<RerunState>('state')).request ? true : undefined));
-    await rerun.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'web' }] });
-    await rerun.result();
+    await approvedRerun(client, taskQueue, job, T(2));
     // 03:00 held open in its handler: running.
     gate.hold(`${job}/${T(3)}`);
     const held = client.workflow.start('window', {

@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
-import type { RerunState } from '../../workflows/types.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { depsWithChannels, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { approvedRerun } from '../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
 
@@ -62,23 +62,7 @@ test('the window grid and the window detail in the browser', async () => {
           args: [{ job, from: at(8, 0), to: at(9, 18), concurrency: 4 }],
         })
         .catch(() => undefined);
-      const rerun = await client.workflow.start('rerun', {
-        taskQueue,
-        workflowId: `${job}/${at(9, 2)}/rerun-1`,
-        args: [
-          {
-            job,
-            windowStart: at(9, 2),
-            reason: 'late orders',
-            requestedBy: 'alice',
-            approvers: ['bob'],
-            timeoutMs: 60_000,
-          },
-        ],
-      });
-      await eventually(async () => ((await rerun.query<RerunState>('state')).request ? true : undefined));
-      await rerun.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'web' }] });
-      await rerun.result();
+      await approvedRerun(client, taskQueue, job, at(9, 2));
       // 19:00 held open: running.
       gate.hold(`${job}/${at(9, 19)}`);
       const held = await client.workflow.start('window', {
