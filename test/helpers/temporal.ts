@@ -8,7 +8,7 @@ import type { ActivityDeps } from '../../activities/index.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
-import type { TickResult, WindowResult } from '../../workflows/types.js';
+import type { ActivityPolicy, TickResult, WindowResult } from '../../workflows/types.js';
 import { createTestDb, type TestDb } from './db.js';
 import { windowPolicy } from './windows.js';
 
@@ -56,13 +56,17 @@ export const tickAt = (client: Client, taskQueue: string, job: string, now: stri
     args: [{ job, now }],
   }) as Promise<TickResult>;
 
-/** The window [start, end) of `job` presented by hand, as `tidemark run` does: one attempt within 30 s. */
+/**
+ * The window [start, end) of `job` presented by hand, as `tidemark run` does: one attempt within 30 s
+ * unless `policy` says otherwise.
+ */
 export const windowByHand = (
   client: Client,
   taskQueue: string,
   job: string,
   start: string,
   end: string,
+  policy: ActivityPolicy = windowPolicy(1, 30_000),
 ): Promise<WindowResult> =>
   client.workflow.execute('window', {
     taskQueue,
@@ -75,7 +79,7 @@ export const windowByHand = (
         generation: 0,
         key: `${job}/${start}`,
         trigger: 'manual',
-        policy: windowPolicy(1, 30_000),
+        policy,
       },
     ],
   }) as Promise<WindowResult>;

@@ -20,7 +20,7 @@ import {
 } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { routeApp } from '../helpers/routes.js';
-import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
@@ -67,20 +67,9 @@ async function unknownEffect(start: string): Promise<string> {
   await withWorker(stack.env, taskQueue, deps, async () => {
     channels.smtp.plan.push('store-then-drop');
     await assert.rejects(
-      stack.env.client.workflow.execute('window', {
-        taskQueue,
-        workflowId: `${job}/${start}`,
-        args: [
-          {
-            job,
-            start,
-            end,
-            generation: 0,
-            key: `${job}/${start}`,
-            trigger: 'manual',
-            policy: { ...windowPolicy(1, 20_000), effectTimeoutMs: 10_000 },
-          },
-        ],
+      windowByHand(stack.env.client, taskQueue, job, start, end, {
+        ...windowPolicy(1, 20_000),
+        effectTimeoutMs: 10_000,
       }),
       (err) => err instanceof WorkflowFailedError,
     );
