@@ -1,9 +1,10 @@
 // Instants as the page shows them: in the job's time zone AND in UTC, never one without the other.
 const formats = new Map();
-function format(zone) {
-  if (!formats.has(zone))
+function format(zone, seconds) {
+  const id = `${zone} ${seconds}`;
+  if (!formats.has(id))
     formats.set(
-      zone,
+      id,
       new Intl.DateTimeFormat('en-CA', {
         timeZone: zone,
         year: 'numeric',
@@ -11,21 +12,23 @@ function format(zone) {
         day: '2-digit',
         hour: '2-digit',
         minute: '2-digit',
+        ...(seconds ? { second: '2-digit' } : {}),
         hourCycle: 'h23',
         timeZoneName: 'short',
       }),
     );
-  return formats.get(zone);
+  return formats.get(id);
 }
 
-/** "2026-05-20 02:00 GMT+2" in `zone`. */
-export function inZone(iso, zone) {
+/** "2026-05-20 02:00 GMT+2" in `zone`; with `seconds`, "2026-05-20 02:00:07 GMT+2". */
+export function inZone(iso, zone, seconds = false) {
   const parts = Object.fromEntries(
-    format(zone)
+    format(zone, seconds)
       .formatToParts(new Date(iso))
       .map((p) => [p.type, p.value]),
   );
-  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${parts.timeZoneName}`;
+  const time = seconds ? `${parts.hour}:${parts.minute}:${parts.second}` : `${parts.hour}:${parts.minute}`;
+  return `${parts.year}-${parts.month}-${parts.day} ${time} ${parts.timeZoneName}`;
 }
 
 /** The UTC form: "2026-05-20 00:00 UTC". */

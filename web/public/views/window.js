@@ -3,6 +3,7 @@
 // incidents, the rerun history, the link to its run in the Temporal Web UI, and a rerun request
 // for a done window.
 import { h } from '../dom.js';
+import { inZone } from '../time.js';
 import { duration, STATES, viewStyles } from './grid.js';
 
 /** The job and window key named by the hash #/jobs/<job>/windows/<key>. */
@@ -16,22 +17,10 @@ const label = (state) => STATES.find((s) => s.id === state)?.label ?? state;
 /** An instant in the job's zone and in UTC. */
 function when(iso, zone) {
   if (!iso) return '–';
-  const t = new Date(iso);
-  const local = new Intl.DateTimeFormat('en-CA', {
-    timeZone: zone,
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    hourCycle: 'h23',
-    timeZoneName: 'short',
-  }).format(t);
   return h(
     'span',
     { class: 'when' },
-    local.replace(',', ''),
+    inZone(iso, zone, true),
     h('br'),
     h('span', { class: 'utc' }, `${iso.replace('T', ' ')} UTC`),
   );
