@@ -39,7 +39,11 @@ export async function approvedRerun(client: Client, taskQueue: string, job: stri
       },
     ],
   });
-  await eventually(async () => ((await rerun.query<RerunState>('state')).request ? true : undefined));
+  // Approving while the preview is computed is refused ('try again in a moment'): wait for both.
+  await eventually(async () => {
+    const s = await rerun.query<RerunState>('state');
+    return s.request && !s.previewing ? true : undefined;
+  });
   await rerun.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'web' }] });
   await rerun.result();
 }
