@@ -106,6 +106,13 @@ export async function effectAttempts(db: Kysely<Database>, key: string) {
     .execute();
 }
 
+/** A window run's policy for effect tests: three quick attempts, effects given 10 s. */
+export const effectRunPolicy = {
+  retry: { maximumAttempts: 3, initialInterval: '100ms', maximumInterval: '200ms', backoffCoefficient: 1 },
+  startToCloseTimeoutMs: 20_000,
+  effectTimeoutMs: 10_000,
+};
+
 /**
  * The sales summary plus one e-mail named 'report' to ops per window. `request` adds to or replaces
  * the e-mail's fields (subject, text, html, attachments) from the window and its applied count.

@@ -18,10 +18,11 @@ import {
   loopbackChannels,
   effectRow,
   summaryWithMail,
+  effectRunPolicy,
 } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, windowByHand, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
 const channels = loopbackChannels();
@@ -55,31 +56,14 @@ async function runWindow(
   start: string,
   end: string,
 ): Promise<WindowRunResult> {
-  const key = `${job}/${start.replace('.000Z', 'Z')}`;
-  return (await stack.env.client.workflow.execute('window', {
+  return (await windowByHand(
+    stack.env.client,
     taskQueue,
-    workflowId: key,
-    args: [
-      {
-        job,
-        start,
-        end,
-        generation: 0,
-        key,
-        trigger: 'manual',
-        policy: {
-          retry: {
-            maximumAttempts: 3,
-            initialInterval: '100ms',
-            maximumInterval: '200ms',
-            backoffCoefficient: 1,
-          },
-          startToCloseTimeoutMs: 20_000,
-          effectTimeoutMs: 10_000,
-        },
-      },
-    ],
-  })) as WindowRunResult;
+    job,
+    start,
+    end,
+    effectRunPolicy,
+  )) as WindowRunResult;
 }
 
 const incomplete = (err: unknown) =>

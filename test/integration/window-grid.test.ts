@@ -13,7 +13,7 @@ import { ledgerRows, windowGrid, type WindowGrid } from '../../operator/window-g
 import { defineCatalog, type WindowHandler } from '../../schedules/job.js';
 import { HttpError } from '../../web/errors.js';
 import { windowsRoutes } from '../../web/routes/windows.js';
-import { depsWithChannels, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
+import { depsWithChannels, effectRunPolicy, loopbackChannels, summaryWithMail } from '../helpers/effects.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { approvedRerun } from '../helpers/reruns.js';
 import {
@@ -334,29 +334,7 @@ test("a window's detail shows its effect's attempts and the provider's reply, an
   await withWorker(stack.env, taskQueue, deps, async () => {
     // The server defers the first delivery (a 4xx): two attempts, the second answered with an id.
     channels.smtp.plan.push('defer');
-    await stack.env.client.workflow.execute('window', {
-      taskQueue,
-      workflowId: `${job}/${W.start}`,
-      args: [
-        {
-          job,
-          ...W,
-          generation: 0,
-          key: `${job}/${W.start}`,
-          trigger: 'manual',
-          policy: {
-            retry: {
-              maximumAttempts: 3,
-              initialInterval: '100ms',
-              maximumInterval: '200ms',
-              backoffCoefficient: 1,
-            },
-            startToCloseTimeoutMs: 20_000,
-            effectTimeoutMs: 10_000,
-          },
-        },
-      ],
-    });
+    await windowByHand(stack.env.client, taskQueue, job, W.start, W.end, effectRunPolicy);
   });
   const detail = await windowDetail({
     db: stack.t.db,
