@@ -496,13 +496,21 @@ test('a minutely job over a week is a grid of hours, one ledger range scan; an h
     ['2026-09-07 06:00 (+05:30)'],
   );
   // The ledger read is one range scan of the primary key (bounded by job and window_start), which
-  // the planner takes over a sequential scan once the table is large: here it is told to.
+  // the planner takes over a sequential scan once the table is large: here it is told to. Its
+  // statistics are brought up to date first: without them (autovacuum had not analysed the table
+  // yet, as on a busy machine) it sometimes costed the status index the same and took it.
+  await sql`analyze job_windows`.execute(stack.t.db);
   const plan = await stack.t.db.transaction().execute(async (trx) => {
     await sql`set local enable_seqscan = off`.execute(trx);
     return await ledgerRows(trx, job, new Date(week.from), new Date(week.to)).explain();
   });
   const text = plan.map((r) => String(r['QUERY PLAN'])).join('\n');
-  assert.match(text, /Index Scan using job_windows_pk on job_windows/, text);
+  // A plain or a bitmap scan of the primary key: one range either way.
+  assert.match(
+    text,
+    /(Index Scan using job_windows_pk on job_windows|Bitmap Index Scan on job_windows_pk)/,
+    text,
+  );
   assert.match(
     text,
     /Index Cond: \(\(job = .*\) AND \(window_start >= .*\) AND \(window_start < .*\)\)/,
