@@ -17,7 +17,6 @@ import type { Registry } from 'prom-client';
 import { watchQueueOf, type Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import { overviewRows } from '../operator/job-health.js';
-import { recentWindows } from '../operator/overview.js';
 import type { Catalog } from '../schedules/job.js';
 import { parseDuration } from '../schedules/duration.js';
 import { isoUtc } from '../schedules/windows.js';
@@ -306,11 +305,6 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
 
   async function snapshot() {
     const jobs = await overviewRows(o.db, o.client, o.catalog, now());
-    const windows = Object.fromEntries(
-      await Promise.all(
-        o.catalog.jobs.map(async (j) => [j.name, (await recentWindows(o.db, j.name, 48)).reverse()] as const),
-      ),
-    );
     const approvals = await o.db
       .selectFrom('rerun_requests')
       .selectAll()
@@ -319,7 +313,6 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       .execute();
     return {
       jobs,
-      windows,
       approvals: approvals.map((a) => ({
         request: a.workflow_id,
         job: a.job,
@@ -333,7 +326,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   }
 
   // Every open page's stream shares one snapshot a second: the one being read, or one read less
-  // than a second ago (each costs about six queries and two Temporal calls per job, so three tabs
+  // than a second ago (each costs about five queries and two Temporal calls per job, so three tabs
   // would otherwise cost three times that every second). /api/state reads its own, fresh.
   let shared: { at: number; value: Promise<Awaited<ReturnType<typeof snapshot>>> } | null = null;
   function sharedSnapshot() {
