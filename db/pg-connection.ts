@@ -178,7 +178,7 @@ function checkKeyMode(key: { path: string; from: Origin }): void {
 }
 
 /** node TLS options for one attempt with TLS; `false` for a plain attempt. */
-function tlsOptions(target: PgTarget, host: string): ConnectionOptions {
+function tlsOptions(target: PgTarget): ConnectionOptions {
   const t = target.tls;
   const read = (f: { path: string; from: Origin }, param: string): string => {
     try {
@@ -203,8 +203,7 @@ function tlsOptions(target: PgTarget, host: string): ConnectionOptions {
   } else {
     opts.rejectUnauthorized = false;
   }
-  // pg sets servername for host names; an IP address is checked against the certificate's IP SANs.
-  void host;
+  // verify-full: node checks the host (pg sets servername for names; an IP against the IP SANs).
   return opts;
 }
 
@@ -212,8 +211,7 @@ function tlsOptions(target: PgTarget, host: string): ConnectionOptions {
 export function attempts(target: PgTarget): (ConnectionOptions | false)[] {
   const t = target.tls;
   if (t.mode === 'disable' || t.socket) return [false];
-  const host = new URL(target.url).hostname;
-  const secure = tlsOptions(target, host);
+  const secure = tlsOptions(target);
   if (t.mode === 'allow') return [false, secure];
   if (t.mode === 'prefer') return [secure, false];
   return [secure];
@@ -259,11 +257,15 @@ export function explainConnectError(err: unknown, target: PgTarget, usedTls: boo
   const where = redactUrl(target.url);
   const mode = `sslmode=${t.mode} (${t.modeFrom})`;
   let message: string | undefined;
-  if (/does not support SSL/i.test(e.message)) {
+  if (e.code === '28000' && /no encryption/i.test(e.message)) {
+    message = `PostgreSQL at ${where} refuses connections without TLS (${e.message}), and ${mode} did not use TLS: set sslmode=verify-full&sslrootcert=<CA file> in the database URL (or PGSSLMODE/PGSSLROOTCERT)`;
+  } else if (e.code === '28000' && /certificate/i.test(e.message)) {
+    message = `PostgreSQL at ${where} requires a client certificate (${e.message}): set sslcert=<certificate>&sslkey=<key> in the database URL (or PGSSLCERT/PGSSLKEY)${t.cert ? `; the one given (${t.cert.path}, ${t.cert.from}) was not accepted for this user` : ''}`;
+  } else if (/does not support SSL/i.test(e.message)) {
     message = `PostgreSQL at ${where} does not offer TLS, but ${mode} requires it: turn ssl on at the server, or (only on a trusted network) set sslmode=prefer or disable`;
   } else if (
     usedTls &&
-    ((e.code && CERT_CODES.test(e.code)) || /certificate|Hostname\/IP/i.test(e.message))
+    ((e.code && CERT_CODES.test(e.code)) || /Hostname\/IP does not match/i.test(e.message))
   ) {
     message =
       `the server certificate of PostgreSQL at ${where} failed verification under ${mode}` +
@@ -271,10 +273,6 @@ export function explainConnectError(err: unknown, target: PgTarget, usedTls: boo
       (t.mode === 'verify-full'
         ? "Give the CA that signed the server's certificate in sslrootcert, and connect by a host name the certificate lists"
         : "Give the CA that signed the server's certificate in sslrootcert");
-  } else if (e.code === '28000' && /no encryption/i.test(e.message)) {
-    message = `PostgreSQL at ${where} refuses connections without TLS (${e.message}), and ${mode} did not use TLS: set sslmode=verify-full&sslrootcert=<CA file> in the database URL (or PGSSLMODE/PGSSLROOTCERT)`;
-  } else if (e.code === '28000' && /certificate/i.test(e.message)) {
-    message = `PostgreSQL at ${where} requires a client certificate (${e.message}): set sslcert=<certificate>&sslkey=<key> in the database URL (or PGSSLCERT/PGSSLKEY)${t.cert ? `; the one given (${t.cert.path}, ${t.cert.from}) was not accepted for this user` : ''}`;
   }
   if (!message) return err;
   const out = new Error(message, { cause: err }) as Error & { code?: string; setting?: string };
@@ -304,14 +302,15 @@ type TargetConfig = pg.ClientConfig & { [TARGET]?: PgTarget };
  * explains TLS failures. Pools create it through their `Client` option.
  */
 export class TidemarkPgClient extends pg.Client {
-  private readonly base: TargetConfig;
+  // Holds the connection string (with its password): non-enumerable, as pg hides its own copy.
+  declare private readonly base: TargetConfig;
   private tlsInUse: boolean;
   constructor(config: TargetConfig) {
     const target = config[TARGET];
     if (!target) throw new Error('TidemarkPgClient needs a config from pgClientConfig (db/pg-connection.ts)');
     const first = attempts(target)[0]!;
     super({ ...config, ssl: first });
-    this.base = config;
+    Object.defineProperty(this, 'base', { value: config, enumerable: false });
     this.tlsInUse = first !== false;
   }
 
