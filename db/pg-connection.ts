@@ -328,12 +328,15 @@ export class TidemarkPgClient extends pg.Client {
   private async connectAttempts(): Promise<void> {
     const target = this.base[TARGET]!;
     const plan = attempts(target);
+    let first: unknown;
     try {
       await super.connect();
       return;
     } catch (err) {
       if (plan.length < 2 || !fallbackAllowed(err)) throw explainConnectError(err, target, this.tlsInUse);
+      first = err;
     }
+    const firstUsedTls = this.tlsInUse;
     // libpq's second attempt on a new connection: take over a fresh client's state, keeping our
     // event listeners (the pool's). The first connection's late events ('end' once its socket
     // closes) must not reach the second attempt's state.
@@ -351,6 +354,10 @@ export class TidemarkPgClient extends pg.Client {
     try {
       await super.connect();
     } catch (err) {
+      // allow's TLS attempt on a server without TLS says nothing new: the plain attempt's answer
+      // (a missing database, say, which ensureDatabase acts on) is the one that counts.
+      if (/does not support SSL/i.test((err as Error).message))
+        throw explainConnectError(first, target, firstUsedTls);
       throw explainConnectError(err, target, this.tlsInUse);
     }
   }

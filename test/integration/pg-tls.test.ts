@@ -242,6 +242,10 @@ test("libpq's sslmode semantics in node-postgres: require encrypts without verif
 test('a server without TLS: prefer falls back to plain, require is refused clearly by node-postgres and by pg_dump', async () => {
   assert.deepEqual(await session(plain.url()), { ssl: false, user: 'postgres' });
   assert.equal((await session(`${plain.url()}?sslmode=allow`)).ssl, false);
+  // allow's second (TLS) attempt, refused by this server, does not hide the first one's answer:
+  // ensureDatabase still sees "database does not exist" and creates it.
+  await ensureDatabase(plain.url('made_through_allow') + '?sslmode=allow');
+  assert.equal((await session(plain.url('made_through_allow') + '?sslmode=allow')).ssl, false);
   const db = createDb(`${plain.url()}?sslmode=prefer`, { max: 2 });
   try {
     const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_ssl where ssl`.execute(
