@@ -5,7 +5,8 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { attempts, libpqConnection, PgSettingError, resolvePg } from '../../db/pg-connection.js';
+import { inspect } from 'node:util';
+import { attempts, libpqConnection, pgClient, PgSettingError, resolvePg } from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));
@@ -189,4 +190,12 @@ test("sibling databases (demo CRM, restore-check scratch) keep DATABASE_URL's TL
       ['sslkey', key],
     ],
   );
+});
+
+test('a client made for a URL shows neither the password nor the key when printed', () => {
+  const c = pgClient(`postgres://u:pw-Zq81x@db.example/app?sslmode=require&sslcert=${cert}&sslkey=${key}`);
+  const printed = `${inspect(c, { depth: 6 })} ${JSON.stringify(Object.keys(c))}`;
+  assert.match(printed, /BEGIN client\.crt/, 'the printout is of the configured client');
+  assert.doesNotMatch(printed, /pw-Zq81x/);
+  assert.doesNotMatch(printed, /BEGIN client\.key/);
 });
