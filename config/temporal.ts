@@ -299,9 +299,15 @@ export class TemporalConnectError extends Error {
   }
 }
 
-/** The SDK's reason, made safe: no secret in it, one line. */
+/** The SDK's reason with its causes ("Failed to connect": why), made safe: no secret in it, one line. */
 function reasonOf(err: unknown, secrets: readonly string[]): string {
-  let text = err instanceof Error ? err.message : String(err);
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e !== undefined && depth < 5; depth++) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (message && !parts.some((p) => p.includes(message))) parts.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  let text = parts.join(': ');
   for (const s of secrets) if (s.length >= 4) text = text.split(s).join('[redacted]');
   return text.replace(/\s+/g, ' ').trim().slice(0, 400);
 }
@@ -348,6 +354,67 @@ export function explainConnectError(
 }
 
 /** The API key, a client key given as data, and the gRPC metadata values (an authorization header). */
+/**
+ * When a TLS connection failed without saying why (the SDK's "Failed to connect before the deadline"),
+ * one TLS handshake of our own with the same certificates tells: the server's certificate not trusted,
+ * the client certificate refused, or nothing listening. Undefined when the handshake succeeds.
+ */
+async function probeTls(options: ConnectionOptions): Promise<string | undefined> {
+  const tlsOptions = (typeof options.tls === 'object' && options.tls) || {};
+  const [host, port] = splitAddress(options.address!);
+  const { connect } = await import('node:tls');
+  const { isIP } = await import('node:net');
+  const servername = tlsOptions.serverNameOverride ?? (isIP(host) ? undefined : host);
+  return await new Promise<string | undefined>((resolve) => {
+    const socket = connect({
+      host,
+      port,
+      ...(servername ? { servername } : {}),
+      ALPNProtocols: ['h2'],
+      ...(tlsOptions.serverRootCACertificate ? { ca: Buffer.from(tlsOptions.serverRootCACertificate) } : {}),
+      ...(tlsOptions.clientCertPair
+        ? {
+            cert: Buffer.from(tlsOptions.clientCertPair.crt),
+            key: Buffer.from(tlsOptions.clientCertPair.key),
+          }
+        : {}),
+    });
+    const done = (reason: string | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(reason);
+    };
+    const timer = setTimeout(() => done(undefined), 3_000);
+    socket.once('secureConnect', () => {
+      // A server that checks the client certificate after the handshake (TLS 1.3) says so with an alert.
+      socket.once('error', (err: NodeJS.ErrnoException) =>
+        done(`TLS: ${err.code ?? ''} ${err.message}`.trim()),
+      );
+      setTimeout(() => done(undefined), 500);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => {
+      const code = err.code ?? '';
+      if (/^E(CONNREFUSED|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)|^ENOTFOUND/.test(code))
+        done(`connection: ${code}`);
+      else done(`TLS handshake: ${err.message}${code ? ` (${code})` : ''}`);
+    });
+  });
+}
+
+function splitAddress(address: string): [string, number] {
+  const at = address.lastIndexOf(':');
+  return [address.slice(0, at).replace(/^\[|\]$/g, ''), Number(address.slice(at + 1))];
+}
+
+/** The failure as an error that names the setting; for TLS without a reason, a handshake of our own says why. */
+async function connectFailure(err: unknown, s: TemporalSettings, options: ConnectionOptions): Promise<Error> {
+  const secrets = secretsOfSettings(s);
+  if (s.tls === 'off' || TLS_HINT.test(reasonOf(err, secrets))) return explainConnectError(err, s, secrets);
+  const probe = await probeTls(options).catch(() => undefined);
+  if (!probe) return explainConnectError(err, s, secrets);
+  return explainConnectError(new Error(`${reasonOf(err, secrets)}; ${probe}`), s, secrets);
+}
+
 function secretsOfSettings(s: TemporalSettings): string[] {
   return secretValues.get(s) ?? [];
 }
@@ -364,7 +431,7 @@ export async function connectTemporal(
   try {
     return await Connection.connect({ ...options, connectTimeout: opts.connectTimeout ?? 10_000 });
   } catch (err) {
-    throw explainConnectError(err, s, secretsOfSettings(s));
+    throw await connectFailure(err, s, options);
   }
 }
 
@@ -412,7 +479,7 @@ export async function connectTemporalWorker(config: {
       ...(options.metadata ? { metadata: options.metadata as Record<string, string> } : {}),
     });
   } catch (err) {
-    throw explainConnectError(err, s, secretsOfSettings(s));
+    throw await connectFailure(err, s, options);
   }
 }
 
