@@ -5,7 +5,6 @@
 // namespace "default". An error names the setting that is wrong (the variable, or the file and key) and
 // never prints the API key, a key or a certificate.
 import { accessSync, constants, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { isAbsolute, join } from 'node:path';
 import type { Client, Connection, ConnectionOptions } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
@@ -21,7 +20,7 @@ import { ConfigError } from './errors.js';
 /** Where each connection setting came from, and what the connection needs (no secret in it). */
 export interface TemporalSettings {
   readonly address: string;
-  /** The variable, the profile key, or "default (127.0.0.1:TEMPORAL_PORT)". */
+  /** The variable, the profile key, or "TEMPORAL_ADDRESS unset: 127.0.0.1:TEMPORAL_PORT". */
   readonly addressFrom: string;
   /** Set when an environment variable or a profile names the address (unset: the local dev server). */
   readonly addressSet: boolean;
@@ -57,8 +56,7 @@ function effectiveEnv(env: NodeJS.ProcessEnv): Record<string, string> {
 function defaultConfigFile(env: Record<string, string>): string | undefined {
   const xdg = env.XDG_CONFIG_HOME;
   if (xdg && isAbsolute(xdg)) return join(xdg, 'temporalio', 'temporal.toml');
-  const home = env.HOME ?? (env === process.env ? homedir() : undefined);
-  return home ? join(home, '.config', 'temporalio', 'temporal.toml') : undefined;
+  return env.HOME ? join(env.HOME, '.config', 'temporalio', 'temporal.toml') : undefined;
 }
 
 /** The TOML file's path and text: TEMPORAL_CONFIG_FILE must name one that can be read; the default may be absent. */
@@ -81,7 +79,12 @@ function readConfigFile(env: Record<string, string>): { path: string; text: stri
 }
 
 /** envconfig's errors, said with the setting they are about and without the file's text. */
-function explainLoadError(err: unknown, file: string | undefined, profile: string): ConfigError {
+function explainLoadError(
+  err: unknown,
+  file: string | undefined,
+  profile: string,
+  text?: string,
+): ConfigError {
   const e = err as Error & { line?: number; column?: number };
   const where = file ?? 'the Temporal config file';
   if (e.name === 'TomlError' || typeof e.line === 'number')
@@ -99,7 +102,7 @@ function explainLoadError(err: unknown, file: string | undefined, profile: strin
       `has no [profile.${profile}] table: write the settings under [profile.${profile}] (address, namespace, api_key, [profile.${profile}.tls])`,
       'setting',
     );
-  if (/^Profile '.*' not found/.test(message)) return unknownProfile(profile, file);
+  if (/^Profile '.*' not found/.test(message)) return unknownProfile(profile, file, text);
   const both = /^Cannot specify both (\w+)_path and \w+_data/.exec(message);
   if (both) {
     const env = `TEMPORAL_TLS_${both[1]!.toUpperCase()}`;
@@ -118,20 +121,13 @@ function explainLoadError(err: unknown, file: string | undefined, profile: strin
   return new ConfigError(file ? `TEMPORAL_CONFIG_FILE (${file})` : where, message, 'setting');
 }
 
-function unknownProfile(profile: string, file: string | undefined): ConfigError {
+function unknownProfile(profile: string, file: string | undefined, text?: string): ConfigError {
   if (!file)
     return new ConfigError(
       'TEMPORAL_PROFILE',
       `profile "${profile}" was asked for, but there is no Temporal config file (set TEMPORAL_CONFIG_FILE to a TOML file with a [profile.${profile}] table, or unset TEMPORAL_PROFILE)`,
     );
-  let names: string[] = [];
-  try {
-    names = [...readFileSync(file, 'utf8').matchAll(/^\s*\[\s*profile\.([A-Za-z0-9_-]+)\s*\]/gm)].map(
-      (m) => m[1]!,
-    );
-  } catch {
-    names = [];
-  }
+  const names = [...(text ?? '').matchAll(/^\s*\[\s*profile\.([A-Za-z0-9_-]+)\s*\]/gm)].map((m) => m[1]!);
   return new ConfigError(
     'TEMPORAL_PROFILE',
     `there is no profile "${profile}" in ${file} (it has: ${names.join(', ') || 'none'}); set TEMPORAL_PROFILE to one of them, or add a [profile.${profile}] table`,
@@ -160,7 +156,7 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
     if (config) fromFile = loadClientConfigProfile({ ...base, disableEnv: true });
     merged = loadClientConfigProfile(base);
   } catch (err) {
-    throw explainLoadError(err, config?.path, profile);
+    throw explainLoadError(err, config?.path, profile, config?.text);
   }
   const inFile = (key: string) => `${key} in profile "${profile}" of ${config?.path}`;
   const from = (variable: string, key: string, fileHas: boolean): string =>
@@ -170,7 +166,7 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
   const address = addressSet ? merged.address! : `127.0.0.1:${port}`;
   const addressFrom = addressSet
     ? from('TEMPORAL_ADDRESS', 'address', fromFile.address !== undefined)
-    : `default (127.0.0.1:TEMPORAL_PORT)`;
+    : 'TEMPORAL_ADDRESS unset: 127.0.0.1:TEMPORAL_PORT';
   if (!HOST_PORT.test(address))
     throw new ConfigError(
       addressFrom,
@@ -347,9 +343,10 @@ export function explainConnectError(
       `cannot reach ${at} (${reason}): the server may require TLS; set TEMPORAL_TLS=true (and TEMPORAL_TLS_* for a client certificate) or check ${s.addressFrom}`,
     );
   const hint = UNREACHABLE.test(reason) || s.tls === 'off' ? '' : `; if it is up, check ${tlsSettings}`;
+  const fix = s.addressSet ? `fix ${s.addressFrom}` : 'set TEMPORAL_ADDRESS';
   return new TemporalConnectError(
-    s.addressFrom,
-    `cannot reach ${at} (${reason}): start it (npm start runs a dev server when no address is set) or fix ${s.addressFrom}${hint}`,
+    s.addressSet ? s.addressFrom : 'TEMPORAL_ADDRESS',
+    `cannot reach ${at} (${reason}): start it (npm start runs a dev server when no address is set) or ${fix}${hint}`,
   );
 }
 

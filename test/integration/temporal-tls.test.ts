@@ -88,9 +88,14 @@ http {
 }
 `,
   );
-  nginx = spawn('nginx', ['-p', dir, '-c', pem('nginx.conf'), '-e', pem('error.log'), '-g', 'daemon off;'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  // Debian's nginx is in /usr/sbin, which is not on every user's PATH.
+  nginx = spawn(
+    existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx',
+    ['-p', dir, '-c', pem('nginx.conf'), '-e', pem('error.log'), '-g', 'daemon off;'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   nginx.stdout!.on('data', (d) => (out += d));
   nginx.stderr!.on('data', (d) => (out += d));

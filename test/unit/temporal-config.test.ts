@@ -53,7 +53,7 @@ test('nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, namespace "default
   assert.equal(config.temporal.tls, 'off');
   assert.equal(
     describeTemporal(config.temporal),
-    '127.0.0.1:7455 (default (127.0.0.1:TEMPORAL_PORT)), namespace default, plain text',
+    '127.0.0.1:7455 (TEMPORAL_ADDRESS unset: 127.0.0.1:TEMPORAL_PORT), namespace default, plain text',
   );
   const options = temporalConnectionOptions(config.temporal);
   assert.equal(options.address, '127.0.0.1:7455');
