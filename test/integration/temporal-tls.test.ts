@@ -220,6 +220,10 @@ test('TEMPORAL_TLS_* and TEMPORAL_API_KEY: a worker and the CLI connect through 
   assert.match(log, new RegExp(`auth="Bearer ${API_KEY}" client="CN=tidemark-worker" verify=SUCCESS`));
   assert.match(log, /PollWorkflowTaskQueue/, 'the worker polled through the proxy');
   assert.match(log, /StartWorkflowExecution/, 'the CLI started the backfill through the proxy');
+  // Every call of the worker (its native connection and its client) and of the CLI carried it.
+  const calls = log.split('\n').filter(Boolean);
+  const without = calls.filter((l) => !l.includes(`auth="Bearer ${API_KEY}"`));
+  assert.deepEqual(without, [], `calls without the API key:\n${without.join('\n')}`);
 });
 
 test('a TOML profile (TEMPORAL_CONFIG_FILE + TEMPORAL_PROFILE): the worker and the CLI process a window through the proxy', async () => {
