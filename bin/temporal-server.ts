@@ -43,7 +43,7 @@ export async function startTemporalServer(
     const answer = await reachable(settings, 10_000);
     if (answer !== true) {
       throw new Error(
-        `${answer} (Temporal ${describeTemporal(settings)} does not answer: start that server, or unset ${settings.addressFrom.startsWith('TEMPORAL_') ? settings.addressFrom : 'the address'} to let npm start run a dev server.)`,
+        `${answer}. Or unset ${settings.addressFrom.startsWith('TEMPORAL_') ? settings.addressFrom : `the address (${settings.addressFrom})`} to let npm start run a dev server.`,
       );
     }
     log(`Temporal ${describeTemporal(settings)}`);

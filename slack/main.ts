@@ -1,7 +1,7 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
 import { isEntryPoint } from '../config/entry.js';
 import { loadConfig } from '../config/env.js';
-import { connectTemporalClient } from '../config/temporal.js';
+import { connectTemporalClient, describeTemporal } from '../config/temporal.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
@@ -37,7 +37,9 @@ export async function runSlack(): Promise<void> {
     directory: directoryOf(config),
     ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
   });
-  deps.logger.info(`Slack app listening on :${config.SLACK_APP_PORT}/slack/events`);
+  deps.logger.info(
+    `Slack app listening on :${config.SLACK_APP_PORT}/slack/events; Temporal ${describeTemporal(config.temporal)}`,
+  );
   const stop = () =>
     void app
       .stop()

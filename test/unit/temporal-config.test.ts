@@ -297,3 +297,50 @@ test('a refused TLS handshake points at the TLS settings; a refused API key at T
   assert.match(auth.message, /refused the API key .*check TEMPORAL_API_KEY/);
   noSecret(auth.message);
 });
+
+test('npm start with an address set: one that does not answer is named with its setting; a wrong file at once', async () => {
+  const { startTemporalServer } = await import('../../bin/temporal-server.js');
+  const port = await new Promise<number>((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => resolve(p));
+    });
+  });
+  const toml = file('dev.toml', `[profile.default]\naddress = "127.0.0.1:${port}"\n`);
+  const silent = () => undefined;
+  const err = await startTemporalServer(loadConfig({ TEMPORAL_CONFIG_FILE: toml }), silent).then(
+    () => assert.fail('a server answered on a closed port'),
+    (e: unknown) => e as Error,
+  );
+  assert.match(
+    err.message,
+    new RegExp(
+      `cannot reach Temporal at 127\\.0\\.0\\.1:${port} \\(from address in profile "default" of ${toml}\\)`,
+    ),
+  );
+  assert.match(
+    err.message,
+    /Or unset the address \(address in profile "default" of .*\) to let npm start run a dev server\.$/,
+  );
+
+  const started = Date.now();
+  const missing = join(dir, 'absent-client.pem');
+  const bad = await startTemporalServer(
+    loadConfig({
+      TEMPORAL_ADDRESS: `127.0.0.1:${port}`,
+      TEMPORAL_TLS_CLIENT_CERT_PATH: missing,
+      TEMPORAL_TLS_CLIENT_KEY_PATH: keyPath,
+    }),
+    silent,
+  ).then(
+    () => assert.fail('started with a missing certificate'),
+    (e: unknown) => e as Error,
+  );
+  assert.ok(bad instanceof ConfigError, String(bad));
+  assert.match(bad.message, /TEMPORAL_TLS_CLIENT_CERT_PATH: cannot read the client certificate/);
+  assert.ok(
+    Date.now() - started < 5_000,
+    'a wrong setting is not retried like an address that does not answer yet',
+  );
+});
