@@ -113,7 +113,7 @@ after(async () => {
   for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
   if (nginx && nginx.exitCode === null) {
     const exited = new Promise((r) => nginx!.once('exit', r));
-    nginx.kill('SIGQUIT');
+    nginx.kill('SIGTERM'); // fast shutdown: no waiting for open long polls
     await exited;
   }
   rmSync(dir, { recursive: true, force: true });
