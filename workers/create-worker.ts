@@ -1,7 +1,7 @@
 // Builds a worker for the tidemark task queue from its dependencies. Any number of these,
 // on any number of hosts, may poll one task queue: they all register the same code.
 import { fileURLToPath } from 'node:url';
-import type { Duration } from '@temporalio/common';
+import type { DataConverter, Duration } from '@temporalio/common';
 import {
   bundleWorkflowCode,
   Worker,
@@ -34,6 +34,8 @@ export interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** How long in-flight activities may finish after a shutdown request. */
   shutdownGraceTime?: string;
+  /** The payload codec's converter (temporalDataConverter()); the clients that start workflows use the same. */
+  dataConverter?: DataConverter | undefined;
 }
 
 /** One worker per task queue the process polls (the job queue, the watch's); one connection and bundle. */
@@ -61,6 +63,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
     ...workerTracing({ bundlesItself: !opts.bundle }),
     activities: createActivities(opts.deps),
+    ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
     // A workflow task waits this long on a dead worker's sticky queue before any worker may take
