@@ -4,10 +4,11 @@
 import { isEntryPoint } from '../config/entry.js';
 import { randomBytes } from 'node:crypto';
 import { join, resolve } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import type { Worker } from '@temporalio/worker';
+import { temporalDataConverter } from '../codec/index.js';
 import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
+import { connectTemporalClient, connectTemporalWorker } from '../config/temporal.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
@@ -22,7 +23,7 @@ import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
 import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
-import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
+import { shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
 import { startWebServer } from '../web/server.js';
@@ -104,13 +105,9 @@ export async function runDev(): Promise<void> {
 
     const server = await startTemporalServer(config, log);
     cleanups.push(() => server.stop());
-    const connection = await Connection.connect({ address: server.address });
+    // The address is the server's: the one the settings name, or the dev server just started on the default.
+    const { connection, client } = await connectTemporalClient(config);
     cleanups.push(() => connection.close());
-    const client = new Client({
-      connection,
-      namespace: config.TEMPORAL_NAMESPACE,
-      interceptors: clientInterceptors(),
-    });
     const added = await ensureSearchAttributes(connection, config.TEMPORAL_NAMESPACE);
     if (added.length) log(`search attributes registered: ${added.join(', ')}`);
 
@@ -160,13 +157,14 @@ export async function runDev(): Promise<void> {
     });
     log(`schedules synced:\n${describePlan(plan)}`);
 
-    const workerConnection = await NativeConnection.connect({ address: server.address });
+    const workerConnection = await connectTemporalWorker(config);
     const workers = await createWorkers({
       connection: workerConnection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueues: pollQueues(config),
       deps,
       bundle: await bundleWorkflows(),
+      dataConverter: temporalDataConverter(),
     });
     live.workers = workers;
     const running = runWorkers(workers);

@@ -1,10 +1,10 @@
 // The Temporal dev server as a child process (embedded SQLite file, Web UI), or an existing
-// server at TEMPORAL_ADDRESS. Waits until it answers before returning.
+// server that TEMPORAL_ADDRESS or a TOML profile names (config/temporal.ts). Waits until it answers.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { Connection } from '@temporalio/client';
-import type { Config } from '../config/env.js';
+import { ConfigError, type Config } from '../config/env.js';
+import { connectTemporal, describeTemporal, type TemporalSettings } from '../config/temporal.js';
 import { findTemporalCli } from '../scripts/temporal-cli.js';
 
 export interface TemporalServer {
@@ -15,36 +15,43 @@ export interface TemporalServer {
   stop(): Promise<void>;
 }
 
-async function reachable(address: string, timeoutMs: number): Promise<boolean> {
+/** True once the server answers; the last reason it did not otherwise. A wrong setting throws at once. */
+async function reachable(settings: TemporalSettings, timeoutMs: number): Promise<true | string> {
   const deadline = Date.now() + timeoutMs;
+  let reason = 'no answer';
   while (Date.now() < deadline) {
     try {
-      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      const connection = await connectTemporal(settings, { connectTimeout: 1_000 });
       await connection.workflowService.getSystemInfo({});
       await connection.close();
       return true;
-    } catch {
+    } catch (err) {
+      if (err instanceof ConfigError) throw err;
+      reason = (err as Error).message;
       await new Promise((r) => setTimeout(r, 250));
     }
   }
-  return false;
+  return reason;
 }
 
 export async function startTemporalServer(
   config: Config,
   log: (line: string) => void,
 ): Promise<TemporalServer> {
-  if (config.TEMPORAL_ADDRESS) {
-    if (!(await reachable(config.TEMPORAL_ADDRESS, 10_000))) {
+  const settings = config.temporal;
+  if (settings.addressSet) {
+    const answer = await reachable(settings, 10_000);
+    if (answer !== true) {
       throw new Error(
-        `TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS} does not answer. Start that server, or unset TEMPORAL_ADDRESS to let npm start run a dev server.`,
+        `${answer}. Or unset ${settings.addressFrom.startsWith('TEMPORAL_') ? settings.addressFrom : `the address (${settings.addressFrom})`} to let npm start run a dev server.`,
       );
     }
-    return { address: config.TEMPORAL_ADDRESS, uiUrl: null, child: null, stop: async () => undefined };
+    log(`Temporal ${describeTemporal(settings)}`);
+    return { address: settings.address, uiUrl: null, child: null, stop: async () => undefined };
   }
-  const address = `127.0.0.1:${config.TEMPORAL_PORT}`;
+  const address = settings.address;
   const uiUrl = `http://127.0.0.1:${config.TEMPORAL_UI_PORT}`;
-  if (await reachable(address, 500)) {
+  if ((await reachable(settings, 500)) === true) {
     log(`A Temporal server already answers on ${address}; using it.`);
     return { address, uiUrl, child: null, stop: async () => undefined };
   }
@@ -83,7 +90,7 @@ export async function startTemporalServer(
   };
   process.once('exit', orphaned);
   void exited.then(() => process.off('exit', orphaned));
-  if (!(await reachable(address, 30_000))) {
+  if ((await reachable(settings, 30_000)) !== true) {
     child.kill('SIGKILL');
     throw new Error(
       `The Temporal dev server (${cli}) did not answer on ${address} within 30 s. Is the port taken? Its output:\n${stderr}`,

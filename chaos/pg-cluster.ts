@@ -106,7 +106,17 @@ function quoteConf(value: string): string {
   return `'${value.replace(/'/g, "''")}'`;
 }
 
-export async function startPgCluster(opts: { listen: string[]; port?: number }): Promise<PgCluster> {
+export interface PgClusterOptions {
+  listen: string[];
+  port?: number;
+  /** TLS: PEM texts written into the data directory (owner-only), and `ssl = on`. */
+  ssl?: { cert: string; key: string; ca?: string };
+  /** pg_hba.conf lines instead of trust from the listen networks. A `local all all trust` line is
+   *  added first: the cluster's own readiness and admin connections go over the unix socket then. */
+  hba?: string[];
+}
+
+export async function startPgCluster(opts: PgClusterOptions): Promise<PgCluster> {
   if (opts.listen.length === 0) throw new Error('startPgCluster: give at least one listen address.');
   const bin = findPgBin();
   const owner = process.getuid?.() === 0 ? postgresUser() : undefined;
@@ -147,7 +157,25 @@ export async function startPgCluster(opts: { listen: string[]; port?: number }):
       'UTF8',
       '--locale=C',
     ]);
-    writeFileSync(join(dataDir, 'pg_hba.conf'), hbaLines(opts.listen).join('\n') + '\n');
+    writeFileSync(
+      join(dataDir, 'pg_hba.conf'),
+      (opts.hba ? ['local all all trust', ...opts.hba] : hbaLines(opts.listen)).join('\n') + '\n',
+    );
+    const sslConf: string[] = [];
+    if (opts.ssl) {
+      const files = { 'server.crt': opts.ssl.cert, 'server.key': opts.ssl.key, 'root.crt': opts.ssl.ca };
+      for (const [name, text] of Object.entries(files)) {
+        if (text === undefined) continue;
+        writeFileSync(join(dataDir, name), text, { mode: 0o600 });
+        if (owner) chownSync(join(dataDir, name), owner.uid, owner.gid);
+      }
+      sslConf.push(
+        'ssl = on',
+        `ssl_cert_file = ${quoteConf(join(dataDir, 'server.crt'))}`,
+        `ssl_key_file = ${quoteConf(join(dataDir, 'server.key'))}`,
+        ...(opts.ssl.ca ? [`ssl_ca_file = ${quoteConf(join(dataDir, 'root.crt'))}`] : []),
+      );
+    }
     let port = opts.port ?? (await freePort());
     const writeConf = () =>
       writeFileSync(
@@ -161,6 +189,7 @@ export async function startPgCluster(opts: { listen: string[]; port?: number }):
           // Speed: only an OS crash loses data without fsync, and the harness crashes processes only.
           // (synchronous_commit stays on: a commit that returned must survive restart('immediate').)
           'fsync = off',
+          ...sslConf,
         ].join('\n') + '\n',
       );
     // A free port may be taken between choosing it and binding it: then choose another.
@@ -184,7 +213,15 @@ export async function startPgCluster(opts: { listen: string[]; port?: number }):
         port = await freePort();
       }
     }
-    const cluster = makeCluster({ port, dataDir, listen: opts.listen, logFile, run, destroy });
+    const cluster = makeCluster({
+      port,
+      dataDir,
+      listen: opts.listen,
+      logFile,
+      run,
+      destroy,
+      adminOverSocket: !!opts.hba,
+    });
     await cluster.waitReady();
     return cluster;
   } catch (err) {
@@ -200,13 +237,22 @@ function makeCluster(c: {
   logFile: string;
   run: (program: string, args: string[]) => Promise<string>;
   destroy: () => Promise<void>;
+  adminOverSocket: boolean;
 }): PgCluster & { waitReady(): Promise<void> } {
   const host = c.listen[0]!;
   const url = (database = 'postgres') =>
     `postgres://postgres@${isIP(host) === 6 ? `[${host}]` : host}:${c.port}/${database}`;
 
   const withAdmin = async <T>(fn: (client: pg.Client) => Promise<T>): Promise<T> => {
-    const client = new pg.Client({ connectionString: url(), application_name: ADMIN_APPLICATION_NAME });
+    const client = c.adminOverSocket
+      ? new pg.Client({
+          host: c.dataDir,
+          port: c.port,
+          user: 'postgres',
+          database: 'postgres',
+          application_name: ADMIN_APPLICATION_NAME,
+        })
+      : new pg.Client({ connectionString: url(), application_name: ADMIN_APPLICATION_NAME });
     client.on('error', () => undefined);
     await client.connect();
     try {
@@ -216,7 +262,7 @@ function makeCluster(c: {
     }
   };
 
-  /** Waits until a TCP connection on the first listen address runs a query. */
+  /** Waits until a TCP connection on the first listen address (the unix socket with custom pg_hba lines) runs a query. */
   const waitReady = async (): Promise<void> => {
     const deadline = Date.now() + READY_TIMEOUT_MS;
     for (;;) {

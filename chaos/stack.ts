@@ -5,7 +5,8 @@ import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+import { connectTemporalClient, resolveTemporal } from '../config/temporal.js';
 import type { Kysely } from 'kysely';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import type { Database } from '../db/schema.js';
@@ -115,9 +116,11 @@ export async function startStack(opts: {
     await writeFile(bundlePath, bundle.code);
     await mkdir(join(dir, 'armed'));
     await mkdir(join(dir, 'claimed'));
-    const connection = await Connection.connect({ address: temporal.address });
+    // The suite's own dev server, whatever the shell's Temporal settings or profile say.
+    const { connection, client } = await connectTemporalClient({
+      temporal: resolveTemporal({ TEMPORAL_ADDRESS: temporal.address }),
+    });
     cleanups.push(() => connection.close());
-    const client = new Client({ connection, namespace: 'default' });
     const libfaketime = findLibfaketime();
     const clockMechanism = libfaketime ? 'libfaketime' : 'now-dependency';
     const workers = new HostWorkers({

@@ -6,7 +6,8 @@
 import { readdirSync, readFileSync, renameSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { NativeConnection } from '@temporalio/worker';
+import { temporalDataConverter } from '../codec/index.js';
+import { connectTemporalWorker, resolveTemporal } from '../config/temporal.js';
 import type { CrashPoint } from '../activities/crash-points.js';
 import { consoleLogger } from '../activities/logger.js';
 import { emailProvider } from '../activities/notify/email.js';
@@ -67,10 +68,13 @@ async function crashPoint(point: CrashPoint, key: string): Promise<void> {
 }
 
 const db = createDb(process.env.DATABASE_URL!);
-const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
+// The suite's own dev server, whatever the shell's Temporal settings or profile say.
+const temporal = resolveTemporal({ TEMPORAL_ADDRESS: process.env.TEMPORAL_ADDRESS });
+const connection = await connectTemporalWorker({ temporal });
 const worker = await createWorker({
   connection,
-  namespace: 'default',
+  namespace: temporal.namespace,
+  dataConverter: temporalDataConverter(),
   taskQueue: config.taskQueue,
   bundle: { code: await readFile(config.bundlePath, 'utf8') },
   deps: {

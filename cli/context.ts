@@ -1,14 +1,15 @@
 // What every CLI command gets: output (text or --json), the catalog, and lazily opened
 // connections to PostgreSQL and Temporal, closed once at the end.
-import { Client, Connection } from '@temporalio/client';
+import type { Client, Connection } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import { loadConfig, type Config } from '../config/env.js';
+import { connectTemporalClient } from '../config/temporal.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
-import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
+import { shutdownTracing } from '../workers/tracing.js';
 
 /** Exit codes: 0 done, 1 the command failed, 2 the command line is wrong. */
 export const EXIT = Object.freeze({ ok: 0, failed: 1, usage: 2 });
@@ -58,18 +59,11 @@ export class CliContext {
 
   async client(): Promise<Client> {
     if (!this.clientHandle) {
-      const address = this.config.TEMPORAL_ADDRESS ?? `127.0.0.1:${this.config.TEMPORAL_PORT}`;
-      this.connection = await Connection.connect({ address, connectTimeout: 5_000 }).catch((err: unknown) => {
-        throw new Error(
-          `cannot reach Temporal at ${address} (${(err as Error).message}); start it with npm start or set TEMPORAL_ADDRESS`,
-        );
-      });
-      await ensureSearchAttributes(this.connection, this.config.TEMPORAL_NAMESPACE);
-      this.clientHandle = new Client({
-        connection: this.connection,
-        namespace: this.config.TEMPORAL_NAMESPACE,
-        interceptors: clientInterceptors(),
-      });
+      // The error names the address, the setting it came from, and what to check (TLS, API key).
+      const { connection, client } = await connectTemporalClient(this.config, { connectTimeout: 5_000 });
+      this.connection = connection;
+      await ensureSearchAttributes(connection, this.config.TEMPORAL_NAMESPACE);
+      this.clientHandle = client;
     }
     return this.clientHandle;
   }

@@ -46,7 +46,9 @@ export const COMMANDS: readonly Command[] = [
 const FOOTER = [
   "Dates: ISO-8601 instants, or plain dates and times (2026-03-01, 2026-03-01T10:00) in the job's time zone.",
   'Catalog: --catalog <module>, else TIDEMARK_CATALOG, else ./tidemark.config.js|mjs|ts, else the demo catalog.',
-  'Environment: DATABASE_URL, TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE, TIDEMARK_TASK_QUEUE.',
+  'Environment: DATABASE_URL, TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE, TIDEMARK_TASK_QUEUE;',
+  '  Temporal TLS and keys: TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,',
+  '  TEMPORAL_TLS_SERVER_CA_CERT_PATH, or a TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE).',
   'Exit codes: 0 done, 1 the command failed, 2 the command line is wrong.',
 ];
 

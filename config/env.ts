@@ -1,7 +1,11 @@
 // Configuration from the environment, parsed once per entry point into a frozen object.
 // An error names the variable and says how to fix it.
 import { z } from 'zod';
+import { ConfigError } from './errors.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
+import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
+
+export { ConfigError };
 
 const schema = z.object({
   DATABASE_URL: z
@@ -11,6 +15,12 @@ const schema = z.object({
       'must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/tidemark',
     )
     .default('postgres://postgres@127.0.0.1:5432/tidemark'),
+  /**
+   * Temporal's own settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
+   * TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE) are resolved in config/temporal.ts; loadConfig() sets these
+   * two from that resolution: the address an environment variable or a profile names (unset: the dev
+   * server on 127.0.0.1:TEMPORAL_PORT), and the namespace (default "default").
+   */
   TEMPORAL_ADDRESS: z
     .string()
     .regex(/^[^\s:]+:\d+$/, 'must be host:port, e.g. 127.0.0.1:7233')
@@ -172,13 +182,19 @@ export function secretsOf(config: Config): string[] {
     config.TIDEMARK_WEB_TOKEN,
     config.TIDEMARK_CODEC_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
+    ...(config.temporal ? temporalSecrets(config.temporal) : []),
     fromUrl,
     // The key material of TIDEMARK_PAYLOAD_KEYS ("id:base64" entries).
     ...list(config.TIDEMARK_PAYLOAD_KEYS).map((k) => k.slice(k.indexOf(':') + 1).trim()),
   ].filter((s): s is string => !!s && s.length >= 4);
 }
 
-export type Config = Readonly<z.infer<typeof schema>>;
+export type Config = Readonly<
+  z.infer<typeof schema> & {
+    /** How to reach Temporal: config/temporal.ts connects with it (and describes it without secrets). */
+    temporal: TemporalSettings;
+  }
+>;
 
 /** The task queue the lag watch's schedule starts it on; its own, so losing the job workers is still reported. */
 export function watchQueueOf(
@@ -194,17 +210,6 @@ export function pollQueues(config: Config): string[] {
     ...(role === 'watch' ? [] : [config.TIDEMARK_TASK_QUEUE]),
     ...(role === 'jobs' ? [] : [watchQueueOf(config)]),
   ];
-}
-
-export class ConfigError extends Error {
-  readonly code = 'CONFIG';
-  constructor(
-    readonly variable: string,
-    detail: string,
-  ) {
-    super(`environment variable ${variable}: ${detail}`);
-    this.name = 'ConfigError';
-  }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -226,5 +231,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (err) {
     throw new ConfigError('TIDEMARK_APPROVERS or TIDEMARK_PEOPLE', (err as Error).message);
   }
-  return Object.freeze(parsed.data);
+  // One source of truth: the address and namespace every part uses are the ones it connects with.
+  const temporal = resolveTemporal(env, parsed.data.TEMPORAL_PORT);
+  return Object.freeze({
+    ...parsed.data,
+    TEMPORAL_ADDRESS: temporal.addressSet ? temporal.address : undefined,
+    TEMPORAL_NAMESPACE: temporal.namespace,
+    temporal,
+  });
 }

@@ -4,6 +4,7 @@ import { Kysely, PostgresDialect } from 'kysely';
 import { Migrator } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations/index.js';
+import { pgClient, pgPool, redactUrl } from './pg-connection.js';
 import type { Database } from './schema.js';
 
 /** PostgreSQL error codes the code reacts to, by name. */
@@ -35,15 +36,7 @@ const customTypes = {
   },
 };
 
-export function redactUrl(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(unparseable DATABASE_URL)';
-  }
-}
+export { redactUrl };
 
 /** The pool behind each instance createDb made, for work that needs a connection of its own (COPY). */
 const pools = new WeakMap<Kysely<Database>, pg.Pool>();
@@ -54,8 +47,9 @@ export function poolOf(db: Kysely<Database>): pg.Pool {
   return pool;
 }
 
+/** A kysely instance on a pool whose connections honour the URL's and PG* TLS settings (db/pg-connection.ts). */
 export function createDb(url: string, opts: { max?: number } = {}): Kysely<Database> {
-  const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10, types: customTypes });
+  const pool = pgPool(url, { max: opts.max ?? 10, types: customTypes });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => undefined);
   // Nor one that a transaction holds between statements (a server restart, a terminated
@@ -68,6 +62,9 @@ export function createDb(url: string, opts: { max?: number } = {}): Kysely<Datab
 }
 
 function unreachable(url: string, err: unknown): DatabaseError {
+  // A TLS setting that explains the failure: the message says which one and how to fix it.
+  if ((err as Error).name === 'PgTlsError' || (err as Error).name === 'PgSettingError')
+    return new DatabaseError('DB_TLS', (err as Error).message, { cause: err });
   return new DatabaseError(
     'DB_UNREACHABLE',
     `PostgreSQL at ${redactUrl(url)} cannot be reached (${(err as Error).message}). ` +
@@ -78,7 +75,12 @@ function unreachable(url: string, err: unknown): DatabaseError {
 
 /** Connects once; creates the database when the server says it does not exist. */
 export async function ensureDatabase(url: string): Promise<void> {
-  const probe = new pg.Client({ connectionString: url });
+  let probe: pg.Client;
+  try {
+    probe = pgClient(url);
+  } catch (err) {
+    throw unreachable(url, err);
+  }
   try {
     await probe.connect();
     await probe.end();
@@ -91,7 +93,7 @@ export async function ensureDatabase(url: string): Promise<void> {
   const name = decodeURIComponent(target.pathname.slice(1));
   const admin = new URL(url);
   admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
+  const client = pgClient(admin.toString());
   try {
     await client.connect();
     await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);

@@ -15,8 +15,9 @@ import { report } from './report/index.js';
 import { salesReportChart, salesReportColumns, salesReportQuery } from './sales-report.js';
 import { salesSummary } from './sales-summary.js';
 
-/** The database next to DATABASE_URL's, with a suffix: the demo CRM, the restore-check scratch. */
-function sibling(url: string, suffix: string): string {
+/** The database next to DATABASE_URL's, with a suffix: the demo CRM, the restore-check scratch. Its
+ *  query (sslmode, sslrootcert, sslcert, sslkey, ...) stays: the sibling is on the same server. */
+export function sibling(url: string, suffix: string): string {
   const u = new URL(url);
   u.pathname = `${u.pathname}${suffix}`;
   return u.toString();

@@ -2,8 +2,8 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'kysely';
-import pg from 'pg';
 import { ensureDatabase } from '../db/database.js';
+import { pgClient } from '../db/pg-connection.js';
 import type { JobSeeder } from '../schedules/job.js';
 
 /** Two days of raw events for the nightly rollup. */
@@ -36,7 +36,7 @@ export function seedFiles(stateDir: string): JobSeeder {
 export function seedCrm(sourceUrl: string): JobSeeder {
   return async (db, { now }) => {
     await ensureDatabase(sourceUrl);
-    const src = new pg.Client({ connectionString: sourceUrl });
+    const src = pgClient(sourceUrl);
     await src.connect();
     try {
       await src.query(`create table if not exists customers (id text primary key, name text not null, email text,

@@ -1,13 +1,13 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
 import { isEntryPoint } from '../config/entry.js';
-import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from '../config/env.js';
+import { connectTemporalClient, describeTemporal } from '../config/temporal.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from '../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../workers/log.js';
-import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
+import { shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from './app.js';
 
 /** `tidemark slack` (npm run slack): serves Slack's requests until SIGINT/SIGTERM. */
@@ -18,14 +18,7 @@ export async function runSlack(): Promise<void> {
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL, { max: 4 });
   await migrate(db);
-  const connection = await Connection.connect({
-    address: config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`,
-  });
-  const temporal = new Client({
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    interceptors: clientInterceptors(),
-  });
+  const { connection, client: temporal } = await connectTemporalClient(config);
   const deps = buildDeps(config, {
     db,
     catalog: await loadCatalog(config),
@@ -44,7 +37,9 @@ export async function runSlack(): Promise<void> {
     directory: directoryOf(config),
     ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
   });
-  deps.logger.info(`Slack app listening on :${config.SLACK_APP_PORT}/slack/events`);
+  deps.logger.info(
+    `Slack app listening on :${config.SLACK_APP_PORT}/slack/events; Temporal ${describeTemporal(config.temporal)}`,
+  );
   const stop = () =>
     void app
       .stop()

@@ -1,9 +1,9 @@
 // `tidemark web`: the management page alone, for hosts that serve it (npm start runs it too).
-import { Client, Connection } from '@temporalio/client';
 import { loadCatalog } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
+import { connectTemporalClient, describeTemporal } from '../config/temporal.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
-import { clientInterceptors, shutdownTracing } from '../workers/tracing.js';
+import { shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';
 
 /** Serves the page until SIGINT/SIGTERM. TIDEMARK_WEB_TOKEN is required: it is the login. */
@@ -18,13 +18,7 @@ export async function runWeb(): Promise<void> {
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL, { max: 4 });
   await migrate(db);
-  const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
-  const connection = await Connection.connect({ address });
-  const client = new Client({
-    connection,
-    namespace: config.TEMPORAL_NAMESPACE,
-    interceptors: clientInterceptors(),
-  });
+  const { connection, client } = await connectTemporalClient(config);
   const web = await startWebServer({
     port: config.TIDEMARK_WEB_PORT,
     token: config.TIDEMARK_WEB_TOKEN,
@@ -33,7 +27,9 @@ export async function runWeb(): Promise<void> {
     catalog,
     config,
   });
-  console.log(`[web] ${web.url} (Temporal ${address}; database ${redactUrl(config.DATABASE_URL)})`);
+  console.log(
+    `[web] ${web.url} (Temporal ${describeTemporal(config.temporal)}; database ${redactUrl(config.DATABASE_URL)})`,
+  );
   await new Promise<void>((done) => {
     const stop = () => done();
     process.once('SIGINT', stop);

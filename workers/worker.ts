@@ -1,9 +1,11 @@
 // Worker entry point: load config, connect to PostgreSQL and Temporal, run until SIGINT/SIGTERM.
 // Start as many as you like, on as many hosts as you like, with the same settings.
 import { isEntryPoint } from '../config/entry.js';
-import { NativeConnection, type Worker } from '@temporalio/worker';
-import { Client, Connection } from '@temporalio/client';
+import type { NativeConnection, Worker } from '@temporalio/worker';
+import type { Connection } from '@temporalio/client';
+import { temporalDataConverter } from '../codec/index.js';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
+import { connectTemporalClient, connectTemporalWorker, describeTemporal } from '../config/temporal.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
@@ -13,7 +15,7 @@ import { createLog, logOptionsFromConfig, type Log } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
 import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
-import { clientInterceptors, shutdownTracing } from './tracing.js';
+import { shutdownTracing } from './tracing.js';
 
 let log: Log | undefined;
 
@@ -29,19 +31,16 @@ export async function runWorker(): Promise<void> {
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk, sdkMetrics });
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL);
-  const address = config.TEMPORAL_ADDRESS ?? `127.0.0.1:${config.TEMPORAL_PORT}`;
+  const temporalLine = describeTemporal(config.temporal);
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;
   let probes: ProbeServer | undefined;
   try {
     await migrate(db);
-    connection = await NativeConnection.connect({ address });
-    clientConnection = await Connection.connect({ address });
-    const client = new Client({
-      connection: clientConnection,
-      namespace: config.TEMPORAL_NAMESPACE,
-      interceptors: clientInterceptors(),
-    });
+    connection = await connectTemporalWorker(config);
+    const temporalClient = await connectTemporalClient(config);
+    clientConnection = temporalClient.connection;
+    const client = temporalClient.client;
     await ensureSearchAttributes(clientConnection, config.TEMPORAL_NAMESPACE);
     const metrics = createMetrics({
       db,
@@ -73,11 +72,17 @@ export async function runWorker(): Promise<void> {
       taskQueues,
       deps,
       bundle: await bundleWorkflows(),
+      dataConverter: temporalDataConverter(),
     }));
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
-      `worker polling task queue ${polled.join(' and ')} on ${address} (namespace ${config.TEMPORAL_NAMESPACE}); database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
-      { taskQueues: taskQueues.join(','), address, namespace: config.TEMPORAL_NAMESPACE },
+      `worker polling task queue ${polled.join(' and ')} on Temporal ${temporalLine}; database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      {
+        taskQueues: taskQueues.join(','),
+        address: config.temporal.address,
+        namespace: config.TEMPORAL_NAMESPACE,
+        tls: config.temporal.tls,
+      },
     );
     await runWorkers(workers);
   } finally {

@@ -10,6 +10,7 @@ import { DateTime } from 'luxon';
 import pg from 'pg';
 import type { Transaction } from 'kysely';
 import { ensureDatabase } from '../../db/database.js';
+import { pgClient } from '../../db/pg-connection.js';
 import type { Database } from '../../db/schema.js';
 import type { JobSpec, WindowHandler } from '../../schedules/job.js';
 import { windowIndex } from '../../schedules/window-index.js';
@@ -87,7 +88,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
   const handler: WindowHandler = async ({ trx, job, window, key, log }) => {
     const objectKey = `${prefix}${isoUtc(window.start).replace(/[-:]/g, '')}.dump${encryptionKey ? '.enc' : ''}`;
     // One snapshot for the counts and the dump, so they describe the same data.
-    const snap = new pg.Client({ connectionString: database });
+    const snap = pgClient(database);
     // Held for the whole dump: a source restart must fail this window, not kill the worker.
     snap.on('error', () => undefined);
     await snap.connect();
@@ -178,7 +179,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     const admin = new URL(scratchUrl);
     admin.pathname = '/postgres';
     const drop = async () => {
-      const c = new pg.Client({ connectionString: admin.toString() });
+      const c = pgClient(admin.toString());
       await c.connect();
       await c.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
       await c.end();
@@ -191,7 +192,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
         ['--no-owner', '--exit-on-error'],
         scratchUrl,
       );
-      const c = new pg.Client({ connectionString: scratchUrl });
+      const c = pgClient(scratchUrl);
       await c.connect();
       const got = await countRows(c, Object.keys(expected)).finally(() => c.end());
       const wrong = Object.keys(expected).filter((t) => got[t] !== expected[t]);

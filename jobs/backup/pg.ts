@@ -1,19 +1,12 @@
 // pg_dump and pg_restore as child processes. The password goes through the environment, never
 // the command line; a dump's output ends only after pg_dump exited 0, so a failed or killed dump
-// can never look like a short, complete one.
+// can never look like a short, complete one. TLS settings (sslmode, sslrootcert, sslcert, sslkey from
+// the URL or PG*) reach libpq as PGSSL* variables resolved exactly as for node-postgres.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { PassThrough, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
-function connection(url: string): { args: string[]; env: NodeJS.ProcessEnv } {
-  const u = new URL(url);
-  const password = decodeURIComponent(u.password);
-  u.password = '';
-  return {
-    args: [`--dbname=${u.toString()}`],
-    env: { ...process.env, ...(password ? { PGPASSWORD: password } : {}) },
-  };
-}
+import { libpqConnection as connection } from '../../db/pg-connection.js';
 
 export interface Dump {
   stream: Readable;

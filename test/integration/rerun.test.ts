@@ -62,10 +62,10 @@ test("an approved rerun replaces the window's earlier generation; refusals are a
       const state = await eventually(
         async () => {
           const s = await request.query<RerunState>('state');
-          return s.request ? s : undefined;
+          return s.request && !s.previewing ? s : undefined;
         },
-        20_000,
-        'the request',
+        60_000,
+        'the request and its preview',
       );
       assert.equal(state.request!.window.generation, 1);
       assert.equal(state.request!.window.key, `${key}#1`);

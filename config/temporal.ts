@@ -1,0 +1,486 @@
+// How every process of tidemark reaches Temporal: the one place. The settings are Temporal's own
+// (@temporalio/envconfig): TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* and
+// TEMPORAL_GRPC_META_* over a TOML profile (TEMPORAL_CONFIG_FILE, else ~/.config/temporalio/temporal.toml;
+// TEMPORAL_PROFILE, else "default"). Nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, plain text,
+// namespace "default". An error names the setting that is wrong (the variable, or the file and key) and
+// never prints the API key, a key or a certificate.
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { isAbsolute, join } from 'node:path';
+import type { Client, Connection, ConnectionOptions } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
+import {
+  loadClientConfigProfile,
+  loadClientConnectConfig,
+  type ClientConfigProfile,
+  type LoadClientProfileOptions,
+} from '@temporalio/envconfig';
+import type { NativeConnection } from '@temporalio/worker';
+import { ConfigError } from './errors.js';
+
+/** Where each connection setting came from, and what the connection needs (no secret in it). */
+export interface TemporalSettings {
+  readonly address: string;
+  /** The variable, the profile key, or "TEMPORAL_ADDRESS unset: 127.0.0.1:TEMPORAL_PORT". */
+  readonly addressFrom: string;
+  /** Set when an environment variable or a profile names the address (unset: the local dev server). */
+  readonly addressSet: boolean;
+  readonly namespace: string;
+  readonly namespaceFrom: string;
+  /** The TOML file read, if any, and the profile taken from it. */
+  readonly file: string | undefined;
+  readonly profile: string;
+  readonly tls: 'off' | 'tls' | 'mtls';
+  readonly apiKey: boolean;
+  /** The certificate and key files the connection reads, each with the setting that names it. */
+  readonly files: readonly { readonly setting: string; readonly path: string; readonly what: string }[];
+}
+
+// What loadClientConnectConfig is called with (it holds the API key): kept off the settings object,
+// so that printing or serialising the settings can never show it.
+const loadOptions = new WeakMap<TemporalSettings, LoadClientProfileOptions>();
+const secretValues = new WeakMap<TemporalSettings, string[]>();
+
+const DEFAULT_NAMESPACE = 'default';
+const HOST_PORT = /^[^\s:/]+:\d+$|^\[[0-9a-fA-F:.]+\]:\d+$/;
+
+/** The environment as envconfig should see it: an empty variable is an unset one, as everywhere else here. */
+function effectiveEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (e): e is [string, string] =>
+        typeof e[1] === 'string' && (e[1] !== '' || e[0].startsWith('TEMPORAL_GRPC_META_')),
+    ),
+  );
+}
+
+function defaultConfigFile(env: Record<string, string>): string | undefined {
+  const xdg = env.XDG_CONFIG_HOME;
+  if (xdg && isAbsolute(xdg)) return join(xdg, 'temporalio', 'temporal.toml');
+  return env.HOME ? join(env.HOME, '.config', 'temporalio', 'temporal.toml') : undefined;
+}
+
+/** The TOML file's path and text: TEMPORAL_CONFIG_FILE must name one that can be read; the default may be absent. */
+function readConfigFile(env: Record<string, string>): { path: string; text: string } | undefined {
+  const named = env.TEMPORAL_CONFIG_FILE;
+  const path = named ?? defaultConfigFile(env);
+  if (!path) return undefined;
+  try {
+    return { path, text: readFileSync(path, 'utf8') };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? 'error';
+    if (!named && code === 'ENOENT') return undefined;
+    const setting = named ? 'TEMPORAL_CONFIG_FILE' : `the Temporal config file ${path}`;
+    throw new ConfigError(
+      setting,
+      `cannot read ${path} (${code === 'ENOENT' ? 'no such file' : code}): point it at a readable TOML file with [profile.<name>] tables, or unset it`,
+      named ? 'variable' : 'setting',
+    );
+  }
+}
+
+/** envconfig's errors, said with the setting they are about and without the file's text. */
+function explainLoadError(
+  err: unknown,
+  file: string | undefined,
+  profile: string,
+  text?: string,
+): ConfigError {
+  const e = err as Error & { line?: number; column?: number };
+  const where = file ?? 'the Temporal config file';
+  if (e.name === 'TomlError' || typeof e.line === 'number')
+    // smol-toml's message quotes the lines around the error, which may hold an API key: only the position.
+    return new ConfigError(
+      file ? `TEMPORAL_CONFIG_FILE (${file})` : where,
+      `not valid TOML at line ${e.line ?? '?'}, column ${e.column ?? '?'}: fix the file`,
+      'setting',
+    );
+  const message = e.message ?? String(err);
+  if (e instanceof TypeError)
+    // A file with no [profile.*] table at all: envconfig trips over it.
+    return new ConfigError(
+      file ? `TEMPORAL_CONFIG_FILE (${file})` : where,
+      `has no [profile.${profile}] table: write the settings under [profile.${profile}] (address, namespace, api_key, [profile.${profile}.tls])`,
+      'setting',
+    );
+  if (/^Profile '.*' not found/.test(message)) return unknownProfile(profile, file, text);
+  const both = /^Cannot specify both (\w+)_path and \w+_data/.exec(message);
+  if (both) {
+    const env = `TEMPORAL_TLS_${both[1]!.toUpperCase()}`;
+    return new ConfigError(
+      `${env}_PATH / ${env}_DATA or tls.${both[1]}_path / tls.${both[1]}_data in ${where}`,
+      'give the file path or the PEM data, not both',
+      'setting',
+    );
+  }
+  if (/^Validation error/.test(message))
+    return new ConfigError(
+      file ? `TEMPORAL_CONFIG_FILE (${file})` : where,
+      `${message.replace(/^Validation error: /, '')}; the keys of a profile are address, namespace, api_key, tls (client_cert_path, client_key_path, server_ca_cert_path, server_name, disabled, and the *_data forms), codec and grpc_meta`,
+      'setting',
+    );
+  return new ConfigError(file ? `TEMPORAL_CONFIG_FILE (${file})` : where, message, 'setting');
+}
+
+function unknownProfile(profile: string, file: string | undefined, text?: string): ConfigError {
+  if (!file)
+    return new ConfigError(
+      'TEMPORAL_PROFILE',
+      `profile "${profile}" was asked for, but there is no Temporal config file (set TEMPORAL_CONFIG_FILE to a TOML file with a [profile.${profile}] table, or unset TEMPORAL_PROFILE)`,
+    );
+  const names = [...(text ?? '').matchAll(/^\s*\[\s*profile\.([A-Za-z0-9_-]+)\s*\]/gm)].map((m) => m[1]!);
+  return new ConfigError(
+    'TEMPORAL_PROFILE',
+    `there is no profile "${profile}" in ${file} (it has: ${names.join(', ') || 'none'}); set TEMPORAL_PROFILE to one of them, or add a [profile.${profile}] table`,
+  );
+}
+
+/**
+ * Resolves the connection settings from the environment and the TOML profile, and checks them: an
+ * address that is not host:port, a client key without a certificate (or a certificate without its
+ * key), an unknown profile, a file that does not parse. Files named for TLS are read when connecting.
+ */
+export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSettings {
+  const vars = effectiveEnv(env);
+  const config = readConfigFile(vars);
+  const profile = vars.TEMPORAL_PROFILE ?? 'default';
+  const base: LoadClientProfileOptions = {
+    ...(config ? { configSource: { data: config.text } } : { disableFile: true }),
+    configFileStrict: true,
+    overrideEnvVars: vars,
+    ...(vars.TEMPORAL_PROFILE ? { profile: vars.TEMPORAL_PROFILE } : {}),
+  };
+  if (!config && vars.TEMPORAL_PROFILE) throw unknownProfile(profile, undefined);
+  let fromFile: ClientConfigProfile = {};
+  let merged: ClientConfigProfile;
+  try {
+    if (config) fromFile = loadClientConfigProfile({ ...base, disableEnv: true });
+    merged = loadClientConfigProfile(base);
+  } catch (err) {
+    throw explainLoadError(err, config?.path, profile, config?.text);
+  }
+  const inFile = (key: string) => `${key} in profile "${profile}" of ${config?.path}`;
+  const from = (variable: string, key: string, fileHas: boolean): string =>
+    vars[variable] !== undefined ? variable : fileHas ? inFile(key) : variable;
+
+  const addressSet = merged.address !== undefined && merged.address !== '';
+  const address = addressSet ? merged.address! : `127.0.0.1:${port}`;
+  const addressFrom = addressSet
+    ? from('TEMPORAL_ADDRESS', 'address', fromFile.address !== undefined)
+    : 'TEMPORAL_ADDRESS unset: 127.0.0.1:TEMPORAL_PORT';
+  if (!HOST_PORT.test(address))
+    throw new ConfigError(
+      addressFrom,
+      `"${address}" is not host:port, e.g. 127.0.0.1:7233 or my-ns.a1b2c.tmprl.cloud:7233`,
+      addressFrom === 'TEMPORAL_ADDRESS' ? 'variable' : 'setting',
+    );
+  const namespace = merged.namespace || DEFAULT_NAMESPACE;
+  const namespaceFrom = merged.namespace
+    ? from('TEMPORAL_NAMESPACE', 'namespace', fromFile.namespace !== undefined)
+    : 'default';
+
+  // TLS: the files it names, each with the setting that names it; a key and a certificate go together.
+  const tls = merged.tls;
+  const fileTls = fromFile.tls;
+  const files: { setting: string; path: string; what: string }[] = [];
+  const part = (
+    name: 'clientCert' | 'clientKey' | 'serverCACert',
+    env: string,
+    key: string,
+    what: string,
+  ) => {
+    const source = tls?.[name];
+    if (!source) return undefined;
+    const isPath = 'path' in source;
+    const variable = `${env}_${isPath ? 'PATH' : 'DATA'}`;
+    const setting = from(variable, `tls.${key}_${isPath ? 'path' : 'data'}`, fileTls?.[name] !== undefined);
+    if (isPath) files.push({ setting, path: source.path, what });
+    return setting;
+  };
+  const cert = part('clientCert', 'TEMPORAL_TLS_CLIENT_CERT', 'client_cert', 'client certificate');
+  const key = part('clientKey', 'TEMPORAL_TLS_CLIENT_KEY', 'client_key', 'client key');
+  part('serverCACert', 'TEMPORAL_TLS_SERVER_CA_CERT', 'server_ca_cert', 'server CA certificate');
+  if (key && !cert)
+    throw new ConfigError(
+      key,
+      'a client key is set but no client certificate: set TEMPORAL_TLS_CLIENT_CERT_PATH (or tls.client_cert_path in the profile) to the certificate that goes with it, or unset the key',
+      key.startsWith('TEMPORAL_') ? 'variable' : 'setting',
+    );
+  if (cert && !key)
+    throw new ConfigError(
+      cert,
+      'a client certificate is set but no client key: set TEMPORAL_TLS_CLIENT_KEY_PATH (or tls.client_key_path in the profile) to its private key, or unset the certificate',
+      cert.startsWith('TEMPORAL_') ? 'variable' : 'setting',
+    );
+  const apiKey = !!merged.apiKey;
+  const mode: TemporalSettings['tls'] =
+    tls?.disabled === true ? 'off' : cert ? 'mtls' : tls || apiKey ? 'tls' : 'off';
+
+  const settings: TemporalSettings = Object.freeze({
+    address,
+    addressFrom,
+    addressSet,
+    namespace,
+    namespaceFrom,
+    file: config?.path,
+    profile,
+    tls: mode,
+    apiKey,
+    files: Object.freeze(files.map((f) => Object.freeze(f))),
+  });
+  loadOptions.set(settings, base);
+  const keyData = tls?.clientKey && 'data' in tls.clientKey ? Buffer.from(tls.clientKey.data).toString() : '';
+  secretValues.set(
+    settings,
+    [merged.apiKey ?? '', keyData, ...Object.values(merged.grpcMeta ?? {})].filter((v) => v.length >= 4),
+  );
+  return settings;
+}
+
+/** One line for logs: the address and where it came from, the namespace, TLS and API key as flags only. */
+export function describeTemporal(s: TemporalSettings): string {
+  const flags = [
+    s.tls === 'mtls' ? 'mTLS' : s.tls === 'tls' ? 'TLS' : 'plain text',
+    ...(s.apiKey ? ['API key'] : []),
+    ...(s.file && s.addressFrom.includes(' of ') ? [`profile "${s.profile}"`] : []),
+  ];
+  return `${s.address} (${s.addressFrom}), namespace ${s.namespace}, ${flags.join(', ')}`;
+}
+
+/**
+ * The SDK's connection options: the certificate and key files are read here (an error names the
+ * setting and the path, never the contents), then envconfig's loadClientConnectConfig builds them.
+ */
+export function temporalConnectionOptions(s: TemporalSettings): ConnectionOptions {
+  for (const f of s.files) {
+    let text: string;
+    try {
+      accessSync(f.path, constants.R_OK);
+      text = readFileSync(f.path, 'utf8');
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      throw new ConfigError(
+        f.setting,
+        `cannot read the ${f.what} at ${f.path} (${code === 'ENOENT' ? 'no such file' : (code ?? 'error')}): point it at a readable PEM file`,
+        f.setting.startsWith('TEMPORAL_') ? 'variable' : 'setting',
+      );
+    }
+    if (!/-----BEGIN [A-Z0-9 ]+-----/.test(text))
+      throw new ConfigError(
+        f.setting,
+        `the ${f.what} at ${f.path} is not a PEM file (no "-----BEGIN ...-----" line)`,
+        f.setting.startsWith('TEMPORAL_') ? 'variable' : 'setting',
+      );
+  }
+  const options = loadOptions.get(s);
+  if (!options) throw new Error('Temporal settings must come from resolveTemporal()');
+  let connect: ReturnType<typeof loadClientConnectConfig>;
+  try {
+    connect = loadClientConnectConfig(options);
+  } catch (err) {
+    throw explainLoadError(err, s.file, s.profile);
+  }
+  // The address resolved above (with its default), whatever envconfig left unset.
+  return { ...(connect.connectionOptions as ConnectionOptions), address: s.address };
+}
+
+/** A connection that failed: which address, from which setting, and what to check. No secret in it. */
+export class TemporalConnectError extends Error {
+  readonly code = 'TEMPORAL_CONNECT';
+  constructor(
+    readonly setting: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TemporalConnectError';
+  }
+}
+
+/** The SDK's reason with its causes ("Failed to connect": why), made safe: no secret in it, one line. */
+function reasonOf(err: unknown, secrets: readonly string[]): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e !== undefined && depth < 5; depth++) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (message && !parts.some((p) => p.includes(message))) parts.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  let text = parts.join(': ');
+  for (const s of secrets) if (s.length >= 4) text = text.split(s).join('[redacted]');
+  return text.replace(/\s+/g, ' ').trim().slice(0, 400);
+}
+
+const TLS_HINT = /tls|ssl|certificate|handshake|alert|x509|peer|unknownissuer|bad ?record|\b400\b|protocol/i;
+const UNREACHABLE = /refused|unreachable|timed? ?out|deadline|dns|resolve|not known|no route|ECONN/i;
+const AUTH = /unauthenticated|permission ?denied|unauthori[sz]ed|\b40[13]\b|api key|invalid token/i;
+
+/** Turns a failed connect into an error that says which address and setting, and what to check. */
+export function explainConnectError(
+  err: unknown,
+  s: TemporalSettings,
+  secrets: readonly string[] = [],
+): Error {
+  if (err instanceof ConfigError || err instanceof TemporalConnectError) return err;
+  const reason = reasonOf(err, secrets);
+  const at = `Temporal at ${s.address} (from ${s.addressFrom})`;
+  const tlsSettings =
+    s.tls === 'mtls'
+      ? 'TEMPORAL_TLS_CLIENT_CERT_PATH / TEMPORAL_TLS_CLIENT_KEY_PATH (a client certificate the server trusts) and TEMPORAL_TLS_SERVER_CA_CERT_PATH (the CA that signed the server certificate)'
+      : 'TEMPORAL_TLS_* (the server may require a client certificate: TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH; TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA)';
+  const inProfile =
+    s.file && s.addressFrom.includes(' of ') ? `, or the tls keys of profile "${s.profile}"` : '';
+  if (s.apiKey && AUTH.test(reason))
+    return new TemporalConnectError(
+      'TEMPORAL_API_KEY',
+      `${at} refused the API key (${reason}): check TEMPORAL_API_KEY (or api_key in the profile) and TEMPORAL_NAMESPACE (${s.namespace})`,
+    );
+  if (s.tls !== 'off' && TLS_HINT.test(reason) && !/connection refused/i.test(reason))
+    return new TemporalConnectError(
+      'TEMPORAL_TLS',
+      `${at} refused the TLS connection (${reason}): check ${tlsSettings}${inProfile}`,
+    );
+  if (s.tls === 'off' && /protocol|http2|frame|h2|tls|broken pipe|reset/i.test(reason))
+    return new TemporalConnectError(
+      s.addressFrom,
+      `cannot reach ${at} (${reason}): the server may require TLS; set TEMPORAL_TLS=true (and TEMPORAL_TLS_* for a client certificate) or check ${s.addressFrom}`,
+    );
+  const hint = UNREACHABLE.test(reason) || s.tls === 'off' ? '' : `; if it is up, check ${tlsSettings}`;
+  const fix = s.addressSet ? `fix ${s.addressFrom}` : 'set TEMPORAL_ADDRESS';
+  return new TemporalConnectError(
+    s.addressSet ? s.addressFrom : 'TEMPORAL_ADDRESS',
+    `cannot reach ${at} (${reason}): start it (npm start runs a dev server when no address is set) or ${fix}${hint}`,
+  );
+}
+
+/** The API key, a client key given as data, and the gRPC metadata values (an authorization header). */
+/**
+ * When a TLS connection failed without saying why (the SDK's "Failed to connect before the deadline"),
+ * one TLS handshake of our own with the same certificates tells: the server's certificate not trusted,
+ * the client certificate refused, or nothing listening. Undefined when the handshake succeeds.
+ */
+async function probeTls(options: ConnectionOptions): Promise<string | undefined> {
+  const tlsOptions = (typeof options.tls === 'object' && options.tls) || {};
+  const [host, port] = splitAddress(options.address!);
+  const { connect } = await import('node:tls');
+  const { isIP } = await import('node:net');
+  const servername = tlsOptions.serverNameOverride ?? (isIP(host) ? undefined : host);
+  return await new Promise<string | undefined>((resolve) => {
+    const socket = connect({
+      host,
+      port,
+      ...(servername ? { servername } : {}),
+      ALPNProtocols: ['h2'],
+      ...(tlsOptions.serverRootCACertificate ? { ca: Buffer.from(tlsOptions.serverRootCACertificate) } : {}),
+      ...(tlsOptions.clientCertPair
+        ? {
+            cert: Buffer.from(tlsOptions.clientCertPair.crt),
+            key: Buffer.from(tlsOptions.clientCertPair.key),
+          }
+        : {}),
+    });
+    const done = (reason: string | undefined) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(reason);
+    };
+    const timer = setTimeout(() => done(undefined), 3_000);
+    socket.once('secureConnect', () => {
+      // A server that checks the client certificate after the handshake (TLS 1.3) says so with an alert.
+      socket.once('error', (err: NodeJS.ErrnoException) =>
+        done(`TLS: ${err.code ?? ''} ${err.message}`.trim()),
+      );
+      setTimeout(() => done(undefined), 500);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => {
+      const code = err.code ?? '';
+      if (/^E(CONNREFUSED|HOSTUNREACH|NETUNREACH|NOTFOUND|AI_AGAIN)|^ENOTFOUND/.test(code))
+        done(`connection: ${code}`);
+      else done(`TLS handshake: ${err.message}${code ? ` (${code})` : ''}`);
+    });
+  });
+}
+
+function splitAddress(address: string): [string, number] {
+  const at = address.lastIndexOf(':');
+  return [address.slice(0, at).replace(/^\[|\]$/g, ''), Number(address.slice(at + 1))];
+}
+
+/** The failure as an error that names the setting; for TLS without a reason, a handshake of our own says why. */
+async function connectFailure(err: unknown, s: TemporalSettings, options: ConnectionOptions): Promise<Error> {
+  const secrets = secretsOfSettings(s);
+  if (s.tls === 'off' || TLS_HINT.test(reasonOf(err, secrets))) return explainConnectError(err, s, secrets);
+  const probe = await probeTls(options).catch(() => undefined);
+  if (!probe) return explainConnectError(err, s, secrets);
+  return explainConnectError(new Error(`${reasonOf(err, secrets)}; ${probe}`), s, secrets);
+}
+
+function secretsOfSettings(s: TemporalSettings): string[] {
+  return secretValues.get(s) ?? [];
+}
+
+/** A plain connection (reachability checks, search attributes); closed by the caller. */
+export async function connectTemporal(
+  s: TemporalSettings,
+  opts: { connectTimeout?: number } = {},
+): Promise<Connection> {
+  const options = temporalConnectionOptions(s);
+  // Loaded here, not with the module: loadConfig() resolves the settings in every process, most of
+  // which never connect.
+  const { Connection } = await import('@temporalio/client');
+  try {
+    return await Connection.connect({ ...options, connectTimeout: opts.connectTimeout ?? 10_000 });
+  } catch (err) {
+    throw await connectFailure(err, s, options);
+  }
+}
+
+export interface TemporalClient {
+  connection: Connection;
+  client: Client;
+}
+
+/**
+ * A client on the configured namespace with the project's interceptors and data converter: the CLI,
+ * the page, the Slack app, the worker's own client and the dev stack all get theirs here.
+ */
+export async function connectTemporalClient(
+  config: { readonly temporal: TemporalSettings },
+  opts: { connectTimeout?: number; dataConverter?: DataConverter | undefined } = {},
+): Promise<TemporalClient> {
+  const connection = await connectTemporal(config.temporal, opts);
+  const [{ Client }, { clientInterceptors }, { temporalDataConverter }] = await Promise.all([
+    import('@temporalio/client'),
+    import('../workers/tracing.js'),
+    import('../codec/index.js'),
+  ]);
+  const dataConverter = 'dataConverter' in opts ? opts.dataConverter : temporalDataConverter();
+  const client = new Client({
+    connection,
+    namespace: config.temporal.namespace,
+    interceptors: clientInterceptors(),
+    ...(dataConverter ? { dataConverter } : {}),
+  });
+  return { connection, client };
+}
+
+/** The workers' connection (the SDK's native one), with the same settings. */
+export async function connectTemporalWorker(config: {
+  readonly temporal: TemporalSettings;
+}): Promise<NativeConnection> {
+  const s = config.temporal;
+  const options = temporalConnectionOptions(s);
+  const { NativeConnection } = await import('@temporalio/worker');
+  try {
+    return await NativeConnection.connect({
+      address: options.address!,
+      ...(options.tls !== undefined ? { tls: options.tls } : {}),
+      ...(options.apiKey !== undefined ? { apiKey: options.apiKey as string } : {}),
+      ...(options.metadata ? { metadata: options.metadata as Record<string, string> } : {}),
+    });
+  } catch (err) {
+    throw await connectFailure(err, s, options);
+  }
+}
+
+/** The secrets among the Temporal settings (for the redaction of log lines and alerts). */
+export function temporalSecrets(s: TemporalSettings): string[] {
+  return secretsOfSettings(s);
+}

@@ -1,0 +1,394 @@
+// One reading of a postgres:// URL plus the standard libpq environment (PGSSLMODE, PGSSLROOTCERT,
+// PGSSLCERT, PGSSLKEY) for every connection tidemark makes: node-postgres pools and clients, and
+// the libpq programs (pg_dump, pg_restore) the backup job runs. Both sides get the SAME resolved
+// settings with libpq's semantics:
+//
+//   disable      never TLS
+//   allow        plain first; TLS when the server refuses the plain connection
+//   prefer       TLS when the server offers it, else plain (libpq's default, and ours)
+//   require      TLS, server certificate not checked (checked against sslrootcert as in
+//                verify-ca when a root certificate is given, as libpq does)
+//   verify-ca    TLS, server certificate signed by sslrootcert's CA
+//   verify-full  verify-ca and the host name matches the certificate
+//
+// node-postgres (pg-connection-string 2.x) reads `sslmode=require` as verify-full unless the URL
+// says `uselibpqcompat=true`; we never hand it the TLS parameters: they are stripped from the
+// connection string and the `ssl` options are built here, so `require` means what it means to
+// psql and pg_dump. Like libpq, TLS is never used over a unix socket, and a URL parameter wins
+// over its environment variable, which wins over the ~/.postgresql default files.
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { ConnectionOptions } from 'node:tls';
+import pg from 'pg';
+
+export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
+export type SslMode = (typeof SSL_MODES)[number];
+
+/** URL query parameters that are TLS settings (taken out of the connection string pg and libpq see). */
+const TLS_PARAMS = ['sslmode', 'sslrootcert', 'sslcert', 'sslkey'] as const;
+/** node-postgres-only or unsupported parameters, refused with a hint. */
+const REFUSED_PARAMS: Record<string, string> = {
+  ssl: 'ssl=... is a node-postgres parameter that pg_dump/pg_restore (libpq) refuse; use sslmode=verify-full (with sslrootcert=<CA file>) or sslmode=require instead',
+  uselibpqcompat:
+    'uselibpqcompat is not needed: tidemark always gives sslmode its libpq meaning; remove the parameter',
+  sslpassword:
+    'sslpassword (an encrypted client key) is not supported: libpq has no environment variable for it and a command line would show it to every user of the host; use an unencrypted key file readable only by the worker (chmod 600)',
+  sslnegotiation: 'sslnegotiation is not supported (the installed pg_dump predates it); remove the parameter',
+};
+
+export class PgSettingError extends Error {
+  /** The setting at fault: "sslmode", "sslrootcert", ... */
+  readonly setting: string;
+  constructor(setting: string, message: string) {
+    super(message);
+    this.name = 'PgSettingError';
+    this.setting = setting;
+  }
+}
+
+/** Where a setting came from, for error messages: "DATABASE_URL parameter sslmode", "PGSSLMODE", ... */
+type Origin = string;
+
+export interface PgTls {
+  mode: SslMode;
+  modeFrom: Origin;
+  /** Resolved file paths (absent when not set and no ~/.postgresql default exists). */
+  rootCert?: { path: string; from: Origin };
+  cert?: { path: string; from: Origin };
+  key?: { path: string; from: Origin };
+  /** The host is a unix socket directory: libpq never uses TLS there. */
+  socket: boolean;
+}
+
+export interface PgTarget {
+  /** The URL without its TLS parameters (password included: never print it, use redactUrl). */
+  url: string;
+  tls: PgTls;
+}
+
+const ENV_OF = {
+  sslmode: 'PGSSLMODE',
+  sslrootcert: 'PGSSLROOTCERT',
+  sslcert: 'PGSSLCERT',
+  sslkey: 'PGSSLKEY',
+} as const;
+const DEFAULT_FILE = {
+  sslrootcert: 'root.crt',
+  sslcert: 'postgresql.crt',
+  sslkey: 'postgresql.key',
+} as const;
+
+function redacted(u: URL): string {
+  const c = new URL(u.toString());
+  if (c.password) c.password = '***';
+  return c.toString();
+}
+
+/** Resolves a postgres:// URL and the PG* environment into one set of connection settings. */
+export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): PgTarget {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new PgSettingError(
+      'DATABASE_URL',
+      'the database URL is not a URL: give postgres://user@host:5432/database (the value is not repeated here: it may hold a password)',
+    );
+  }
+  for (const [param, hint] of Object.entries(REFUSED_PARAMS)) {
+    if (u.searchParams.has(param))
+      throw new PgSettingError(param, `database URL ${redacted(u)}: parameter ${param} is refused: ${hint}`);
+  }
+  const pick = (param: keyof typeof ENV_OF): { value: string; from: Origin } | undefined => {
+    const fromUrl = u.searchParams.get(param);
+    if (fromUrl !== null && fromUrl !== '') return { value: fromUrl, from: `the database URL's ${param}` };
+    const fromEnv = env[ENV_OF[param]];
+    if (fromEnv) return { value: fromEnv, from: ENV_OF[param] };
+    return undefined;
+  };
+  const host = u.searchParams.get('host') ?? decodeURIComponent(u.hostname);
+  const socket = host.startsWith('/');
+  const modeSetting = pick('sslmode');
+  const mode = (modeSetting?.value ?? 'prefer') as SslMode;
+  if (!SSL_MODES.includes(mode))
+    throw new PgSettingError(
+      'sslmode',
+      `${modeSetting!.from} is "${modeSetting!.value}": sslmode must be one of ${SSL_MODES.join(', ')}` +
+        (modeSetting!.value === 'no-verify' ? ' (no-verify is node-postgres only: use require)' : ''),
+    );
+  const tls: PgTls = {
+    mode,
+    modeFrom: modeSetting?.from ?? 'the default (no sslmode, no PGSSLMODE)',
+    socket,
+  };
+
+  const home = env.HOME ?? homedir();
+  const file = (param: keyof typeof DEFAULT_FILE): { path: string; from: Origin } | undefined => {
+    const set = pick(param);
+    if (set) {
+      if (!existsSync(set.value))
+        throw new PgSettingError(
+          param,
+          `${set.from} names ${set.value}, which does not exist: give the path of the ${describeFile(param)} (readable by this process) or remove the setting`,
+        );
+      return { path: set.value, from: set.from };
+    }
+    // libpq's default location; used only when the file is there, as libpq does.
+    const dflt = join(home, '.postgresql', DEFAULT_FILE[param]);
+    return existsSync(dflt) ? { path: dflt, from: `the default ${dflt}` } : undefined;
+  };
+  if (mode !== 'disable' && !socket) {
+    tls.rootCert = file('sslrootcert');
+    tls.cert = file('sslcert');
+    tls.key = file('sslkey');
+    if ((mode === 'verify-ca' || mode === 'verify-full') && !tls.rootCert)
+      throw new PgSettingError(
+        'sslrootcert',
+        `sslmode=${mode} (${tls.modeFrom}) checks the server's certificate against a CA, but no sslrootcert is set and ${join(home, '.postgresql', 'root.crt')} does not exist: add sslrootcert=<path of the CA certificate> to the database URL or set PGSSLROOTCERT`,
+      );
+    if (tls.cert && !tls.key)
+      throw new PgSettingError(
+        'sslkey',
+        `a client certificate is set (${tls.cert.from}: ${tls.cert.path}) but no key: add sslkey=<path of its private key> to the database URL or set PGSSLKEY`,
+      );
+    if (tls.key) checkKeyMode(tls.key);
+  }
+  for (const p of TLS_PARAMS) u.searchParams.delete(p);
+  return { url: u.toString(), tls };
+}
+
+function describeFile(param: 'sslrootcert' | 'sslcert' | 'sslkey'): string {
+  return param === 'sslrootcert'
+    ? "CA certificate (PEM) that signed the server's certificate"
+    : param === 'sslcert'
+      ? 'client certificate (PEM)'
+      : "client certificate's private key (PEM)";
+}
+
+/** libpq refuses a key file others can read; say so before pg_dump does, for node connections too. */
+function checkKeyMode(key: { path: string; from: Origin }): void {
+  const st = statSync(key.path);
+  const limit = st.uid === 0 ? 0o640 : 0o600;
+  if ((st.mode & 0o777 & ~limit) !== 0)
+    throw new PgSettingError(
+      'sslkey',
+      `the private key file ${key.path} (${key.from}) has permissions ${(st.mode & 0o777).toString(8)}; libpq requires ${limit.toString(8)} or less: chmod ${limit.toString(8)} ${key.path}`,
+    );
+}
+
+/** node TLS options for one attempt with TLS; `false` for a plain attempt. */
+function tlsOptions(target: PgTarget): ConnectionOptions {
+  const t = target.tls;
+  const read = (f: { path: string; from: Origin }, param: string): string => {
+    try {
+      return readFileSync(f.path, 'utf8');
+    } catch (err) {
+      throw new PgSettingError(
+        param,
+        `${f.from} names ${f.path}, which cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}): make it readable by this process`,
+      );
+    }
+  };
+  const opts: ConnectionOptions = {};
+  if (t.cert && t.key) {
+    opts.cert = read(t.cert, 'sslcert');
+    opts.key = read(t.key, 'sslkey');
+  }
+  if (t.rootCert) {
+    opts.ca = read(t.rootCert, 'sslrootcert');
+    opts.rejectUnauthorized = true;
+    // verify-ca, and require/prefer/allow with a root certificate: the chain, not the name.
+    if (t.mode !== 'verify-full') opts.checkServerIdentity = () => undefined;
+  } else {
+    opts.rejectUnauthorized = false;
+  }
+  // verify-full: node checks the host (pg sets servername for names; an IP against the IP SANs).
+  return opts;
+}
+
+/** The attempts libpq makes, in order: TLS options or false (plain). */
+export function attempts(target: PgTarget): (ConnectionOptions | false)[] {
+  const t = target.tls;
+  if (t.mode === 'disable' || t.socket) return [false];
+  const secure = tlsOptions(target);
+  if (t.mode === 'allow') return [false, secure];
+  if (t.mode === 'prefer') return [secure, false];
+  return [secure];
+}
+
+/** libpq's environment for pg_dump/pg_restore: the password and the resolved TLS settings, nothing inherited. */
+export function libpqConnection(
+  url: string,
+  env: NodeJS.ProcessEnv = process.env,
+): { args: string[]; env: NodeJS.ProcessEnv } {
+  const target = resolvePg(url, env);
+  const u = new URL(target.url);
+  const password = decodeURIComponent(u.password);
+  u.password = '';
+  const child: NodeJS.ProcessEnv = { ...env };
+  for (const name of [...Object.values(ENV_OF), 'PGPASSWORD', 'PGSSLCRL', 'PGSSLCRLDIR']) delete child[name];
+  const t = target.tls;
+  child.PGSSLMODE = t.mode;
+  // Explicit paths, so libpq uses exactly the files node-postgres reads.
+  if (t.rootCert) child.PGSSLROOTCERT = t.rootCert.path;
+  if (t.cert) child.PGSSLCERT = t.cert.path;
+  if (t.key) child.PGSSLKEY = t.key.path;
+  if (password) child.PGPASSWORD = password;
+  return { args: [`--dbname=${u.toString()}`], env: child };
+}
+
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+const CERT_CODES = /CERT|SELF_SIGNED|UNABLE_TO_(GET|VERIFY)|ALTNAME|HOSTNAME|ISSUER/;
+
+/** A connect error with the TLS setting that explains it, or the error itself. */
+export function explainConnectError(err: unknown, target: PgTarget, usedTls: boolean): unknown {
+  const e = err as Error & { code?: string };
+  if (!e || typeof e !== 'object' || typeof e.message !== 'string') return err;
+  const t = target.tls;
+  const where = redactUrl(target.url);
+  const mode = `sslmode=${t.mode} (${t.modeFrom})`;
+  let message: string | undefined;
+  if (e.code === '28000' && /no encryption/i.test(e.message)) {
+    message = `PostgreSQL at ${where} refuses connections without TLS (${e.message}), and ${mode} did not use TLS: set sslmode=verify-full&sslrootcert=<CA file> in the database URL (or PGSSLMODE/PGSSLROOTCERT)`;
+  } else if (e.code === '28000' && /certificate/i.test(e.message)) {
+    message = `PostgreSQL at ${where} requires a client certificate (${e.message}): set sslcert=<certificate>&sslkey=<key> in the database URL (or PGSSLCERT/PGSSLKEY)${t.cert ? `; the one given (${t.cert.path}, ${t.cert.from}) was not accepted for this user` : ''}`;
+  } else if (/does not support SSL/i.test(e.message)) {
+    message = `PostgreSQL at ${where} does not offer TLS, but ${mode} requires it: turn ssl on at the server, or (only on a trusted network) set sslmode=prefer or disable`;
+  } else if (
+    usedTls &&
+    ((e.code && CERT_CODES.test(e.code)) || /Hostname\/IP does not match/i.test(e.message))
+  ) {
+    message =
+      `the server certificate of PostgreSQL at ${where} failed verification under ${mode}` +
+      `${t.rootCert ? ` with sslrootcert=${t.rootCert.path} (${t.rootCert.from})` : ' with no sslrootcert'}: ${e.message}. ` +
+      (t.mode === 'verify-full'
+        ? "Give the CA that signed the server's certificate in sslrootcert, and connect by a host name the certificate lists"
+        : "Give the CA that signed the server's certificate in sslrootcert");
+  }
+  if (!message) return err;
+  const out = new Error(message, { cause: err }) as Error & { code?: string; setting?: string };
+  out.name = 'PgTlsError';
+  if (e.code) out.code = e.code;
+  return out;
+}
+
+export function redactUrl(url: string): string {
+  try {
+    return redacted(new URL(url));
+  } catch {
+    return '(unparseable DATABASE_URL)';
+  }
+}
+
+function fallbackAllowed(err: unknown): boolean {
+  const code = (err as { code?: string }).code;
+  return !(code && NETWORK_CODES.has(code));
+}
+
+const TARGET = Symbol('tidemark.pgTarget');
+type TargetConfig = pg.ClientConfig & { [TARGET]?: PgTarget };
+
+/**
+ * A pg.Client that makes libpq's attempts (allow: plain then TLS; prefer: TLS then plain) and
+ * explains TLS failures. Pools create it through their `Client` option.
+ */
+export class TidemarkPgClient extends pg.Client {
+  // Holds the connection string (with its password): non-enumerable, as pg hides its own copy.
+  declare private readonly base: TargetConfig;
+  private tlsInUse: boolean;
+  constructor(config: TargetConfig) {
+    const target = config[TARGET];
+    if (!target) throw new Error('TidemarkPgClient needs a config from pgClientConfig (db/pg-connection.ts)');
+    const first = attempts(target)[0]!;
+    super({ ...config, ssl: first });
+    Object.defineProperty(this, 'base', { value: config, enumerable: false });
+    this.tlsInUse = first !== false;
+  }
+
+  override connect(): Promise<pg.Client>;
+  override connect(callback: (err: Error | null, c?: pg.Client) => void): void;
+  override connect(callback?: (err: Error | null, c?: pg.Client) => void): Promise<pg.Client> | void {
+    const p = this.connectAttempts().then(() => this as pg.Client);
+    if (!callback) return p;
+    p.then(
+      (c) => callback(null, c),
+      (err: Error) => callback(err),
+    );
+  }
+
+  private async connectAttempts(): Promise<void> {
+    const target = this.base[TARGET]!;
+    const plan = attempts(target);
+    let first: unknown;
+    try {
+      await super.connect();
+      return;
+    } catch (err) {
+      if (plan.length < 2 || !fallbackAllowed(err)) throw explainConnectError(err, target, this.tlsInUse);
+      first = err;
+    }
+    const firstUsedTls = this.tlsInUse;
+    // libpq's second attempt on a new connection: take over a fresh client's state, keeping our
+    // event listeners (the pool's). The first connection's late events ('end' once its socket
+    // closes) must not reach the second attempt's state.
+    const old = (this as unknown as { connection: pg.Connection & { stream?: { destroy(): void } } })
+      .connection;
+    old.removeAllListeners();
+    old.on('error', () => undefined);
+    old.stream?.destroy();
+    const fresh = new pg.Client({ ...this.base, ssl: plan[1]! });
+    for (const key of Reflect.ownKeys(fresh)) {
+      if (typeof key === 'symbol' || key.startsWith('_events') || key === '_maxListeners') continue;
+      Object.defineProperty(this, key, Object.getOwnPropertyDescriptor(fresh, key)!);
+    }
+    this.tlsInUse = plan[1] !== false;
+    try {
+      await super.connect();
+    } catch (err) {
+      // allow's TLS attempt on a server without TLS says nothing new: the plain attempt's answer
+      // (a missing database, say, which ensureDatabase acts on) is the one that counts.
+      if (/does not support SSL/i.test((err as Error).message))
+        throw explainConnectError(first, target, firstUsedTls);
+      throw explainConnectError(err, target, this.tlsInUse);
+    }
+  }
+}
+
+/** node-postgres config for a URL: connection string without TLS parameters, TLS from the resolved settings. */
+export function pgClientConfig(
+  url: string,
+  extra: Omit<pg.ClientConfig, 'connectionString' | 'ssl'> = {},
+): TargetConfig {
+  const target = resolvePg(url);
+  // Read the files now, so a missing or unreadable one fails here with the setting's name.
+  attempts(target);
+  return { ...extra, connectionString: target.url, [TARGET]: target };
+}
+
+/** A client for a URL (connect() as usual). */
+export function pgClient(
+  url: string,
+  extra: Omit<pg.ClientConfig, 'connectionString' | 'ssl'> = {},
+): pg.Client {
+  return new TidemarkPgClient(pgClientConfig(url, extra));
+}
+
+/** A pool for a URL whose clients connect with the resolved TLS settings. */
+export function pgPool(
+  url: string,
+  extra: Omit<pg.PoolConfig, 'connectionString' | 'ssl' | 'Client'> = {},
+): pg.Pool {
+  return new pg.Pool({
+    ...pgClientConfig(url, extra),
+    Client: TidemarkPgClient as unknown as typeof pg.Client,
+  } as pg.PoolConfig);
+}

@@ -1,0 +1,314 @@
+// Issue 13: a worker and the CLI reach Temporal through a TLS-terminating proxy that requires client
+// certificates (Debian's nginx with grpc_pass in front of the dev server), configured by Temporal's own
+// variables (TEMPORAL_TLS_*) and by a TOML profile (TEMPORAL_CONFIG_FILE + TEMPORAL_PROFILE); a wrong
+// client certificate and an untrusted server are refused with a message that names the TLS settings;
+// TEMPORAL_API_KEY arrives at the proxy as "authorization: Bearer <key>" and is printed nowhere.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { insertOrders, ordersBetween } from '../helpers/jobs.js';
+import { freePort } from '../helpers/net.js';
+import { runToEnd } from '../helpers/spawn.js';
+import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const API_KEY = `tm-test-key-${process.pid}-a1b2c3d4e5f6`;
+const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-tls-'));
+const pem = (name: string) => join(dir, name);
+let nginx: ChildProcess | undefined;
+let proxyAddress = '';
+const workers: ChildProcess[] = [];
+
+const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+
+/** A CA, and certificates it signs: the server's (127.0.0.1 and localhost) and a client's. */
+function makeCa(name: string): void {
+  openssl(
+    ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2'],
+    ...['-keyout', `${name}-ca.key`, '-out', `${name}-ca.pem`, '-subj', `/CN=tidemark test ${name} CA`],
+  );
+}
+function signed(ca: string, name: string, subject: string, ext: string): void {
+  writeFileSync(pem(`${name}.ext`), ext);
+  openssl(
+    ...['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`],
+    ...['-subj', subject],
+  );
+  openssl(
+    ...['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}-ca.pem`, '-CAkey', `${ca}-ca.key`],
+    ...['-CAcreateserial', '-days', '2', '-out', `${name}.pem`, '-extfile', `${name}.ext`],
+  );
+}
+
+const stack = realStack(async ({ env }) => {
+  makeCa('good');
+  makeCa('wrong');
+  signed(
+    'good',
+    'server',
+    '/CN=localhost',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
+  );
+  signed('good', 'client', '/CN=tidemark-worker', 'extendedKeyUsage=clientAuth\n');
+  signed('wrong', 'intruder', '/CN=intruder', 'extendedKeyUsage=clientAuth\n');
+  const port = await freePort();
+  proxyAddress = `127.0.0.1:${port}`;
+  writeFileSync(
+    pem('nginx.conf'),
+    `worker_processes 1;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log info;
+events { worker_connections 256; }
+http {
+  log_format grpc '$remote_addr $status "$request_uri" auth="$http_authorization" client="$ssl_client_s_dn" verify=$ssl_client_verify';
+  access_log ${dir}/access.log grpc;
+  client_body_temp_path ${dir}/client_body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  server {
+    listen 127.0.0.1:${port} ssl http2;
+    ssl_certificate ${dir}/server.pem;
+    ssl_certificate_key ${dir}/server.key;
+    ssl_client_certificate ${dir}/good-ca.pem;
+    ssl_verify_client on;
+    # Workers long-poll for up to 70 s.
+    grpc_read_timeout 300s;
+    grpc_send_timeout 300s;
+    client_max_body_size 0;
+    location / {
+      grpc_pass grpc://${env.address};
+    }
+  }
+}
+`,
+  );
+  // Debian's nginx is in /usr/sbin, which is not on every user's PATH.
+  nginx = spawn(
+    existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx',
+    ['-p', dir, '-c', pem('nginx.conf'), '-e', pem('error.log'), '-g', 'daemon off;'],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  let out = '';
+  nginx.stdout!.on('data', (d) => (out += d));
+  nginx.stderr!.on('data', (d) => (out += d));
+  await eventually(
+    async () => {
+      if (nginx!.exitCode !== null) throw new Error(`nginx exited (${nginx!.exitCode}):\n${out}`);
+      return existsSync(pem('nginx.pid')) ? true : undefined;
+    },
+    30_000,
+    'nginx to start',
+  );
+});
+
+after(async () => {
+  for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
+  if (nginx && nginx.exitCode === null) {
+    const exited = new Promise((r) => nginx!.once('exit', r));
+    nginx.kill('SIGTERM'); // fast shutdown: no waiting for open long polls
+    await exited;
+  }
+  rmSync(dir, { recursive: true, force: true });
+});
+
+before(() => {
+  // Nothing from the shell that runs the tests may choose another server, profile or key.
+  for (const k of Object.keys(process.env)) if (/^TEMPORAL_(?!CLI$)/.test(k)) delete process.env[k];
+});
+
+/** The mTLS variables of a client holding `cert` (signed by the proxy's CA unless it is the intruder's). */
+const tlsEnv = (cert: 'client' | 'intruder', ca = 'good-ca.pem'): Record<string, string> => ({
+  TEMPORAL_ADDRESS: proxyAddress,
+  TEMPORAL_TLS_CLIENT_CERT_PATH: pem(`${cert}.pem`),
+  TEMPORAL_TLS_CLIENT_KEY_PATH: pem(`${cert}.key`),
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: pem(ca),
+});
+
+/** The body of a PEM file (its secret part): must appear in no output. */
+const pemBody = (name: string): string =>
+  readFileSync(pem(name), 'utf8')
+    .split('\n')
+    .filter((l) => l && !l.startsWith('-----'))
+    .slice(1, 3)
+    .join('\n');
+
+/** The real worker entry point as a child process; resolves once it polls. */
+async function startWorker(
+  env: Record<string, string>,
+): Promise<{ out: () => string; stop(): Promise<void> }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'workers/worker.ts'], {
+    cwd: root,
+    env: { ...process.env, TIDEMARK_METRICS_PORT: '0', TIDEMARK_METRICS_HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  workers.push(child);
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  await eventually(
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the worker exited (${child.exitCode}):\n${out}`);
+      return /worker polling task queue/.test(out) ? true : undefined;
+    },
+    120_000,
+    'the worker to poll',
+  );
+  return {
+    out: () => out,
+    async stop() {
+      const exited = new Promise((r) => child.once('exit', r));
+      if (child.exitCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+const cli = (args: string[], env: Record<string, string>) =>
+  runToEnd(process.execPath, ['bin/tidemark.js', ...args], env);
+
+/** Processes the window of sales-hourly starting at `start` through the CLI; returns its ledger row. */
+async function processWindow(start: string, env: Record<string, string>) {
+  const end = new Date(new Date(start).getTime() + 3_600_000).toISOString().replace('.000Z', 'Z');
+  await insertOrders(stack.t.db, ordersBetween(`tls-${start}`, start, end, 12));
+  const run = await cli(['backfill', 'sales-hourly', '--from', start, '--to', end], env);
+  assert.equal(run.code, 0, `the CLI's backfill through the proxy failed:\n${run.out}\n${run.err}`);
+  assert.match(run.out, /^done: processed 1, already done 0, running elsewhere 0, failed 0$/m, run.out);
+  const row = await stack.t.db
+    .selectFrom('job_windows')
+    .select(['status', 'records_applied'])
+    .where('job', '=', 'sales-hourly')
+    .where('window_start', '=', new Date(start))
+    .executeTakeFirstOrThrow();
+  assert.deepEqual(row, { status: 'done', records_applied: 12 });
+  return run;
+}
+
+const accessLog = () => (existsSync(pem('access.log')) ? readFileSync(pem('access.log'), 'utf8') : '');
+
+test('TEMPORAL_TLS_* and TEMPORAL_API_KEY: a worker and the CLI connect through the mTLS proxy and process a window; the key reaches the proxy as a bearer token and is printed nowhere', async () => {
+  const env = {
+    DATABASE_URL: stack.t.url,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('tls-env'),
+    ...tlsEnv('client'),
+    TEMPORAL_API_KEY: API_KEY,
+  };
+  const worker = await startWorker(env);
+  try {
+    assert.match(
+      worker.out(),
+      new RegExp(`on Temporal ${proxyAddress} \\(TEMPORAL_ADDRESS\\), namespace default, mTLS, API key`),
+    );
+    const run = await processWindow('2026-05-01T10:00:00Z', env);
+    for (const text of [run.out, run.err, worker.out()]) {
+      assert.ok(!text.includes(API_KEY), `the API key was printed:\n${text}`);
+      assert.ok(!text.includes(pemBody('client.key')), 'the client key was printed');
+    }
+  } finally {
+    await worker.stop();
+  }
+  assert.ok(!worker.out().includes(API_KEY), `the API key was printed by the worker:\n${worker.out()}`);
+  // nginx saw the requests with the client's certificate and the key as the authorization header.
+  const log = accessLog();
+  assert.match(log, new RegExp(`auth="Bearer ${API_KEY}" client="CN=tidemark-worker" verify=SUCCESS`));
+  assert.match(log, /PollWorkflowTaskQueue/, 'the worker polled through the proxy');
+  assert.match(log, /StartWorkflowExecution/, 'the CLI started the backfill through the proxy');
+  // Every call of the worker (its native connection and its client) and of the CLI carried it.
+  const calls = log.split('\n').filter(Boolean);
+  const without = calls.filter((l) => !l.includes(`auth="Bearer ${API_KEY}"`));
+  assert.deepEqual(without, [], `calls without the API key:\n${without.join('\n')}`);
+});
+
+test('a TOML profile (TEMPORAL_CONFIG_FILE + TEMPORAL_PROFILE): the worker and the CLI process a window through the proxy', async () => {
+  const toml = pem('temporal.toml');
+  writeFileSync(
+    toml,
+    [
+      '[profile.default]',
+      'address = "127.0.0.1:1"',
+      '',
+      '[profile.proxy]',
+      `address = "${proxyAddress}"`,
+      'namespace = "default"',
+      '[profile.proxy.tls]',
+      `client_cert_path = "${pem('client.pem')}"`,
+      `client_key_path = "${pem('client.key')}"`,
+      `server_ca_cert_path = "${pem('good-ca.pem')}"`,
+      '',
+    ].join('\n'),
+  );
+  const env = {
+    DATABASE_URL: stack.t.url,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('tls-profile'),
+    TEMPORAL_CONFIG_FILE: toml,
+    TEMPORAL_PROFILE: 'proxy',
+  };
+  const worker = await startWorker(env);
+  try {
+    assert.match(
+      worker.out(),
+      new RegExp(
+        `on Temporal ${proxyAddress} \\(address in profile \\\\"proxy\\\\" of ${toml}\\), namespace default, mTLS`,
+      ),
+    );
+    await processWindow('2026-05-01T11:00:00Z', env);
+  } finally {
+    await worker.stop();
+  }
+});
+
+test('a client certificate the proxy does not trust is refused, and the message names the TLS settings and holds no secret', async (t) => {
+  const env = {
+    DATABASE_URL: stack.t.url,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('tls-wrong'),
+    ...tlsEnv('intruder'),
+    TEMPORAL_API_KEY: API_KEY,
+  };
+  const refused = await cli(['jobs'], env);
+  assert.equal(refused.code, 1, `${refused.out}\n${refused.err}`);
+  t.diagnostic(refused.err.split('\n').at(-2) ?? '');
+  assert.match(
+    refused.err,
+    new RegExp(
+      `Temporal at ${proxyAddress} \\(from TEMPORAL_ADDRESS\\) refused the TLS connection \\(.+\\): check TEMPORAL_TLS_CLIENT_CERT_PATH / TEMPORAL_TLS_CLIENT_KEY_PATH`,
+    ),
+  );
+  for (const text of [refused.out, refused.err]) {
+    assert.ok(!text.includes(API_KEY), `the API key was printed:\n${text}`);
+    assert.ok(!text.includes(pemBody('intruder.key')), 'the client key was printed');
+    assert.ok(!text.includes(pemBody('intruder.pem')), 'the client certificate was printed');
+  }
+  // nginx refused it for the certificate.
+  assert.match(readFileSync(pem('error.log'), 'utf8'), /client SSL certificate verify error/);
+
+  // The worker, too, stops with the reason.
+  const worker = await runToEnd(process.execPath, ['--import', 'tsx', 'workers/worker.ts'], {
+    ...env,
+    TIDEMARK_METRICS_PORT: '0',
+    TIDEMARK_METRICS_HOST: '127.0.0.1',
+  });
+  assert.equal(worker.code, 1, `${worker.out}\n${worker.err}`);
+  t.diagnostic(worker.out.split('\n').find((l) => l.includes('worker stopped')) ?? '');
+  assert.match(
+    worker.out,
+    /worker stopped: Temporal at .* refused the TLS connection .*TEMPORAL_TLS_CLIENT_CERT_PATH/,
+  );
+  assert.ok(!`${worker.out}${worker.err}`.includes(API_KEY), 'the API key was printed by the worker');
+});
+
+test('a server certificate that TEMPORAL_TLS_SERVER_CA_CERT_PATH does not vouch for: refused, named', async (t) => {
+  const refused = await cli(['jobs'], {
+    DATABASE_URL: stack.t.url,
+    ...tlsEnv('client', 'wrong-ca.pem'),
+  });
+  assert.equal(refused.code, 1, `${refused.out}\n${refused.err}`);
+  t.diagnostic(refused.err.split('\n').at(-2) ?? '');
+  assert.match(refused.err, /refused the TLS connection .*TEMPORAL_TLS_SERVER_CA_CERT_PATH/);
+});

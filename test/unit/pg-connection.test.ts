@@ -1,0 +1,201 @@
+// The one mapping of a postgres:// URL + PGSSL* environment to node-postgres options and to the
+// libpq environment of pg_dump/pg_restore: the same sslmode, files and precedence on both sides.
+import assert from 'node:assert/strict';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { inspect } from 'node:util';
+import { attempts, libpqConnection, pgClient, PgSettingError, resolvePg } from '../../db/pg-connection.js';
+import { sibling } from '../../jobs/catalog.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+const file = (name: string, mode = 0o600) => {
+  const p = join(dir, name);
+  writeFileSync(p, `-----BEGIN ${name}-----\n`);
+  chmodSync(p, mode);
+  return p;
+};
+const ca = file('ca.crt', 0o644);
+const otherCa = file('other-ca.crt', 0o644);
+const cert = file('client.crt', 0o644);
+const key = file('client.key');
+// An empty HOME: no ~/.postgresql defaults unless a test makes them.
+const emptyHome = mkdtempSync(join(dir, 'home-'));
+const env = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ HOME: emptyHome, ...extra });
+
+test('no sslmode anywhere: prefer (libpq default) - TLS without verification first, then plain', () => {
+  const t = resolvePg('postgres://u:secret@db.example:5432/app', env());
+  assert.equal(t.tls.mode, 'prefer');
+  const a = attempts(t);
+  assert.equal(a.length, 2);
+  assert.deepEqual(a[0], { rejectUnauthorized: false });
+  assert.equal(a[1], false);
+  const l = libpqConnection('postgres://u:secret@db.example:5432/app', env());
+  assert.equal(l.env.PGSSLMODE, 'prefer');
+  assert.equal(l.env.PGPASSWORD, 'secret');
+  assert.deepEqual(l.args, ['--dbname=postgres://u@db.example:5432/app']);
+});
+
+test('each sslmode maps to the same attempts in node-postgres and the same PGSSLMODE for libpq', () => {
+  const url = (q: string) => `postgres://u@db.example/app?${q}`;
+  assert.deepEqual(attempts(resolvePg(url('sslmode=disable'), env())), [false]);
+  assert.deepEqual(attempts(resolvePg(url('sslmode=allow'), env())), [false, { rejectUnauthorized: false }]);
+  // require without a root certificate: encrypted, not verified (NOT node-postgres's verify-full reading).
+  assert.deepEqual(attempts(resolvePg(url('sslmode=require'), env())), [{ rejectUnauthorized: false }]);
+  // require with a root certificate behaves as verify-ca (libpq): chain checked, name not.
+  const req = attempts(resolvePg(url(`sslmode=require&sslrootcert=${ca}`), env()))[0] as Record<
+    string,
+    unknown
+  >;
+  assert.equal(req.rejectUnauthorized, true);
+  assert.match(String(req.ca), /BEGIN ca.crt/);
+  assert.equal(typeof req.checkServerIdentity, 'function');
+  const vca = attempts(resolvePg(url(`sslmode=verify-ca&sslrootcert=${ca}`), env()))[0] as Record<
+    string,
+    unknown
+  >;
+  assert.equal(vca.rejectUnauthorized, true);
+  assert.equal(typeof vca.checkServerIdentity, 'function');
+  const vfull = attempts(resolvePg(url(`sslmode=verify-full&sslrootcert=${ca}`), env()))[0] as Record<
+    string,
+    unknown
+  >;
+  assert.equal(vfull.rejectUnauthorized, true);
+  assert.equal(vfull.checkServerIdentity, undefined, 'verify-full keeps the host name check');
+  for (const mode of ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full']) {
+    const q = mode.startsWith('verify') ? `sslmode=${mode}&sslrootcert=${ca}` : `sslmode=${mode}`;
+    const l = libpqConnection(url(q), env());
+    assert.equal(l.env.PGSSLMODE, mode);
+    assert.doesNotMatch(l.args[0]!, /ssl/, 'TLS settings reach libpq through PGSSL* only');
+  }
+});
+
+test('the URL wins over PGSSL* variables, which win over defaults; the files reach libpq as explicit paths', () => {
+  const e = env({ PGSSLMODE: 'verify-ca', PGSSLROOTCERT: otherCa, PGSSLCERT: cert, PGSSLKEY: key });
+  const fromEnv = resolvePg('postgres://u@h/app', e);
+  assert.equal(fromEnv.tls.mode, 'verify-ca');
+  assert.equal(fromEnv.tls.modeFrom, 'PGSSLMODE');
+  assert.equal(fromEnv.tls.rootCert?.path, otherCa);
+  const l = libpqConnection('postgres://u@h/app', e);
+  assert.deepEqual(
+    [l.env.PGSSLMODE, l.env.PGSSLROOTCERT, l.env.PGSSLCERT, l.env.PGSSLKEY],
+    ['verify-ca', otherCa, cert, key],
+  );
+  const both = resolvePg(`postgres://u@h/app?sslmode=verify-full&sslrootcert=${ca}`, e);
+  assert.equal(both.tls.mode, 'verify-full');
+  assert.equal(both.tls.rootCert?.path, ca);
+  assert.equal(both.tls.cert?.path, cert, 'unset in the URL: the environment variable still applies');
+  assert.equal(both.url, 'postgres://u@h/app', 'the TLS parameters leave the connection string');
+  const lb = libpqConnection(
+    `postgres://u@h/app?sslmode=verify-full&sslrootcert=${ca}&application_name=x`,
+    e,
+  );
+  assert.equal(lb.env.PGSSLROOTCERT, ca);
+  assert.deepEqual(lb.args, ['--dbname=postgres://u@h/app?application_name=x']);
+  // An inherited PGSSLMODE never reaches pg_dump unresolved: disable in the URL is disable for libpq.
+  assert.equal(libpqConnection('postgres://u@h/app?sslmode=disable', e).env.PGSSLMODE, 'disable');
+  assert.equal(libpqConnection('postgres://u@h/app?sslmode=disable', e).env.PGSSLROOTCERT, undefined);
+});
+
+test('~/.postgresql/root.crt is used when present, as libpq does (require then verifies the chain)', () => {
+  const home = mkdtempSync(join(dir, 'home-'));
+  const pgdir = join(home, '.postgresql');
+  mkdirSync(pgdir);
+  writeFileSync(join(pgdir, 'root.crt'), '-----BEGIN default-----\n');
+  const t = resolvePg('postgres://u@h/app?sslmode=require', { HOME: home });
+  assert.equal(t.tls.rootCert?.path, join(pgdir, 'root.crt'));
+  assert.equal((attempts(t)[0] as { rejectUnauthorized: boolean }).rejectUnauthorized, true);
+  assert.equal(
+    libpqConnection('postgres://u@h/app?sslmode=require', { HOME: home }).env.PGSSLROOTCERT,
+    join(pgdir, 'root.crt'),
+  );
+});
+
+test('a unix socket host never uses TLS (libpq ignores sslmode there)', () => {
+  assert.deepEqual(attempts(resolvePg('postgres://u@%2Fvar%2Frun%2Fpostgresql/app?sslmode=prefer', env())), [
+    false,
+  ]);
+  assert.deepEqual(attempts(resolvePg('postgres://u@localhost/app?host=/tmp&sslmode=require', env())), [
+    false,
+  ]);
+});
+
+function refused(fn: () => unknown, setting: string, message: RegExp) {
+  assert.throws(fn, (err: unknown) => {
+    assert.ok(err instanceof PgSettingError, String(err));
+    assert.equal(err.setting, setting);
+    assert.match(err.message, message);
+    assert.doesNotMatch(err.message, /secret/, 'the password is never printed');
+    return true;
+  });
+}
+
+test('bad settings are refused naming the setting, its origin and the fix; never the password', () => {
+  const base = 'postgres://u:secret@h/app';
+  refused(
+    () => resolvePg(`${base}?sslmode=verify-full&sslrootcert=/nope/ca.crt`, env()),
+    'sslrootcert',
+    /the database URL's sslrootcert names \/nope\/ca\.crt, which does not exist/,
+  );
+  refused(
+    () =>
+      resolvePg(
+        base,
+        env({ PGSSLMODE: 'verify-full', PGSSLROOTCERT: ca, PGSSLCERT: '/nope/c.crt', PGSSLKEY: key }),
+      ),
+    'sslcert',
+    /PGSSLCERT names \/nope\/c\.crt, which does not exist/,
+  );
+  refused(
+    () => resolvePg(`${base}?sslmode=require&sslcert=${cert}&sslkey=/nope/c.key`, env()),
+    'sslkey',
+    /sslkey names \/nope\/c\.key/,
+  );
+  refused(
+    () => resolvePg(`${base}?sslmode=verify-full`, env()),
+    'sslrootcert',
+    /sslmode=verify-full .*no sslrootcert/,
+  );
+  refused(
+    () => resolvePg(`${base}?sslmode=no-verify`, env()),
+    'sslmode',
+    /must be one of disable, allow, prefer.*use require/,
+  );
+  refused(() => resolvePg(base, env({ PGSSLMODE: 'strict' })), 'sslmode', /PGSSLMODE is "strict"/);
+  refused(() => resolvePg(`${base}?ssl=true`, env()), 'ssl', /use sslmode=verify-full/);
+  refused(() => resolvePg(`${base}?sslmode=require&uselibpqcompat=true`, env()), 'uselibpqcompat', /remove/);
+  refused(() => resolvePg(`${base}?sslpassword=pw`, env()), 'sslpassword', /unencrypted key file/);
+  refused(() => resolvePg(`${base}?sslmode=require&sslcert=${cert}`, env()), 'sslkey', /no key/);
+  const open = file('open.key', 0o644);
+  refused(
+    () => resolvePg(`${base}?sslmode=require&sslcert=${cert}&sslkey=${open}`, env()),
+    'sslkey',
+    new RegExp(`permissions 644; libpq requires 6[04]0 or less: chmod 6[04]0 ${open}`),
+  );
+});
+
+test("sibling databases (demo CRM, restore-check scratch) keep DATABASE_URL's TLS parameters", () => {
+  const url = `postgres://u:pw@db.example:5432/tidemark?sslmode=verify-full&sslrootcert=${ca}&sslcert=${cert}&sslkey=${key}`;
+  const s = new URL(sibling(url, '_restore_check'));
+  assert.equal(s.pathname, '/tidemark_restore_check');
+  assert.equal(s.password, 'pw');
+  assert.deepEqual(
+    [...s.searchParams.entries()],
+    [
+      ['sslmode', 'verify-full'],
+      ['sslrootcert', ca],
+      ['sslcert', cert],
+      ['sslkey', key],
+    ],
+  );
+});
+
+test('a client made for a URL shows neither the password nor the key when printed', () => {
+  const c = pgClient(`postgres://u:pw-Zq81x@db.example/app?sslmode=require&sslcert=${cert}&sslkey=${key}`);
+  const printed = `${inspect(c, { depth: 6 })} ${JSON.stringify(Object.keys(c))}`;
+  assert.match(printed, /BEGIN client\.crt/, 'the printout is of the configured client');
+  assert.doesNotMatch(printed, /pw-Zq81x/);
+  assert.doesNotMatch(printed, /BEGIN client\.key/);
+});
