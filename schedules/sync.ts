@@ -7,8 +7,10 @@ import {
   ScheduleNotFoundError,
   ScheduleOverlapPolicy,
   type Client,
+  type ScheduleDescription,
   type ScheduleOptions,
 } from '@temporalio/client';
+import { AesGcmCodec, KEY_ID_METADATA } from '../codec/aes-gcm.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
 import { isFallbackDemo } from '../config/catalog-source.js';
@@ -167,6 +169,27 @@ export async function syncSchedules(
   return plan;
 }
 
+/** The key id new payloads of `client` are encrypted with; undefined: they are written plain. */
+function currentKeyId(client: Client): string | undefined {
+  return (client.options.dataConverter?.payloadCodecs ?? []).find((c) => c instanceof AesGcmCodec)
+    ?.currentKeyId;
+}
+
+/**
+ * Whether the payloads the server stores in a schedule's action (its args and memo, copied into every
+ * workflow it starts) were written with another key than the current one, or plain while payloads are
+ * encrypted. Such a schedule is rewritten even when nothing else changed: a key rotation must reach the
+ * schedules, or every tick fails the day the old key is dropped.
+ */
+function staleEncryption(raw: ScheduleDescription['raw'], keyId: string | undefined): boolean {
+  const start = raw.schedule?.action?.startWorkflow;
+  const payloads = [...(start?.input?.payloads ?? []), ...Object.values(start?.memo?.fields ?? {})];
+  return payloads.some((p) => {
+    const id = p.metadata?.[KEY_ID_METADATA];
+    return (id ? Buffer.from(id).toString('utf8') : undefined) !== keyId;
+  });
+}
+
 async function syncOne(
   client: Client,
   plan: SyncPlan,
@@ -187,7 +210,10 @@ async function syncOne(
     return;
   }
   if (current.state.paused) plan.paused.push(id);
-  if (memoHash(current.action) === memoHash(desired.action)) {
+  if (
+    memoHash(current.action) === memoHash(desired.action) &&
+    !staleEncryption(current.raw, currentKeyId(client))
+  ) {
     plan.unchanged.push(id);
     return;
   }
