@@ -4,11 +4,15 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Client } from '@temporalio/client';
+import type { Payload } from '@temporalio/common';
+import { memoryLogger } from '../../activities/logger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { temporalDataConverter } from '../../codec/index.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
-import { salesJob } from '../helpers/jobs.js';
-import { realStack } from '../helpers/temporal.js';
+import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
+import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
 
 const stack = realStack();
 const k1 = `k1:${randomBytes(32).toString('base64')}`;
@@ -90,4 +94,122 @@ test('a process without payload keys that meets an encrypted payload says which 
   assert.match(err.message, /key id "k1"/);
   assert.match(err.message, /TIDEMARK_PAYLOAD_KEYS/);
   assert.ok(!err.message.includes(k1.slice(3)));
+});
+
+/** Every payload anywhere in `value` but search attributes (clear by design) and the SDK core's markers. */
+function payloadsIn(value: unknown, out: Payload[] = [], seen = new Set<object>()): Payload[] {
+  if (value && typeof value === 'object' && !(value instanceof Uint8Array) && !seen.has(value)) {
+    seen.add(value);
+    const v = value as { metadata?: unknown; data?: unknown; markerName?: string; details?: object };
+    if (v.markerName === 'core_patch') return out;
+    // A local activity marker's `data` is the core's own record (activity id, type, attempt, times).
+    if (v.markerName === 'core_local_activity' && v.details) {
+      for (const [k, x] of Object.entries(v.details)) if (k !== 'data') payloadsIn(x, out, seen);
+      return out;
+    }
+    if (v.metadata && typeof v.metadata === 'object' && v.data instanceof Uint8Array) out.push(v as Payload);
+    else for (const [k, x] of Object.entries(value)) if (k !== 'searchAttributes') payloadsIn(x, out, seen);
+  }
+  return out;
+}
+
+function allText(value: unknown, out: string[] = [], seen = new Set<object>()): string {
+  if (typeof value === 'string') out.push(value);
+  else if (value instanceof Uint8Array) out.push(Buffer.from(value).toString('latin1'));
+  else if (value && typeof value === 'object' && !seen.has(value)) {
+    seen.add(value);
+    for (const v of Object.values(value)) allText(v, out, seen);
+  }
+  return out.join('\n');
+}
+
+test('tick, its child windows, a batched backfill that continues as new, failures: every history encrypted', async () => {
+  const SECRET = 'ACME-OTTER-5521';
+  const W = { start: '2026-06-01T00:00:00Z', end: '2026-06-01T06:00:00Z' };
+  const catalog = defineCatalog([
+    salesJob('leak-ok', {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        findings: [{ subject: `customer ${SECRET}`, message: `owed to ${SECRET}` }],
+      }),
+    }),
+    salesJob('leak-fail', {
+      start: W.start,
+      lateness: '0m',
+      retry: { maximumAttempts: 1 },
+      handler: async () => {
+        throw new Error(`bank refused ${SECRET}`);
+      },
+    }),
+  ]);
+  await insertOrders(stack.t.db, ordersBetween(`${SECRET}-o`, W.start, W.end, 12));
+  const taskQueue = uniqueQueue('leak');
+  const client = clientWith(k1);
+  const bundle = await bundleWorkflows({ encryptFailures: true });
+  const worker = await createWorker({
+    connection: stack.env.nativeConnection,
+    namespace: stack.env.namespace ?? 'default',
+    taskQueue,
+    deps: { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    bundle,
+    shutdownGraceTime: '1s',
+    dataConverter: temporalDataConverter({ TIDEMARK_PAYLOAD_KEYS: k1 }),
+  });
+  const running = worker.run();
+  const ids: string[] = [];
+  try {
+    for (const job of ['leak-ok', 'leak-fail']) {
+      const id = `${job}/tick-probe`;
+      ids.push(id);
+      await client.workflow
+        .execute('tick', { taskQueue, workflowId: id, args: [{ job, now: '2026-06-01T02:00:00Z' }] })
+        .catch(() => undefined);
+      const bf = `${job}/backfill-probe`;
+      ids.push(bf);
+      await client.workflow
+        .execute('backfill', {
+          taskQueue,
+          workflowId: bf,
+          args: [{ job, from: W.start, to: W.end, pageSize: 2, batch: 2, concurrency: 1 }],
+        })
+        .catch(() => undefined);
+    }
+  } finally {
+    worker.shutdown();
+    await running;
+  }
+  // Every run of every workflow of the task queue (children and continued-as-new runs included).
+  const raw = stack.env.client;
+  const runs = await eventually(
+    async () => {
+      const found: { workflowId: string; runId: string }[] = [];
+      for await (const w of raw.workflow.list({ query: `TaskQueue = '${taskQueue}'` }))
+        found.push({ workflowId: w.workflowId, runId: w.runId });
+      return found.length >= 6 ? found : undefined;
+    },
+    60_000,
+    'the runs listed',
+  );
+  const leaks: string[] = [];
+  for (const { workflowId, runId } of runs) {
+    const history = await raw.workflow.getHandle(workflowId, runId).fetchHistory();
+    if (allText(history).includes(SECRET)) {
+      const where = (history.events ?? []).filter((e) => allText(e).includes(SECRET));
+      leaks.push(
+        `${workflowId}: ${where.map((e) => Object.keys(e).find((k) => k.endsWith('Attributes'))).join(',')}`,
+      );
+    }
+    for (const p of payloadsIn(history.events)) {
+      const enc = p.metadata?.encoding ? Buffer.from(p.metadata.encoding).toString() : '?';
+      if (enc !== 'binary/encrypted')
+        leaks.push(
+          `${workflowId}: a ${enc} payload: ${Buffer.from(p.data ?? [])
+            .toString()
+            .slice(0, 120)}`,
+        );
+    }
+  }
+  assert.deepEqual(leaks, [], `runs checked: ${runs.map((r) => r.workflowId).join(', ')}`);
 });
