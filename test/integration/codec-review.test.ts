@@ -4,15 +4,16 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Client } from '@temporalio/client';
-import type { Payload } from '@temporalio/common';
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
-import { temporalDataConverter } from '../../codec/index.js';
+import { AesGcmCodec, payloadKeysFrom, temporalDataConverter } from '../../codec/index.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
+import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
 const stack = realStack();
 const k1 = `k1:${randomBytes(32).toString('base64')}`;
@@ -212,4 +213,70 @@ test('tick, its child windows, a batched backfill that continues as new, failure
     }
   }
   assert.deepEqual(leaks, [], `runs checked: ${runs.map((r) => r.workflowId).join(', ')}`);
+});
+
+test('codec server: expired session, Origin null, a same-site page on another port with a simple request, no wildcard', async () => {
+  const token = 'codec-review-token-0123';
+  let clock = new Date('2026-07-01T00:00:00Z');
+  const web = await startWeb(stack, {
+    token,
+    catalog: defineCatalog([salesJob('cs', {})]),
+    env: {
+      TIDEMARK_PAYLOAD_KEYS: k1,
+      TIDEMARK_WEB_UI_URL: 'http://127.0.0.1:8233',
+      TIDEMARK_WEB_SESSION_TTL: '1h',
+    },
+    now: () => clock,
+  });
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const [enc] = await new AesGcmCodec(payloadKeysFrom({ TIDEMARK_PAYLOAD_KEYS: k1 })!).encode([
+      defaultPayloadConverter.toPayload('ACME-SEAL-0042'),
+    ]);
+    const body = JSON.stringify({
+      payloads: [
+        {
+          metadata: Object.fromEntries(
+            Object.entries(enc!.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+          ),
+          data: Buffer.from(enc!.data!).toString('base64'),
+        },
+      ],
+    });
+    const post = (headers: Record<string, string>) =>
+      fetch(`${web.url}/codec/decode`, { method: 'POST', headers, body });
+    const ok = await post({ origin: 'http://127.0.0.1:8233', cookie, 'content-type': 'application/json' });
+    assert.equal(ok.status, 200);
+    assert.ok((await ok.text()).includes(Buffer.from('"ACME-SEAL-0042"').toString('base64')));
+    assert.equal(ok.headers.get('access-control-allow-origin'), 'http://127.0.0.1:8233');
+    assert.match(ok.headers.get('vary') ?? '', /origin/i);
+
+    const refused: [string, Record<string, string>, number][] = [
+      ['Origin null with the cookie', { origin: 'null', cookie, 'content-type': 'text/plain' }, 403],
+      [
+        'a page on another port of the same host, simple content type, the cookie',
+        { origin: 'http://127.0.0.1:9', cookie, 'content-type': 'text/plain' },
+        403,
+      ],
+      ['the Web UI origin without a login', { origin: 'http://127.0.0.1:8233' }, 401],
+    ];
+    for (const [what, headers, status] of refused) {
+      const res = await post(headers);
+      const text = await res.text();
+      assert.equal(res.status, status, `${what}: ${text}`);
+      assert.ok(!text.includes('payloads'), what);
+      assert.notEqual(res.headers.get('access-control-allow-origin'), '*', what);
+      if (status === 403) assert.equal(res.headers.get('access-control-allow-origin'), null, what);
+    }
+    // The session expires: the cookie no longer opens the codec server.
+    clock = new Date(clock.getTime() + 2 * 3_600_000);
+    const expired = await post({
+      origin: 'http://127.0.0.1:8233',
+      cookie,
+      'content-type': 'application/json',
+    });
+    assert.equal(expired.status, 401, await expired.text());
+  } finally {
+    await web.stop();
+  }
 });
