@@ -1,6 +1,7 @@
 // Review of issue 13's payload codec (hostile probes on a real Temporal dev server): what the codec
 // leaves behind that a key rotation or a keyless process trips over.
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Client } from '@temporalio/client';
@@ -276,6 +277,63 @@ test('codec server: expired session, Origin null, a same-site page on another po
       'content-type': 'application/json',
     });
     assert.equal(expired.status, 401, await expired.text());
+  } finally {
+    await web.stop();
+  }
+});
+
+test('the real temporal CLI reads an encrypted history through the page with the codec-only token', async () => {
+  const token = 'codec-cli-page-token-0123';
+  const codecToken = 'codec-cli-only-token-0123456789';
+  const web = await startWeb(stack, {
+    token,
+    catalog: defineCatalog([salesJob('cli', {})]),
+    env: { TIDEMARK_PAYLOAD_KEYS: k1, TIDEMARK_CODEC_TOKEN: codecToken },
+  });
+  try {
+    const workflowId = `cli-codec-${randomBytes(4).toString('hex')}`;
+    await clientWith(k1).workflow.start('window', {
+      taskQueue: 'nobody-polls-this',
+      workflowId,
+      args: [{ customer: 'ACME-HERON-3310' }],
+    });
+    const show = (auth: string) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const child = spawn(
+          '.venv/bin/temporal',
+          [
+            'workflow',
+            'show',
+            '-w',
+            workflowId,
+            '--address',
+            stack.env.address,
+            '--namespace',
+            stack.env.namespace ?? 'default',
+            '--codec-endpoint',
+            `${web.url}/codec`,
+            '--codec-auth',
+            auth,
+            '-o',
+            'json',
+          ],
+          { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp' } },
+        );
+        let out = '';
+        child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+        child.on('close', (code) => resolve({ code, out }));
+      });
+    // `-o json` prints payloads as protobuf JSON: the decoded input is its base64.
+    const plainInput = Buffer.from(JSON.stringify({ customer: 'ACME-HERON-3310' })).toString('base64');
+    const ok = await show(`Bearer ${codecToken}`);
+    assert.equal(ok.code, 0, ok.out);
+    assert.ok(ok.out.includes(plainInput), ok.out.slice(0, 2000));
+    const refused = await show('Bearer wrong-token-0123456789');
+    assert.ok(!refused.out.includes(plainInput), refused.out.slice(0, 2000));
+    // The CLI retries the refused call until its deadline ("context deadline exceeded"), it never says 401.
+    assert.notEqual(refused.code, 0, refused.out.slice(0, 2000));
+    await clientWith(k1).workflow.getHandle(workflowId).terminate('probe done');
   } finally {
     await web.stop();
   }
