@@ -36,7 +36,12 @@ async function scheduleKeyIds(scheduleId: string): Promise<string[]> {
     scheduleId,
   });
   const start = raw.schedule?.action?.startWorkflow;
-  const payloads = [...(start?.input?.payloads ?? []), ...Object.values(start?.memo?.fields ?? {})];
+  const payloads = [
+    ...(start?.input?.payloads ?? []),
+    ...Object.values(start?.memo?.fields ?? {}),
+    // The schedule's own memo (read by every describe and list).
+    ...Object.values(raw.memo?.fields ?? {}),
+  ];
   assert.ok(payloads.length >= 2, `${scheduleId}: the action has args and a memo`);
   return payloads.map((p) => {
     const id = p.metadata?.['encryption-key-id'];
@@ -54,26 +59,35 @@ test("schedule sync re-encrypts the schedules' stored action args when encryptio
 
   await syncSchedules(clientWith(null), catalog, { taskQueue, apply: true });
   for (const id of ids) assert.deepEqual([...new Set(await scheduleKeyIds(id))], ['plain'], id);
+  // A job whose schedule was made with k1 in the first place (its schedule memo too).
+  const fromK1 = defineCatalog([...catalog.jobs, salesJob('rot-k1', { grid: '1h', lateness: '5m' })]);
+  await syncSchedules(clientWith(k1), fromK1, { taskQueue, apply: true });
+  ids.push(scheduleIdOf('rot-k1'));
 
   // Encryption turned on: sync (re)writes the schedules with k1.
-  const on = await syncSchedules(clientWith(k1), catalog, { taskQueue, apply: true });
+  const on = await syncSchedules(clientWith(k1), fromK1, { taskQueue, apply: true });
   assert.deepEqual(on.failed, []);
   for (const id of ids) assert.deepEqual([...new Set(await scheduleKeyIds(id))], ['k1'], id);
 
+  // An operator paused one; the rotation keeps the pause and its note.
+  await clientWith(k1).schedule.getHandle(scheduleIdOf('rot-k1')).pause('held by ops');
   // Rotation: k2 first, k1 kept: sync rewrites them with k2, so that k1 can be dropped.
-  const rotated = await syncSchedules(clientWith(`${k2},${k1}`), catalog, { taskQueue, apply: true });
+  const rotated = await syncSchedules(clientWith(`${k2},${k1}`), fromK1, { taskQueue, apply: true });
   assert.deepEqual(rotated.failed, []);
   assert.deepEqual(rotated.update.sort(), [...ids].sort());
   for (const id of ids) assert.deepEqual([...new Set(await scheduleKeyIds(id))], ['k2'], id);
 
+  const held = await clientWith(`${k2},${k1}`).schedule.getHandle(scheduleIdOf('rot-k1')).describe();
+  assert.deepEqual([held.state.paused, held.state.note], [true, 'held by ops']);
   // Then a sync with k2 alone finds nothing to change, and the schedule reads fine with k2 only.
-  const after = await syncSchedules(clientWith(k2), catalog, { taskQueue, apply: true });
+  const after = await syncSchedules(clientWith(k2), fromK1, { taskQueue, apply: true });
   assert.deepEqual([after.failed, after.update, after.create], [[], [], []]);
-  const described = await clientWith(k2).schedule.getHandle(ids[0]!).describe();
-  assert.equal(described.action.type, 'startWorkflow');
-  assert.deepEqual(described.action.type === 'startWorkflow' && described.action.args, [
-    { job: 'rot-sched' },
-  ]);
+  for (const job of ['rot-sched', 'rot-k1']) {
+    const described = await clientWith(k2).schedule.getHandle(scheduleIdOf(job)).describe();
+    assert.deepEqual(described.action.type === 'startWorkflow' && described.action.args, [{ job }], job);
+    assert.deepEqual(described.memo, { job }, job);
+  }
+  for await (const s of clientWith(k2).schedule.list()) assert.ok(s.scheduleId);
 });
 
 test('a process without payload keys that meets an encrypted payload says which key id and which setting', async () => {
