@@ -73,6 +73,41 @@ const schema = z.object({
   /** Base of links to runs in alerts. */
   TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
   /**
+   * Payload encryption (codec/keys.ts checks them): "id:base64,id:base64", the first encrypts, all
+   * decrypt; and/or a file with the same list.
+   */
+  TIDEMARK_PAYLOAD_KEYS: z.string().optional(),
+  TIDEMARK_PAYLOAD_KEYS_FILE: z.string().optional(),
+  /**
+   * The codec server (/codec/decode, /codec/encode on the page's port): the origins of the Temporal
+   * Web UIs that may call it (comma-separated; default the origin of TIDEMARK_WEB_UI_URL), and a
+   * bearer token that opens the codec endpoints only (for `temporal --codec-auth`).
+   */
+  TIDEMARK_CODEC_ORIGINS: z
+    .string()
+    .optional()
+    .transform((text, ctx) => {
+      const origins: string[] = [];
+      for (const item of list(text)) {
+        let origin = '';
+        try {
+          origin = new URL(item).origin;
+        } catch {
+          // named below
+        }
+        if (!origin || origin === 'null' || origin !== item.replace(/\/$/, '')) {
+          ctx.addIssue({
+            code: 'custom',
+            message: `${JSON.stringify(item)} is not an origin; write scheme://host:port, e.g. http://127.0.0.1:8233`,
+          });
+          return z.NEVER;
+        }
+        origins.push(origin);
+      }
+      return origins;
+    }),
+  TIDEMARK_CODEC_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
+  /**
    * The worker's probe server (/metrics, /healthz, /readyz): its port (0: any free one; unset: 9464,
    * or any free one when another process on the host has it) and the address it listens on (0.0.0.0
    * so that Prometheus and the kubelet reach it in a container).
@@ -145,9 +180,12 @@ export function secretsOf(config: Config): string[] {
     config.SLACK_BOT_TOKEN,
     config.SLACK_SIGNING_SECRET,
     config.TIDEMARK_WEB_TOKEN,
+    config.TIDEMARK_CODEC_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
     fromUrl,
+    // The key material of TIDEMARK_PAYLOAD_KEYS ("id:base64" entries).
+    ...list(config.TIDEMARK_PAYLOAD_KEYS).map((k) => k.slice(k.indexOf(':') + 1).trim()),
   ].filter((s): s is string => !!s && s.length >= 4);
 }
 

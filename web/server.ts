@@ -23,7 +23,9 @@ import { isoUtc } from '../schedules/windows.js';
 import { createMetrics } from '../workers/metrics.js';
 import { metricsText } from '../workers/probes.js';
 import type { WebDeps } from './deps.js';
+import { payloadCodecOf } from '../codec/index.js';
 import { HttpError } from './errors.js';
+import { codecRoutes } from './routes/codec.js';
 import { routeModules } from './routes/index.js';
 
 export interface WebOptions {
@@ -188,7 +190,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       return reply
         .code(413)
         .header('connection', 'close')
-        .send({ error: `body: larger than ${MAX_BODY} bytes` });
+        .send({ error: `body: larger than ${_req.routeOptions.bodyLimit ?? MAX_BODY} bytes` });
     const status =
       err instanceof HttpError
         ? err.status
@@ -265,6 +267,28 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       .header('set-cookie', 'tidemark_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0')
       .send('');
   });
+
+  // The codec server for the Temporal Web UI: its own scope and rules (web/routes/codec.ts), since
+  // the Web UI calls it from its own origin; the /api rules below stay as they are.
+  const codec = payloadCodecOf({
+    TIDEMARK_PAYLOAD_KEYS: o.config.TIDEMARK_PAYLOAD_KEYS,
+    TIDEMARK_PAYLOAD_KEYS_FILE: o.config.TIDEMARK_PAYLOAD_KEYS_FILE,
+  });
+  const codecToken = o.config.TIDEMARK_CODEC_TOKEN;
+  await app.register(async (scope: FastifyInstance) =>
+    codecRoutes(scope, {
+      codec,
+      origins: o.config.TIDEMARK_CODEC_ORIGINS?.length
+        ? o.config.TIDEMARK_CODEC_ORIGINS
+        : [new URL(o.config.TIDEMARK_WEB_UI_URL).origin],
+      namespace: o.config.TEMPORAL_NAMESPACE,
+      authorized: (req) => {
+        const auth = req.headers.authorization;
+        if (codecToken && auth?.startsWith('Bearer ') && same(auth.slice(7), codecToken)) return true;
+        return sessionOf(req) !== null;
+      },
+    }),
+  );
 
   // Everything under /api: a session first (401), then for a state-changing request a same-origin
   // Origin and the session's CSRF token (403), all before the body is read; the body must then be

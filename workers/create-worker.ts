@@ -10,17 +10,26 @@ import {
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
+import { payloadKeysFrom, workflowFailureConverterPath } from '../codec/index.js';
 import { workerTracing, workflowInterceptorModules } from './tracing.js';
 
 // workflows/index.ts in the source tree, dist/workflows/index.js in the installed package.
 const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
 export const workflowsPath = fileURLToPath(new URL(`../workflows/index.${ext}`, import.meta.url));
 
-/** Bundles the workflow code once; reuse the bundle for every worker of a process or test file. */
-export function bundleWorkflows(): Promise<WorkflowBundleWithSourceMap> {
+/**
+ * Bundles the workflow code once; reuse the bundle for every worker of a process or test file.
+ * `encryptFailures` (default: payload keys are configured in the environment) bundles the failure
+ * converter that moves failure messages and stack traces into the encrypted payloads.
+ */
+export function bundleWorkflows(
+  opts: { encryptFailures?: boolean } = {},
+): Promise<WorkflowBundleWithSourceMap> {
+  const encryptFailures = opts.encryptFailures ?? payloadKeysFrom(process.env) !== undefined;
   return bundleWorkflowCode({
     workflowsPath,
     workflowInterceptorModules: workflowInterceptorModules(),
+    ...(encryptFailures ? { failureConverterPath: workflowFailureConverterPath } : {}),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
 }
@@ -34,8 +43,11 @@ export interface WorkerOptions {
   maxConcurrentActivities?: number;
   /** How long in-flight activities may finish after a shutdown request. */
   shutdownGraceTime?: string;
-  /** The payload codec's converter (temporalDataConverter()); the clients that start workflows use the same. */
-  dataConverter?: DataConverter | undefined;
+  /**
+   * The payload codec and failure converter (codec/index.ts's temporalDataConverter()); a bundle
+   * given with it should be made with bundleWorkflows({ encryptFailures: true }).
+   */
+  dataConverter?: DataConverter;
 }
 
 /** One worker per task queue the process polls (the job queue, the watch's); one connection and bundle. */
@@ -56,14 +68,19 @@ export async function runWorkers(workers: readonly Worker[]): Promise<void> {
 }
 
 export async function createWorker(opts: WorkerOptions): Promise<Worker> {
+  // With encrypted failures, workflow code is bundled here (the SDK's own bundling would take the
+  // client side's CommonJS failure converter, which webpack does not read).
+  const bundle =
+    opts.bundle ??
+    (opts.dataConverter?.failureConverterPath ? await bundleWorkflows({ encryptFailures: true }) : undefined);
   return await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,
     taskQueue: opts.taskQueue,
-    ...(opts.bundle ? { workflowBundle: opts.bundle } : { workflowsPath }),
-    ...workerTracing({ bundlesItself: !opts.bundle }),
-    activities: createActivities(opts.deps),
+    ...(bundle ? { workflowBundle: bundle } : { workflowsPath }),
+    ...workerTracing({ bundlesItself: !bundle }),
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
+    activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
     // A workflow task waits this long on a dead worker's sticky queue before any worker may take
