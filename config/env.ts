@@ -62,6 +62,11 @@ const schema = z.object({
     .default('24h'),
   /** The management page: its port and the token that opens it (npm start makes one when unset). */
   TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
+  /** The address the page listens on: loopback unless told (0.0.0.0 in a container, behind a TLS proxy). */
+  TIDEMARK_WEB_HOST: z
+    .string()
+    .regex(/^[0-9A-Za-z.:-]+$/, 'an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0')
+    .default('127.0.0.1'),
   TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
   /** How long a login to the management page lasts. */
   TIDEMARK_WEB_SESSION_TTL: z
