@@ -1,0 +1,241 @@
+// The second attempt of sslmode=prefer/allow (db/pg-connection.ts, TidemarkPgClient) measured
+// against libpq: how many connections it opens, what happens to the work queued on the client
+// meanwhile, and which password pg_dump gets. The shared server (ssl = off) is only read from, through a
+// loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
+import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { startPgCluster, type PgCluster } from '../../chaos/pg-cluster.js';
+import { createDb } from '../../db/database.js';
+import { pgClient, pgPool } from '../../db/pg-connection.js';
+import { startDump } from '../../jobs/backup/pg.js';
+
+const sharedUrl = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+const PW_USER = 'fallback_pw_user';
+const PW = 'pw-not-in-the-url';
+
+let dir: string;
+let wrongCa: string;
+/** TLS on; database postgres over TLS only, template1 over TLS or plain; a password user (plain, scram). */
+let cluster: PgCluster;
+let proxy: { port: number; accepted: () => number; close: () => Promise<void> };
+
+function openssl(args: string[]): void {
+  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+/** A TCP proxy on loopback in front of the shared server that counts the connections it accepts. */
+async function countingProxy(host: string, port: number): Promise<typeof proxy> {
+  let accepted = 0;
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((inbound) => {
+    accepted++;
+    const outbound = createConnection({ host, port });
+    for (const s of [inbound, outbound]) {
+      sockets.add(s);
+      s.on('error', () => undefined);
+      s.on('close', () => sockets.delete(s));
+    }
+    inbound.pipe(outbound).pipe(inbound);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    accepted: () => accepted,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** Backends of the shared server with this application_name. */
+async function backends(applicationName: string): Promise<number> {
+  const c = new pg.Client({ connectionString: sharedUrl.toString() });
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ n: number }>(
+      'select count(*)::int as n from pg_stat_activity where application_name = $1',
+      [applicationName],
+    );
+    return rows[0]!.n;
+  } finally {
+    await c.end();
+  }
+}
+
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) assert.fail(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Settles with the promise, or fails the test when it has not settled after timeoutMs. */
+async function within<T>(what: string, p: Promise<T>, timeoutMs = 60_000): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const limit = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${timeoutMs} ms`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([p, limit]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'tidemark-pgfallback-'));
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2'];
+  openssl(['req', '-x509', ...ec, '-keyout', 'server.key', '-out', 'server.crt', '-subj', '/CN=localhost']);
+  openssl([
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    'wrong-ca.key',
+    '-out',
+    'wrong-ca.crt',
+    '-subj',
+    '/CN=other CA',
+  ]);
+  wrongCa = join(dir, 'wrong-ca.crt');
+  cluster = await startPgCluster({
+    listen: ['127.0.0.1'],
+    ssl: {
+      cert: readFileSync(join(dir, 'server.crt'), 'utf8'),
+      key: readFileSync(join(dir, 'server.key'), 'utf8'),
+    },
+    hba: [
+      'hostnossl postgres all 127.0.0.0/8 reject',
+      `hostnossl all ${PW_USER} 127.0.0.0/8 scram-sha-256`,
+      'host all all 127.0.0.0/8 trust',
+    ],
+  });
+  const admin = new pg.Client({ host: cluster.dataDir, port: cluster.port, user: 'postgres' });
+  await admin.connect();
+  await admin.query(`create role ${PW_USER} login password '${PW}'`);
+  await admin.end();
+  proxy = await countingProxy(sharedUrl.hostname, Number(sharedUrl.port || 5432));
+});
+
+after(async () => {
+  await proxy?.close();
+  await cluster?.destroy();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const viaProxy = (applicationName: string, query = '') =>
+  `postgres://postgres@127.0.0.1:${proxy.port}/postgres?application_name=${applicationName}${query}`;
+
+test('prefer on a server without TLS opens one connection, as libpq does: the plain startup goes on the connection that was told "no TLS"', async () => {
+  const name = `fallback_one_${process.pid}`;
+  const before = proxy.accepted();
+  const c = pgClient(viaProxy(name));
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ ssl: boolean }>(
+      'select ssl from pg_stat_ssl where pid = pg_backend_pid()',
+    );
+    assert.equal(rows[0]!.ssl, false);
+  } finally {
+    await c.end();
+  }
+  assert.equal(proxy.accepted() - before, 1, 'TCP connections opened for one prefer client');
+  // libpq's own count for the same URL (psql, prefer by default).
+  const libpqBefore = proxy.accepted();
+  await promisify(execFile)('psql', [
+    `postgresql://postgres@127.0.0.1:${proxy.port}/postgres?sslmode=prefer`,
+    '-Atc',
+    'select 1',
+  ]);
+  assert.equal(proxy.accepted() - libpqBefore, 1, 'TCP connections opened by psql with sslmode=prefer');
+});
+
+test('a prefer pool under concurrent load: one connection per client, every one usable, none left after end()', async () => {
+  const name = `fallback_pool_${process.pid}`;
+  const before = proxy.accepted();
+  const pool = pgPool(viaProxy(name), { max: 12 });
+  pool.on('error', () => undefined);
+  const clients = await within(
+    '12 concurrent pool.connect()',
+    Promise.all(Array.from({ length: 12 }, () => pool.connect())),
+  );
+  const pids = await Promise.all(
+    clients.map(async (c) => (await c.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid),
+  );
+  assert.equal(new Set(pids).size, 12);
+  assert.equal(pool.totalCount, 12);
+  assert.equal(await backends(name), 12);
+  for (const c of clients) c.release();
+  await within('pool.end()', pool.end());
+  assert.equal(proxy.accepted() - before, 12, 'TCP connections opened for 12 prefer clients');
+  await waitFor('no backend of the ended pool', async () => (await backends(name)) === 0);
+});
+
+test("a query issued before connect() resolves is answered after allow's second (TLS) connection, not dropped", async () => {
+  // The private cluster refuses plain connections to postgres: allow's plain attempt fails, TLS follows.
+  const c = pgClient(`postgres://postgres@127.0.0.1:${cluster.port}/postgres?sslmode=allow`);
+  const connected = c.connect();
+  const queued = c.query<{ ssl: boolean }>('select ssl from pg_stat_ssl where pid = pg_backend_pid()');
+  try {
+    await within('connect()', connected);
+    const { rows } = await within('the query issued before connect() resolved', queued);
+    assert.equal(rows[0]!.ssl, true);
+  } finally {
+    await c.end();
+  }
+});
+
+test('prefer whose TLS fails verification goes on in plain on a new connection (as libpq), queued work included', async () => {
+  // template1 takes TLS and plain; the root certificate given does not match the server's.
+  const u = `postgres://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&sslrootcert=${wrongCa}`;
+  const { stdout } = await promisify(execFile)('psql', [
+    `postgresql://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&sslrootcert=${wrongCa}`,
+    '-Atc',
+    'select ssl from pg_stat_ssl where pid = pg_backend_pid()',
+  ]);
+  assert.equal(stdout.trim(), 'f', 'libpq: prefer with a failing certificate check is plain');
+  const c = pgClient(u);
+  const connected = c.connect();
+  const queued = c.query<{ ssl: boolean }>('select ssl from pg_stat_ssl where pid = pg_backend_pid()');
+  try {
+    await within('connect()', connected);
+    const { rows } = await within('the query issued before connect() resolved', queued);
+    assert.equal(rows[0]!.ssl, false);
+  } finally {
+    await c.end();
+  }
+});
+
+test('PGPASSWORD with a URL without password: node-postgres and pg_dump both use it', async () => {
+  const u = `postgres://${PW_USER}@127.0.0.1:${cluster.port}/template1?sslmode=disable`;
+  const saved = process.env.PGPASSWORD;
+  process.env.PGPASSWORD = PW;
+  try {
+    const db = createDb(u, { max: 1 });
+    try {
+      const { rows } = await sql<{ user: string }>`select current_user as user`.execute(db);
+      assert.equal(rows[0]!.user, PW_USER, 'node-postgres logs in with PGPASSWORD');
+    } finally {
+      await db.destroy();
+    }
+    const dump = startDump(u);
+    const chunks: Buffer[] = [];
+    dump.stream.on('data', (d: Buffer) => chunks.push(d)).on('error', () => undefined);
+    await within('pg_dump', dump.done);
+    assert.equal(Buffer.concat(chunks).subarray(0, 5).toString(), 'PGDMP');
+  } finally {
+    if (saved === undefined) delete process.env.PGPASSWORD;
+    else process.env.PGPASSWORD = saved;
+  }
+});
