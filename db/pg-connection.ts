@@ -305,13 +305,56 @@ export class TidemarkPgClient extends pg.Client {
   // Holds the connection string (with its password): non-enumerable, as pg hides its own copy.
   declare private readonly base: TargetConfig;
   private tlsInUse: boolean;
+  /** prefer's TLS request was answered "no TLS" and the startup went on in plain on that connection. */
+  private tlsRefused = false;
   constructor(config: TargetConfig) {
     const target = config[TARGET];
     if (!target) throw new Error('TidemarkPgClient needs a config from pgClientConfig (db/pg-connection.ts)');
-    const first = attempts(target)[0]!;
+    const plan = attempts(target);
+    const first = plan[0]!;
     super({ ...config, ssl: first });
     Object.defineProperty(this, 'base', { value: config, enumerable: false });
     this.tlsInUse = first !== false;
+    if (first !== false && plan[1] === false) this.plainOnRefusal();
+  }
+
+  /**
+   * prefer on a server that answers the TLS request with "N": libpq sends its plain startup on the
+   * same connection (no second connection, no second backend forked by the server). node-postgres
+   * would close it with "The server does not support SSL connections"; intercept that one answer.
+   * Tied to pg 8.23.1's Connection.connect, which waits for the answer with stream.once('data').
+   */
+  private plainOnRefusal(): void {
+    type Con = {
+      stream: NodeJS.EventEmitter;
+      ssl: unknown;
+      connect(port: unknown, host?: unknown): unknown;
+      attachListeners(stream: unknown): void;
+      emit(event: string): boolean;
+    };
+    const con = (this as unknown as { connection: Con }).connection;
+    const connect = con.connect;
+    con.connect = (port, host) => {
+      const stream = con.stream;
+      const once = stream.once;
+      const patched = (event: string | symbol, listener: (...a: unknown[]) => void): NodeJS.EventEmitter => {
+        if (event !== 'data') return once.call(stream, event, listener);
+        stream.once = once;
+        return once.call(stream, 'data', (answer: Buffer) => {
+          if (answer.length === 1 && answer[0] === 0x4e /* 'N' */) {
+            this.tlsInUse = false;
+            this.tlsRefused = true;
+            con.ssl = false;
+            con.attachListeners(stream);
+            con.emit('sslconnect'); // the client sends its startup message
+            return;
+          }
+          listener(answer);
+        });
+      };
+      stream.once = patched as typeof stream.once;
+      return connect.call(con, port, host);
+    };
   }
 
   override connect(): Promise<pg.Client>;
@@ -333,7 +376,9 @@ export class TidemarkPgClient extends pg.Client {
       await super.connect();
       return;
     } catch (err) {
-      if (plan.length < 2 || !fallbackAllowed(err)) throw explainConnectError(err, target, this.tlsInUse);
+      // After an "N" answer the plain attempt has been made already (libpq makes no other).
+      if (plan.length < 2 || this.tlsRefused || !fallbackAllowed(err))
+        throw explainConnectError(err, target, this.tlsInUse);
       first = err;
     }
     const firstUsedTls = this.tlsInUse;
@@ -346,10 +391,13 @@ export class TidemarkPgClient extends pg.Client {
     old.on('error', () => undefined);
     old.stream?.destroy();
     const fresh = new pg.Client({ ...this.base, ssl: plan[1]! });
+    // Queries issued before connect() resolved wait in the queue for the connection that succeeds.
+    const queued = (this as unknown as { _queryQueue: unknown[] })._queryQueue;
     for (const key of Reflect.ownKeys(fresh)) {
       if (typeof key === 'symbol' || key.startsWith('_events') || key === '_maxListeners') continue;
       Object.defineProperty(this, key, Object.getOwnPropertyDescriptor(fresh, key)!);
     }
+    (this as unknown as { _queryQueue: unknown[] })._queryQueue.push(...queued);
     this.tlsInUse = plan[1] !== false;
     try {
       await super.connect();
