@@ -79,10 +79,44 @@ const DEFAULT_FILE = {
   sslkey: 'postgresql.key',
 } as const;
 
+/** Query parameters that hold secrets: masked when a URL is printed, never on a command line. */
+const SECRET_PARAMS = ['password', 'sslpassword'];
+
 function redacted(u: URL): string {
   const c = new URL(u.toString());
   if (c.password) c.password = '***';
+  if (SECRET_PARAMS.some((p) => c.searchParams.has(p)))
+    c.search = rawParams(c)
+      .map((pair) => (SECRET_PARAMS.includes(paramName(pair)) ? `${pair.split('=')[0]}=***` : pair))
+      .join('&');
   return c.toString();
+}
+
+/** The query's key=value pairs as written (percent-encoding kept: libpq decodes %XX but not '+'). */
+function rawParams(u: URL): string[] {
+  return u.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => pair !== '');
+}
+
+function paramName(pair: string): string {
+  const raw = pair.split('=')[0]!;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Removes parameters from the URL's query, leaving the others byte for byte. URLSearchParams would
+ * re-encode them as a form (a space as '+'), which libpq reads as a literal '+': options=-c%20x=y
+ * would reach pg_dump as "-c+x=y".
+ */
+function removeParams(u: URL, names: readonly string[]): void {
+  const kept = rawParams(u).filter((pair) => !names.includes(paramName(pair)));
+  u.search = kept.length ? `?${kept.join('&')}` : '';
 }
 
 /** Resolves a postgres:// URL and the PG* environment into one set of connection settings. */
@@ -154,7 +188,7 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
       );
     if (tls.key) checkKeyMode(tls.key);
   }
-  for (const p of TLS_PARAMS) u.searchParams.delete(p);
+  removeParams(u, TLS_PARAMS);
   return { url: u.toString(), tls };
 }
 
@@ -217,15 +251,18 @@ export function attempts(target: PgTarget): (ConnectionOptions | false)[] {
   return [secure];
 }
 
-/** libpq's environment for pg_dump/pg_restore: the password and the resolved TLS settings, nothing inherited. */
+/** libpq's environment for pg_dump/pg_restore: the password (the URL's, else PGPASSWORD) and the resolved TLS settings. */
 export function libpqConnection(
   url: string,
   env: NodeJS.ProcessEnv = process.env,
 ): { args: string[]; env: NodeJS.ProcessEnv } {
   const target = resolvePg(url, env);
   const u = new URL(target.url);
-  const password = decodeURIComponent(u.password);
+  // A password=... query parameter wins over the user info's, as in libpq and node-postgres; both
+  // go through the environment: a command line is visible to every user of the host.
+  const password = u.searchParams.get('password') ?? decodeURIComponent(u.password);
   u.password = '';
+  removeParams(u, ['password']);
   const child: NodeJS.ProcessEnv = { ...env };
   for (const name of [...Object.values(ENV_OF), 'PGPASSWORD', 'PGSSLCRL', 'PGSSLCRLDIR']) delete child[name];
   const t = target.tls;
@@ -234,7 +271,9 @@ export function libpqConnection(
   if (t.rootCert) child.PGSSLROOTCERT = t.rootCert.path;
   if (t.cert) child.PGSSLCERT = t.cert.path;
   if (t.key) child.PGSSLKEY = t.key.path;
+  // The URL's password, else PGPASSWORD as node-postgres reads it (pg's defaults take PGPASSWORD too).
   if (password) child.PGPASSWORD = password;
+  else if (env.PGPASSWORD) child.PGPASSWORD = env.PGPASSWORD;
   return { args: [`--dbname=${u.toString()}`], env: child };
 }
 

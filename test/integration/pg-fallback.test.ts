@@ -239,3 +239,20 @@ test('PGPASSWORD with a URL without password: node-postgres and pg_dump both use
     else process.env.PGPASSWORD = saved;
   }
 });
+
+test('options=-c%20... in the URL reaches node-postgres and pg_dump alike (the query is not re-encoded for libpq)', async () => {
+  const u = `postgres://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&options=-c%20statement_timeout%3D5min`;
+  const c = pgClient(u);
+  await c.connect();
+  try {
+    assert.equal(
+      (await c.query<{ t: string }>("select current_setting('statement_timeout') as t")).rows[0]!.t,
+      '5min',
+    );
+  } finally {
+    await c.end();
+  }
+  const dump = startDump(u);
+  dump.stream.on('error', () => undefined).resume();
+  await within('pg_dump', dump.done);
+});

@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
-import { attempts, libpqConnection, pgClient, PgSettingError, resolvePg } from '../../db/pg-connection.js';
+import {
+  attempts,
+  libpqConnection,
+  pgClient,
+  PgSettingError,
+  redactUrl,
+  resolvePg,
+} from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));
@@ -198,4 +205,45 @@ test('a client made for a URL shows neither the password nor the key when printe
   assert.match(printed, /BEGIN client\.crt/, 'the printout is of the configured client');
   assert.doesNotMatch(printed, /pw-Zq81x/);
   assert.doesNotMatch(printed, /BEGIN client\.key/);
+});
+
+test('pg_dump gets the password node-postgres uses: the URL query password, the user info password, else PGPASSWORD', () => {
+  assert.equal(
+    libpqConnection('postgres://u@h/app', env({ PGPASSWORD: 'from-env' })).env.PGPASSWORD,
+    'from-env',
+  );
+  assert.equal(
+    libpqConnection('postgres://u:in-url@h/app', env({ PGPASSWORD: 'from-env' })).env.PGPASSWORD,
+    'in-url',
+  );
+  const q = libpqConnection('postgres://u@h/app?password=in-query&application_name=x', env());
+  assert.equal(q.env.PGPASSWORD, 'in-query');
+  assert.deepEqual(
+    q.args,
+    ['--dbname=postgres://u@h/app?application_name=x'],
+    'no password on the command line',
+  );
+});
+
+test('a printed URL or setting error masks password= and sslpassword= query parameters', () => {
+  assert.equal(
+    redactUrl('postgres://u:a@h/app?password=in-query&x=1'),
+    'postgres://u:***@h/app?password=***&x=1',
+  );
+  refused(
+    () => resolvePg('postgres://u@h/app?sslpassword=key-passphrase', env()),
+    'sslpassword',
+    /sslpassword=\*\*\*: parameter sslpassword is refused/,
+  );
+  assert.throws(
+    () => resolvePg('postgres://u@h/app?sslpassword=key-passphrase', env()),
+    (err: Error) => !err.message.includes('key-passphrase'),
+  );
+});
+
+test('the parameters left in the connection string reach pg_dump byte for byte (%20 stays %20, never +)', () => {
+  const url = `postgres://u@h/app?options=-c%20statement_timeout%3D5min&sslmode=require&application_name=my%20app`;
+  const expected = 'postgres://u@h/app?options=-c%20statement_timeout%3D5min&application_name=my%20app';
+  assert.equal(resolvePg(url, env()).url, expected);
+  assert.deepEqual(libpqConnection(url, env()).args, [`--dbname=${expected}`]);
 });
