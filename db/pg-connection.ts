@@ -36,6 +36,19 @@ const REFUSED_PARAMS: Record<string, string> = {
     'sslpassword (an encrypted client key) is not supported: libpq has no environment variable for it and a command line would show it to every user of the host; use an unencrypted key file readable only by the worker (chmod 600)',
   sslnegotiation: 'sslnegotiation is not supported (the installed pg_dump predates it); remove the parameter',
 };
+/**
+ * libpq TLS settings node-postgres does not implement: pg_dump would apply them and the worker's own
+ * connections would not (a revoked server certificate accepted by one side only, say). Refused
+ * rather than applied on one side; the URL parameter and its environment variable alike.
+ */
+const ONE_SIDED: Record<string, string> = {
+  sslcrl: 'PGSSLCRL',
+  sslcrldir: 'PGSSLCRLDIR',
+  sslsni: 'PGSSLSNI',
+  ssl_min_protocol_version: 'PGSSLMINPROTOCOLVERSION',
+  ssl_max_protocol_version: 'PGSSLMAXPROTOCOLVERSION',
+  sslcertmode: 'PGSSLCERTMODE',
+};
 
 export class PgSettingError extends Error {
   /** The setting at fault: "sslmode", "sslrootcert", ... */
@@ -134,6 +147,18 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
     if (u.searchParams.has(param))
       throw new PgSettingError(param, `database URL ${redacted(u)}: parameter ${param} is refused: ${hint}`);
   }
+  for (const [param, variable] of Object.entries(ONE_SIDED)) {
+    const from = u.searchParams.has(param)
+      ? `the database URL's ${param}`
+      : env[variable]
+        ? variable
+        : undefined;
+    if (from)
+      throw new PgSettingError(
+        param,
+        `${from} is set, but ${param} is not supported: pg_dump (libpq) would apply it and the worker's node-postgres connections would not, so the two would differ. Remove it (${variable} from the environment, ${param} from the database URL ${redacted(u)})`,
+      );
+  }
   const pick = (param: keyof typeof ENV_OF): { value: string; from: Origin } | undefined => {
     const fromUrl = u.searchParams.get(param);
     if (fromUrl !== null && fromUrl !== '') return { value: fromUrl, from: `the database URL's ${param}` };
@@ -142,7 +167,8 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
     return undefined;
   };
   const host = u.searchParams.get('host') ?? decodeURIComponent(u.hostname);
-  const socket = host.startsWith('/');
+  // socket:/dir?db=... is node-postgres's unix socket URL form.
+  const socket = host.startsWith('/') || (u.protocol === 'socket:' && !u.searchParams.has('host'));
   const modeSetting = pick('sslmode');
   const mode = (modeSetting?.value ?? 'prefer') as SslMode;
   if (!SSL_MODES.includes(mode))
@@ -203,11 +229,13 @@ function describeFile(param: 'sslrootcert' | 'sslcert' | 'sslkey'): string {
 /** libpq refuses a key file others can read; say so before pg_dump does, for node connections too. */
 function checkKeyMode(key: { path: string; from: Origin }): void {
   const st = statSync(key.path);
-  const limit = st.uid === 0 ? 0o640 : 0o600;
+  // libpq (fe-secure-openssl.c): owned by root, no group write/execute and nothing for others;
+  // else nothing for group and others. The owner's own bits are not checked (0700 passes).
+  const limit = st.uid === 0 ? 0o740 : 0o700;
   if ((st.mode & 0o777 & ~limit) !== 0)
     throw new PgSettingError(
       'sslkey',
-      `the private key file ${key.path} (${key.from}) has permissions ${(st.mode & 0o777).toString(8)}; libpq requires ${limit.toString(8)} or less: chmod ${limit.toString(8)} ${key.path}`,
+      `the private key file ${key.path} (${key.from}) has permissions ${(st.mode & 0o777).toString(8)}; libpq requires ${st.uid === 0 ? '640' : '600'} or less: chmod ${st.uid === 0 ? '640' : '600'} ${key.path}`,
     );
 }
 

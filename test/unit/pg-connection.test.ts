@@ -247,3 +247,38 @@ test('the parameters left in the connection string reach pg_dump byte for byte (
   assert.equal(resolvePg(url, env()).url, expected);
   assert.deepEqual(libpqConnection(url, env()).args, [`--dbname=${expected}`]);
 });
+
+test("a key file's owner bits are not checked, as in libpq (0700 passes); group write or any access for others is refused", () => {
+  const ownerOnly = file('owner-only.key', 0o700);
+  assert.equal(
+    resolvePg(`postgres://u@h/app?sslmode=require&sslcert=${cert}&sslkey=${ownerOnly}`, env()).tls.key?.path,
+    ownerOnly,
+  );
+  const groupWritable = file('group-writable.key', 0o660);
+  refused(
+    () => resolvePg(`postgres://u@h/app?sslmode=require&sslcert=${cert}&sslkey=${groupWritable}`, env()),
+    'sslkey',
+    /permissions 660; libpq requires 6[04]0 or less/,
+  );
+});
+
+test("node-postgres's socket:/dir URL form is a unix socket: no TLS there, as libpq", () => {
+  assert.deepEqual(attempts(resolvePg('socket:/var/run/postgresql?db=app&sslmode=require', env())), [false]);
+});
+
+test('libpq TLS settings node-postgres cannot apply (CRL, protocol versions, SNI) are refused, from the URL and from PG*', () => {
+  const base = 'postgres://u:secret@h/app';
+  refused(
+    () => resolvePg(`${base}?sslmode=verify-full&sslrootcert=${ca}&sslcrl=/x.crl`, env()),
+    'sslcrl',
+    /the database URL's sslcrl is set, but sslcrl is not supported/,
+  );
+  refused(() => resolvePg(base, env({ PGSSLCRL: '/x.crl' })), 'sslcrl', /PGSSLCRL is set/);
+  refused(() => resolvePg(base, env({ PGSSLCRLDIR: '/crls' })), 'sslcrldir', /PGSSLCRLDIR is set/);
+  refused(
+    () => resolvePg(`${base}?ssl_min_protocol_version=TLSv1.3`, env()),
+    'ssl_min_protocol_version',
+    /Remove it/,
+  );
+  refused(() => resolvePg(`${base}?sslsni=0`, env()), 'sslsni', /pg_dump \(libpq\) would apply it/);
+});
