@@ -17,7 +17,7 @@
 // psql and pg_dump. Like libpq, TLS is never used over a unix socket, and a URL parameter wins
 // over its environment variable, which wins over the ~/.postgresql default files.
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
@@ -72,6 +72,8 @@ export interface PgTls {
   key?: { path: string; from: Origin };
   /** The host is a unix socket directory: libpq never uses TLS there. */
   socket: boolean;
+  /** The ~/.postgresql directory looked in for the default files (HOME's; the passwd entry's when HOME is unset or empty, as libpq). */
+  defaultsDir: string;
 }
 
 export interface PgTarget {
@@ -177,13 +179,16 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
       `${modeSetting!.from} is "${modeSetting!.value}": sslmode must be one of ${SSL_MODES.join(', ')}` +
         (modeSetting!.value === 'no-verify' ? ' (no-verify is node-postgres only: use require)' : ''),
     );
+  // libpq: HOME, or the passwd entry's home when HOME is unset or empty (join('', ...) would look
+  // in the working directory).
+  const home = env.HOME || userInfo().homedir;
   const tls: PgTls = {
     mode,
     modeFrom: modeSetting?.from ?? 'the default (no sslmode, no PGSSLMODE)',
     socket,
+    defaultsDir: join(home, '.postgresql'),
   };
 
-  const home = env.HOME ?? homedir();
   const file = (param: keyof typeof DEFAULT_FILE): { path: string; from: Origin } | undefined => {
     const set = pick(param);
     if (set) {

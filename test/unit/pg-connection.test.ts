@@ -2,7 +2,7 @@
 // libpq environment of pg_dump/pg_restore: the same sslmode, files and precedence on both sides.
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
@@ -281,4 +281,19 @@ test('libpq TLS settings node-postgres cannot apply (CRL, protocol versions, SNI
     /Remove it/,
   );
   refused(() => resolvePg(`${base}?sslsni=0`, env()), 'sslsni', /pg_dump \(libpq\) would apply it/);
+});
+
+test("an empty HOME means the passwd entry's home, as libpq; never ./.postgresql in the working directory", () => {
+  const cwd = mkdtempSync(join(dir, 'cwd-'));
+  mkdirSync(join(cwd, '.postgresql'));
+  writeFileSync(join(cwd, '.postgresql', 'root.crt'), '-----BEGIN stray-----\n');
+  const saved = process.cwd();
+  process.chdir(cwd);
+  try {
+    const t = resolvePg('postgres://u@h/app?sslmode=require', { HOME: '' });
+    assert.equal(t.tls.defaultsDir, join(userInfo().homedir, '.postgresql'));
+    assert.notEqual(t.tls.rootCert?.path, join('.postgresql', 'root.crt'));
+  } finally {
+    process.chdir(saved);
+  }
 });
