@@ -125,9 +125,10 @@ function list(text: string | undefined): string[] {
 export function secretsOf(config: Config): string[] {
   const fromUrl = (() => {
     try {
-      return decodeURIComponent(new URL(config.DATABASE_URL).password);
+      const u = new URL(config.DATABASE_URL);
+      return [decodeURIComponent(u.password), u.searchParams.get('password') ?? ''];
     } catch {
-      return '';
+      return [];
     }
   })();
   return [
@@ -136,7 +137,7 @@ export function secretsOf(config: Config): string[] {
     config.SLACK_SIGNING_SECRET,
     config.TIDEMARK_WEB_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
-    fromUrl,
+    ...fromUrl,
   ].filter((s): s is string => !!s && s.length >= 4);
 }
 

@@ -15,6 +15,8 @@ import {
   resolvePg,
 } from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
+import { redactor } from '../../activities/notify/channels.js';
+import { secretsOf, type Config } from '../../config/env.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -296,4 +298,14 @@ test("an empty HOME means the passwd entry's home, as libpq; never ./.postgresql
   } finally {
     process.chdir(saved);
   }
+});
+
+test("a password in DATABASE_URL's query is a secret: redacted from alert and failure texts", () => {
+  const url = 'postgres://u@db.example/app?sslmode=require&password=q-secret-7';
+  assert.ok(secretsOf({ DATABASE_URL: url } as Config).includes('q-secret-7'));
+  const text = `connection to ${url} failed; source postgres://v@other/app?password=other-secret-9&x=1`;
+  const out = redactor([])(text);
+  assert.doesNotMatch(out, /q-secret-7|other-secret-9/);
+  assert.match(out, /\?sslmode=require&password=\*\*\*/);
+  assert.match(out, /\?password=\*\*\*&x=1/);
 });
