@@ -256,3 +256,72 @@ test('options=-c%20... in the URL reaches node-postgres and pg_dump alike (the q
   dump.stream.on('error', () => undefined).resume();
   await within('pg_dump', dump.done);
 });
+
+/** A loopback server that answers every TLS request with "N" and records what the client sends next. */
+async function noTlsServer(): Promise<{
+  port: number;
+  connections: () => number;
+  startups: () => number;
+  close: () => Promise<void>;
+}> {
+  let connections = 0;
+  let startups = 0;
+  const sockets = new Set<Socket>();
+  const server = createServer((s) => {
+    connections++;
+    sockets.add(s);
+    s.on('error', () => undefined);
+    s.on('close', () => sockets.delete(s));
+    let first = true;
+    s.on('data', (b: Buffer) => {
+      if (first && b.length >= 8 && b.readUInt32BE(4) === 80877103) {
+        first = false;
+        s.write('N');
+        return;
+      }
+      // A startup message after "no TLS": the client went on in plain. Refuse it like a server would.
+      startups++;
+      s.destroy();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => connections,
+    startups: () => startups,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => r());
+      }),
+  };
+}
+
+test('a server that says "no TLS": require and verify-* never send a plain startup (node-postgres and psql); prefer does, on the same connection', async () => {
+  const fake = await noTlsServer();
+  try {
+    for (const mode of ['require', 'verify-ca', 'verify-full']) {
+      const q = `sslmode=${mode}${mode.startsWith('verify') ? `&sslrootcert=${wrongCa}` : ''}`;
+      const c = pgClient(`postgres://postgres@127.0.0.1:${fake.port}/postgres?${q}`);
+      await assert.rejects(within(`connect() ${mode}`, c.connect()), /does not offer TLS, but sslmode=/);
+      const psql = await promisify(execFile)('psql', [
+        `postgresql://postgres@127.0.0.1:${fake.port}/postgres?${q}`,
+        '-Atc',
+        'select 1',
+      ]).then(
+        () => 'connected',
+        (err: Error) => err.message,
+      );
+      assert.match(psql, /server does not support SSL, but SSL was required/, `psql ${mode}`);
+    }
+    assert.equal(fake.startups(), 0, 'no plain startup message reached the server');
+    const connections = fake.connections();
+    const c = pgClient(`postgres://postgres@127.0.0.1:${fake.port}/postgres?sslmode=prefer`);
+    c.on('error', () => undefined);
+    await assert.rejects(within('connect() prefer', c.connect()));
+    assert.equal(fake.startups(), 1, 'prefer sent its plain startup');
+    assert.equal(fake.connections() - connections, 1, 'on the connection that answered "N", as libpq');
+  } finally {
+    await fake.close();
+  }
+});
