@@ -96,7 +96,20 @@ async function within<T>(what: string, p: Promise<T>, timeoutMs = 60_000): Promi
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tidemark-pgfallback-'));
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2'];
-  openssl(['req', '-x509', ...ec, '-keyout', 'server.key', '-out', 'server.crt', '-subj', '/CN=localhost']);
+  // Self-signed, so it is its own root certificate for verify-full (names: localhost, 127.0.0.1, ::1).
+  openssl([
+    'req',
+    '-x509',
+    ...ec,
+    '-keyout',
+    'server.key',
+    '-out',
+    'server.crt',
+    '-subj',
+    '/CN=localhost',
+    '-addext',
+    'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1',
+  ]);
   openssl([
     'req',
     '-x509',
@@ -110,7 +123,7 @@ before(async () => {
   ]);
   wrongCa = join(dir, 'wrong-ca.crt');
   cluster = await startPgCluster({
-    listen: ['127.0.0.1'],
+    listen: ['127.0.0.1', '::1'],
     ssl: {
       cert: readFileSync(join(dir, 'server.crt'), 'utf8'),
       key: readFileSync(join(dir, 'server.key'), 'utf8'),
@@ -119,6 +132,7 @@ before(async () => {
       'hostnossl postgres all 127.0.0.0/8 reject',
       `hostnossl all ${PW_USER} 127.0.0.0/8 scram-sha-256`,
       'host all all 127.0.0.0/8 trust',
+      'host all all ::1/128 trust',
     ],
   });
   const admin = new pg.Client({ host: cluster.dataDir, port: cluster.port, user: 'postgres' });
@@ -324,4 +338,28 @@ test('a server that says "no TLS": require and verify-* never send a plain start
   } finally {
     await fake.close();
   }
+});
+
+test('verify-full to an IPv6 literal ([::1]) checks the IP against the certificate, for node-postgres and pg_dump alike', async () => {
+  const root = join(dir, 'server.crt');
+  const u = (query: string) => `postgres://postgres@[::1]:${cluster.port}/template1?${query}`;
+  const c = pgClient(u(`sslmode=verify-full&sslrootcert=${root}`));
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ ssl: boolean; family: number }>(
+      'select s.ssl, family(inet_client_addr()) as family from pg_stat_ssl s where s.pid = pg_backend_pid()',
+    );
+    assert.deepEqual(rows[0], { ssl: true, family: 6 });
+  } finally {
+    await c.end();
+  }
+  const dump = startDump(u(`sslmode=verify-full&sslrootcert=${root}`));
+  dump.stream.on('error', () => undefined).resume();
+  await within('pg_dump over IPv6 with verify-full', dump.done);
+  // A root certificate that did not sign the server's: refused by both.
+  const bad = pgClient(u(`sslmode=verify-full&sslrootcert=${wrongCa}`));
+  await assert.rejects(within('connect() with the wrong CA', bad.connect()), /failed verification/);
+  const badDump = startDump(u(`sslmode=verify-full&sslrootcert=${wrongCa}`));
+  badDump.stream.on('error', () => undefined).resume();
+  await assert.rejects(within('pg_dump with the wrong CA', badDump.done), /certificate verify failed/);
 });
