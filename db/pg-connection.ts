@@ -379,13 +379,26 @@ export class TidemarkPgClient extends pg.Client {
   private tlsInUse: boolean;
   /** prefer's TLS request was answered "no TLS" and the startup went on in plain on that connection. */
   private tlsRefused = false;
+  /** A TLS file that could not be read when this client was made: connect() fails with it. */
+  private unreadable: unknown;
   constructor(config: TargetConfig) {
     const target = config[TARGET];
     if (!target) throw new Error('TidemarkPgClient needs a config from pgClientConfig (db/pg-connection.ts)');
-    const plan = attempts(target);
+    // The files are read for every new client (a rotated certificate is picked up, as libpq does).
+    // One that cannot be read any more fails connect(), never the constructor: pg-pool makes
+    // clients inside a released client's 'end' callback, where a throw kills the process.
+    let plan: (ConnectionOptions | false)[];
+    let unreadable: unknown;
+    try {
+      plan = attempts(target);
+    } catch (err) {
+      unreadable = err;
+      plan = [false];
+    }
     const first = plan[0]!;
     super({ ...config, ssl: first });
     Object.defineProperty(this, 'base', { value: config, enumerable: false });
+    this.unreadable = unreadable;
     this.tlsInUse = first !== false;
     if (first !== false && plan[1] === false) this.plainOnRefusal();
   }
@@ -441,6 +454,7 @@ export class TidemarkPgClient extends pg.Client {
   }
 
   private async connectAttempts(): Promise<void> {
+    if (this.unreadable) throw this.unreadable;
     const target = this.base[TARGET]!;
     const plan = attempts(target);
     let first: unknown;

@@ -4,7 +4,7 @@
 // loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -362,4 +362,34 @@ test('verify-full to an IPv6 literal ([::1]) checks the IP against the certifica
   const badDump = startDump(u(`sslmode=verify-full&sslrootcert=${wrongCa}`));
   badDump.stream.on('error', () => undefined).resume();
   await assert.rejects(within('pg_dump with the wrong CA', badDump.done), /certificate verify failed/);
+});
+
+test('a root certificate removed while a pool has waiters (a rotation): the waiter gets an error naming sslrootcert, the process lives on', async () => {
+  const rotating = join(dir, 'rotating-ca.crt');
+  copyFileSync(wrongCa, rotating);
+  const pool = pgPool(
+    viaProxy(`fallback_rotation_${process.pid}`, `&sslmode=prefer&sslrootcert=${rotating}`),
+    {
+      max: 1,
+    },
+  );
+  pool.on('error', () => undefined);
+  try {
+    const held = await within('the first client', pool.connect());
+    const waiter = pool.connect();
+    waiter.catch(() => undefined);
+    rmSync(rotating);
+    // The held client leaves the pool: the pool makes a new client for the waiter.
+    held.release(new Error('retire this client'));
+    await assert.rejects(
+      within('the waiting pool.connect()', waiter),
+      (err: Error & { setting?: string }) => {
+        assert.equal(err.setting, 'sslrootcert');
+        assert.match(err.message, /sslrootcert names .*rotating-ca\.crt, which cannot be read/);
+        return true;
+      },
+    );
+  } finally {
+    await pool.end();
+  }
 });
