@@ -35,6 +35,8 @@ const REFUSED_PARAMS: Record<string, string> = {
   sslpassword:
     'sslpassword (an encrypted client key) is not supported: libpq has no environment variable for it and a command line would show it to every user of the host; use an unencrypted key file readable only by the worker (chmod 600)',
   sslnegotiation: 'sslnegotiation is not supported (the installed pg_dump predates it); remove the parameter',
+  service:
+    'service (pg_service.conf) is read by pg_dump (libpq) only, and its settings outrank the URL-derived PGSSL* ones there; put host, port, dbname and the ssl* parameters in the database URL instead',
 };
 /**
  * libpq TLS settings node-postgres does not implement: pg_dump would apply them and the worker's own
@@ -297,7 +299,17 @@ export function libpqConnection(
   u.password = '';
   removeParams(u, ['password']);
   const child: NodeJS.ProcessEnv = { ...env };
-  for (const name of [...Object.values(ENV_OF), 'PGPASSWORD', 'PGSSLCRL', 'PGSSLCRLDIR']) delete child[name];
+  // A service (PGSERVICE, pg_service.conf) outranks the PG* variables in libpq: its sslmode=disable
+  // would beat the PGSSLMODE=verify-full set here. node-postgres has no services: neither side uses one.
+  for (const name of [
+    ...Object.values(ENV_OF),
+    'PGPASSWORD',
+    'PGSSLCRL',
+    'PGSSLCRLDIR',
+    'PGSERVICE',
+    'PGSERVICEFILE',
+  ])
+    delete child[name];
   const t = target.tls;
   child.PGSSLMODE = t.mode;
   // Explicit paths, so libpq uses exactly the files node-postgres reads.

@@ -4,7 +4,7 @@
 // loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -391,5 +391,25 @@ test('a root certificate removed while a pool has waiters (a rotation): the wait
     );
   } finally {
     await pool.end();
+  }
+});
+
+test("an inherited PGSERVICE whose service says sslmode=disable does not downgrade pg_dump's verify-full", async () => {
+  const serviceFile = join(dir, 'pg_service.conf');
+  writeFileSync(serviceFile, '[plain]\nsslmode=disable\n');
+  const saved = { PGSERVICE: process.env.PGSERVICE, PGSERVICEFILE: process.env.PGSERVICEFILE };
+  Object.assign(process.env, { PGSERVICE: 'plain', PGSERVICEFILE: serviceFile });
+  try {
+    // Database postgres takes TLS only: a plain pg_dump is refused by pg_hba.
+    const dump = startDump(
+      `postgres://postgres@localhost:${cluster.port}/postgres?sslmode=verify-full&sslrootcert=${join(dir, 'server.crt')}`,
+    );
+    dump.stream.on('error', () => undefined).resume();
+    await within('pg_dump with verify-full', dump.done);
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
   }
 });

@@ -309,3 +309,13 @@ test("a password in DATABASE_URL's query is a secret: redacted from alert and fa
   assert.match(out, /\?sslmode=require&password=\*\*\*/);
   assert.match(out, /\?password=\*\*\*&x=1/);
 });
+
+test('a service is refused in the URL and not passed on to pg_dump from the environment (libpq ranks it above PGSSLMODE)', () => {
+  refused(() => resolvePg('postgres://u:secret@h/app?service=prod', env()), 'service', /pg_service\.conf/);
+  const l = libpqConnection(
+    'postgres://u@h/app?sslmode=require',
+    env({ PGSERVICE: 'x', PGSERVICEFILE: '/f' }),
+  );
+  assert.equal(l.env.PGSERVICE, undefined);
+  assert.equal(l.env.PGSERVICEFILE, undefined);
+});
