@@ -504,6 +504,12 @@ export class TidemarkPgClient extends pg.Client {
       // (a missing database, say, which ensureDatabase acts on) is the one that counts.
       if (/does not support SSL/i.test((err as Error).message))
         throw explainConnectError(first, target, firstUsedTls);
+      // prefer on a server that takes TLS only: the plain retry's "no encryption" says nothing new
+      // either; the TLS attempt's answer (a missing database, a wrong password, a certificate that
+      // failed verification) is the one to act on.
+      const e = err as { code?: string; message?: string };
+      if (firstUsedTls && e.code === '28000' && /no encryption/i.test(e.message ?? ''))
+        throw explainConnectError(first, target, firstUsedTls);
       throw explainConnectError(err, target, this.tlsInUse);
     }
   }

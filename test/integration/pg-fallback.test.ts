@@ -13,7 +13,7 @@ import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { startPgCluster, type PgCluster } from '../../chaos/pg-cluster.js';
-import { createDb } from '../../db/database.js';
+import { createDb, ensureDatabase } from '../../db/database.js';
 import { pgClient, pgPool } from '../../db/pg-connection.js';
 import { startDump } from '../../jobs/backup/pg.js';
 
@@ -23,7 +23,7 @@ const PW = 'pw-not-in-the-url';
 
 let dir: string;
 let wrongCa: string;
-/** TLS on; database postgres over TLS only, template1 over TLS or plain; a password user (plain, scram). */
+/** TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only; a password user (scram). */
 let cluster: PgCluster;
 let proxy: { port: number; accepted: () => number; close: () => Promise<void> };
 
@@ -132,7 +132,10 @@ before(async () => {
       'hostnossl postgres all 127.0.0.0/8 reject',
       `hostnossl all ${PW_USER} 127.0.0.0/8 scram-sha-256`,
       'host all all 127.0.0.0/8 trust',
-      'host all all ::1/128 trust',
+      // ::1 takes TLS only (as a managed server with forced TLS); the password user with scram.
+      'hostnossl all all ::1/128 reject',
+      `hostssl all ${PW_USER} ::1/128 scram-sha-256`,
+      'hostssl all all ::1/128 trust',
     ],
   });
   const admin = new pg.Client({ host: cluster.dataDir, port: cluster.port, user: 'postgres' });
@@ -412,4 +415,33 @@ test("an inherited PGSERVICE whose service says sslmode=disable does not downgra
       else process.env[k] = v;
     }
   }
+});
+
+test('prefer (the default) on a TLS-only server: the TLS attempt\'s answer counts, not the plain retry\'s "no encryption"', async () => {
+  // A missing database: ensureDatabase must see 3D000 and create it, as with verify-full.
+  const name = `fallback_created_${process.pid}`;
+  await within('ensureDatabase', ensureDatabase(`postgres://postgres@[::1]:${cluster.port}/${name}`));
+  const c = pgClient(`postgres://postgres@[::1]:${cluster.port}/${name}`);
+  await c.connect();
+  try {
+    assert.equal((await c.query<{ db: string }>('select current_database() as db')).rows[0]!.db, name);
+  } finally {
+    await c.end();
+  }
+  // A wrong password: the error says so (libpq's says so too), not "refuses connections without TLS".
+  const wrong = pgClient(`postgres://${PW_USER}:not-the-password@[::1]:${cluster.port}/template1`);
+  const err = await within(
+    'connect() with a wrong password',
+    wrong.connect().then(
+      () => assert.fail('connected with a wrong password'),
+      (e: Error & { code?: string }) => e,
+    ),
+  );
+  assert.equal(err.code, '28P01', err.message);
+  const { stderr } = await promisify(execFile)('psql', [
+    `postgresql://${PW_USER}:not-the-password@[::1]:${cluster.port}/template1`,
+    '-Atc',
+    'select 1',
+  ]).catch((e: { stderr: string }) => e);
+  assert.match(stderr, /password authentication failed/);
 });
