@@ -52,6 +52,40 @@ const ONE_SIDED: Record<string, string> = {
   sslcertmode: 'PGSSLCERTMODE',
 };
 
+/**
+ * The URI query parameters libpq 15 knows (conninfo keywords); pg_dump stops at any other with
+ * "invalid URI query parameter". node-postgres takes more (statement_timeout, query_timeout, ...):
+ * one of those would work for the worker and fail the first backup, so it is refused up front.
+ */
+const LIBPQ_PARAMS = new Set([
+  'host',
+  'hostaddr',
+  'port',
+  'dbname',
+  'user',
+  'password',
+  'passfile',
+  'channel_binding',
+  'connect_timeout',
+  'client_encoding',
+  'options',
+  'application_name',
+  'fallback_application_name',
+  'keepalives',
+  'keepalives_idle',
+  'keepalives_interval',
+  'keepalives_count',
+  'tcp_user_timeout',
+  'replication',
+  'gssencmode',
+  'requiressl',
+  'sslcompression',
+  'requirepeer',
+  'krbsrvname',
+  'gsslib',
+  'target_session_attrs',
+]);
+
 export class PgSettingError extends Error {
   /** The setting at fault: "sslmode", "sslrootcert", ... */
   readonly setting: string;
@@ -150,6 +184,15 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
   for (const [param, hint] of Object.entries(REFUSED_PARAMS)) {
     if (u.searchParams.has(param))
       throw new PgSettingError(param, `database URL ${redacted(u)}: parameter ${param} is refused: ${hint}`);
+  }
+  // socket:/dir?db=... is node-postgres's own form (libpq takes postgres:// only): its parameters are pg's.
+  for (const param of u.protocol === 'socket:' ? [] : new Set(u.searchParams.keys())) {
+    if (LIBPQ_PARAMS.has(param) || param in ENV_OF || param in ONE_SIDED || param === 'sslpassword') continue;
+    throw new PgSettingError(
+      param,
+      `database URL ${redacted(u)}: parameter ${param} is not a libpq connection parameter, so pg_dump/pg_restore would refuse the URL ("invalid URI query parameter"); remove it` +
+        (/timeout/.test(param) ? ` (a server setting goes in options: options=-c%20${param}%3D<value>)` : ''),
+    );
   }
   for (const [param, variable] of Object.entries(ONE_SIDED)) {
     const from = u.searchParams.has(param)

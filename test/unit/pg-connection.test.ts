@@ -319,3 +319,14 @@ test('a service is refused in the URL and not passed on to pg_dump from the envi
   assert.equal(l.env.PGSERVICE, undefined);
   assert.equal(l.env.PGSERVICEFILE, undefined);
 });
+
+test('a node-postgres-only URL parameter (statement_timeout, ...) is refused: pg_dump would stop at it', () => {
+  refused(
+    () => resolvePg('postgres://u:secret@h/app?statement_timeout=5000', env()),
+    'statement_timeout',
+    /not a libpq connection parameter.*options=-c%20statement_timeout%3D<value>/,
+  );
+  refused(() => resolvePg('postgres://u:secret@h/app?query_timeout=5', env()), 'query_timeout', /remove it/);
+  const ok = 'application_name=x&options=-c%20a%3Db&connect_timeout=5&keepalives=1&target_session_attrs=any';
+  assert.equal(resolvePg(`postgres://u@h/app?${ok}&sslmode=disable`, env()).url, `postgres://u@h/app?${ok}`);
+});
