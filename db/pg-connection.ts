@@ -35,6 +35,10 @@ const REFUSED_PARAMS: Record<string, string> = {
   sslpassword:
     'sslpassword (an encrypted client key) is not supported: libpq has no environment variable for it and a command line would show it to every user of the host; use an unencrypted key file readable only by the worker (chmod 600)',
   sslnegotiation: 'sslnegotiation is not supported (the installed pg_dump predates it); remove the parameter',
+  dbname:
+    'dbname= in the query is read by pg_dump (libpq) but not by node-postgres, and the sibling databases (demo CRM, restore check) are named from the path: give the database in the path, postgres://host/<database>',
+  passfile:
+    'passfile= is read by pg_dump (libpq) only; set PGPASSFILE (both read it) or give the password in the URL or PGPASSWORD',
   service:
     'service (pg_service.conf) is read by pg_dump (libpq) only, and its settings outrank the URL-derived PGSSL* ones there; put host, port, dbname and the ssl* parameters in the database URL instead',
 };
@@ -50,6 +54,19 @@ const ONE_SIDED: Record<string, string> = {
   ssl_min_protocol_version: 'PGSSLMINPROTOCOLVERSION',
   ssl_max_protocol_version: 'PGSSLMAXPROTOCOLVERSION',
   sslcertmode: 'PGSSLCERTMODE',
+  // SCRAM channel binding (node-postgres has it only as a client option tidemark does not set).
+  channel_binding: 'PGCHANNELBINDING',
+};
+/**
+ * Other libpq connection settings node-postgres ignores: in the URL they are refused (pg_dump would
+ * connect elsewhere or otherwise than the worker); from the environment they are kept from pg_dump.
+ */
+const LIBPQ_ONLY: Record<string, string> = {
+  hostaddr: 'PGHOSTADDR',
+  target_session_attrs: 'PGTARGETSESSIONATTRS',
+  requirepeer: 'PGREQUIREPEER',
+  gssencmode: 'PGGSSENCMODE',
+  requiressl: 'PGREQUIRESSL',
 };
 
 /**
@@ -59,13 +76,9 @@ const ONE_SIDED: Record<string, string> = {
  */
 const LIBPQ_PARAMS = new Set([
   'host',
-  'hostaddr',
   'port',
-  'dbname',
   'user',
   'password',
-  'passfile',
-  'channel_binding',
   'connect_timeout',
   'client_encoding',
   'options',
@@ -77,13 +90,9 @@ const LIBPQ_PARAMS = new Set([
   'keepalives_count',
   'tcp_user_timeout',
   'replication',
-  'gssencmode',
-  'requiressl',
   'sslcompression',
-  'requirepeer',
   'krbsrvname',
   'gsslib',
-  'target_session_attrs',
 ]);
 
 export class PgSettingError extends Error {
@@ -187,6 +196,11 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
   }
   // socket:/dir?db=... is node-postgres's own form (libpq takes postgres:// only): its parameters are pg's.
   for (const param of u.protocol === 'socket:' ? [] : new Set(u.searchParams.keys())) {
+    if (param in LIBPQ_ONLY)
+      throw new PgSettingError(
+        param,
+        `database URL ${redacted(u)}: parameter ${param} is applied by pg_dump/pg_restore (libpq) but not by node-postgres, so the two would connect differently; remove it`,
+      );
     if (LIBPQ_PARAMS.has(param) || param in ENV_OF || param in ONE_SIDED || param === 'sslpassword') continue;
     throw new PgSettingError(
       param,
@@ -351,6 +365,7 @@ export function libpqConnection(
     'PGSSLCRLDIR',
     'PGSERVICE',
     'PGSERVICEFILE',
+    ...Object.values(LIBPQ_ONLY),
   ])
     delete child[name];
   const t = target.tls;

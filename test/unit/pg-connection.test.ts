@@ -327,6 +327,26 @@ test('a node-postgres-only URL parameter (statement_timeout, ...) is refused: pg
     /not a libpq connection parameter.*options=-c%20statement_timeout%3D<value>/,
   );
   refused(() => resolvePg('postgres://u:secret@h/app?query_timeout=5', env()), 'query_timeout', /remove it/);
-  const ok = 'application_name=x&options=-c%20a%3Db&connect_timeout=5&keepalives=1&target_session_attrs=any';
+  const ok = 'application_name=x&options=-c%20a%3Db&connect_timeout=5&keepalives=1';
   assert.equal(resolvePg(`postgres://u@h/app?${ok}&sslmode=disable`, env()).url, `postgres://u@h/app?${ok}`);
+});
+
+test('libpq-only connection settings: refused in the URL, kept from pg_dump when inherited', () => {
+  const base = 'postgres://u:secret@h/app';
+  refused(() => resolvePg(`${base}?hostaddr=10.9.8.7`, env()), 'hostaddr', /not by node-postgres/);
+  refused(
+    () => resolvePg(`${base}?target_session_attrs=read-write`, env()),
+    'target_session_attrs',
+    /remove it/,
+  );
+  refused(() => resolvePg(`${base}?channel_binding=require`, env()), 'channel_binding', /is not supported/);
+  refused(() => resolvePg(base, env({ PGCHANNELBINDING: 'require' })), 'channel_binding', /PGCHANNELBINDING/);
+  refused(() => resolvePg(`${base}?dbname=other`, env()), 'dbname', /give the database in the path/);
+  refused(() => resolvePg(`${base}?passfile=/p`, env()), 'passfile', /PGPASSFILE/);
+  const l = libpqConnection(
+    'postgres://u@h/app',
+    env({ PGHOSTADDR: '10.9.8.7', PGTARGETSESSIONATTRS: 'read-write' }),
+  );
+  assert.equal(l.env.PGHOSTADDR, undefined);
+  assert.equal(l.env.PGTARGETSESSIONATTRS, undefined);
 });
