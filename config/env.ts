@@ -175,9 +175,10 @@ function list(text: string | undefined): string[] {
 export function secretsOf(config: Config): string[] {
   const fromUrl = (() => {
     try {
-      return decodeURIComponent(new URL(config.DATABASE_URL).password);
+      const u = new URL(config.DATABASE_URL);
+      return [decodeURIComponent(u.password), u.searchParams.get('password') ?? ''];
     } catch {
-      return '';
+      return [];
     }
   })();
   return [
@@ -188,7 +189,7 @@ export function secretsOf(config: Config): string[] {
     config.TIDEMARK_CODEC_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
-    fromUrl,
+    ...fromUrl,
     // The key material of TIDEMARK_PAYLOAD_KEYS ("id:base64" entries).
     ...list(config.TIDEMARK_PAYLOAD_KEYS).map((k) => k.slice(k.indexOf(':') + 1).trim()),
   ].filter((s): s is string => !!s && s.length >= 4);
