@@ -2,6 +2,7 @@
 // TOML profile), resolved in one place; every wrong setting is named, and no secret is printed.
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import type { ServerHttp2Session } from 'node:http2';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -343,4 +344,115 @@ test('npm start with an address set: one that does not answer is named with its 
     Date.now() - started < 5_000,
     'a wrong setting is not retried like an address that does not answer yet',
   );
+});
+
+test('TEMPORAL_TLS is a boolean the way the Temporal CLI reads it: TRUE turns TLS on, a word it does not know is refused', () => {
+  // envconfig reads anything but "1" and "true" as false: TEMPORAL_TLS=TRUE turned TLS off, and an API
+  // key then went to the server in plain text.
+  for (const on of ['true', 'TRUE', 'True', '1']) {
+    const s = resolveTemporal({
+      TEMPORAL_ADDRESS: 'cloud.test:7233',
+      TEMPORAL_TLS: on,
+      TEMPORAL_API_KEY: API_KEY,
+    });
+    assert.equal(s.tls, 'tls', `TEMPORAL_TLS=${on}`);
+    assert.ok(temporalConnectionOptions(s).tls, `TEMPORAL_TLS=${on}: the connection uses TLS`);
+  }
+  for (const off of ['false', 'FALSE', '0']) {
+    const s = resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', TEMPORAL_TLS: off });
+    assert.equal(s.tls, 'off', `TEMPORAL_TLS=${off}`);
+    assert.equal(temporalConnectionOptions(s).tls, false, `TEMPORAL_TLS=${off}`);
+  }
+  for (const word of ['yes', 'on', 'enabled', 'tru']) {
+    const err = thrown(() =>
+      resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', TEMPORAL_TLS: word, TEMPORAL_API_KEY: API_KEY }),
+    );
+    assert.ok(err instanceof ConfigError, String(err));
+    assert.match(err.message, /^environment variable TEMPORAL_TLS: .*true or false/);
+    noSecret(err.message);
+  }
+  const host = thrown(() => resolveTemporal({ TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'yes' }));
+  assert.match(host.message, /^environment variable TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: /);
+});
+
+test('an API key or a gRPC header value that a header cannot carry (a trailing newline from a file) is named at once, not printed', () => {
+  const profile = file('newline-key.toml', `[profile.default]\napi_key = "${API_KEY}\\n"\n`);
+  const cases: [NodeJS.ProcessEnv, RegExp][] = [
+    [{ TEMPORAL_API_KEY: `${API_KEY}\n` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_API_KEY: ` ${API_KEY}` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_API_KEY: `${API_KEY}é` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_CONFIG_FILE: profile }, /^api_key in profile "default" of .*newline-key\.toml: /],
+    [
+      { TEMPORAL_GRPC_META_AUTHORIZATION: `Bearer ${API_KEY}\r\n` },
+      /^environment variable TEMPORAL_GRPC_META_AUTHORIZATION: /,
+    ],
+  ];
+  for (const [env, named] of cases) {
+    const err = thrown(() => resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', ...env }));
+    assert.ok(err instanceof ConfigError, String(err));
+    assert.match(err.message, named);
+    assert.match(err.message, /line break|printable ASCII/);
+    noSecret(err.message);
+  }
+});
+
+/** A real HTTP/2 server on loopback that answers every call as a proxy refusing its credentials does. */
+async function refusingServer(): Promise<{ address: string; seen: string[]; close(): Promise<void> }> {
+  const { createServer: createH2 } = await import('node:http2');
+  const seen: string[] = [];
+  const sessions = new Set<ServerHttp2Session>();
+  const server = createH2((req, res) => {
+    seen.push(String(req.headers.authorization ?? ''));
+    res.writeHead(401, { 'content-type': 'text/plain' });
+    res.end('unauthorized');
+  });
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return {
+    address: `127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        // The clients keep their connections open: close() waits for them otherwise.
+        for (const session of sessions) session.destroy();
+      }),
+  };
+}
+
+test('a server that refuses the credentials (401): the message names the credential settings, not "start it" nor TLS', async () => {
+  const proxy = await refusingServer();
+  try {
+    const failure = async (env: NodeJS.ProcessEnv, kind: 'client' | 'worker'): Promise<Error> => {
+      const s = resolveTemporal({ TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS: 'false', ...env });
+      const { connectTemporalWorker } = await import('../../config/temporal.js');
+      const connecting =
+        kind === 'client'
+          ? connectTemporal(s, { connectTimeout: 10_000 })
+          : connectTemporalWorker({ temporal: s });
+      return await connecting.then(
+        () => assert.fail('connected to a server that refuses every call'),
+        (e: unknown) => e as Error,
+      );
+    };
+    for (const kind of ['client', 'worker'] as const) {
+      // The authorization header given as gRPC metadata: it is the setting to check.
+      const meta = await failure({ TEMPORAL_GRPC_META_AUTHORIZATION: `Bearer ${API_KEY}` }, kind);
+      assert.ok(meta instanceof TemporalConnectError, String(meta));
+      assert.match(meta.message, /refused the credentials .*check TEMPORAL_GRPC_META_AUTHORIZATION/, kind);
+      assert.doesNotMatch(meta.message, /start it|refused the TLS connection/, kind);
+      noSecret(meta.message);
+      // No credentials at all: the server wants some.
+      const none = await failure({}, kind);
+      assert.match(none.message, /refused the credentials .*set TEMPORAL_API_KEY/, kind);
+      assert.doesNotMatch(none.message, /start it|refused the TLS connection/, kind);
+    }
+    assert.ok(proxy.seen.includes(`Bearer ${API_KEY}`), 'the header reached the server');
+  } finally {
+    await proxy.close();
+  }
 });
