@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import type { ServerHttp2Session } from 'node:http2';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -454,5 +454,56 @@ test('a server that refuses the credentials (401): the message names the credent
     assert.ok(proxy.seen.includes(`Bearer ${API_KEY}`), 'the header reached the server');
   } finally {
     await proxy.close();
+  }
+});
+
+test('a plain connection to a server that speaks TLS says so and names TEMPORAL_TLS (was "cannot reach ... start it")', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const { createServer: createTls } = await import('node:tls');
+  const { readFileSync } = await import('node:fs');
+  const [key, cert] = [join(dir, 'tls-server.key'), join(dir, 'tls-server.pem')];
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost'].concat([
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ]),
+    { stdio: 'pipe' },
+  );
+  // A real TLS server (HTTP/2 offered): it answers the handshake, and nothing in plain text.
+  const sockets = new Set<Socket>();
+  const server = createTls(
+    { key: readFileSync(key), cert: readFileSync(cert), ALPNProtocols: ['h2'] },
+    (s) => {
+      s.on('error', () => undefined);
+    },
+  );
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  try {
+    const { connectTemporalWorker } = await import('../../config/temporal.js');
+    const s = resolveTemporal({ TEMPORAL_ADDRESS: address });
+    for (const connecting of [
+      () => connectTemporal(s, { connectTimeout: 5_000 }),
+      () => connectTemporalWorker({ temporal: s }),
+    ]) {
+      const err = await connecting().then(
+        () => assert.fail('a plain connection to a TLS server succeeded'),
+        (e: unknown) => e as Error,
+      );
+      assert.ok(err instanceof TemporalConnectError, String(err));
+      assert.match(err.message, new RegExp(`Temporal at ${address} \\(from TEMPORAL_ADDRESS\\) speaks TLS`));
+      assert.match(err.message, /set TEMPORAL_TLS=true/);
+      assert.doesNotMatch(err.message, /start it/);
+    }
+  } finally {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
   }
 });
