@@ -4,6 +4,7 @@
 // TEMPORAL_PROFILE, else "default"). Nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, plain text,
 // namespace "default". An error names the setting that is wrong (the variable, or the file and key) and
 // never prints the API key, a key or a certificate.
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Client, Connection, ConnectionOptions } from '@temporalio/client';
@@ -41,6 +42,8 @@ export interface TemporalSettings {
 // so that printing or serialising the settings can never show it.
 const loadOptions = new WeakMap<TemporalSettings, LoadClientProfileOptions>();
 const secretValues = new WeakMap<TemporalSettings, string[]>();
+/** The settings that name the client certificate, its key and the server CA (a path or PEM data). */
+const tlsSettings = new WeakMap<TemporalSettings, { cert?: string; key?: string; ca?: string }>();
 
 const DEFAULT_NAMESPACE = 'default';
 /** What a gRPC header value may hold (printable ASCII), with nothing blank around it. */
@@ -246,7 +249,7 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
   };
   const cert = part('clientCert', 'TEMPORAL_TLS_CLIENT_CERT', 'client_cert', 'client certificate');
   const key = part('clientKey', 'TEMPORAL_TLS_CLIENT_KEY', 'client_key', 'client key');
-  part('serverCACert', 'TEMPORAL_TLS_SERVER_CA_CERT', 'server_ca_cert', 'server CA certificate');
+  const ca = part('serverCACert', 'TEMPORAL_TLS_SERVER_CA_CERT', 'server_ca_cert', 'server CA certificate');
   if (key && !cert)
     throw new ConfigError(
       key,
@@ -277,6 +280,11 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
     files: Object.freeze(files.map((f) => Object.freeze(f))),
   });
   loadOptions.set(settings, base);
+  tlsSettings.set(settings, {
+    ...(cert ? { cert } : {}),
+    ...(key ? { key } : {}),
+    ...(ca ? { ca } : {}),
+  });
   const keyData = tls?.clientKey && 'data' in tls.clientKey ? Buffer.from(tls.clientKey.data).toString() : '';
   secretValues.set(
     settings,
@@ -328,8 +336,67 @@ export function temporalConnectionOptions(s: TemporalSettings): ConnectionOption
   } catch (err) {
     throw explainLoadError(err, s.file, s.profile);
   }
+  checkTlsMaterial(s, connect.connectionOptions.tls);
   // The address resolved above (with its default), whatever envconfig left unset.
   return { ...(connect.connectionOptions as ConnectionOptions), address: s.address };
+}
+
+/**
+ * The client key, its certificate and the server CA, checked before connecting: a key or certificate
+ * that does not parse, a key that is not the certificate's, a certificate out of its validity period
+ * failed as "cannot reach ... start it" (the worker) or a refused handshake. Named, never shown.
+ */
+function checkTlsMaterial(s: TemporalSettings, tls: ConnectionOptions['tls']): void {
+  if (!tls || typeof tls !== 'object') return;
+  const named = tlsSettings.get(s) ?? {};
+  const kind = (setting: string) => (setting.startsWith('TEMPORAL_') ? 'variable' : 'setting');
+  const certificate = (pem: Uint8Array, setting: string, what: string): X509Certificate => {
+    let x509: X509Certificate;
+    try {
+      x509 = new X509Certificate(Buffer.from(pem));
+    } catch {
+      throw new ConfigError(
+        setting,
+        `the ${what} is not a PEM certificate that can be read: give the certificate's PEM`,
+        kind(setting),
+      );
+    }
+    const now = Date.now();
+    if (Date.parse(x509.validTo) < now)
+      throw new ConfigError(setting, `the ${what} expired on ${x509.validTo}: renew it`, kind(setting));
+    if (Date.parse(x509.validFrom) > now)
+      throw new ConfigError(
+        setting,
+        `the ${what} is not valid before ${x509.validFrom}: check the clock, or use a certificate valid now`,
+        kind(setting),
+      );
+    return x509;
+  };
+  if (tls.clientCertPair) {
+    const keySetting = named.key ?? 'TEMPORAL_TLS_CLIENT_KEY_PATH';
+    const certSetting = named.cert ?? 'TEMPORAL_TLS_CLIENT_CERT_PATH';
+    let key: ReturnType<typeof createPrivateKey>;
+    try {
+      key = createPrivateKey(Buffer.from(tls.clientCertPair.key));
+    } catch {
+      throw new ConfigError(
+        keySetting,
+        'the client key is not an unencrypted PEM private key that can be read: give the key of the client certificate, in PEM',
+        kind(keySetting),
+      );
+    }
+    const x509 = certificate(tls.clientCertPair.crt, certSetting, 'client certificate');
+    if (!x509.checkPrivateKey(key))
+      throw new ConfigError(
+        keySetting,
+        `the client key is not the key of the client certificate (${certSetting}): give the pair that belong together`,
+        kind(keySetting),
+      );
+  }
+  if (tls.serverRootCACertificate) {
+    const caSetting = named.ca ?? 'TEMPORAL_TLS_SERVER_CA_CERT_PATH';
+    certificate(tls.serverRootCACertificate, caSetting, 'server CA certificate');
+  }
 }
 
 /** A connection that failed: which address, from which setting, and what to check. No secret in it. */

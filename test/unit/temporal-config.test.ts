@@ -1,7 +1,8 @@
 // Issue 13: the Temporal connection settings from @temporalio/envconfig (environment variables over a
 // TOML profile), resolved in one place; every wrong setting is named, and no secret is printed.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import type { ServerHttp2Session } from 'node:http2';
 import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -21,8 +22,24 @@ const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const API_KEY = 'tmprl-secret-api-key-0123456789';
-const KEY_PEM = '-----BEGIN PRIVATE KEY-----\nSECRETKEYMATERIALxyz\n-----END PRIVATE KEY-----\n';
-const CERT_PEM = '-----BEGIN CERTIFICATE-----\nCERTMATERIALabc\n-----END CERTIFICATE-----\n';
+/** A real key and its self-signed certificate (the key and certificate are checked before connecting). */
+function keyPair(name: string): { key: string; cert: string } {
+  const [key, cert] = [join(dir, `${name}.key`), join(dir, `${name}.pem`)];
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`].concat([
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ]),
+    { stdio: 'pipe' },
+  );
+  return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
+}
+const { key: KEY_PEM, cert: CERT_PEM } = keyPair('fixture');
+/** A line from the middle of the key: its secret part, never printed. */
+const KEY_LINE = KEY_PEM.split('\n')[5]!;
 const file = (name: string, text: string): string => {
   const path = join(dir, name);
   writeFileSync(path, text);
@@ -44,6 +61,7 @@ function thrown(fn: () => unknown): Error {
 
 function noSecret(text: string): void {
   assert.doesNotMatch(text, /tmprl-secret|SECRETKEYMATERIAL|CERTMATERIAL/);
+  assert.ok(!text.includes(KEY_LINE), 'the client key was printed');
 }
 
 test('nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, namespace "default", plain text', () => {
@@ -506,4 +524,53 @@ test('a plain connection to a server that speaks TLS says so and names TEMPORAL_
     for (const s of sockets) s.destroy();
     await new Promise<void>((r) => server.close(() => r()));
   }
+});
+
+test('a client key that does not parse, or is not the certificate\'s, is named before connecting (was "cannot reach ... start it")', () => {
+  // A key pasted into TEMPORAL_TLS_CLIENT_KEY_DATA and cut short: the worker said "start it or fix TEMPORAL_ADDRESS".
+  const cut = KEY_PEM.slice(0, KEY_PEM.length - 200) + '\n-----END PRIVATE KEY-----\n';
+  const truncated = thrown(() =>
+    temporalConnectionOptions(
+      resolveTemporal({
+        TEMPORAL_ADDRESS: 'x.test:7233',
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certPath,
+        TEMPORAL_TLS_CLIENT_KEY_DATA: cut,
+      }),
+    ),
+  );
+  assert.ok(truncated instanceof ConfigError, String(truncated));
+  assert.match(
+    truncated.message,
+    /^environment variable TEMPORAL_TLS_CLIENT_KEY_DATA: the client key is not/,
+  );
+  noSecret(truncated.message);
+
+  const other = keyPair('other');
+  const mismatch = thrown(() =>
+    temporalConnectionOptions(
+      resolveTemporal({
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certPath,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: file('other.key', other.key),
+      }),
+    ),
+  );
+  assert.match(
+    mismatch.message,
+    /^environment variable TEMPORAL_TLS_CLIENT_KEY_PATH: the client key is not the key of the client certificate \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/,
+  );
+  assert.ok(!mismatch.message.includes(other.key.split('\n')[5]!), 'the key was printed');
+
+  const badCa = file(
+    'bad-ca.pem',
+    '-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n',
+  );
+  const toml = file(
+    'bad-ca.toml',
+    `[profile.default]\naddress = "a.test:7233"\n[profile.default.tls]\nserver_ca_cert_path = "${badCa}"\n`,
+  );
+  const ca = thrown(() => temporalConnectionOptions(resolveTemporal({ TEMPORAL_CONFIG_FILE: toml })));
+  assert.match(
+    ca.message,
+    /^tls\.server_ca_cert_path in profile "default" of .*: the server CA certificate is not a PEM certificate/,
+  );
 });
