@@ -574,3 +574,17 @@ test('a client key that does not parse, or is not the certificate\'s, is named b
     /^tls\.server_ca_cert_path in profile "default" of .*: the server CA certificate is not a PEM certificate/,
   );
 });
+
+test('an IPv6 address is host:port for loadConfig as for the profile (one check, not two that disagree); a bad one is named', () => {
+  // config/env.ts had its own pattern for TEMPORAL_ADDRESS (no ":" in the host): "[::1]:7233" was refused
+  // from the environment and accepted from a profile.
+  const config = loadConfig({ TEMPORAL_ADDRESS: '[::1]:7233' });
+  assert.equal(config.temporal.address, '[::1]:7233');
+  assert.equal(config.TEMPORAL_ADDRESS, '[::1]:7233');
+  const bad = thrown(() => loadConfig({ TEMPORAL_ADDRESS: 'http://temporal.test:7233' }));
+  assert.ok(bad instanceof ConfigError, String(bad));
+  assert.match(
+    bad.message,
+    /^environment variable TEMPORAL_ADDRESS: "http:\/\/temporal\.test:7233" is not host:port/,
+  );
+});
