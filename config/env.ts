@@ -21,10 +21,8 @@ const schema = z.object({
    * two from that resolution: the address an environment variable or a profile names (unset: the dev
    * server on 127.0.0.1:TEMPORAL_PORT), and the namespace (default "default").
    */
-  TEMPORAL_ADDRESS: z
-    .string()
-    .regex(/^[^\s:]+:\d+$/, 'must be host:port, e.g. 127.0.0.1:7233')
-    .optional(),
+  // Checked (host:port, IPv6 in brackets too) where it is resolved, with a profile's address.
+  TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TIDEMARK_TASK_QUEUE: z.string().min(1).default('tidemark'),
   /** The lag watch's own task queue (default: the job queue's name + "-watch"). */
