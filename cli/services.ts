@@ -14,7 +14,7 @@ export const SERVICES: readonly Service[] = [
   },
   {
     name: 'web',
-    summary: 'the management page (TIDEMARK_WEB_TOKEN, TIDEMARK_WEB_PORT)',
+    summary: 'the management page (TIDEMARK_WEB_TOKEN, TIDEMARK_WEB_PORT, TIDEMARK_WEB_HOST)',
     start: async () => (await import('../web/main.js')).runWeb(),
   },
   {

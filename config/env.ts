@@ -22,10 +22,8 @@ const schema = z.object({
    * two from that resolution: the address an environment variable or a profile names (unset: the dev
    * server on 127.0.0.1:TEMPORAL_PORT), and the namespace (default "default").
    */
-  TEMPORAL_ADDRESS: z
-    .string()
-    .regex(/^[^\s:]+:\d+$/, 'must be host:port, e.g. 127.0.0.1:7233')
-    .optional(),
+  // Checked (host:port, IPv6 in brackets too) where it is resolved, with a profile's address.
+  TEMPORAL_ADDRESS: z.string().optional(),
   TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TIDEMARK_TASK_QUEUE: z.string().min(1).default('tidemark'),
   /** The lag watch's own task queue (default: the job queue's name + "-watch"). */
@@ -63,6 +61,11 @@ const schema = z.object({
     .default('24h'),
   /** The management page: its port and the token that opens it (npm start makes one when unset). */
   TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
+  /** The address the page listens on: loopback unless told (0.0.0.0 in a container, behind a TLS proxy). */
+  TIDEMARK_WEB_HOST: z
+    .string()
+    .regex(/^[0-9A-Za-z.:-]+$/, 'an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0')
+    .default('127.0.0.1'),
   TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
   /** How long a login to the management page lasts. */
   TIDEMARK_WEB_SESSION_TTL: z
@@ -186,9 +189,10 @@ function payloadKeyMaterial(config: Config): string[] {
 export function secretsOf(config: Config): string[] {
   const fromUrl = (() => {
     try {
-      return decodeURIComponent(new URL(config.DATABASE_URL).password);
+      const u = new URL(config.DATABASE_URL);
+      return [decodeURIComponent(u.password), u.searchParams.get('password') ?? ''];
     } catch {
-      return '';
+      return [];
     }
   })();
   return [
@@ -199,7 +203,7 @@ export function secretsOf(config: Config): string[] {
     config.TIDEMARK_CODEC_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
-    fromUrl,
+    ...fromUrl,
     // Every payload key, as the codec reads them (the variable's, one a line or comma-separated, and
     // the file's); the raw entries too, in case a key is refused and never parsed.
     ...payloadKeyMaterial(config),

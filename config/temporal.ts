@@ -4,6 +4,7 @@
 // TEMPORAL_PROFILE, else "default"). Nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, plain text,
 // namespace "default". An error names the setting that is wrong (the variable, or the file and key) and
 // never prints the API key, a key or a certificate.
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { isAbsolute, join } from 'node:path';
 import type { Client, Connection, ConnectionOptions } from '@temporalio/client';
@@ -31,6 +32,8 @@ export interface TemporalSettings {
   readonly profile: string;
   readonly tls: 'off' | 'tls' | 'mtls';
   readonly apiKey: boolean;
+  /** The settings that name gRPC headers (TEMPORAL_GRPC_META_*, grpc_meta in the profile): names only. */
+  readonly metadata: readonly string[];
   /** The certificate and key files the connection reads, each with the setting that names it. */
   readonly files: readonly { readonly setting: string; readonly path: string; readonly what: string }[];
 }
@@ -39,8 +42,33 @@ export interface TemporalSettings {
 // so that printing or serialising the settings can never show it.
 const loadOptions = new WeakMap<TemporalSettings, LoadClientProfileOptions>();
 const secretValues = new WeakMap<TemporalSettings, string[]>();
+/** The settings that name the client certificate, its key and the server CA (a path or PEM data). */
+const tlsSettings = new WeakMap<TemporalSettings, { cert?: string; key?: string; ca?: string }>();
 
 const DEFAULT_NAMESPACE = 'default';
+/** What a gRPC header value may hold (printable ASCII), with nothing blank around it. */
+const HEADER_VALUE = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/;
+/** envconfig's header name for TEMPORAL_GRPC_META_<NAME> (lower case, its first "_" made "-"). */
+const grpcMetaHeader = (name: string): string => name.toLocaleLowerCase().replace('_', '-');
+const BOOLEAN_VARIABLES = ['TEMPORAL_TLS', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION'] as const;
+
+/**
+ * envconfig reads every value but "1" and "true" as false, so TEMPORAL_TLS=TRUE turned TLS off (and an
+ * API key went out in plain text). Read as the Temporal CLI does (true/false/1/0, any case); refuse the rest.
+ */
+function normaliseBooleans(vars: Record<string, string>): void {
+  for (const name of BOOLEAN_VARIABLES) {
+    const value = vars[name];
+    if (value === undefined) continue;
+    if (/^(1|true)$/i.test(value)) vars[name] = 'true';
+    else if (/^(0|false)$/i.test(value)) vars[name] = 'false';
+    else
+      throw new ConfigError(
+        name,
+        `"${value.slice(0, 20)}" is not a boolean: set it to true or false (1 or 0), or unset it`,
+      );
+  }
+}
 const HOST_PORT = /^[^\s:/]+:\d+$|^\[[0-9a-fA-F:.]+\]:\d+$/;
 
 /** The environment as envconfig should see it: an empty variable is an unset one, as everywhere else here. */
@@ -141,6 +169,7 @@ function unknownProfile(profile: string, file: string | undefined, text?: string
  */
 export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSettings {
   const vars = effectiveEnv(env);
+  normaliseBooleans(vars);
   const config = readConfigFile(vars);
   const profile = vars.TEMPORAL_PROFILE ?? 'default';
   const base: LoadClientProfileOptions = {
@@ -161,6 +190,28 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
   const inFile = (key: string) => `${key} in profile "${profile}" of ${config?.path}`;
   const from = (variable: string, key: string, fileHas: boolean): string =>
     vars[variable] !== undefined ? variable : fileHas ? inFile(key) : variable;
+
+  // The API key and the gRPC header values travel as headers: a line break (a key read from a file with
+  // its newline) made the SDK fail with "cannot reach", or print the value. Named here, never shown.
+  const unsafe =
+    'holds a line break, a tab, blanks around it or a non-ASCII character (a trailing newline from the file it was read from?): a gRPC header carries printable ASCII only; remove them';
+  if (merged.apiKey !== undefined && merged.apiKey !== '' && !HEADER_VALUE.test(merged.apiKey)) {
+    const setting = from('TEMPORAL_API_KEY', 'api_key', fromFile.apiKey !== undefined);
+    throw new ConfigError(setting, unsafe, setting === 'TEMPORAL_API_KEY' ? 'variable' : 'setting');
+  }
+  const metaVariable = (header: string): string | undefined =>
+    Object.keys(vars).find(
+      (k) =>
+        k.startsWith('TEMPORAL_GRPC_META_') &&
+        grpcMetaHeader(k.slice('TEMPORAL_GRPC_META_'.length)) === header,
+    );
+  const metadata: string[] = [];
+  for (const [header, value] of Object.entries(merged.grpcMeta ?? {})) {
+    const variable = metaVariable(header);
+    const setting = variable ?? inFile(`grpc_meta.${header}`);
+    metadata.push(setting);
+    if (!HEADER_VALUE.test(value)) throw new ConfigError(setting, unsafe, variable ? 'variable' : 'setting');
+  }
 
   const addressSet = merged.address !== undefined && merged.address !== '';
   const address = addressSet ? merged.address! : `127.0.0.1:${port}`;
@@ -198,7 +249,7 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
   };
   const cert = part('clientCert', 'TEMPORAL_TLS_CLIENT_CERT', 'client_cert', 'client certificate');
   const key = part('clientKey', 'TEMPORAL_TLS_CLIENT_KEY', 'client_key', 'client key');
-  part('serverCACert', 'TEMPORAL_TLS_SERVER_CA_CERT', 'server_ca_cert', 'server CA certificate');
+  const ca = part('serverCACert', 'TEMPORAL_TLS_SERVER_CA_CERT', 'server_ca_cert', 'server CA certificate');
   if (key && !cert)
     throw new ConfigError(
       key,
@@ -225,9 +276,15 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
     profile,
     tls: mode,
     apiKey,
+    metadata: Object.freeze(metadata),
     files: Object.freeze(files.map((f) => Object.freeze(f))),
   });
   loadOptions.set(settings, base);
+  tlsSettings.set(settings, {
+    ...(cert ? { cert } : {}),
+    ...(key ? { key } : {}),
+    ...(ca ? { ca } : {}),
+  });
   const keyData = tls?.clientKey && 'data' in tls.clientKey ? Buffer.from(tls.clientKey.data).toString() : '';
   secretValues.set(
     settings,
@@ -279,8 +336,67 @@ export function temporalConnectionOptions(s: TemporalSettings): ConnectionOption
   } catch (err) {
     throw explainLoadError(err, s.file, s.profile);
   }
+  checkTlsMaterial(s, connect.connectionOptions.tls);
   // The address resolved above (with its default), whatever envconfig left unset.
   return { ...(connect.connectionOptions as ConnectionOptions), address: s.address };
+}
+
+/**
+ * The client key, its certificate and the server CA, checked before connecting: a key or certificate
+ * that does not parse, a key that is not the certificate's, a certificate out of its validity period
+ * failed as "cannot reach ... start it" (the worker) or a refused handshake. Named, never shown.
+ */
+function checkTlsMaterial(s: TemporalSettings, tls: ConnectionOptions['tls']): void {
+  if (!tls || typeof tls !== 'object') return;
+  const named = tlsSettings.get(s) ?? {};
+  const kind = (setting: string) => (setting.startsWith('TEMPORAL_') ? 'variable' : 'setting');
+  const certificate = (pem: Uint8Array, setting: string, what: string): X509Certificate => {
+    let x509: X509Certificate;
+    try {
+      x509 = new X509Certificate(Buffer.from(pem));
+    } catch {
+      throw new ConfigError(
+        setting,
+        `the ${what} is not a PEM certificate that can be read: give the certificate's PEM`,
+        kind(setting),
+      );
+    }
+    const now = Date.now();
+    if (Date.parse(x509.validTo) < now)
+      throw new ConfigError(setting, `the ${what} expired on ${x509.validTo}: renew it`, kind(setting));
+    if (Date.parse(x509.validFrom) > now)
+      throw new ConfigError(
+        setting,
+        `the ${what} is not valid before ${x509.validFrom}: check the clock, or use a certificate valid now`,
+        kind(setting),
+      );
+    return x509;
+  };
+  if (tls.clientCertPair) {
+    const keySetting = named.key ?? 'TEMPORAL_TLS_CLIENT_KEY_PATH';
+    const certSetting = named.cert ?? 'TEMPORAL_TLS_CLIENT_CERT_PATH';
+    let key: ReturnType<typeof createPrivateKey>;
+    try {
+      key = createPrivateKey(Buffer.from(tls.clientCertPair.key));
+    } catch {
+      throw new ConfigError(
+        keySetting,
+        'the client key is not an unencrypted PEM private key that can be read: give the key of the client certificate, in PEM',
+        kind(keySetting),
+      );
+    }
+    const x509 = certificate(tls.clientCertPair.crt, certSetting, 'client certificate');
+    if (!x509.checkPrivateKey(key))
+      throw new ConfigError(
+        keySetting,
+        `the client key is not the key of the client certificate (${certSetting}): give the pair that belong together`,
+        kind(keySetting),
+      );
+  }
+  if (tls.serverRootCACertificate) {
+    const caSetting = named.ca ?? 'TEMPORAL_TLS_SERVER_CA_CERT_PATH';
+    certificate(tls.serverRootCACertificate, caSetting, 'server CA certificate');
+  }
 }
 
 /** A connection that failed: which address, from which setting, and what to check. No secret in it. */
@@ -331,6 +447,19 @@ export function explainConnectError(
     return new TemporalConnectError(
       'TEMPORAL_API_KEY',
       `${at} refused the API key (${reason}): check TEMPORAL_API_KEY (or api_key in the profile) and TEMPORAL_NAMESPACE (${s.namespace})`,
+    );
+  if (AUTH.test(reason))
+    // Up, and answering: it wants credentials (a header given as gRPC metadata, or none at all).
+    return new TemporalConnectError(
+      s.metadata[0] ?? 'TEMPORAL_API_KEY',
+      s.metadata.length
+        ? `${at} refused the credentials (${reason}): check ${s.metadata.join(', ')} and TEMPORAL_NAMESPACE (${s.namespace}), or set TEMPORAL_API_KEY`
+        : `${at} refused the credentials (${reason}): it wants them: set TEMPORAL_API_KEY (or api_key in the profile), or the header it expects with TEMPORAL_GRPC_META_<NAME>`,
+    );
+  if (s.tls === 'off' && /the server answers TLS/.test(reason))
+    return new TemporalConnectError(
+      'TEMPORAL_TLS',
+      `${at} speaks TLS, but the connection was plain text (${reason}): set TEMPORAL_TLS=true (TEMPORAL_TLS_SERVER_CA_CERT_PATH for a private CA; TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH if it asks for a client certificate)${inProfile ? `, or tls in profile "${s.profile}"` : ''}`,
     );
   if (s.tls !== 'off' && TLS_HINT.test(reason) && !/connection refused/i.test(reason))
     return new TemporalConnectError(
@@ -398,6 +527,31 @@ async function probeTls(options: ConnectionOptions): Promise<string | undefined>
   });
 }
 
+/** True when the server at `address` answers a TLS handshake (whatever its certificate). */
+async function speaksTls(address: string): Promise<boolean> {
+  const [host, port] = splitAddress(address);
+  const { connect } = await import('node:tls');
+  const { isIP } = await import('node:net');
+  return await new Promise<boolean>((resolve) => {
+    const socket = connect({
+      host,
+      port,
+      ...(isIP(host) ? {} : { servername: host }),
+      rejectUnauthorized: false,
+      ALPNProtocols: ['h2'],
+    });
+    const done = (answer: boolean) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done(false), 3_000);
+    socket.once('secureConnect', () => done(true));
+    // A TLS alert (a client certificate asked for) is a TLS answer too; "wrong version number" is not.
+    socket.once('error', (err: Error) => done(/alert|certificate/i.test(err.message)));
+  });
+}
+
 function splitAddress(address: string): [string, number] {
   const at = address.lastIndexOf(':');
   return [address.slice(0, at).replace(/^\[|\]$/g, ''), Number(address.slice(at + 1))];
@@ -406,7 +560,14 @@ function splitAddress(address: string): [string, number] {
 /** The failure as an error that names the setting; for TLS without a reason, a handshake of our own says why. */
 async function connectFailure(err: unknown, s: TemporalSettings, options: ConnectionOptions): Promise<Error> {
   const secrets = secretsOfSettings(s);
-  if (s.tls === 'off' || TLS_HINT.test(reasonOf(err, secrets))) return explainConnectError(err, s, secrets);
+  const reason = reasonOf(err, secrets);
+  if (s.tls === 'off') {
+    // A plain connection to a TLS server fails as "deadline" or "connection closed": ask the server.
+    if (AUTH.test(reason) || /refused|ECONNREFUSED/i.test(reason) || !(await speaksTls(options.address!)))
+      return explainConnectError(err, s, secrets);
+    return explainConnectError(new Error(`${reason}; the server answers TLS`), s, secrets);
+  }
+  if (TLS_HINT.test(reason)) return explainConnectError(err, s, secrets);
   const probe = await probeTls(options).catch(() => undefined);
   if (!probe) return explainConnectError(err, s, secrets);
   return explainConnectError(new Error(`${reasonOf(err, secrets)}; ${probe}`), s, secrets);

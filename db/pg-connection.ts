@@ -17,7 +17,7 @@
 // psql and pg_dump. Like libpq, TLS is never used over a unix socket, and a URL parameter wins
 // over its environment variable, which wins over the ~/.postgresql default files.
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { ConnectionOptions } from 'node:tls';
 import pg from 'pg';
@@ -35,7 +35,65 @@ const REFUSED_PARAMS: Record<string, string> = {
   sslpassword:
     'sslpassword (an encrypted client key) is not supported: libpq has no environment variable for it and a command line would show it to every user of the host; use an unencrypted key file readable only by the worker (chmod 600)',
   sslnegotiation: 'sslnegotiation is not supported (the installed pg_dump predates it); remove the parameter',
+  dbname:
+    'dbname= in the query is read by pg_dump (libpq) but not by node-postgres, and the sibling databases (demo CRM, restore check) are named from the path: give the database in the path, postgres://host/<database>',
+  passfile:
+    'passfile= is read by pg_dump (libpq) only; set PGPASSFILE (both read it) or give the password in the URL or PGPASSWORD',
+  service:
+    'service (pg_service.conf) is read by pg_dump (libpq) only, and its settings outrank the URL-derived PGSSL* ones there; put host, port, dbname and the ssl* parameters in the database URL instead',
 };
+/**
+ * libpq TLS settings node-postgres does not implement: pg_dump would apply them and the worker's own
+ * connections would not (a revoked server certificate accepted by one side only, say). Refused
+ * rather than applied on one side; the URL parameter and its environment variable alike.
+ */
+const ONE_SIDED: Record<string, string> = {
+  sslcrl: 'PGSSLCRL',
+  sslcrldir: 'PGSSLCRLDIR',
+  sslsni: 'PGSSLSNI',
+  ssl_min_protocol_version: 'PGSSLMINPROTOCOLVERSION',
+  ssl_max_protocol_version: 'PGSSLMAXPROTOCOLVERSION',
+  sslcertmode: 'PGSSLCERTMODE',
+  // SCRAM channel binding (node-postgres has it only as a client option tidemark does not set).
+  channel_binding: 'PGCHANNELBINDING',
+};
+/**
+ * Other libpq connection settings node-postgres ignores: in the URL they are refused (pg_dump would
+ * connect elsewhere or otherwise than the worker); from the environment they are kept from pg_dump.
+ */
+const LIBPQ_ONLY: Record<string, string> = {
+  hostaddr: 'PGHOSTADDR',
+  target_session_attrs: 'PGTARGETSESSIONATTRS',
+  requirepeer: 'PGREQUIREPEER',
+  gssencmode: 'PGGSSENCMODE',
+  requiressl: 'PGREQUIRESSL',
+};
+
+/**
+ * The URI query parameters libpq 15 knows (conninfo keywords); pg_dump stops at any other with
+ * "invalid URI query parameter". node-postgres takes more (statement_timeout, query_timeout, ...):
+ * one of those would work for the worker and fail the first backup, so it is refused up front.
+ */
+const LIBPQ_PARAMS = new Set([
+  'host',
+  'port',
+  'user',
+  'password',
+  'connect_timeout',
+  'client_encoding',
+  'options',
+  'application_name',
+  'fallback_application_name',
+  'keepalives',
+  'keepalives_idle',
+  'keepalives_interval',
+  'keepalives_count',
+  'tcp_user_timeout',
+  'replication',
+  'sslcompression',
+  'krbsrvname',
+  'gsslib',
+]);
 
 export class PgSettingError extends Error {
   /** The setting at fault: "sslmode", "sslrootcert", ... */
@@ -59,6 +117,8 @@ export interface PgTls {
   key?: { path: string; from: Origin };
   /** The host is a unix socket directory: libpq never uses TLS there. */
   socket: boolean;
+  /** The ~/.postgresql directory looked in for the default files (HOME's; the passwd entry's when HOME is unset or empty, as libpq). */
+  defaultsDir: string;
 }
 
 export interface PgTarget {
@@ -79,10 +139,44 @@ const DEFAULT_FILE = {
   sslkey: 'postgresql.key',
 } as const;
 
+/** Query parameters that hold secrets: masked when a URL is printed, never on a command line. */
+const SECRET_PARAMS = ['password', 'sslpassword'];
+
 function redacted(u: URL): string {
   const c = new URL(u.toString());
   if (c.password) c.password = '***';
+  if (SECRET_PARAMS.some((p) => c.searchParams.has(p)))
+    c.search = rawParams(c)
+      .map((pair) => (SECRET_PARAMS.includes(paramName(pair)) ? `${pair.split('=')[0]}=***` : pair))
+      .join('&');
   return c.toString();
+}
+
+/** The query's key=value pairs as written (percent-encoding kept: libpq decodes %XX but not '+'). */
+function rawParams(u: URL): string[] {
+  return u.search
+    .slice(1)
+    .split('&')
+    .filter((pair) => pair !== '');
+}
+
+function paramName(pair: string): string {
+  const raw = pair.split('=')[0]!;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * Removes parameters from the URL's query, leaving the others byte for byte. URLSearchParams would
+ * re-encode them as a form (a space as '+'), which libpq reads as a literal '+': options=-c%20x=y
+ * would reach pg_dump as "-c+x=y".
+ */
+function removeParams(u: URL, names: readonly string[]): void {
+  const kept = rawParams(u).filter((pair) => !names.includes(paramName(pair)));
+  u.search = kept.length ? `?${kept.join('&')}` : '';
 }
 
 /** Resolves a postgres:// URL and the PG* environment into one set of connection settings. */
@@ -100,6 +194,32 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
     if (u.searchParams.has(param))
       throw new PgSettingError(param, `database URL ${redacted(u)}: parameter ${param} is refused: ${hint}`);
   }
+  // socket:/dir?db=... is node-postgres's own form (libpq takes postgres:// only): its parameters are pg's.
+  for (const param of u.protocol === 'socket:' ? [] : new Set(u.searchParams.keys())) {
+    if (param in LIBPQ_ONLY)
+      throw new PgSettingError(
+        param,
+        `database URL ${redacted(u)}: parameter ${param} is applied by pg_dump/pg_restore (libpq) but not by node-postgres, so the two would connect differently; remove it`,
+      );
+    if (LIBPQ_PARAMS.has(param) || param in ENV_OF || param in ONE_SIDED || param === 'sslpassword') continue;
+    throw new PgSettingError(
+      param,
+      `database URL ${redacted(u)}: parameter ${param} is not a libpq connection parameter, so pg_dump/pg_restore would refuse the URL ("invalid URI query parameter"); remove it` +
+        (/timeout/.test(param) ? ` (a server setting goes in options: options=-c%20${param}%3D<value>)` : ''),
+    );
+  }
+  for (const [param, variable] of Object.entries(ONE_SIDED)) {
+    const from = u.searchParams.has(param)
+      ? `the database URL's ${param}`
+      : env[variable]
+        ? variable
+        : undefined;
+    if (from)
+      throw new PgSettingError(
+        param,
+        `${from} is set, but ${param} is not supported: pg_dump (libpq) would apply it and the worker's node-postgres connections would not, so the two would differ. Remove it (${variable} from the environment, ${param} from the database URL ${redacted(u)})`,
+      );
+  }
   const pick = (param: keyof typeof ENV_OF): { value: string; from: Origin } | undefined => {
     const fromUrl = u.searchParams.get(param);
     if (fromUrl !== null && fromUrl !== '') return { value: fromUrl, from: `the database URL's ${param}` };
@@ -108,7 +228,8 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
     return undefined;
   };
   const host = u.searchParams.get('host') ?? decodeURIComponent(u.hostname);
-  const socket = host.startsWith('/');
+  // socket:/dir?db=... is node-postgres's unix socket URL form.
+  const socket = host.startsWith('/') || (u.protocol === 'socket:' && !u.searchParams.has('host'));
   const modeSetting = pick('sslmode');
   const mode = (modeSetting?.value ?? 'prefer') as SslMode;
   if (!SSL_MODES.includes(mode))
@@ -117,13 +238,16 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
       `${modeSetting!.from} is "${modeSetting!.value}": sslmode must be one of ${SSL_MODES.join(', ')}` +
         (modeSetting!.value === 'no-verify' ? ' (no-verify is node-postgres only: use require)' : ''),
     );
+  // libpq: HOME, or the passwd entry's home when HOME is unset or empty (join('', ...) would look
+  // in the working directory).
+  const home = env.HOME || userInfo().homedir;
   const tls: PgTls = {
     mode,
     modeFrom: modeSetting?.from ?? 'the default (no sslmode, no PGSSLMODE)',
     socket,
+    defaultsDir: join(home, '.postgresql'),
   };
 
-  const home = env.HOME ?? homedir();
   const file = (param: keyof typeof DEFAULT_FILE): { path: string; from: Origin } | undefined => {
     const set = pick(param);
     if (set) {
@@ -154,7 +278,7 @@ export function resolvePg(url: string, env: NodeJS.ProcessEnv = process.env): Pg
       );
     if (tls.key) checkKeyMode(tls.key);
   }
-  for (const p of TLS_PARAMS) u.searchParams.delete(p);
+  removeParams(u, TLS_PARAMS);
   return { url: u.toString(), tls };
 }
 
@@ -169,11 +293,13 @@ function describeFile(param: 'sslrootcert' | 'sslcert' | 'sslkey'): string {
 /** libpq refuses a key file others can read; say so before pg_dump does, for node connections too. */
 function checkKeyMode(key: { path: string; from: Origin }): void {
   const st = statSync(key.path);
-  const limit = st.uid === 0 ? 0o640 : 0o600;
+  // libpq (fe-secure-openssl.c): owned by root, no group write/execute and nothing for others;
+  // else nothing for group and others. The owner's own bits are not checked (0700 passes).
+  const limit = st.uid === 0 ? 0o740 : 0o700;
   if ((st.mode & 0o777 & ~limit) !== 0)
     throw new PgSettingError(
       'sslkey',
-      `the private key file ${key.path} (${key.from}) has permissions ${(st.mode & 0o777).toString(8)}; libpq requires ${limit.toString(8)} or less: chmod ${limit.toString(8)} ${key.path}`,
+      `the private key file ${key.path} (${key.from}) has permissions ${(st.mode & 0o777).toString(8)}; libpq requires ${st.uid === 0 ? '640' : '600'} or less: chmod ${st.uid === 0 ? '640' : '600'} ${key.path}`,
     );
 }
 
@@ -217,24 +343,40 @@ export function attempts(target: PgTarget): (ConnectionOptions | false)[] {
   return [secure];
 }
 
-/** libpq's environment for pg_dump/pg_restore: the password and the resolved TLS settings, nothing inherited. */
+/** libpq's environment for pg_dump/pg_restore: the password (the URL's, else PGPASSWORD) and the resolved TLS settings. */
 export function libpqConnection(
   url: string,
   env: NodeJS.ProcessEnv = process.env,
 ): { args: string[]; env: NodeJS.ProcessEnv } {
   const target = resolvePg(url, env);
   const u = new URL(target.url);
-  const password = decodeURIComponent(u.password);
+  // A password=... query parameter wins over the user info's, as in libpq and node-postgres; both
+  // go through the environment: a command line is visible to every user of the host.
+  const password = u.searchParams.get('password') ?? decodeURIComponent(u.password);
   u.password = '';
+  removeParams(u, ['password']);
   const child: NodeJS.ProcessEnv = { ...env };
-  for (const name of [...Object.values(ENV_OF), 'PGPASSWORD', 'PGSSLCRL', 'PGSSLCRLDIR']) delete child[name];
+  // A service (PGSERVICE, pg_service.conf) outranks the PG* variables in libpq: its sslmode=disable
+  // would beat the PGSSLMODE=verify-full set here. node-postgres has no services: neither side uses one.
+  for (const name of [
+    ...Object.values(ENV_OF),
+    'PGPASSWORD',
+    'PGSSLCRL',
+    'PGSSLCRLDIR',
+    'PGSERVICE',
+    'PGSERVICEFILE',
+    ...Object.values(LIBPQ_ONLY),
+  ])
+    delete child[name];
   const t = target.tls;
   child.PGSSLMODE = t.mode;
   // Explicit paths, so libpq uses exactly the files node-postgres reads.
   if (t.rootCert) child.PGSSLROOTCERT = t.rootCert.path;
   if (t.cert) child.PGSSLCERT = t.cert.path;
   if (t.key) child.PGSSLKEY = t.key.path;
+  // The URL's password, else PGPASSWORD as node-postgres reads it (pg's defaults take PGPASSWORD too).
   if (password) child.PGPASSWORD = password;
+  else if (env.PGPASSWORD) child.PGPASSWORD = env.PGPASSWORD;
   return { args: [`--dbname=${u.toString()}`], env: child };
 }
 
@@ -305,13 +447,69 @@ export class TidemarkPgClient extends pg.Client {
   // Holds the connection string (with its password): non-enumerable, as pg hides its own copy.
   declare private readonly base: TargetConfig;
   private tlsInUse: boolean;
+  /** prefer's TLS request was answered "no TLS" and the startup went on in plain on that connection. */
+  private tlsRefused = false;
+  /** A TLS file that could not be read when this client was made: connect() fails with it. */
+  private unreadable: unknown;
   constructor(config: TargetConfig) {
     const target = config[TARGET];
     if (!target) throw new Error('TidemarkPgClient needs a config from pgClientConfig (db/pg-connection.ts)');
-    const first = attempts(target)[0]!;
+    // The files are read for every new client (a rotated certificate is picked up, as libpq does).
+    // One that cannot be read any more fails connect(), never the constructor: pg-pool makes
+    // clients inside a released client's 'end' callback, where a throw kills the process.
+    let plan: (ConnectionOptions | false)[];
+    let unreadable: unknown;
+    try {
+      plan = attempts(target);
+    } catch (err) {
+      unreadable = err;
+      plan = [false];
+    }
+    const first = plan[0]!;
     super({ ...config, ssl: first });
     Object.defineProperty(this, 'base', { value: config, enumerable: false });
+    this.unreadable = unreadable;
     this.tlsInUse = first !== false;
+    if (first !== false && plan[1] === false) this.plainOnRefusal();
+  }
+
+  /**
+   * prefer on a server that answers the TLS request with "N": libpq sends its plain startup on the
+   * same connection (no second connection, no second backend forked by the server). node-postgres
+   * would close it with "The server does not support SSL connections"; intercept that one answer.
+   * Tied to pg 8.23.1's Connection.connect, which waits for the answer with stream.once('data').
+   */
+  private plainOnRefusal(): void {
+    type Con = {
+      stream: NodeJS.EventEmitter;
+      ssl: unknown;
+      connect(port: unknown, host?: unknown): unknown;
+      attachListeners(stream: unknown): void;
+      emit(event: string): boolean;
+    };
+    const con = (this as unknown as { connection: Con }).connection;
+    const connect = con.connect;
+    con.connect = (port, host) => {
+      const stream = con.stream;
+      const once = stream.once;
+      const patched = (event: string | symbol, listener: (...a: unknown[]) => void): NodeJS.EventEmitter => {
+        if (event !== 'data') return once.call(stream, event, listener);
+        stream.once = once;
+        return once.call(stream, 'data', (answer: Buffer) => {
+          if (answer.length === 1 && answer[0] === 0x4e /* 'N' */) {
+            this.tlsInUse = false;
+            this.tlsRefused = true;
+            con.ssl = false;
+            con.attachListeners(stream);
+            con.emit('sslconnect'); // the client sends its startup message
+            return;
+          }
+          listener(answer);
+        });
+      };
+      stream.once = patched as typeof stream.once;
+      return connect.call(con, port, host);
+    };
   }
 
   override connect(): Promise<pg.Client>;
@@ -326,6 +524,7 @@ export class TidemarkPgClient extends pg.Client {
   }
 
   private async connectAttempts(): Promise<void> {
+    if (this.unreadable) throw this.unreadable;
     const target = this.base[TARGET]!;
     const plan = attempts(target);
     let first: unknown;
@@ -333,7 +532,9 @@ export class TidemarkPgClient extends pg.Client {
       await super.connect();
       return;
     } catch (err) {
-      if (plan.length < 2 || !fallbackAllowed(err)) throw explainConnectError(err, target, this.tlsInUse);
+      // After an "N" answer the plain attempt has been made already (libpq makes no other).
+      if (plan.length < 2 || this.tlsRefused || !fallbackAllowed(err))
+        throw explainConnectError(err, target, this.tlsInUse);
       first = err;
     }
     const firstUsedTls = this.tlsInUse;
@@ -346,10 +547,13 @@ export class TidemarkPgClient extends pg.Client {
     old.on('error', () => undefined);
     old.stream?.destroy();
     const fresh = new pg.Client({ ...this.base, ssl: plan[1]! });
+    // Queries issued before connect() resolved wait in the queue for the connection that succeeds.
+    const queued = (this as unknown as { _queryQueue: unknown[] })._queryQueue;
     for (const key of Reflect.ownKeys(fresh)) {
       if (typeof key === 'symbol' || key.startsWith('_events') || key === '_maxListeners') continue;
       Object.defineProperty(this, key, Object.getOwnPropertyDescriptor(fresh, key)!);
     }
+    (this as unknown as { _queryQueue: unknown[] })._queryQueue.push(...queued);
     this.tlsInUse = plan[1] !== false;
     try {
       await super.connect();
@@ -357,6 +561,12 @@ export class TidemarkPgClient extends pg.Client {
       // allow's TLS attempt on a server without TLS says nothing new: the plain attempt's answer
       // (a missing database, say, which ensureDatabase acts on) is the one that counts.
       if (/does not support SSL/i.test((err as Error).message))
+        throw explainConnectError(first, target, firstUsedTls);
+      // prefer on a server that takes TLS only: the plain retry's "no encryption" says nothing new
+      // either; the TLS attempt's answer (a missing database, a wrong password, a certificate that
+      // failed verification) is the one to act on.
+      const e = err as { code?: string; message?: string };
+      if (firstUsedTls && e.code === '28000' && /no encryption/i.test(e.message ?? ''))
         throw explainConnectError(first, target, firstUsedTls);
       throw explainConnectError(err, target, this.tlsInUse);
     }

@@ -21,6 +21,7 @@ export async function runWeb(): Promise<void> {
   const { connection, client } = await connectTemporalClient(config);
   const web = await startWebServer({
     port: config.TIDEMARK_WEB_PORT,
+    host: config.TIDEMARK_WEB_HOST,
     token: config.TIDEMARK_WEB_TOKEN,
     db,
     client,

@@ -30,6 +30,8 @@ import { routeModules } from './routes/index.js';
 
 export interface WebOptions {
   port: number;
+  /** Where to listen; default loopback. */
+  host?: string;
   token: string;
   db: Kysely<Database>;
   client: Client;
@@ -393,7 +395,9 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     res.end();
   }
 
-  await app.listen({ port: o.port, host: '127.0.0.1' });
+  const host = o.host ?? '127.0.0.1';
+  await app.listen({ port: o.port, host });
   const { port } = app.server.address() as { port: number };
-  return { url: `http://127.0.0.1:${port}`, stop: () => app.close() };
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return { url: `http://${shown}:${port}`, stop: () => app.close() };
 }

@@ -33,6 +33,8 @@ export function channelsFromConfig(config: Config): Channels {
 
 /** The password of a URL (scheme://user:password@host), configured as a secret or not. */
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)[^\s@/]+@/gi;
+/** A password in a URL's query (postgres://u@h/db?password=..., libpq and node-postgres take it). */
+const QUERY_PASSWORD = /([?&](?:ssl)?password=)[^&\s#'"]+/gi;
 
 /**
  * Replaces every secret value (and its URL-encoded form) with "***", and the password of any URL
@@ -42,7 +44,11 @@ export function redactor(secrets: readonly string[]): (text: string) => string {
   const needles = [...new Set(secrets.flatMap((s) => [s, encodeURIComponent(s)]))]
     .filter((s) => s.length >= 4)
     .sort((a, b) => b.length - a.length);
-  return (text) => needles.reduce((t, s) => t.split(s).join('***'), text).replace(URL_PASSWORD, '$1***@');
+  return (text) =>
+    needles
+      .reduce((t, s) => t.split(s).join('***'), text)
+      .replace(URL_PASSWORD, '$1***@')
+      .replace(QUERY_PASSWORD, '$1***');
 }
 
 export function redactorFromConfig(config: Config): (text: string) => string {

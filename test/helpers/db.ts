@@ -1,4 +1,5 @@
 // One fresh, migrated database per test file, dropped at the end.
+import './no-user-temporal-config.js';
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import pg from 'pg';

@@ -1,5 +1,6 @@
 // A TypeScript script run as a child process with tsx: ready when it prints READY, its output kept,
 // stopped by signal. The test workers and the bench's kill-test workers all start this way.
+import './no-user-temporal-config.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 

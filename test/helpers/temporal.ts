@@ -1,4 +1,5 @@
 // A real Temporal dev server (the CLI's start-dev) per test file, and workers on it.
+import './no-user-temporal-config.js';
 import { randomBytes } from 'node:crypto';
 import { after, before } from 'node:test';
 import type { Client } from '@temporalio/client';

@@ -17,6 +17,7 @@ import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const API_KEY = `tm-test-key-${process.pid}-a1b2c3d4e5f6`;
+const REFUSED_KEY = `tm-refused-key-${process.pid}-f6e5d4c3b2a1`;
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-tls-'));
 const pem = (name: string) => join(dir, name);
 let nginx: ChildProcess | undefined;
@@ -82,40 +83,54 @@ http {
     grpc_send_timeout 300s;
     client_max_body_size 0;
     location / {
+      # A key the proxy refuses, as a gateway checking API keys answers it.
+      if ($http_authorization = "Bearer ${REFUSED_KEY}") { return 401; }
       grpc_pass grpc://${env.address};
     }
   }
 }
 `,
   );
+  await startNginx();
+});
+
+/** nginx with the config written above (again after stopNginx: the same port); resolves once it listens. */
+async function startNginx(): Promise<void> {
   // Debian's nginx is in /usr/sbin, which is not on every user's PATH.
-  nginx = spawn(
+  const child = spawn(
     existsSync('/usr/sbin/nginx') ? '/usr/sbin/nginx' : 'nginx',
     ['-p', dir, '-c', pem('nginx.conf'), '-e', pem('error.log'), '-g', 'daemon off;'],
     {
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
+  nginx = child;
   let out = '';
-  nginx.stdout!.on('data', (d) => (out += d));
-  nginx.stderr!.on('data', (d) => (out += d));
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  // nginx writes its pid file once its sockets listen, and removes it when it stops.
   await eventually(
     async () => {
-      if (nginx!.exitCode !== null) throw new Error(`nginx exited (${nginx!.exitCode}):\n${out}`);
+      if (child.exitCode !== null) throw new Error(`nginx exited (${child.exitCode}):\n${out}`);
       return existsSync(pem('nginx.pid')) ? true : undefined;
     },
     30_000,
     'nginx to start',
   );
-});
+}
 
-after(async () => {
-  for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
-  if (nginx && nginx.exitCode === null) {
+async function stopNginx(): Promise<void> {
+  if (nginx && nginx.exitCode === null && nginx.signalCode === null) {
     const exited = new Promise((r) => nginx!.once('exit', r));
     nginx.kill('SIGTERM'); // fast shutdown: no waiting for open long polls
     await exited;
   }
+  rmSync(pem('nginx.pid'), { force: true });
+}
+
+after(async () => {
+  for (const w of workers) if (w.exitCode === null && w.signalCode === null) w.kill('SIGKILL');
+  await stopNginx();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -224,6 +239,9 @@ test('TEMPORAL_TLS_* and TEMPORAL_API_KEY: a worker and the CLI connect through 
   const calls = log.split('\n').filter(Boolean);
   const without = calls.filter((l) => !l.includes(`auth="Bearer ${API_KEY}"`));
   assert.deepEqual(without, [], `calls without the API key:\n${without.join('\n')}`);
+  // And every one with the client's certificate, verified.
+  const uncertified = calls.filter((l) => !l.includes('client="CN=tidemark-worker" verify=SUCCESS'));
+  assert.deepEqual(uncertified, [], `calls without the client certificate:\n${uncertified.join('\n')}`);
 });
 
 test('a TOML profile (TEMPORAL_CONFIG_FILE + TEMPORAL_PROFILE): the worker and the CLI process a window through the proxy', async () => {
@@ -311,4 +329,78 @@ test('a server certificate that TEMPORAL_TLS_SERVER_CA_CERT_PATH does not vouch 
   assert.equal(refused.code, 1, `${refused.out}\n${refused.err}`);
   t.diagnostic(refused.err.split('\n').at(-2) ?? '');
   assert.match(refused.err, /refused the TLS connection .*TEMPORAL_TLS_SERVER_CA_CERT_PATH/);
+});
+
+test('the proxy requires a client certificate: TLS without one is refused and the message names the client certificate settings', async (t) => {
+  const refused = await cli(['jobs'], {
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: proxyAddress,
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: pem('good-ca.pem'),
+  });
+  assert.equal(refused.code, 1, `${refused.out}\n${refused.err}`);
+  t.diagnostic(refused.err.split('\n').at(-2) ?? '');
+  assert.match(
+    refused.err,
+    /refused the TLS connection .*TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/,
+  );
+  await eventually(
+    async () =>
+      /client sent no required SSL certificate/.test(readFileSync(pem('error.log'), 'utf8'))
+        ? true
+        : undefined,
+    30_000,
+    'nginx to log the missing client certificate',
+  );
+});
+
+test('plain text to the TLS proxy names TEMPORAL_TLS; an API key the proxy refuses (401) names TEMPORAL_API_KEY, unprinted', async (t) => {
+  const plain = await cli(['jobs'], { DATABASE_URL: stack.t.url, TEMPORAL_ADDRESS: proxyAddress });
+  assert.equal(plain.code, 1, `${plain.out}\n${plain.err}`);
+  t.diagnostic(plain.err.split('\n').at(-2) ?? '');
+  assert.match(
+    plain.err,
+    new RegExp(`Temporal at ${proxyAddress} \\(from TEMPORAL_ADDRESS\\) speaks TLS.*set TEMPORAL_TLS=true`),
+  );
+
+  const env = { DATABASE_URL: stack.t.url, ...tlsEnv('client'), TEMPORAL_API_KEY: REFUSED_KEY };
+  const refused = await cli(['jobs'], env);
+  assert.equal(refused.code, 1, `${refused.out}\n${refused.err}`);
+  t.diagnostic(refused.err.split('\n').at(-2) ?? '');
+  assert.match(refused.err, /refused the API key .*check TEMPORAL_API_KEY/);
+  const worker = await runToEnd(process.execPath, ['--import', 'tsx', 'workers/worker.ts'], {
+    ...env,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('tls-refused-key'),
+    TIDEMARK_METRICS_PORT: '0',
+    TIDEMARK_METRICS_HOST: '127.0.0.1',
+  });
+  assert.equal(worker.code, 1, `${worker.out}\n${worker.err}`);
+  assert.match(worker.out, /worker stopped: Temporal at .* refused the API key .*check TEMPORAL_API_KEY/);
+  for (const text of [refused.out, refused.err, worker.out, worker.err])
+    assert.ok(!text.includes(REFUSED_KEY), `the API key was printed:\n${text}`);
+});
+
+test('the proxy goes away while a worker polls through it and comes back: the worker reconnects by itself and processes the next window', async () => {
+  const env = {
+    DATABASE_URL: stack.t.url,
+    TIDEMARK_TASK_QUEUE: uniqueQueue('tls-outage'),
+    ...tlsEnv('client'),
+  };
+  const worker = await startWorker(env);
+  try {
+    await processWindow('2026-05-01T12:00:00Z', env);
+    const before = worker.out().length;
+    await stopNginx();
+    // The worker notices (its polls fail) and keeps running.
+    await eventually(
+      async () =>
+        /tcp connect error|Connection refused/i.test(worker.out().slice(before)) ? true : undefined,
+      120_000,
+      'the worker to notice the proxy is gone',
+    );
+    await startNginx();
+    await processWindow('2026-05-01T13:00:00Z', env);
+    assert.doesNotMatch(worker.out(), /worker stopped/);
+  } finally {
+    await worker.stop();
+  }
 });

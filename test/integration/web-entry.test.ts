@@ -15,7 +15,7 @@ const bin = fileURLToPath(new URL('../../bin/tidemark.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-web-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-test('tidemark web --catalog serves that catalog until SIGTERM', async (t) => {
+test('tidemark web --catalog serves that catalog on TIDEMARK_WEB_HOST until SIGTERM', async (t) => {
   const job = pathToFileURL(fileURLToPath(new URL('../../schedules/job.ts', import.meta.url))).href;
   const catalog = join(dir, 'catalog.ts');
   writeFileSync(
@@ -32,6 +32,8 @@ test('tidemark web --catalog serves that catalog until SIGTERM', async (t) => {
       TEMPORAL_ADDRESS: stack.env.address,
       TIDEMARK_WEB_PORT: String(port),
       TIDEMARK_WEB_TOKEN: token,
+      // Another loopback address: the page listens where it is told (0.0.0.0 in a container), only there.
+      TIDEMARK_WEB_HOST: '127.0.0.2',
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -49,10 +51,12 @@ test('tidemark web --catalog serves that catalog until SIGTERM', async (t) => {
     `the page:\n${output}`,
   );
 
-  const res = await fetch(`http://127.0.0.1:${port}/api/state`, {
+  assert.match(output, new RegExp(`\\[web\\] http://127\\.0\\.0\\.2:${port}`));
+  const res = await fetch(`http://127.0.0.2:${port}/api/state`, {
     headers: { authorization: `Bearer ${token}` },
   });
   assert.equal(res.status, 200);
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/api/state`), /fetch failed/);
   const state = (await res.json()) as { jobs: { job: string }[] };
   assert.deepEqual(
     state.jobs.map((j) => j.job),

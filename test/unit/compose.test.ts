@@ -72,7 +72,7 @@ const tidemarkCommands = new Set([...COMMANDS.map((c) => c.name), ...SERVICES.ma
 
 test('every service built from this package runs a tidemark command that exists', () => {
   const ours = Object.entries(compose.services).filter(([, s]) => s.build === '.');
-  assert.deepEqual(ours.map(([name]) => name).sort(), ['schedules', 'worker']);
+  assert.deepEqual(ours.map(([name]) => name).sort(), ['schedules', 'web', 'worker']);
   for (const [name, service] of ours) {
     const [program, command] = service.command ?? [];
     assert.equal(program, 'tidemark', `${name}: ${service.command?.join(' ')}`);
@@ -80,6 +80,23 @@ test('every service built from this package runs a tidemark command that exists'
   }
   assert.deepEqual(compose.services.schedules!.command, ['tidemark', 'sync']);
   assert.deepEqual(compose.services.worker!.command, ['tidemark', 'worker']);
+  assert.deepEqual(compose.services.web!.command, ['tidemark', 'web']);
+});
+
+test("the page listens beyond its container's loopback and is the Web UI's codec server", () => {
+  const env = (name: string) =>
+    (compose.services[name] as { environment: Record<string, string> }).environment;
+  const ports = (name: string) => (compose.services[name] as { ports: string[] }).ports;
+  assert.equal(env('web').TIDEMARK_WEB_HOST, '0.0.0.0');
+  // The page's own port, published on the host's loopback only.
+  assert.deepEqual(ports('web'), ['127.0.0.1:8090:8090']);
+  // The codec server lets the Web UI's origin in: the UI as the browser reaches it.
+  const ui = ports('temporal-ui')[0]!.split(':')[0];
+  assert.equal(new URL(env('web').TIDEMARK_WEB_UI_URL!).port, ui);
+  assert.equal(env('temporal-ui').TEMPORAL_CODEC_INCLUDE_CREDENTIALS, 'true');
+  // The page shares the worker's settings (database, Temporal, payload keys).
+  for (const key of ['DATABASE_URL', 'TEMPORAL_ADDRESS', 'TIDEMARK_PAYLOAD_KEYS'])
+    assert.equal(env('web')[key], env('worker')[key], key);
 });
 
 test("the Dockerfile's image runs tidemark worker from the installed package", () => {

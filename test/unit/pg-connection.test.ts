@@ -2,12 +2,21 @@
 // libpq environment of pg_dump/pg_restore: the same sslmode, files and precedence on both sides.
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
-import { attempts, libpqConnection, pgClient, PgSettingError, resolvePg } from '../../db/pg-connection.js';
+import {
+  attempts,
+  libpqConnection,
+  pgClient,
+  PgSettingError,
+  redactUrl,
+  resolvePg,
+} from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
+import { redactor } from '../../activities/notify/channels.js';
+import { secretsOf, type Config } from '../../config/env.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -198,4 +207,146 @@ test('a client made for a URL shows neither the password nor the key when printe
   assert.match(printed, /BEGIN client\.crt/, 'the printout is of the configured client');
   assert.doesNotMatch(printed, /pw-Zq81x/);
   assert.doesNotMatch(printed, /BEGIN client\.key/);
+});
+
+test('pg_dump gets the password node-postgres uses: the URL query password, the user info password, else PGPASSWORD', () => {
+  assert.equal(
+    libpqConnection('postgres://u@h/app', env({ PGPASSWORD: 'from-env' })).env.PGPASSWORD,
+    'from-env',
+  );
+  assert.equal(
+    libpqConnection('postgres://u:in-url@h/app', env({ PGPASSWORD: 'from-env' })).env.PGPASSWORD,
+    'in-url',
+  );
+  const q = libpqConnection('postgres://u@h/app?password=in-query&application_name=x', env());
+  assert.equal(q.env.PGPASSWORD, 'in-query');
+  assert.deepEqual(
+    q.args,
+    ['--dbname=postgres://u@h/app?application_name=x'],
+    'no password on the command line',
+  );
+});
+
+test('a printed URL or setting error masks password= and sslpassword= query parameters', () => {
+  assert.equal(
+    redactUrl('postgres://u:a@h/app?password=in-query&x=1'),
+    'postgres://u:***@h/app?password=***&x=1',
+  );
+  refused(
+    () => resolvePg('postgres://u@h/app?sslpassword=key-passphrase', env()),
+    'sslpassword',
+    /sslpassword=\*\*\*: parameter sslpassword is refused/,
+  );
+  assert.throws(
+    () => resolvePg('postgres://u@h/app?sslpassword=key-passphrase', env()),
+    (err: Error) => !err.message.includes('key-passphrase'),
+  );
+});
+
+test('the parameters left in the connection string reach pg_dump byte for byte (%20 stays %20, never +)', () => {
+  const url = `postgres://u@h/app?options=-c%20statement_timeout%3D5min&sslmode=require&application_name=my%20app`;
+  const expected = 'postgres://u@h/app?options=-c%20statement_timeout%3D5min&application_name=my%20app';
+  assert.equal(resolvePg(url, env()).url, expected);
+  assert.deepEqual(libpqConnection(url, env()).args, [`--dbname=${expected}`]);
+});
+
+test("a key file's owner bits are not checked, as in libpq (0700 passes); group write or any access for others is refused", () => {
+  const ownerOnly = file('owner-only.key', 0o700);
+  assert.equal(
+    resolvePg(`postgres://u@h/app?sslmode=require&sslcert=${cert}&sslkey=${ownerOnly}`, env()).tls.key?.path,
+    ownerOnly,
+  );
+  const groupWritable = file('group-writable.key', 0o660);
+  refused(
+    () => resolvePg(`postgres://u@h/app?sslmode=require&sslcert=${cert}&sslkey=${groupWritable}`, env()),
+    'sslkey',
+    /permissions 660; libpq requires 6[04]0 or less/,
+  );
+});
+
+test("node-postgres's socket:/dir URL form is a unix socket: no TLS there, as libpq", () => {
+  assert.deepEqual(attempts(resolvePg('socket:/var/run/postgresql?db=app&sslmode=require', env())), [false]);
+});
+
+test('libpq TLS settings node-postgres cannot apply (CRL, protocol versions, SNI) are refused, from the URL and from PG*', () => {
+  const base = 'postgres://u:secret@h/app';
+  refused(
+    () => resolvePg(`${base}?sslmode=verify-full&sslrootcert=${ca}&sslcrl=/x.crl`, env()),
+    'sslcrl',
+    /the database URL's sslcrl is set, but sslcrl is not supported/,
+  );
+  refused(() => resolvePg(base, env({ PGSSLCRL: '/x.crl' })), 'sslcrl', /PGSSLCRL is set/);
+  refused(() => resolvePg(base, env({ PGSSLCRLDIR: '/crls' })), 'sslcrldir', /PGSSLCRLDIR is set/);
+  refused(
+    () => resolvePg(`${base}?ssl_min_protocol_version=TLSv1.3`, env()),
+    'ssl_min_protocol_version',
+    /Remove it/,
+  );
+  refused(() => resolvePg(`${base}?sslsni=0`, env()), 'sslsni', /pg_dump \(libpq\) would apply it/);
+});
+
+test("an empty HOME means the passwd entry's home, as libpq; never ./.postgresql in the working directory", () => {
+  const cwd = mkdtempSync(join(dir, 'cwd-'));
+  mkdirSync(join(cwd, '.postgresql'));
+  writeFileSync(join(cwd, '.postgresql', 'root.crt'), '-----BEGIN stray-----\n');
+  const saved = process.cwd();
+  process.chdir(cwd);
+  try {
+    const t = resolvePg('postgres://u@h/app?sslmode=require', { HOME: '' });
+    assert.equal(t.tls.defaultsDir, join(userInfo().homedir, '.postgresql'));
+    assert.notEqual(t.tls.rootCert?.path, join('.postgresql', 'root.crt'));
+  } finally {
+    process.chdir(saved);
+  }
+});
+
+test("a password in DATABASE_URL's query is a secret: redacted from alert and failure texts", () => {
+  const url = 'postgres://u@db.example/app?sslmode=require&password=q-secret-7';
+  assert.ok(secretsOf({ DATABASE_URL: url } as Config).includes('q-secret-7'));
+  const text = `connection to ${url} failed; source postgres://v@other/app?password=other-secret-9&x=1`;
+  const out = redactor([])(text);
+  assert.doesNotMatch(out, /q-secret-7|other-secret-9/);
+  assert.match(out, /\?sslmode=require&password=\*\*\*/);
+  assert.match(out, /\?password=\*\*\*&x=1/);
+});
+
+test('a service is refused in the URL and not passed on to pg_dump from the environment (libpq ranks it above PGSSLMODE)', () => {
+  refused(() => resolvePg('postgres://u:secret@h/app?service=prod', env()), 'service', /pg_service\.conf/);
+  const l = libpqConnection(
+    'postgres://u@h/app?sslmode=require',
+    env({ PGSERVICE: 'x', PGSERVICEFILE: '/f' }),
+  );
+  assert.equal(l.env.PGSERVICE, undefined);
+  assert.equal(l.env.PGSERVICEFILE, undefined);
+});
+
+test('a node-postgres-only URL parameter (statement_timeout, ...) is refused: pg_dump would stop at it', () => {
+  refused(
+    () => resolvePg('postgres://u:secret@h/app?statement_timeout=5000', env()),
+    'statement_timeout',
+    /not a libpq connection parameter.*options=-c%20statement_timeout%3D<value>/,
+  );
+  refused(() => resolvePg('postgres://u:secret@h/app?query_timeout=5', env()), 'query_timeout', /remove it/);
+  const ok = 'application_name=x&options=-c%20a%3Db&connect_timeout=5&keepalives=1';
+  assert.equal(resolvePg(`postgres://u@h/app?${ok}&sslmode=disable`, env()).url, `postgres://u@h/app?${ok}`);
+});
+
+test('libpq-only connection settings: refused in the URL, kept from pg_dump when inherited', () => {
+  const base = 'postgres://u:secret@h/app';
+  refused(() => resolvePg(`${base}?hostaddr=10.9.8.7`, env()), 'hostaddr', /not by node-postgres/);
+  refused(
+    () => resolvePg(`${base}?target_session_attrs=read-write`, env()),
+    'target_session_attrs',
+    /remove it/,
+  );
+  refused(() => resolvePg(`${base}?channel_binding=require`, env()), 'channel_binding', /is not supported/);
+  refused(() => resolvePg(base, env({ PGCHANNELBINDING: 'require' })), 'channel_binding', /PGCHANNELBINDING/);
+  refused(() => resolvePg(`${base}?dbname=other`, env()), 'dbname', /give the database in the path/);
+  refused(() => resolvePg(`${base}?passfile=/p`, env()), 'passfile', /PGPASSFILE/);
+  const l = libpqConnection(
+    'postgres://u@h/app',
+    env({ PGHOSTADDR: '10.9.8.7', PGTARGETSESSIONATTRS: 'read-write' }),
+  );
+  assert.equal(l.env.PGHOSTADDR, undefined);
+  assert.equal(l.env.PGTARGETSESSIONATTRS, undefined);
 });

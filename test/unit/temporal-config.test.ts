@@ -1,8 +1,10 @@
 // Issue 13: the Temporal connection settings from @temporalio/envconfig (environment variables over a
 // TOML profile), resolved in one place; every wrong setting is named, and no secret is printed.
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
+import type { ServerHttp2Session } from 'node:http2';
+import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -20,8 +22,24 @@ const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 const API_KEY = 'tmprl-secret-api-key-0123456789';
-const KEY_PEM = '-----BEGIN PRIVATE KEY-----\nSECRETKEYMATERIALxyz\n-----END PRIVATE KEY-----\n';
-const CERT_PEM = '-----BEGIN CERTIFICATE-----\nCERTMATERIALabc\n-----END CERTIFICATE-----\n';
+/** A real key and its self-signed certificate (the key and certificate are checked before connecting). */
+function keyPair(name: string): { key: string; cert: string } {
+  const [key, cert] = [join(dir, `${name}.key`), join(dir, `${name}.pem`)];
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`].concat([
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ]),
+    { stdio: 'pipe' },
+  );
+  return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
+}
+const { key: KEY_PEM, cert: CERT_PEM } = keyPair('fixture');
+/** A line from the middle of the key: its secret part, never printed. */
+const KEY_LINE = KEY_PEM.split('\n')[5]!;
 const file = (name: string, text: string): string => {
   const path = join(dir, name);
   writeFileSync(path, text);
@@ -43,6 +61,7 @@ function thrown(fn: () => unknown): Error {
 
 function noSecret(text: string): void {
   assert.doesNotMatch(text, /tmprl-secret|SECRETKEYMATERIAL|CERTMATERIAL/);
+  assert.ok(!text.includes(KEY_LINE), 'the client key was printed');
 }
 
 test('nothing set: the dev server on 127.0.0.1:TEMPORAL_PORT, namespace "default", plain text', () => {
@@ -342,5 +361,230 @@ test('npm start with an address set: one that does not answer is named with its 
   assert.ok(
     Date.now() - started < 5_000,
     'a wrong setting is not retried like an address that does not answer yet',
+  );
+});
+
+test('TEMPORAL_TLS is a boolean the way the Temporal CLI reads it: TRUE turns TLS on, a word it does not know is refused', () => {
+  // envconfig reads anything but "1" and "true" as false: TEMPORAL_TLS=TRUE turned TLS off, and an API
+  // key then went to the server in plain text.
+  for (const on of ['true', 'TRUE', 'True', '1']) {
+    const s = resolveTemporal({
+      TEMPORAL_ADDRESS: 'cloud.test:7233',
+      TEMPORAL_TLS: on,
+      TEMPORAL_API_KEY: API_KEY,
+    });
+    assert.equal(s.tls, 'tls', `TEMPORAL_TLS=${on}`);
+    assert.ok(temporalConnectionOptions(s).tls, `TEMPORAL_TLS=${on}: the connection uses TLS`);
+  }
+  for (const off of ['false', 'FALSE', '0']) {
+    const s = resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', TEMPORAL_TLS: off });
+    assert.equal(s.tls, 'off', `TEMPORAL_TLS=${off}`);
+    assert.equal(temporalConnectionOptions(s).tls, false, `TEMPORAL_TLS=${off}`);
+  }
+  for (const word of ['yes', 'on', 'enabled', 'tru']) {
+    const err = thrown(() =>
+      resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', TEMPORAL_TLS: word, TEMPORAL_API_KEY: API_KEY }),
+    );
+    assert.ok(err instanceof ConfigError, String(err));
+    assert.match(err.message, /^environment variable TEMPORAL_TLS: .*true or false/);
+    noSecret(err.message);
+  }
+  const host = thrown(() => resolveTemporal({ TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'yes' }));
+  assert.match(host.message, /^environment variable TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: /);
+});
+
+test('an API key or a gRPC header value that a header cannot carry (a trailing newline from a file) is named at once, not printed', () => {
+  const profile = file('newline-key.toml', `[profile.default]\napi_key = "${API_KEY}\\n"\n`);
+  const cases: [NodeJS.ProcessEnv, RegExp][] = [
+    [{ TEMPORAL_API_KEY: `${API_KEY}\n` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_API_KEY: ` ${API_KEY}` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_API_KEY: `${API_KEY}é` }, /^environment variable TEMPORAL_API_KEY: /],
+    [{ TEMPORAL_CONFIG_FILE: profile }, /^api_key in profile "default" of .*newline-key\.toml: /],
+    [
+      { TEMPORAL_GRPC_META_AUTHORIZATION: `Bearer ${API_KEY}\r\n` },
+      /^environment variable TEMPORAL_GRPC_META_AUTHORIZATION: /,
+    ],
+  ];
+  for (const [env, named] of cases) {
+    const err = thrown(() => resolveTemporal({ TEMPORAL_ADDRESS: 'cloud.test:7233', ...env }));
+    assert.ok(err instanceof ConfigError, String(err));
+    assert.match(err.message, named);
+    assert.match(err.message, /line break|printable ASCII/);
+    noSecret(err.message);
+  }
+});
+
+/** A real HTTP/2 server on loopback that answers every call as a proxy refusing its credentials does. */
+async function refusingServer(): Promise<{ address: string; seen: string[]; close(): Promise<void> }> {
+  const { createServer: createH2 } = await import('node:http2');
+  const seen: string[] = [];
+  const sessions = new Set<ServerHttp2Session>();
+  const server = createH2((req, res) => {
+    seen.push(String(req.headers.authorization ?? ''));
+    res.writeHead(401, { 'content-type': 'text/plain' });
+    res.end('unauthorized');
+  });
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return {
+    address: `127.0.0.1:${port}`,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        // The clients keep their connections open: close() waits for them otherwise.
+        for (const session of sessions) session.destroy();
+      }),
+  };
+}
+
+test('a server that refuses the credentials (401): the message names the credential settings, not "start it" nor TLS', async () => {
+  const proxy = await refusingServer();
+  try {
+    const failure = async (env: NodeJS.ProcessEnv, kind: 'client' | 'worker'): Promise<Error> => {
+      const s = resolveTemporal({ TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS: 'false', ...env });
+      const { connectTemporalWorker } = await import('../../config/temporal.js');
+      const connecting =
+        kind === 'client'
+          ? connectTemporal(s, { connectTimeout: 10_000 })
+          : connectTemporalWorker({ temporal: s });
+      return await connecting.then(
+        () => assert.fail('connected to a server that refuses every call'),
+        (e: unknown) => e as Error,
+      );
+    };
+    for (const kind of ['client', 'worker'] as const) {
+      // The authorization header given as gRPC metadata: it is the setting to check.
+      const meta = await failure({ TEMPORAL_GRPC_META_AUTHORIZATION: `Bearer ${API_KEY}` }, kind);
+      assert.ok(meta instanceof TemporalConnectError, String(meta));
+      assert.match(meta.message, /refused the credentials .*check TEMPORAL_GRPC_META_AUTHORIZATION/, kind);
+      assert.doesNotMatch(meta.message, /start it|refused the TLS connection/, kind);
+      noSecret(meta.message);
+      // No credentials at all: the server wants some.
+      const none = await failure({}, kind);
+      assert.match(none.message, /refused the credentials .*set TEMPORAL_API_KEY/, kind);
+      assert.doesNotMatch(none.message, /start it|refused the TLS connection/, kind);
+    }
+    assert.ok(proxy.seen.includes(`Bearer ${API_KEY}`), 'the header reached the server');
+  } finally {
+    await proxy.close();
+  }
+});
+
+test('a plain connection to a server that speaks TLS says so and names TEMPORAL_TLS (was "cannot reach ... start it")', async () => {
+  const { execFileSync } = await import('node:child_process');
+  const { createServer: createTls } = await import('node:tls');
+  const { readFileSync } = await import('node:fs');
+  const [key, cert] = [join(dir, 'tls-server.key'), join(dir, 'tls-server.pem')];
+  execFileSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost'].concat([
+      '-keyout',
+      key,
+      '-out',
+      cert,
+    ]),
+    { stdio: 'pipe' },
+  );
+  // A real TLS server (HTTP/2 offered): it answers the handshake, and nothing in plain text.
+  const sockets = new Set<Socket>();
+  const server = createTls(
+    { key: readFileSync(key), cert: readFileSync(cert), ALPNProtocols: ['h2'] },
+    (s) => {
+      s.on('error', () => undefined);
+    },
+  );
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const address = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  try {
+    const { connectTemporalWorker } = await import('../../config/temporal.js');
+    const s = resolveTemporal({ TEMPORAL_ADDRESS: address });
+    for (const connecting of [
+      () => connectTemporal(s, { connectTimeout: 5_000 }),
+      () => connectTemporalWorker({ temporal: s }),
+    ]) {
+      const err = await connecting().then(
+        () => assert.fail('a plain connection to a TLS server succeeded'),
+        (e: unknown) => e as Error,
+      );
+      assert.ok(err instanceof TemporalConnectError, String(err));
+      assert.match(err.message, new RegExp(`Temporal at ${address} \\(from TEMPORAL_ADDRESS\\) speaks TLS`));
+      assert.match(err.message, /set TEMPORAL_TLS=true/);
+      assert.doesNotMatch(err.message, /start it/);
+    }
+  } finally {
+    for (const s of sockets) s.destroy();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
+
+test('a client key that does not parse, or is not the certificate\'s, is named before connecting (was "cannot reach ... start it")', () => {
+  // A key pasted into TEMPORAL_TLS_CLIENT_KEY_DATA and cut short: the worker said "start it or fix TEMPORAL_ADDRESS".
+  const cut = KEY_PEM.slice(0, KEY_PEM.length - 200) + '\n-----END PRIVATE KEY-----\n';
+  const truncated = thrown(() =>
+    temporalConnectionOptions(
+      resolveTemporal({
+        TEMPORAL_ADDRESS: 'x.test:7233',
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certPath,
+        TEMPORAL_TLS_CLIENT_KEY_DATA: cut,
+      }),
+    ),
+  );
+  assert.ok(truncated instanceof ConfigError, String(truncated));
+  assert.match(
+    truncated.message,
+    /^environment variable TEMPORAL_TLS_CLIENT_KEY_DATA: the client key is not/,
+  );
+  noSecret(truncated.message);
+
+  const other = keyPair('other');
+  const mismatch = thrown(() =>
+    temporalConnectionOptions(
+      resolveTemporal({
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certPath,
+        TEMPORAL_TLS_CLIENT_KEY_PATH: file('other.key', other.key),
+      }),
+    ),
+  );
+  assert.match(
+    mismatch.message,
+    /^environment variable TEMPORAL_TLS_CLIENT_KEY_PATH: the client key is not the key of the client certificate \(TEMPORAL_TLS_CLIENT_CERT_PATH\)/,
+  );
+  assert.ok(!mismatch.message.includes(other.key.split('\n')[5]!), 'the key was printed');
+
+  const badCa = file(
+    'bad-ca.pem',
+    '-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n',
+  );
+  const toml = file(
+    'bad-ca.toml',
+    `[profile.default]\naddress = "a.test:7233"\n[profile.default.tls]\nserver_ca_cert_path = "${badCa}"\n`,
+  );
+  const ca = thrown(() => temporalConnectionOptions(resolveTemporal({ TEMPORAL_CONFIG_FILE: toml })));
+  assert.match(
+    ca.message,
+    /^tls\.server_ca_cert_path in profile "default" of .*: the server CA certificate is not a PEM certificate/,
+  );
+});
+
+test('an IPv6 address is host:port for loadConfig as for the profile (one check, not two that disagree); a bad one is named', () => {
+  // config/env.ts had its own pattern for TEMPORAL_ADDRESS (no ":" in the host): "[::1]:7233" was refused
+  // from the environment and accepted from a profile.
+  const config = loadConfig({ TEMPORAL_ADDRESS: '[::1]:7233' });
+  assert.equal(config.temporal.address, '[::1]:7233');
+  assert.equal(config.TEMPORAL_ADDRESS, '[::1]:7233');
+  const bad = thrown(() => loadConfig({ TEMPORAL_ADDRESS: 'http://temporal.test:7233' }));
+  assert.ok(bad instanceof ConfigError, String(bad));
+  assert.match(
+    bad.message,
+    /^environment variable TEMPORAL_ADDRESS: "http:\/\/temporal\.test:7233" is not host:port/,
   );
 });
