@@ -27,6 +27,11 @@ export class PayloadDecryptError extends Error {
 export class AesGcmCodec implements PayloadCodec {
   constructor(private readonly keys: PayloadKeys) {}
 
+  /** The id of the key new payloads are encrypted with. */
+  get currentKeyId(): string {
+    return this.keys.current.id;
+  }
+
   async encode(payloads: Payload[]): Promise<Payload[]> {
     const { id, key } = this.keys.current;
     return payloads.map((p) => {
@@ -69,5 +74,25 @@ export class AesGcmCodec implements PayloadCodec {
       }
       return PayloadProto.decode(plain) as Payload;
     });
+  }
+}
+
+/**
+ * The codec of a process without payload keys: it writes plain payloads, and an encrypted one it meets
+ * fails with its key id and the setting to fix, instead of the payload converter's bare "Unknown
+ * encoding: binary/encrypted".
+ */
+export class KeylessCodec implements PayloadCodec {
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads;
+  }
+
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    for (const p of payloads)
+      if (text(p.metadata?.[METADATA_ENCODING_KEY]) === ENCRYPTED_ENCODING)
+        throw new PayloadDecryptError(
+          `payload encrypted with key id ${JSON.stringify(text(p.metadata?.[KEY_ID_METADATA]) ?? '')}, but this process has no payload keys: set TIDEMARK_PAYLOAD_KEYS (or TIDEMARK_PAYLOAD_KEYS_FILE) to the keys the workers use`,
+        );
+    return payloads;
   }
 }

@@ -4,10 +4,16 @@
 // encrypted, and failure messages and stack traces travel inside an encrypted payload too.
 import { fileURLToPath } from 'node:url';
 import type { DataConverter } from '@temporalio/common';
-import { AesGcmCodec } from './aes-gcm.js';
+import { AesGcmCodec, KeylessCodec } from './aes-gcm.js';
 import { payloadKeysFrom } from './keys.js';
 
-export { AesGcmCodec, PayloadDecryptError, ENCRYPTED_ENCODING, KEY_ID_METADATA } from './aes-gcm.js';
+export {
+  AesGcmCodec,
+  KeylessCodec,
+  PayloadDecryptError,
+  ENCRYPTED_ENCODING,
+  KEY_ID_METADATA,
+} from './aes-gcm.js';
 export { payloadKeysFrom, type PayloadKeys } from './keys.js';
 
 // Next to this module both in the source (tsx: .ts/.cts) and in dist/ (.js/.cjs).
@@ -27,8 +33,11 @@ export function payloadCodecOf(env: NodeJS.ProcessEnv = process.env): AesGcmCode
   return keys && new AesGcmCodec(keys);
 }
 
-/** The data converter for this environment, or undefined when no payload encryption is configured. */
-export function temporalDataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter | undefined {
+/**
+ * The data converter for this environment. Without payload keys, payloads are written plain and an
+ * encrypted one read fails naming its key id and TIDEMARK_PAYLOAD_KEYS (KeylessCodec).
+ */
+export function temporalDataConverter(env: NodeJS.ProcessEnv = process.env): DataConverter {
   const codec = payloadCodecOf(env);
-  return codec && { payloadCodecs: [codec], failureConverterPath };
+  return codec ? { payloadCodecs: [codec], failureConverterPath } : { payloadCodecs: [new KeylessCodec()] };
 }

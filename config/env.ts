@@ -1,6 +1,7 @@
 // Configuration from the environment, parsed once per entry point into a frozen object.
 // An error names the variable and says how to fix it.
 import { z } from 'zod';
+import { payloadKeysFrom } from '../codec/keys.js';
 import { ConfigError } from './errors.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
 import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
@@ -169,6 +170,21 @@ function list(text: string | undefined): string[] {
     .filter(Boolean);
 }
 
+function payloadKeyMaterial(config: Config): string[] {
+  const raw = (config.TIDEMARK_PAYLOAD_KEYS ?? '')
+    .split(/[,\n]/)
+    .map((k) => k.slice(k.indexOf(':') + 1).trim());
+  try {
+    const keys = payloadKeysFrom({
+      TIDEMARK_PAYLOAD_KEYS: config.TIDEMARK_PAYLOAD_KEYS,
+      TIDEMARK_PAYLOAD_KEYS_FILE: config.TIDEMARK_PAYLOAD_KEYS_FILE,
+    });
+    return [...raw, ...[...(keys?.byId.values() ?? [])].map((k) => k.key.toString('base64'))];
+  } catch {
+    return raw;
+  }
+}
+
 /** The values that must never reach a log line, an alert or a workflow payload. */
 export function secretsOf(config: Config): string[] {
   const fromUrl = (() => {
@@ -188,8 +204,9 @@ export function secretsOf(config: Config): string[] {
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
     ...fromUrl,
-    // The key material of TIDEMARK_PAYLOAD_KEYS ("id:base64" entries).
-    ...list(config.TIDEMARK_PAYLOAD_KEYS).map((k) => k.slice(k.indexOf(':') + 1).trim()),
+    // Every payload key, as the codec reads them (the variable's, one a line or comma-separated, and
+    // the file's); the raw entries too, in case a key is refused and never parsed.
+    ...payloadKeyMaterial(config),
   ].filter((s): s is string => !!s && s.length >= 4);
 }
 

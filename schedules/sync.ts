@@ -7,8 +7,10 @@ import {
   ScheduleNotFoundError,
   ScheduleOverlapPolicy,
   type Client,
+  type ScheduleDescription,
   type ScheduleOptions,
 } from '@temporalio/client';
+import { AesGcmCodec, KEY_ID_METADATA } from '../codec/aes-gcm.js';
 import { searchAttributes } from '../workflows/search-attributes.js';
 import type { Catalog, Job } from './job.js';
 import { isFallbackDemo } from '../config/catalog-source.js';
@@ -167,6 +169,37 @@ export async function syncSchedules(
   return plan;
 }
 
+/** The key id new payloads of `client` are encrypted with; undefined: they are written plain. */
+function currentKeyId(client: Client): string | undefined {
+  return (client.options.dataConverter?.payloadCodecs ?? []).find((c) => c instanceof AesGcmCodec)
+    ?.currentKeyId;
+}
+
+/**
+ * Whether the payloads the server stores in a schedule's action (its args and memo, copied into every
+ * workflow it starts) were written with another key than the current one, or plain while payloads are
+ * encrypted. Such a schedule is rewritten even when nothing else changed: a key rotation must reach the
+ * schedules, or every tick fails the day the old key is dropped.
+ */
+function staleEncryption(
+  raw: ScheduleDescription['raw'],
+  keyId: string | undefined,
+  which: 'action' | 'memo' | 'both' = 'both',
+): boolean {
+  const start = raw.schedule?.action?.startWorkflow;
+  const payloads = [
+    ...(which !== 'memo'
+      ? [...(start?.input?.payloads ?? []), ...Object.values(start?.memo?.fields ?? {})]
+      : []),
+    // The schedule's own memo: every describe and list decodes it.
+    ...(which !== 'action' ? Object.values(raw.memo?.fields ?? {}) : []),
+  ];
+  return payloads.some((p) => {
+    const id = p.metadata?.[KEY_ID_METADATA];
+    return (id ? Buffer.from(id).toString('utf8') : undefined) !== keyId;
+  });
+}
+
 async function syncOne(
   client: Client,
   plan: SyncPlan,
@@ -187,19 +220,30 @@ async function syncOne(
     return;
   }
   if (current.state.paused) plan.paused.push(id);
-  if (memoHash(current.action) === memoHash(desired.action)) {
+  const keyId = currentKeyId(client);
+  if (memoHash(current.action) === memoHash(desired.action) && !staleEncryption(current.raw, keyId)) {
     plan.unchanged.push(id);
     return;
   }
   plan.update.push(id);
-  if (apply) {
-    await handle.update((prev) => ({
-      spec: desired.spec,
-      action: desired.action,
-      policies: desired.policies,
-      state: prev.state,
-    }));
+  if (!apply) return;
+  if (staleEncryption(current.raw, keyId, 'memo')) {
+    // The schedule's own memo cannot be updated (the server refuses memo updates on workflow-backed
+    // schedules, and the SDK's update keeps it): made again with the current key, its pause and note
+    // kept. A fire missed in between is caught up by the next tick (closed windows from the watermark).
+    await handle.delete();
+    await client.schedule.create({
+      ...desired,
+      state: { paused: current.state.paused, ...(current.state.note ? { note: current.state.note } : {}) },
+    });
+    return;
   }
+  await handle.update((prev) => ({
+    spec: desired.spec,
+    action: desired.action,
+    policies: desired.policies,
+    state: prev.state,
+  }));
 }
 
 /** One line per change, for people. */

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { defaultPayloadConverter, type Payload } from '@temporalio/common';
 import { loadConfig, secretsOf } from '../../config/env.js';
-import { payloadCodecOf, payloadKeysFrom, temporalDataConverter } from '../../codec/index.js';
+import { KeylessCodec, payloadCodecOf, payloadKeysFrom, temporalDataConverter } from '../../codec/index.js';
 
 const k1 = randomBytes(32).toString('base64');
 const k2 = randomBytes(32).toString('base64');
@@ -73,8 +73,11 @@ test('plain payloads (written before encryption was on) pass through decode unch
   assert.deepEqual(await codec.decode([empty]), [empty]);
 });
 
-test('no keys: no data converter; keys: a codec and the encrypting failure converter', () => {
-  assert.equal(temporalDataConverter({}), undefined);
+test('no keys: only the keyless codec (plain payloads); keys: a codec and the encrypting failure converter', () => {
+  const none = temporalDataConverter({});
+  assert.equal(none.payloadCodecs?.length, 1);
+  assert.ok(none.payloadCodecs![0] instanceof KeylessCodec);
+  assert.equal(none.failureConverterPath, undefined);
   const dc = temporalDataConverter({ TIDEMARK_PAYLOAD_KEYS: `k1:${k1}` })!;
   assert.equal(dc.payloadCodecs?.length, 1);
   assert.match(dc.failureConverterPath!, /failure-converter\.cts$/);
