@@ -51,6 +51,10 @@ export const PUBLIC_DIR = fileURLToPath(new URL('./public/', import.meta.url));
 const sha256 = (s: string) => createHash('sha256').update(s, 'utf8').digest();
 const same = (a: string, b: string) => timingSafeEqual(sha256(a), sha256(b));
 
+/** " Secure" when the browser came over HTTPS (a TLS-terminating proxy says so in X-Forwarded-Proto). */
+const secureFlag = (req: FastifyRequest) =>
+  req.protocol === 'https' || req.headers['x-forwarded-proto'] === 'https' ? ' Secure;' : '';
+
 const CSP =
   "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
@@ -252,7 +256,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       .header('location', '/')
       .header(
         'set-cookie',
-        `tidemark_session=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
+        `tidemark_session=${id}; HttpOnly; SameSite=Strict;${secureFlag(req)} Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
       )
       .send('');
   });
@@ -266,7 +270,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     return reply
       .code(303)
       .header('location', '/')
-      .header('set-cookie', 'tidemark_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0')
+      .header(
+        'set-cookie',
+        `tidemark_session=; HttpOnly; SameSite=Strict;${secureFlag(req)} Path=/; Max-Age=0`,
+      )
       .send('');
   });
 

@@ -34,6 +34,19 @@ test('the management page: pause, resume, trigger and a backfill from the browse
     const login = await postLogin(web.url, TOKEN);
     const cookie = sessionCookie(login);
     assert.match(login.headers.get('set-cookie')!, /HttpOnly; SameSite=Strict/);
+    assert.doesNotMatch(
+      login.headers.get('set-cookie')!,
+      /Secure/,
+      'plain http: a Secure cookie would be lost',
+    );
+    // Behind a TLS-terminating proxy (X-Forwarded-Proto: https) the cookie is Secure.
+    const behindTls = await fetch(`${web.url}/login`, {
+      method: 'POST',
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-proto': 'https' },
+      redirect: 'manual',
+    });
+    assert.match(behindTls.headers.get('set-cookie')!, /HttpOnly; SameSite=Strict; Secure;/);
     assert.equal(
       (await fetch(`${web.url}/api/jobs/${job}/pause`, { method: 'POST', headers: { cookie }, body: '{}' }))
         .status,
