@@ -69,6 +69,7 @@ function normaliseBooleans(vars: Record<string, string>): void {
       );
   }
 }
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|localhost|\[::1\]):\d+$/i;
 const HOST_PORT = /^[^\s:/]+:\d+$|^\[[0-9a-fA-F:.]+\]:\d+$/;
 
 /** The environment as envconfig should see it: an empty variable is an unset one, as everywhere else here. */
@@ -265,6 +266,16 @@ export function resolveTemporal(env: NodeJS.ProcessEnv, port = 7233): TemporalSe
   const apiKey = !!merged.apiKey;
   const mode: TemporalSettings['tls'] =
     tls?.disabled === true ? 'off' : cert ? 'mtls' : tls || apiKey ? 'tls' : 'off';
+  // The SDK sends an API key over plain text when TLS is turned off: only to loopback (a local
+  // TLS-terminating sidecar or a dev server), never across a network.
+  if (apiKey && mode === 'off' && !LOOPBACK.test(address)) {
+    const setting = from('TEMPORAL_TLS', 'tls.disabled', fileTls?.disabled !== undefined);
+    throw new ConfigError(
+      setting,
+      `turns TLS off, so the API key (TEMPORAL_API_KEY or api_key) would travel to ${address} in plain text: remove it (an API key turns TLS on), or reach the server through a TLS-terminating proxy on loopback`,
+      setting === 'TEMPORAL_TLS' ? 'variable' : 'setting',
+    );
+  }
 
   const settings: TemporalSettings = Object.freeze({
     address,

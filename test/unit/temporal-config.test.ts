@@ -393,6 +393,26 @@ test('TEMPORAL_TLS is a boolean the way the Temporal CLI reads it: TRUE turns TL
   assert.match(host.message, /^environment variable TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: /);
 });
 
+test('an API key with TLS turned off is refused for a server beyond loopback (it would travel in plain text)', () => {
+  const err = thrown(() =>
+    resolveTemporal({
+      TEMPORAL_ADDRESS: 'cloud.test:7233',
+      TEMPORAL_TLS: 'false',
+      TEMPORAL_API_KEY: API_KEY,
+    }),
+  );
+  assert.ok(err instanceof ConfigError, String(err));
+  assert.match(err.message, /^environment variable TEMPORAL_TLS: .*TEMPORAL_API_KEY.*plain text/);
+  noSecret(err.message);
+  // A local proxy or dev server on loopback may take it in plain text (a TLS-terminating sidecar).
+  for (const address of ['127.0.0.1:7233', 'localhost:7233', '[::1]:7233'])
+    assert.equal(
+      resolveTemporal({ TEMPORAL_ADDRESS: address, TEMPORAL_TLS: 'false', TEMPORAL_API_KEY: API_KEY }).tls,
+      'off',
+      address,
+    );
+});
+
 test('an API key or a gRPC header value that a header cannot carry (a trailing newline from a file) is named at once, not printed', () => {
   const profile = file('newline-key.toml', `[profile.default]\napi_key = "${API_KEY}\\n"\n`);
   const cases: [NodeJS.ProcessEnv, RegExp][] = [
