@@ -5,13 +5,14 @@ import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { test } from 'node:test';
 import { Client } from '@temporalio/client';
-import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { AesGcmCodec, payloadKeysFrom, temporalDataConverter } from '../../codec/index.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
+import { allText, payloadsIn } from '../helpers/history.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
@@ -112,33 +113,6 @@ test('a process without payload keys that meets an encrypted payload says which 
   assert.ok(!err.message.includes(k1.slice(3)));
 });
 
-/** Every payload anywhere in `value` but search attributes (clear by design) and the SDK core's markers. */
-function payloadsIn(value: unknown, out: Payload[] = [], seen = new Set<object>()): Payload[] {
-  if (value && typeof value === 'object' && !(value instanceof Uint8Array) && !seen.has(value)) {
-    seen.add(value);
-    const v = value as { metadata?: unknown; data?: unknown; markerName?: string; details?: object };
-    if (v.markerName === 'core_patch') return out;
-    // A local activity marker's `data` is the core's own record (activity id, type, attempt, times).
-    if (v.markerName === 'core_local_activity' && v.details) {
-      for (const [k, x] of Object.entries(v.details)) if (k !== 'data') payloadsIn(x, out, seen);
-      return out;
-    }
-    if (v.metadata && typeof v.metadata === 'object' && v.data instanceof Uint8Array) out.push(v as Payload);
-    else for (const [k, x] of Object.entries(value)) if (k !== 'searchAttributes') payloadsIn(x, out, seen);
-  }
-  return out;
-}
-
-function allText(value: unknown, out: string[] = [], seen = new Set<object>()): string {
-  if (typeof value === 'string') out.push(value);
-  else if (value instanceof Uint8Array) out.push(Buffer.from(value).toString('latin1'));
-  else if (value && typeof value === 'object' && !seen.has(value)) {
-    seen.add(value);
-    for (const v of Object.values(value)) allText(v, out, seen);
-  }
-  return out.join('\n');
-}
-
 test('tick, its child windows, a batched backfill that continues as new, failures: every history encrypted', async () => {
   const SECRET = 'ACME-OTTER-5521';
   const W = { start: '2026-06-01T00:00:00Z', end: '2026-06-01T06:00:00Z' };
@@ -217,7 +191,7 @@ test('tick, its child windows, a batched backfill that continues as new, failure
         `${workflowId}: ${where.map((e) => Object.keys(e).find((k) => k.endsWith('Attributes'))).join(',')}`,
       );
     }
-    for (const p of payloadsIn(history.events)) {
+    for (const p of payloadsIn(history.events, { skipCoreMarkers: true })) {
       const enc = p.metadata?.encoding ? Buffer.from(p.metadata.encoding).toString() : '?';
       if (enc !== 'binary/encrypted')
         leaks.push(

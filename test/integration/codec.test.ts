@@ -15,6 +15,7 @@ import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import type { RerunState, WindowRunResult } from '../../workflows/types.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
+import { allText, payloadsIn } from '../helpers/history.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, windowPolicy } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
@@ -71,17 +72,6 @@ async function withCodecWorker<T>(
 
 type History = Awaited<ReturnType<ReturnType<Client['workflow']['getHandle']>['fetchHistory']>>;
 
-/** Every string and byte string anywhere in `value` (bytes as latin1), one text to search. */
-function allText(value: unknown, out: string[] = [], seen = new Set<object>()): string {
-  if (typeof value === 'string') out.push(value);
-  else if (value instanceof Uint8Array) out.push(Buffer.from(value).toString('latin1'));
-  else if (value && typeof value === 'object' && !seen.has(value)) {
-    seen.add(value);
-    for (const v of Object.values(value)) allText(v, out, seen);
-  }
-  return out.join('\n');
-}
-
 /**
  * The payloads of a history's events, but for what the SDK core writes itself, past any codec: a
  * patch marker's details (a patch id such as "window-local-activity") and a local activity marker's
@@ -96,20 +86,26 @@ const historyPayloads = (history: History): Payload[] =>
     return payloadsIn(e);
   });
 
-/** Every payload anywhere in `value` (an object with metadata and data). */
-function payloadsIn(value: unknown, out: Payload[] = [], seen = new Set<object>()): Payload[] {
-  if (value && typeof value === 'object' && !(value instanceof Uint8Array) && !seen.has(value)) {
-    seen.add(value);
-    const v = value as { metadata?: unknown; data?: unknown };
-    if (v.metadata && typeof v.metadata === 'object' && v.data instanceof Uint8Array) out.push(v as Payload);
-    else
-      for (const [k, x] of Object.entries(value))
-        // Search attributes stay in clear by design (the visibility store indexes them): window keys,
-        // job names, statuses; no business values (checked by the text search).
-        if (k !== 'searchAttributes') payloadsIn(x, out, seen);
-  }
-  return out;
-}
+/** The options of a manual run of `job`'s window `W` on `taskQueue`, with up to `attempts` attempts. */
+const windowInput = (
+  taskQueue: string,
+  job: string,
+  W: { start: string; end: string },
+  attempts: number,
+) => ({
+  taskQueue,
+  workflowId: `${job}/${W.start}`,
+  args: [
+    {
+      job,
+      ...W,
+      generation: 0,
+      key: `${job}/${W.start}`,
+      trigger: 'manual',
+      policy: windowPolicy(attempts, 30_000),
+    },
+  ],
+});
 
 const meta = (p: Payload, key: string) => {
   const b = p.metadata?.[key];
@@ -166,20 +162,7 @@ test('encrypted windows: no business data in the history; the Web UI decodes it 
   await insertOrders(stack.t.db, ordersBetween(ORDER_PREFIX, W.start, W.end, 7));
   const taskQueue = uniqueQueue('enc');
   const client = clientWith(k1);
-  const input = (job: string) => ({
-    taskQueue,
-    workflowId: `${job}/${W.start}`,
-    args: [
-      {
-        job,
-        ...W,
-        generation: 0,
-        key: `${job}/${W.start}`,
-        trigger: 'manual',
-        policy: windowPolicy(1, 30_000),
-      },
-    ],
-  });
+  const input = (job: string) => windowInput(taskQueue, job, W, 1);
   let failure: unknown;
   const result = await withCodecWorker(taskQueue, catalog, k1, async () => {
     failure = await client.workflow.execute('window', input('enc-fail')).catch((e: unknown) => e);
@@ -364,20 +347,7 @@ test('turning encryption on and rotating keys: running and finished workflows st
   await insertOrders(stack.t.db, ordersBetween(`${ORDER_PREFIX}-rot`, W0.start, W2.end, 30));
   const taskQueue = uniqueQueue(job);
   const windowRun = (client: Client, W: typeof W0) =>
-    client.workflow.execute('window', {
-      taskQueue,
-      workflowId: `${job}/${W.start}`,
-      args: [
-        {
-          job,
-          ...W,
-          generation: 0,
-          key: `${job}/${W.start}`,
-          trigger: 'manual',
-          policy: windowPolicy(2, 30_000),
-        },
-      ],
-    }) as Promise<WindowRunResult>;
+    client.workflow.execute('window', windowInput(taskQueue, job, W, 2)) as Promise<WindowRunResult>;
   const rerunId = `${job}/${W0.start}/rerun-1`;
   const waitForRequest = (client: Client) =>
     eventually(

@@ -3,7 +3,7 @@
 // meanwhile, and which password pg_dump gets. The shared server (ssl = off) is only read from, through a
 // loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
 import assert from 'node:assert/strict';
-import { execFile, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,6 +16,7 @@ import { startPgCluster, type PgCluster } from '../../chaos/pg-cluster.js';
 import { createDb, ensureDatabase } from '../../db/database.js';
 import { pgClient, pgPool } from '../../db/pg-connection.js';
 import { startDump } from '../../jobs/backup/pg.js';
+import { selfSigned } from '../helpers/certs.js';
 
 const sharedUrl = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 const PW_USER = 'fallback_pw_user';
@@ -26,10 +27,6 @@ let wrongCa: string;
 /** TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only; a password user (scram). */
 let cluster: PgCluster;
 let proxy: { port: number; accepted: () => number; close: () => Promise<void> };
-
-function openssl(args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
 
 /** A TCP proxy on loopback in front of the shared server that counts the connections it accepts. */
 async function countingProxy(host: string, port: number): Promise<typeof proxy> {
@@ -95,32 +92,9 @@ async function within<T>(what: string, p: Promise<T>, timeoutMs = 60_000): Promi
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tidemark-pgfallback-'));
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '2'];
   // Self-signed, so it is its own root certificate for verify-full (names: localhost, 127.0.0.1, ::1).
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'server.key',
-    '-out',
-    'server.crt',
-    '-subj',
-    '/CN=localhost',
-    '-addext',
-    'subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1',
-  ]);
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'wrong-ca.key',
-    '-out',
-    'wrong-ca.crt',
-    '-subj',
-    '/CN=other CA',
-  ]);
+  selfSigned(dir, 'server', { subject: '/CN=localhost', san: 'DNS:localhost,IP:127.0.0.1,IP:::1' });
+  selfSigned(dir, 'wrong-ca', { subject: '/CN=other CA' });
   wrongCa = join(dir, 'wrong-ca.crt');
   cluster = await startPgCluster({
     listen: ['127.0.0.1', '::1'],

@@ -6,16 +6,7 @@
 // the data-sync source), verify-full with the right and a wrong CA, libpq's sslmode semantics in
 // node-postgres, and the PGSSL* variables.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import {
-  chmodSync,
-  createReadStream,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -34,6 +25,7 @@ import { startDump, pgRestore } from '../../jobs/backup/pg.js';
 import { closeSyncSources, dataSync } from '../../jobs/data-sync.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
+import { selfSigned, signCert } from '../helpers/certs.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { startTemporal, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
@@ -45,81 +37,13 @@ let cluster: PgCluster;
 let plain: PgCluster;
 let env: TestWorkflowEnvironment;
 
-function openssl(args: string[]): void {
-  execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] });
-}
-
 /** A CA, a server certificate for localhost/127.0.0.1 signed by it, a client certificate, and an unrelated CA. */
 function makeCerts(): void {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'ca.key',
-    '-out',
-    'ca.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=tidemark test CA',
-  ]);
-  openssl([
-    'req',
-    '-x509',
-    ...ec,
-    '-keyout',
-    'wrong-ca.key',
-    '-out',
-    'wrong-ca.crt',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=unrelated CA',
-  ]);
-  writeFileSync(join(dir, 'server.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  openssl(['req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost']);
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.crt',
-    '-days',
-    '2',
-    '-extfile',
-    'server.ext',
-  ]);
-  openssl(['req', ...ec, '-keyout', 'client.key', '-out', 'client.csr', '-subj', `/CN=${CERT_USER}`]);
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    'client.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'client.crt',
-    '-days',
-    '2',
-  ]);
-  chmodSync(join(dir, 'client.key'), 0o600);
-  certs = {
-    ca: join(dir, 'ca.crt'),
-    wrongCa: join(dir, 'wrong-ca.crt'),
-    clientCert: join(dir, 'client.crt'),
-    clientKey: join(dir, 'client.key'),
-  };
+  const ca = selfSigned(dir, 'ca', { subject: '/CN=tidemark test CA' });
+  const wrongCa = selfSigned(dir, 'wrong-ca', { subject: '/CN=unrelated CA' });
+  signCert(dir, ca, 'server', { subject: '/CN=localhost', san: 'DNS:localhost,IP:127.0.0.1' });
+  const client = signCert(dir, ca, 'client', { subject: `/CN=${CERT_USER}` });
+  certs = { ca: ca.cert, wrongCa: wrongCa.cert, clientCert: client.cert, clientKey: client.key };
 }
 
 const read = (name: string) => readFileSync(join(dir, name), 'utf8');

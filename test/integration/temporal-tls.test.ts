@@ -4,12 +4,13 @@
 // client certificate and an untrusted server are refused with a message that names the TLS settings;
 // TEMPORAL_API_KEY arrives at the proxy as "authorization: Bearer <key>" and is printed nowhere.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
+import { selfSigned, signCert } from '../helpers/certs.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { runToEnd } from '../helpers/spawn.js';
@@ -24,38 +25,18 @@ let nginx: ChildProcess | undefined;
 let proxyAddress = '';
 const workers: ChildProcess[] = [];
 
-const openssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-
-/** A CA, and certificates it signs: the server's (127.0.0.1 and localhost) and a client's. */
-function makeCa(name: string): void {
-  openssl(
-    ...['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2'],
-    ...['-keyout', `${name}-ca.key`, '-out', `${name}-ca.pem`, '-subj', `/CN=tidemark test ${name} CA`],
-  );
-}
-function signed(ca: string, name: string, subject: string, ext: string): void {
-  writeFileSync(pem(`${name}.ext`), ext);
-  openssl(
-    ...['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`],
-    ...['-subj', subject],
-  );
-  openssl(
-    ...['x509', '-req', '-in', `${name}.csr`, '-CA', `${ca}-ca.pem`, '-CAkey', `${ca}-ca.key`],
-    ...['-CAcreateserial', '-days', '2', '-out', `${name}.pem`, '-extfile', `${name}.ext`],
-  );
-}
-
 const stack = realStack(async ({ env }) => {
-  makeCa('good');
-  makeCa('wrong');
-  signed(
-    'good',
-    'server',
-    '/CN=localhost',
-    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
-  );
-  signed('good', 'client', '/CN=tidemark-worker', 'extendedKeyUsage=clientAuth\n');
-  signed('wrong', 'intruder', '/CN=intruder', 'extendedKeyUsage=clientAuth\n');
+  const pemFile = { keyType: 'rsa', certSuffix: '.pem' } as const;
+  const good = selfSigned(dir, 'good-ca', { ...pemFile, subject: '/CN=tidemark test good CA' });
+  const wrong = selfSigned(dir, 'wrong-ca', { ...pemFile, subject: '/CN=tidemark test wrong CA' });
+  signCert(dir, good, 'server', {
+    ...pemFile,
+    subject: '/CN=localhost',
+    san: 'IP:127.0.0.1,DNS:localhost',
+    usage: 'serverAuth',
+  });
+  signCert(dir, good, 'client', { ...pemFile, subject: '/CN=tidemark-worker', usage: 'clientAuth' });
+  signCert(dir, wrong, 'intruder', { ...pemFile, subject: '/CN=intruder', usage: 'clientAuth' });
   const port = await freePort();
   proxyAddress = `127.0.0.1:${port}`;
   writeFileSync(

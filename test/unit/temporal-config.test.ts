@@ -1,7 +1,6 @@
 // Issue 13: the Temporal connection settings from @temporalio/envconfig (environment variables over a
 // TOML profile), resolved in one place; every wrong setting is named, and no secret is printed.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
 import type { ServerHttp2Session } from 'node:http2';
 import { createServer, type Socket } from 'node:net';
@@ -17,6 +16,7 @@ import {
   TemporalConnectError,
   temporalConnectionOptions,
 } from '../../config/temporal.js';
+import { selfSigned } from '../helpers/certs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-config-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -24,18 +24,8 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 const API_KEY = 'tmprl-secret-api-key-0123456789';
 /** A real key and its self-signed certificate (the key and certificate are checked before connecting). */
 function keyPair(name: string): { key: string; cert: string } {
-  const [key, cert] = [join(dir, `${name}.key`), join(dir, `${name}.pem`)];
-  execFileSync(
-    'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', `/CN=${name}`].concat([
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ]),
-    { stdio: 'pipe' },
-  );
-  return { key: readFileSync(key, 'utf8'), cert: readFileSync(cert, 'utf8') };
+  const made = selfSigned(dir, name, { subject: `/CN=${name}`, keyType: 'rsa', certSuffix: '.pem' });
+  return { key: readFileSync(made.key, 'utf8'), cert: readFileSync(made.cert, 'utf8') };
 }
 const { key: KEY_PEM, cert: CERT_PEM } = keyPair('fixture');
 /** A line from the middle of the key: its secret part, never printed. */
@@ -496,20 +486,14 @@ test('a server that refuses the credentials (401): the message names the credent
 });
 
 test('a plain connection to a server that speaks TLS says so and names TEMPORAL_TLS (was "cannot reach ... start it")', async () => {
-  const { execFileSync } = await import('node:child_process');
   const { createServer: createTls } = await import('node:tls');
   const { readFileSync } = await import('node:fs');
-  const [key, cert] = [join(dir, 'tls-server.key'), join(dir, 'tls-server.pem')];
-  execFileSync(
-    'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=localhost'].concat([
-      '-keyout',
-      key,
-      '-out',
-      cert,
-    ]),
-    { stdio: 'pipe' },
-  );
+  const { key, cert } = selfSigned(dir, 'tls-server', {
+    subject: '/CN=localhost',
+    keyType: 'rsa',
+    days: 1,
+    certSuffix: '.pem',
+  });
   // A real TLS server (HTTP/2 offered): it answers the handshake, and nothing in plain text.
   const sockets = new Set<Socket>();
   const server = createTls(
