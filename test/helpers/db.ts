@@ -14,14 +14,15 @@ export interface TestDb {
   drop(): Promise<void>;
 }
 
-export async function createTestDb(): Promise<TestDb> {
+/** A fresh database; migrated to the latest unless `migrated: false` (the migration tests start from empty). */
+export async function createTestDb(opts: { migrated?: boolean } = {}): Promise<TestDb> {
   const name = `tidemark_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const u = new URL(serverUrl);
   u.pathname = `/${name}`;
   const url = u.toString();
   await ensureDatabase(url);
   const db = createDb(url, { max: 20 });
-  await migrate(db);
+  if (opts.migrated !== false) await migrate(db);
   return {
     db,
     url,
