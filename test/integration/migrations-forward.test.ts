@@ -1,9 +1,11 @@
 // Migrations are forward-only: the list is in file-name order, a released file is never edited,
 // migrating again changes nothing, and two workers migrating at once apply each migration once.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { createDb, migrate } from '../../db/database.js';
 import { migrations } from '../../db/migrations/index.js';
@@ -104,4 +106,23 @@ test('two workers migrating at once: one applied set, serialised by the migratio
   } finally {
     await Promise.all([holder.destroy(), a.destroy(), b.destroy()]);
   }
+});
+
+test('`npm run migrate` applies the pending migrations to DATABASE_URL, then finds none', async () => {
+  const t = await emptyDb();
+  const run = () =>
+    execFileSync('npm', ['run', '--silent', 'migrate'], {
+      cwd: fileURLToPath(new URL('../..', import.meta.url)),
+      env: { ...process.env, DATABASE_URL: t.url },
+      encoding: 'utf8',
+    });
+  assert.match(
+    run(),
+    new RegExp(
+      `applied ${Object.keys(migrations).length} migrations, last ${Object.keys(migrations).at(-1)}`,
+    ),
+  );
+  assert.match(run(), /no pending migrations/);
+  const rows = await sql<{ n: number }>`select count(*)::int as n from kysely_migration`.execute(t.db);
+  assert.equal(rows.rows[0]!.n, Object.keys(migrations).length);
 });
