@@ -1,11 +1,12 @@
 // Migrations are forward-only: the list is in file-name order, a released file is never edited,
 // migrating again changes nothing, and two workers migrating at once apply each migration once.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { sql } from 'kysely';
 import { createDb, migrate } from '../../db/database.js';
 import { migrations } from '../../db/migrations/index.js';
@@ -125,4 +126,29 @@ test('`npm run migrate` applies the pending migrations to DATABASE_URL, then fin
   assert.match(run(), /no pending migrations/);
   const rows = await sql<{ n: number }>`select count(*)::int as n from kysely_migration`.execute(t.db);
   assert.equal(rows.rows[0]!.n, Object.keys(migrations).length);
+});
+
+test('three processes migrating a fresh database at once: one applies every migration, the others none', async () => {
+  const t = await emptyDb();
+  const run = promisify(execFile);
+  const outs = await Promise.all(
+    [1, 2, 3].map(() =>
+      run('npm', ['run', '--silent', 'migrate'], {
+        cwd: fileURLToPath(new URL('../..', import.meta.url)),
+        env: { ...process.env, DATABASE_URL: t.url },
+      }),
+    ),
+  );
+  const said = outs.map((o) => o.stdout.trim()).sort();
+  const n = Object.keys(migrations).length;
+  assert.deepEqual(said, [
+    `applied ${n} migrations, last ${Object.keys(migrations).at(-1)}`,
+    'no pending migrations',
+    'no pending migrations',
+  ]);
+  const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(t.db);
+  assert.deepEqual(
+    rows.rows.map((r) => r.name),
+    Object.keys(migrations),
+  );
 });
