@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
+import { run as cli } from '../../cli/main.js';
 import { HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
@@ -290,4 +291,51 @@ test('housekeeping: a window stops at its time budget and the next window resume
   );
   const left = await db.selectFrom('job_runs').select('id').where('job', '=', 'budget').execute();
   assert.equal(left.length, 0);
+});
+
+test("tidemark quarantine export <job> --before T --out FILE writes that job's earlier records, and leaves them", async () => {
+  const db = stack.t.db;
+  const row = (job: string, key: string, at: string) => ({
+    job,
+    window_start: '2026-11-01T00:00:00Z',
+    generation: 0,
+    record_key: key,
+    reason: 'bad',
+    payload: JSON.stringify({ key }),
+    created_at: at,
+  });
+  await db
+    .insertInto('quarantine')
+    .values([
+      row('cli-q', 'a', '2026-11-02T00:00:00Z'),
+      row('cli-q', 'b', '2026-11-03T00:00:00Z'),
+      row('cli-q', 'late', '2026-11-10T00:00:00Z'),
+      row('other', 'x', '2026-11-02T00:00:00Z'),
+    ])
+    .execute();
+  Object.assign(process.env, { DATABASE_URL: stack.t.url, TIDEMARK_CATALOG: 'demo' });
+  const out = join(await mkdtemp(join(tmpdir(), 'tidemark-qx-')), 'export.jsonl');
+  const lines: string[] = [];
+  const io = {
+    out: (l: string) => lines.push(l),
+    err: (l: string) => lines.push(l),
+    json: false,
+    tty: false,
+  };
+  const code = await cli(['quarantine', 'export', 'cli-q', '--before', '2026-11-05', '--out', out], io);
+  assert.equal(code, 0, lines.join('\n'));
+  const records = (await readFile(out, 'utf8'))
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { record_key: string; job: string; payload: unknown });
+  assert.deepEqual(
+    records.map((r) => [r.job, r.record_key, r.payload]),
+    [
+      ['cli-q', 'a', { key: 'a' }],
+      ['cli-q', 'b', { key: 'b' }],
+    ],
+  );
+  const left = await db.selectFrom('quarantine').select('id').where('job', '=', 'cli-q').execute();
+  assert.equal(left.length, 3, 'export leaves the records in the ledger');
+  assert.equal(await cli(['quarantine', 'export'], io), 2, 'no job named: a usage error');
 });
