@@ -64,8 +64,10 @@ export async function removeBatch(scope: BatchScope, kind: Kind, cutoff: Date): 
   const table = TABLE_OF[kind];
   if (kind === 'quarantine') return removeQuarantineBatch(scope, cutoff);
   return scope.db.transaction().execute(async (trx) => {
-    const r = await sql`delete from ${sql.table(table)} where id in (
-      select id from ${sql.table(table)} where ${doomed(kind, cutoff)} order by id limit ${scope.batchSize})`.execute(
+    // `= any(array(...))`, not `in (select ...)`: the planner then deletes by the primary key
+    // instead of hash-joining the ids against a scan of the whole table (1 s per batch at 1 M rows).
+    const r = await sql`delete from ${sql.table(table)} where id = any(array(
+      select id from ${sql.table(table)} where ${doomed(kind, cutoff)} order by id limit ${scope.batchSize}))`.execute(
       trx,
     );
     const n = Number(r.numAffectedRows ?? 0);
