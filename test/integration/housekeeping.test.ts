@@ -12,6 +12,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { run as cli } from '../../cli/main.js';
 import { HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js';
 import { defineCatalog } from '../../schedules/job.js';
+import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -338,4 +339,68 @@ test("tidemark quarantine export <job> --before T --out FILE writes that job's e
   const left = await db.selectFrom('quarantine').select('id').where('job', '=', 'cli-q').execute();
   assert.equal(left.length, 3, 'export leaves the records in the ledger');
   assert.equal(await cli(['quarantine', 'export'], io), 2, 'no job named: a usage error');
+});
+
+test('a worker killed after a quarantine export, before its delete: the next attempt loses no row and exports none twice', async () => {
+  const db = stack.t.db;
+  const row = (i: number) => ({
+    job: 'crash-q',
+    window_start: '2025-12-31T00:00:00Z',
+    generation: 0,
+    record_key: `c${i}`,
+    reason: 'bad',
+    payload: JSON.stringify({ i }),
+    created_at: OLD,
+  });
+  await db
+    .insertInto('quarantine')
+    .values(Array.from({ length: 30 }, (_, i) => row(i)))
+    .execute();
+  const ids = (await db.selectFrom('quarantine').select('id').where('job', '=', 'crash-q').execute()).map(
+    (r) => String(r.id),
+  );
+  const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-hk-crash-'));
+  const taskQueue = uniqueQueue('hk-crash');
+  const env = (killAfterExport?: number) =>
+    workerProcessEnv(stack, taskQueue, {
+      name: HOUSEKEEPING_JOB,
+      grid: 'day',
+      start: '2026-11-15T00:00:00Z',
+      holdMs: 0,
+      housekeeping: { stateDir, batchSize: 10, ...(killAfterExport ? { killAfterExport } : {}) },
+    });
+  const doomed = await spawnWorker('doomed', env(2));
+  const run = windowByHand(
+    stack.env.client,
+    taskQueue,
+    HOUSEKEEPING_JOB,
+    '2026-11-15T00:00:00Z',
+    '2026-11-16T00:00:00Z',
+    windowPolicy(3, 5_000),
+  );
+  await new Promise<void>((r) => doomed.child.once('exit', () => r()));
+  assert.equal(doomed.child.signalCode, 'SIGKILL');
+  // Killed after the second batch's export: the first batch is gone, the second still in the ledger.
+  const between = await db.selectFrom('quarantine').select('id').where('job', '=', 'crash-q').execute();
+  assert.equal(between.length, 20);
+  const survivor = await spawnWorker('survivor', env());
+  try {
+    assert.equal((await run).outcome, 'processed');
+  } finally {
+    await survivor.stop();
+  }
+  assert.equal(
+    (await db.selectFrom('quarantine').select('id').where('job', '=', 'crash-q').execute()).length,
+    0,
+  );
+  const dir = join(stateDir, 'quarantine', 'crash-q');
+  const files = (await readdir(dir)).sort();
+  assert.equal(files.length, 3, files.join(', '));
+  const exportedIds: string[] = [];
+  for (const f of files)
+    for (const line of (await readFile(join(dir, f), 'utf8')).split('\n').filter(Boolean))
+      exportedIds.push((JSON.parse(line) as { id: string }).id);
+  const numeric = (a: string, b: string) => Number(a) - Number(b);
+  assert.equal(exportedIds.length, 30, 'no row exported twice');
+  assert.deepEqual([...exportedIds].sort(numeric), [...ids].sort(numeric), 'every removed row exported');
 });
