@@ -52,6 +52,12 @@ export { localDestination } from './jobs/backup/destination.js';
 export { marketplacePush, type Marketplace, type MarketplaceOptions } from './jobs/marketplace.js';
 export { eventRollup, type EventRollupOptions } from './jobs/event-rollup.js';
 export { maintenance, type MaintenanceOptions } from './jobs/maintenance/index.js';
+export {
+  housekeeping,
+  HOUSEKEEPING_JOB,
+  DEFAULT_RETENTION as HOUSEKEEPING_DEFAULT_RETENTION,
+  type HousekeepingOptions,
+} from './jobs/housekeeping/index.js';
 
 // Entry points: what `tidemark worker | web | slack | dev | <command>` runs, loaded only when
 // called, so that a catalog module importing this entry does not load a worker or the Slack app.

@@ -17,6 +17,7 @@ import {
   schedulesCommand,
   syncCommand,
 } from './commands/misc.js';
+import { quarantineCommand } from './commands/quarantine.js';
 import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './commands/rerun.js';
 import { runsCommand, statusCommand } from './commands/status.js';
 import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
@@ -41,6 +42,7 @@ export const COMMANDS: readonly Command[] = [
   syncCommand,
   effectsCommand,
   incidentsCommand,
+  quarantineCommand,
 ];
 
 const FOOTER = [

@@ -8,6 +8,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildCatalog } from '../jobs/catalog.js';
+import { withHousekeeping } from '../jobs/housekeeping/index.js';
 import { defineCatalog, type Catalog, type Job, type JobSpec } from '../schedules/job.js';
 import type { Config } from './env.js';
 
@@ -138,8 +139,9 @@ export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {
   }
   try {
     const value: unknown = typeof exported === 'function' ? await exported(config) : exported;
-    if (isCatalog(value)) return value;
-    if (Array.isArray(value)) return defineCatalog(value as (JobSpec | Job)[]);
+    // The built-in housekeeping job joins every catalog (README "Housekeeping"; TIDEMARK_HOUSEKEEPING=off).
+    if (isCatalog(value)) return withHousekeeping(value, config);
+    if (Array.isArray(value)) return withHousekeeping(defineCatalog(value as (JobSpec | Job)[]), config);
     throw new Error(
       `its export is ${value === null ? 'null' : typeof value}: export a catalog (defineCatalog([...])), a list of jobs, or a function (config) => either`,
     );

@@ -152,7 +152,46 @@ const schema = z.object({
     .toUpperCase()
     .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']))
     .default('WARN'),
+  /** The built-in housekeeping job (README "Housekeeping"): on unless "off". */
+  TIDEMARK_HOUSEKEEPING: z.enum(['on', 'off'], 'must be on or off').default('on'),
+  /** Retention per kind, e.g. "runs=90d,attempts=90d,incidents=180d,quarantine=90d" (unnamed kinds keep their default). */
+  TIDEMARK_HOUSEKEEPING_RETENTION: z.string().optional().transform(retention),
+  /** Rows per delete transaction of the housekeeping job; default 5000. */
+  TIDEMARK_HOUSEKEEPING_BATCH_SIZE: z.coerce
+    .number()
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(100_000, 'must be at most 100000, so one delete stays short')
+    .optional(),
 });
+
+const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine'];
+
+function retention(
+  text: string | undefined,
+  ctx: z.RefinementCtx,
+): Partial<Record<'runs' | 'attempts' | 'incidents' | 'quarantine', string>> | undefined {
+  if (text === undefined) return undefined;
+  const out: Record<string, string> = {};
+  for (const pair of list(text)) {
+    const [kind, value, extra] = pair.split('=').map((s) => s.trim());
+    if (
+      !kind ||
+      !RETENTION_KINDS.includes(kind) ||
+      !value ||
+      extra !== undefined ||
+      !/^\d+(ms|s|m|h|d)$/.test(value)
+    ) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `"${pair}" is not kind=duration: use e.g. "runs=90d,quarantine=30d" with kinds ${RETENTION_KINDS.join(', ')}`,
+      });
+      return z.NEVER;
+    }
+    out[kind] = value;
+  }
+  return out;
+}
 
 function people(pairsOnly: boolean) {
   return (text: string | undefined, ctx: z.RefinementCtx): Person[] => {

@@ -260,6 +260,15 @@ export interface LocalWindowAttemptTable {
   starts: number;
 }
 
+/** Per housekeeping window and table: the batches run and rows removed so far. */
+export interface HousekeepingProgressTable {
+  window_key: string;
+  tbl: string;
+  batches: ColumnType<number, number | undefined, number>;
+  rows: ColumnType<string, number | string | undefined, number | string>;
+  updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -282,4 +291,5 @@ export interface Database {
   sales_window_totals: SalesWindowTotalTable;
   window_notices: WindowNoticeTable;
   local_window_attempts: LocalWindowAttemptTable;
+  housekeeping_progress: HousekeepingProgressTable;
 }

@@ -9,6 +9,7 @@ import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';
 import { seedCrm, seedEvents, seedFiles, seedPrices } from './demo.js';
 import { eventRollup } from './event-rollup.js';
+import { withHousekeeping } from './housekeeping/index.js';
 import { maintenance } from './maintenance/index.js';
 import { marketplacePush } from './marketplace.js';
 import { report } from './report/index.js';
@@ -25,6 +26,10 @@ export function sibling(url: string, suffix: string): string {
 
 export function buildCatalog(config: Config = loadConfig()): Catalog {
   const stateDir = resolve(config.TIDEMARK_STATE_DIR);
+  return withHousekeeping(catalog(config, stateDir), config);
+}
+
+function catalog(config: Config, stateDir: string): Catalog {
   const crmUrl = sibling(config.DATABASE_URL, '_demo_crm');
   return defineCatalog([
     salesSummary({

@@ -9,6 +9,7 @@ import { createDb } from '../../db/database.js';
 import { emailProvider } from '../../activities/notify/email.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
 import { eventRollup } from '../../jobs/event-rollup.js';
+import { housekeeping } from '../../jobs/housekeeping/index.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { createWorker } from '../../workers/create-worker.js';
@@ -29,6 +30,8 @@ const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {
   crashAt?: { point: CrashPoint; nth: number; key?: string };
   /** A nightly rollup instead of the sales summary: chunk size, and the chunk after which to die. */
   rollup?: { chunkSize: number; killAfterChunk?: number; heartbeatTimeout: string };
+  /** The built-in housekeeping job instead: dies (SIGKILL) after its `killAfterExport`-th quarantine export. */
+  housekeeping?: { stateDir: string; batchSize: number; killAfterExport?: number };
 };
 const db = createDb(process.env.DATABASE_URL!);
 const rollupJob =
@@ -44,41 +47,55 @@ const rollupJob =
       if (chunk === spec.rollup?.killAfterChunk) process.kill(process.pid, 'SIGKILL');
     },
   });
+let exports = 0;
+const housekeepingJob =
+  spec.housekeeping &&
+  housekeeping({
+    stateDir: spec.housekeeping.stateDir,
+    batchSize: spec.housekeeping.batchSize,
+    afterExport: async (files) => {
+      process.stdout.write(`EXPORTED ${files.join(',')}\n`);
+      if (++exports === spec.housekeeping?.killAfterExport) process.kill(process.pid, 'SIGKILL');
+      await sleep(0);
+    },
+  });
 const catalog = defineCatalog(
-  rollupJob
-    ? [rollupJob]
-    : [
-        {
-          name: spec.name,
-          grid: spec.grid,
-          start: spec.start,
-          lateness: '0m',
-          attemptTimeout: spec.attemptTimeout ?? '30s',
-          retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
-          effectTimeout: spec.effectTimeout ?? '1m',
-          alerts: spec.telegramUrl ? { telegram: ['ops-chat'] } : {},
-          // Holds the transaction open after the marker is claimed, so racing attempts meet there.
-          handler: async (ctx) => {
-            const counts = await summariseWindow(ctx);
-            await sleep(spec.holdMs);
-            if (!spec.smtpPort) return counts;
-            return {
-              ...counts,
-              effects: [
-                {
-                  name: 'report',
-                  channel: 'email' as const,
-                  request: {
-                    to: ['ops@example.test'],
-                    subject: `report ${ctx.key}`,
-                    text: `orders: ${counts.applied}`,
+  housekeepingJob
+    ? [housekeepingJob]
+    : rollupJob
+      ? [rollupJob]
+      : [
+          {
+            name: spec.name,
+            grid: spec.grid,
+            start: spec.start,
+            lateness: '0m',
+            attemptTimeout: spec.attemptTimeout ?? '30s',
+            retry: { maximumAttempts: 5, initialInterval: '100ms', maximumInterval: '1s' },
+            effectTimeout: spec.effectTimeout ?? '1m',
+            alerts: spec.telegramUrl ? { telegram: ['ops-chat'] } : {},
+            // Holds the transaction open after the marker is claimed, so racing attempts meet there.
+            handler: async (ctx) => {
+              const counts = await summariseWindow(ctx);
+              await sleep(spec.holdMs);
+              if (!spec.smtpPort) return counts;
+              return {
+                ...counts,
+                effects: [
+                  {
+                    name: 'report',
+                    channel: 'email' as const,
+                    request: {
+                      to: ['ops@example.test'],
+                      subject: `report ${ctx.key}`,
+                      text: `orders: ${counts.applied}`,
+                    },
                   },
-                },
-              ],
-            };
+                ],
+              };
+            },
           },
-        },
-      ],
+        ],
 );
 const channels = {
   ...(spec.smtpPort

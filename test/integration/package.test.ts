@@ -138,7 +138,11 @@ test('the packed package, installed elsewhere, runs a catalog of its own end to 
   }[];
   assert.deepEqual(
     jobs.map((j) => [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome]),
-    [['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed']],
+    [
+      ['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed'],
+      // The built-in housekeeping job joins every catalog (README "Housekeeping").
+      ['tidemark-housekeeping', true, undefined, undefined],
+    ],
   );
 
   // The installed package serves its page: the static files resolve next to dist/web/server.js.

@@ -60,7 +60,7 @@ test('tidemark web --catalog serves that catalog on TIDEMARK_WEB_HOST until SIGT
   const state = (await res.json()) as { jobs: { job: string }[] };
   assert.deepEqual(
     state.jobs.map((j) => j.job),
-    ['web-only'],
+    ['web-only', 'tidemark-housekeeping'],
   );
   web.kill('SIGTERM');
   assert.equal(await exited, 0, output);

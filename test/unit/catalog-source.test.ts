@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { CatalogSourceError, catalogPath, isFallbackDemo, loadCatalog } from '../../config/catalog-source.js';
 import { loadConfig } from '../../config/env.js';
 import { run } from '../../cli/main.js';
+import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-catalog-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -57,7 +58,7 @@ describe('loadCatalog', () => {
     const catalog = await loadCatalog(config, { flag: path });
     assert.deepEqual(
       catalog.jobs.map((j) => j.name),
-      ['mine'],
+      ['mine', HOUSEKEEPING_JOB],
     );
   });
 
@@ -69,8 +70,19 @@ describe('loadCatalog', () => {
     const catalog = await loadCatalog(config, { env: path });
     assert.deepEqual(
       catalog.jobs.map((j) => j.name),
-      ['from-tidemark'],
+      ['from-tidemark', HOUSEKEEPING_JOB],
     );
+  });
+
+  test("the built-in housekeeping job joins a module's catalog unless TIDEMARK_HOUSEKEEPING=off", async () => {
+    const path = file('off.mjs', `export default [${oneJob('plain')}];\n`);
+    const off = await loadCatalog(loadConfig({ TIDEMARK_HOUSEKEEPING: 'off' }), { flag: path });
+    assert.deepEqual(
+      off.jobs.map((j) => j.name),
+      ['plain'],
+    );
+    const on = await loadCatalog(config, { flag: path });
+    assert.equal(on.get(HOUSEKEEPING_JOB).grid.label, 'day');
   });
 
   test('a .ts module is loaded through tsx', async () => {
@@ -81,7 +93,7 @@ describe('loadCatalog', () => {
     const catalog = await loadCatalog(config, { flag: path });
     assert.deepEqual(
       catalog.jobs.map((j) => j.name),
-      ['typed'],
+      ['typed', HOUSEKEEPING_JOB],
     );
   });
 

@@ -1,0 +1,179 @@
+// The built-in job that keeps tidemark's own tables bounded for years: run records, settled
+// effects' attempts, closed incidents and quarantine (exported first) older than their retention
+// go in small batches before the window's transaction; the window's run record reports counts.
+import { resolve } from 'node:path';
+import { z } from 'zod';
+import type { Config } from '../../config/env.js';
+import { parseDuration } from '../../schedules/duration.js';
+import {
+  defineCatalog,
+  JobDefinitionError,
+  type Catalog,
+  type JobSpec,
+  type WindowPreparer,
+} from '../../schedules/job.js';
+import {
+  BUDGET_SPENT,
+  KINDS,
+  markBudgetSpent,
+  removeBatch,
+  TABLE_OF,
+  type BatchScope,
+  type Kind,
+} from './tables.js';
+
+/** The job's name: `tidemark:_housekeeping` is not a legal job name (a-z, 0-9, dashes), this is the closest. */
+export const HOUSEKEEPING_JOB = 'tidemark-housekeeping';
+
+export const DEFAULT_RETENTION: Readonly<Record<Kind, string>> = Object.freeze({
+  runs: '90d',
+  attempts: '90d',
+  incidents: '180d',
+  quarantine: '90d',
+});
+
+export interface HousekeepingOptions {
+  /** Where quarantine is exported before removal: `<stateDir>/quarantine/<job>/`. */
+  stateDir: string;
+  /** Per kind, how long rows are kept ("90d"). */
+  retention?: Partial<Record<Kind, string>>;
+  /** Rows per delete transaction; default 5,000. */
+  batchSize?: number;
+  /** How long one window may delete before it stops (the next window resumes); default "10m". */
+  budget?: string;
+  /** The job's grid; default "day", its tick at 03:17 in `timezone` (a quiet hour). */
+  grid?: string;
+  timezone?: string;
+  tick?: { cron: string; timezone?: string };
+  /** Test seam: after a quarantine batch is exported, before its delete commits. */
+  afterExport?: BatchScope['afterExport'];
+}
+
+const duration = z.string().refine((s) => parseDuration(s) !== undefined, 'not a duration: use e.g. "90d"');
+const optionsSchema = z
+  .object({
+    stateDir: z.string().min(1),
+    retention: z
+      .object(Object.fromEntries(KINDS.map((k) => [k, duration.optional()])))
+      .strict()
+      .optional(),
+    batchSize: z.number().int('must be a whole number').min(1).max(100_000).optional(),
+    budget: duration.optional(),
+    grid: z.string().optional(),
+    timezone: z.string().optional(),
+    tick: z.object({ cron: z.string(), timezone: z.string().optional() }).optional(),
+    afterExport: z.function().optional(),
+  })
+  .strict();
+
+/**
+ * The steps of one housekeeping window, in order. The lead adds the done-marker compaction
+ * (branch i14-compaction) here as its own step; done markers are never touched by the steps below.
+ */
+export const HOUSEKEEPING_STEPS: readonly Kind[] = KINDS;
+
+/** The built-in housekeeping job's definition. Bad options throw naming `housekeeping.<field>`. */
+export function housekeeping(opts: HousekeepingOptions): JobSpec {
+  const parsed = optionsSchema.safeParse(opts);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    throw new JobDefinitionError(HOUSEKEEPING_JOB, `housekeeping.${issue.path.join('.')}`, issue.message);
+  }
+  const retentionMs = Object.fromEntries(
+    KINDS.map((k) => [k, parseDuration(opts.retention?.[k] ?? DEFAULT_RETENTION[k])!]),
+  ) as Record<Kind, number>;
+  const batchSize = opts.batchSize ?? 5_000;
+  const budgetMs = parseDuration(opts.budget ?? '10m')!;
+  const exportDir = resolve(opts.stateDir, 'quarantine');
+
+  const prepare: WindowPreparer = async ({ db, key, window, heartbeat, log }) => {
+    const began = Date.now();
+    const scope: BatchScope = { db, key, batchSize, exportDir, afterExport: opts.afterExport };
+    for (const kind of HOUSEKEEPING_STEPS) {
+      // Ages are measured at the window's end, so a retry of the window removes the same set.
+      const cutoff = new Date(window.end.getTime() - retentionMs[kind]);
+      for (;;) {
+        const n = await removeBatch(scope, kind, cutoff);
+        if (n === 0) break;
+        log(`HOUSEKEEPING batch window=${key} table=${TABLE_OF[kind]} rows=${n}`);
+        heartbeat({ kind, n });
+        // Checked after a batch, so every window makes progress however small the budget.
+        if (Date.now() - began >= budgetMs) {
+          await markBudgetSpent(db, key);
+          log(`HOUSEKEEPING budget spent window=${key}: the next window resumes`);
+          return;
+        }
+      }
+    }
+  };
+
+  return {
+    name: HOUSEKEEPING_JOB,
+    description: "Removes tidemark's own old run records, attempts, closed incidents and quarantine",
+    grid: opts.grid ?? 'day',
+    timezone: opts.timezone ?? 'UTC',
+    tick: opts.tick ?? { cron: '17 3 * * *' },
+    maxCatchUp: 2,
+    heartbeatTimeout: '2m',
+    attemptTimeout: '30m',
+    noPreview:
+      'it deletes in batches that commit on their own before the handler, which no rollback would undo',
+    prepare,
+    handler: async ({ trx, key, window }) => {
+      const rows = await trx
+        .selectFrom('housekeeping_progress')
+        .select(['tbl', 'batches', 'rows'])
+        .where('window_key', '=', key)
+        .execute();
+      const removed = Object.fromEntries(Object.values(TABLE_OF).map((t) => [t, 0]));
+      const batches = { ...removed };
+      const complete = !rows.some((r) => r.tbl === BUDGET_SPENT);
+      for (const r of rows.filter((r) => r.tbl !== BUDGET_SPENT)) {
+        removed[r.tbl] = Number(r.rows);
+        batches[r.tbl] = r.batches;
+      }
+      const total = Object.values(removed).reduce((a, b) => a + b, 0);
+      const cutoffs = Object.fromEntries(
+        KINDS.map((k) => [TABLE_OF[k], new Date(window.end.getTime() - retentionMs[k]).toISOString()]),
+      );
+      return {
+        input: total,
+        applied: total,
+        quarantined: 0,
+        details: { removed, batches, complete, cutoffs, batchSize },
+      };
+    },
+  };
+}
+
+/** Housekeeping as the configuration sets it (TIDEMARK_HOUSEKEEPING*), or undefined when it is off. */
+export function housekeepingFromConfig(
+  config: Pick<
+    Config,
+    | 'TIDEMARK_STATE_DIR'
+    | 'TIDEMARK_HOUSEKEEPING'
+    | 'TIDEMARK_HOUSEKEEPING_RETENTION'
+    | 'TIDEMARK_HOUSEKEEPING_BATCH_SIZE'
+  >,
+  overrides: Partial<HousekeepingOptions> = {},
+): JobSpec | undefined {
+  if (config.TIDEMARK_HOUSEKEEPING === 'off') return undefined;
+  return housekeeping({
+    stateDir: config.TIDEMARK_STATE_DIR,
+    retention: config.TIDEMARK_HOUSEKEEPING_RETENTION,
+    ...(config.TIDEMARK_HOUSEKEEPING_BATCH_SIZE
+      ? { batchSize: config.TIDEMARK_HOUSEKEEPING_BATCH_SIZE }
+      : {}),
+    ...overrides,
+  });
+}
+
+/**
+ * `catalog` with the housekeeping job added, unless the configuration turns it off or the
+ * catalog declares it itself (to set its options in code).
+ */
+export function withHousekeeping(catalog: Catalog, config: Config): Catalog {
+  if (catalog.has(HOUSEKEEPING_JOB)) return catalog;
+  const job = housekeepingFromConfig(config);
+  return job ? defineCatalog([...catalog.jobs, job]) : catalog;
+}
