@@ -260,6 +260,14 @@ export interface LocalWindowAttemptTable {
   starts: number;
 }
 
+/** A chain of contiguous done generation-0 windows folded into one row (migration 20261201T1000). */
+export interface JobDoneSpanTable {
+  job: string;
+  span_start: Timestamp;
+  span_end: Timestamp;
+  compacted_at: CreatedAt;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -282,4 +290,5 @@ export interface Database {
   sales_window_totals: SalesWindowTotalTable;
   window_notices: WindowNoticeTable;
   local_window_attempts: LocalWindowAttemptTable;
+  job_done_spans: JobDoneSpanTable;
 }
