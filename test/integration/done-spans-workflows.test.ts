@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
+import { windowGrid } from '../../operator/window-grid.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { BackfillInput, BackfillResult } from '../../workflows/types.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
@@ -49,6 +50,17 @@ test('a backfill over compacted windows runs none of them; a rerun of one gets g
       .where('job', '=', job)
       .execute();
     assert.deepEqual(left, [], 'every marker folded into the span');
+
+    const grid = await windowGrid({
+      db: stack.t.db,
+      client: stack.env.client,
+      job: catalog.get(job),
+      now: FAR,
+      from: FROM,
+      to: TO,
+    });
+    assert.equal(grid.totals.done, 6, 'the grid shows the compacted windows done');
+    assert.equal(grid.totals.missing, 0);
 
     const again = await backfill(`${job}/backfill-2`);
     assert.equal(again.processed, 0);
