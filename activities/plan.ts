@@ -1,5 +1,5 @@
 // Planning activities: which windows a tick or a backfill should start, and their records.
-import { doneStarts, failedStarts, recordRun, watermarkOf } from '../db/ledger.js';
+import { doneStarts, doneWindows, failedStarts, recordRun, watermarkOf } from '../db/ledger.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import { UnknownJobError, type Job } from '../schedules/job.js';
 import {
@@ -174,7 +174,7 @@ export function planActivities(deps: ActivityDeps) {
       const hasMore = page.length > input.limit;
       const windows = page.slice(0, input.limit);
       const last = windows.at(-1);
-      const done = last ? await doneStarts(db, job.name, windows[0]!.start, last.end) : new Set<number>();
+      const done = await doneWindows(db, job.name, windows);
       await reached(deps, CRASH_POINT.backfillPage, `${job.name}@${isoUtc(from)}`);
       return {
         windows: windows.filter((w) => !done.has(w.start.getTime())).map((w) => spec(job, w)),

@@ -3,6 +3,7 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
+import { expandWindow } from '../db/compaction.js';
 import { isDone } from '../db/ledger.js';
 import type { SlackRequest } from './notify/provider.js';
 import { isGroupProof, type GroupClaim } from '../slack/group-proof.js';
@@ -109,6 +110,13 @@ export function rerunActivities(deps: ActivityDeps) {
               FAILURE.badWindow,
               `a rerun of ${key} is already open: ${open.workflow_id} (generation ${open.generation}, ${open.status}, asked by ${open.requested_by}); decide it first (npx tidemark approve|reject ${open.workflow_id}) or wait until it has run, then ask again`,
             );
+          // A window whose marker was folded into a span gets it back first (split out of the span).
+          await expandWindow(trx, {
+            job: job.name,
+            start,
+            end: windowAt(job.grid, job.timezone, start).end,
+            key,
+          });
           const r = await sql<{ done: boolean | null; next: number }>`
             select (select bool_or(generation = 0 and status = 'done') from job_windows
                      where job = ${job.name} and window_start = ${start}) as done,

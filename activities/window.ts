@@ -5,6 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { sealedTransaction, withConnection } from '../db/connection.js';
+import { inSpan } from '../db/compaction.js';
 import { copyRows } from '../db/copy.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import { sql, type Transaction } from 'kysely';
@@ -342,7 +343,10 @@ export function windowActivities(deps: ActivityDeps) {
         .where('job', '=', job.name)
         .where('window_start', '=', start)
         .execute();
-      if (!marks.some((m) => m.generation === 0 && m.status === 'done'))
+      if (
+        !marks.some((m) => m.generation === 0 && m.status === 'done') &&
+        !(await inSpan(db, job.name, start))
+      )
         throw badInput(
           FAILURE.badWindow,
           `window ${key0} has not been processed: nothing to rerun (a tick or a backfill will process it)`,

@@ -1,6 +1,7 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { coveredBy, inSpan, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
 
@@ -48,7 +49,11 @@ export async function readWatermark(db: Db, job: string): Promise<Date | undefin
   return row?.watermark;
 }
 
-/** Starts of the job's done windows (generation 0) in [from, to). */
+/**
+ * Starts of the job's done windows (generation 0) in [from, to), from their markers only: windows
+ * folded into spans are left out. For ranges at or past the watermark only (compaction never passes
+ * it); elsewhere use doneWindows.
+ */
 export async function doneStarts(db: Db, job: string, from: Date, to: Date): Promise<Set<number>> {
   const rows = await db
     .selectFrom('job_windows')
@@ -60,6 +65,24 @@ export async function doneStarts(db: Db, job: string, from: Date, to: Date): Pro
     .where('window_start', '<', to)
     .execute();
   return new Set(rows.map((r) => r.window_start.getTime()));
+}
+
+/**
+ * Starts of those of `windows` (the job's, oldest first) that are done at generation 0: by their
+ * marker or by a span of compacted markers. Throws when a window starts in a span but ends past it.
+ */
+export async function doneWindows(
+  db: Db,
+  job: string,
+  windows: readonly { start: Date; end: Date }[],
+): Promise<Set<number>> {
+  const first = windows[0];
+  const last = windows.at(-1);
+  if (!first || !last) return new Set();
+  const done = await doneStarts(db, job, first.start, last.end);
+  const spans = await spansIn(db, job, first.start, last.end);
+  if (spans.length) for (const w of windows) if (coveredBy(spans, job, w)) done.add(w.start.getTime());
+  return done;
 }
 
 /**
@@ -139,7 +162,8 @@ export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'gener
     .where('window_start', '=', w.start)
     .where('generation', '=', w.generation)
     .executeTakeFirst();
-  return row?.status === 'done';
+  if (row) return row.status === 'done';
+  return w.generation === 0 && (await inSpan(db, w.job, w.start));
 }
 
 /**

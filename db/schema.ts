@@ -269,6 +269,14 @@ export interface HousekeepingProgressTable {
   updated_at: ColumnType<Date, Date | string | undefined, Date | string>;
 }
 
+/** A chain of contiguous done generation-0 windows folded into one row (migration 20261201T1000). */
+export interface JobDoneSpanTable {
+  job: string;
+  span_start: Timestamp;
+  span_end: Timestamp;
+  compacted_at: CreatedAt;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -292,4 +300,5 @@ export interface Database {
   window_notices: WindowNoticeTable;
   local_window_attempts: LocalWindowAttemptTable;
   housekeeping_progress: HousekeepingProgressTable;
+  job_done_spans: JobDoneSpanTable;
 }

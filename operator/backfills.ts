@@ -5,7 +5,7 @@ import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DateTime } from 'luxon';
 import type { Kysely } from 'kysely';
 import { parseWhen } from '../cli/dates.js';
-import { doneStarts } from '../db/ledger.js';
+import { doneWindows } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import { isClosed, isoUtc, windowsInRange, type Window } from '../schedules/windows.js';
@@ -95,7 +95,7 @@ export async function previewBackfill(
   const counted = windows.slice(0, PREVIEW_CAP);
   const first = counted[0];
   const last = counted.at(-1);
-  const done = first && last ? await doneStarts(db, job.name, first.start, last.end) : new Set<number>();
+  const done = await doneWindows(db, job.name, counted);
   const notClosed = counted.filter((w) => !isClosed(w, o.now, job.latenessMs)).length;
   return {
     job: job.name,

@@ -5,6 +5,7 @@
 import type { Client } from '@temporalio/client';
 import type { Kysely, Transaction } from 'kysely';
 import { DateTime } from 'luxon';
+import { coveredBy, spansIn } from '../db/compaction.js';
 import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
@@ -227,6 +228,22 @@ function parseInstant(field: string, text: unknown): Date | undefined {
   return t;
 }
 
+/** The row of a window whose marker was compacted: done at generation 0, its counts no longer kept. */
+function compactedRow(start: Date): LedgerRow {
+  return {
+    window_start: start,
+    generation: 0,
+    status: 'done',
+    attempts: 1,
+    duration_ms: null,
+    records_in: null,
+    records_applied: null,
+    records_quarantined: null,
+    reason: null,
+    workflow_id: null,
+  };
+}
+
 /** Every generation's ledger row of the job's windows starting in [from, to): one range scan of the primary key. */
 export function ledgerRows(db: Kysely<Database> | Transaction<Database>, job: string, from: Date, to: Date) {
   return db
@@ -255,7 +272,7 @@ export function ledgerRows(db: Kysely<Database> | Transaction<Database>, job: st
  */
 export async function firstWindowOf(db: Kysely<Database>, job: Job): Promise<Date | undefined> {
   if (job.start) return job.start;
-  const [ledger, watermark] = await Promise.all([
+  const [ledger, span, watermark] = await Promise.all([
     db
       .selectFrom('job_windows')
       .select('window_start')
@@ -263,9 +280,18 @@ export async function firstWindowOf(db: Kysely<Database>, job: Job): Promise<Dat
       .orderBy('window_start')
       .limit(1)
       .executeTakeFirst(),
+    db
+      .selectFrom('job_done_spans')
+      .select('span_start')
+      .where('job', '=', job.name)
+      .orderBy('span_start')
+      .limit(1)
+      .executeTakeFirst(),
     readWatermark(db, job.name),
   ]);
-  const starts = [ledger?.window_start, watermark].filter((t): t is Date => t !== undefined);
+  const starts = [ledger?.window_start, span?.span_start, watermark].filter(
+    (t): t is Date => t !== undefined,
+  );
   return starts.length ? new Date(Math.min(...starts.map((t) => t.getTime()))) : undefined;
 }
 
@@ -309,6 +335,16 @@ export async function windowGrid(o: GridOptions) {
     windows.length === 0
       ? []
       : await ledgerRows(o.db, job.name, windows[0]!.start, windows.at(-1)!.end).execute();
+  // Windows whose markers were folded into a span (db/compaction.ts): done at generation 0.
+  const doneSpans = windows.length
+    ? await spansIn(o.db, job.name, windows[0]!.start, windows.at(-1)!.end)
+    : [];
+  if (doneSpans.length) {
+    const marked = new Set(rows.map((r) => r.window_start.getTime()));
+    for (const w of windows)
+      if (!marked.has(w.start.getTime()) && coveredBy(doneSpans, job.name, w))
+        rows.push(compactedRow(w.start));
+  }
   const first = await firstWindowOf(o.db, job);
   const byStart = new Map<number, LedgerRow[]>();
   for (const r of rows) {

@@ -1,6 +1,6 @@
 // backfill: every closed window of a range; the dry run says what would happen to each window,
 // the real one shows progress (a bar on a terminal, plain lines otherwise) and a summary.
-import { doneStarts } from '../../db/ledger.js';
+import { doneWindows } from '../../db/ledger.js';
 import { formatDuration } from '../../schedules/duration.js';
 import type { Job } from '../../schedules/job.js';
 import { isClosed, isoUtc, windowKey, windowsInRange, type Window } from '../../schedules/windows.js';
@@ -85,7 +85,7 @@ export const backfillCommand: Command = {
     const open = windows.filter((w) => !isClosed(w, now, job.latenessMs));
 
     if (values['dry-run']) {
-      const done = await doneStarts(await ctx.db(), job.name, windows[0]!.start, windows.at(-1)!.end);
+      const done = await doneWindows(await ctx.db(), job.name, windows);
       const plan = windows.map((w) => ({
         window: windowKey(job.name, w.start),
         start: isoUtc(w.start),
