@@ -14,6 +14,7 @@ import * as flatWatermark from './20261130T2200_ledger_flat_watermark.js';
 import * as claimFunction from './20261130T2230_ledger_claim_function.js';
 import * as localAttempts from './20261130T2300_local_window_attempts.js';
 import * as runsByWindow from './20261201T0400_job_runs_window_idx.js';
+import * as scaleIndexes from './20261201T1000_scale_indexes.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -30,4 +31,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261130T2230_ledger_claim_function': claimFunction,
   '20261130T2300_local_window_attempts': localAttempts,
   '20261201T0400_job_runs_window_idx': runsByWindow,
+  '20261201T1000_scale_indexes': scaleIndexes,
 });
