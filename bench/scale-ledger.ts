@@ -21,6 +21,7 @@ import { jobsOverview, recentRuns, recentWindows } from '../operator/overview.js
 import { windowDetail } from '../operator/window-detail.js';
 import { windowGrid } from '../operator/window-grid.js';
 import { defineCatalog, type Catalog } from '../schedules/job.js';
+import { createMetrics } from '../workers/metrics.js';
 import { isoUtc, windowKey } from '../schedules/windows.js';
 
 const MINUTE = 60_000;
@@ -322,6 +323,13 @@ export const operations: readonly Operation[] = [
     name: 'effects_in_doubt',
     what: 'effects in doubt (the page and the CLI)',
     run: (ctx) => effectsInDoubt(ctx.db),
+  },
+  {
+    name: 'metrics_scrape',
+    what: "a /metrics scrape's PostgreSQL gauges (lag, effects by state, open incidents)",
+    readsHistory:
+      'tidemark_effects counts every effect ever recorded by state and channel: done grows forever',
+    run: (ctx) => createMetrics({ db: ctx.db, catalog: ctx.catalog, now: () => ctx.now }).registry.metrics(),
   },
   {
     name: 'incidents_open',
