@@ -10,6 +10,7 @@ import { QUICK, type Figure } from './figures.js';
 import { ingestFigures, ledgerFigures, summaryFigures } from './ingest.js';
 import { latencyFigures } from './latency.js';
 import { markdown } from './report.js';
+import { scaleFigures } from './scale.js';
 
 if (process.argv.includes('--render')) {
   const saved = JSON.parse(await readFile(new URL('../bench/results.json', import.meta.url), 'utf8')) as {
@@ -34,7 +35,7 @@ const results: Figure[] = [
 const backfill = await backfillFigures();
 results.push(...backfill.figures, ...(await peerFigures(backfill)));
 const kills = await killFigures();
-results.push(...kills.figures, ...(await latencyFigures()));
+results.push(...kills.figures, ...(await latencyFigures()), ...(await scaleFigures()));
 const took = Math.round((Date.now() - started) / 1000);
 const out = { date: new Date().toISOString(), quick: QUICK, seconds: took, results, kill_tests: kills.notes };
 if (QUICK) {

@@ -39,6 +39,15 @@ export interface EffectInDoubt {
   updatedAt: string;
 }
 
+/**
+ * The window start an effect's window key names (`<job>/<start ISO UTC>[#generation]`, as
+ * windowKey makes it), null for any other key: the window is then found by its primary key, not
+ * by its key, which has no index of its own (one would cost as much as the ledger's keys).
+ */
+const KEY_FORM = String.raw`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z(#\d+)?$`;
+const KEY_START = sql`(case when substr(e.window_key, length(e.job) + 2) ~ ${KEY_FORM}
+                            then split_part(substr(e.window_key, length(e.job) + 2), '#', 1)::timestamptz end)`;
+
 export async function effectsInDoubt(
   db: Kysely<Database>,
   filter: { job?: string } = {},
@@ -71,7 +80,8 @@ export async function effectsInDoubt(
            a.finished_at as attempt_at, e.decided_by, e.updated_at
       from effects e
       left join lateral (select window_start, window_end, generation from job_windows
-                          where window_key = e.window_key order by generation desc limit 1) w on true
+                          where job = e.job and window_start = ${KEY_START} and window_key = e.window_key
+                          order by generation desc limit 1) w on true
       left join lateral (select outcome, error, finished_at from effect_attempts
                           where effect_key = e.effect_key order by id desc limit 1) a on true
      where (e.status in ('unknown', 'failed') or (e.status = 'begun' and e.lease_until <= now()))

@@ -4,7 +4,7 @@ import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import { windowsBehind } from '../activities/watch.js';
 import { readWatermark } from '../db/ledger.js';
-import type { Database } from '../db/schema.js';
+import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';
@@ -87,4 +87,29 @@ export async function recentWindows(db: Kysely<Database>, job: string, limit: nu
     reason: r.reason,
     workflowId: r.workflow_id,
   }));
+}
+
+/**
+ * A job's newest run records, of one kind or of every kind: newest first (by id). Every kind is
+ * read on its own, newest first by the (job, kind, id) index, and the pages merged: a read of the
+ * newest across kinds in one statement would sort the job's whole history.
+ */
+export async function recentRuns(db: Kysely<Database>, job: string, o: { kind?: RunKind; limit: number }) {
+  const kinds = o.kind ? [o.kind] : Object.values(RUN_KIND);
+  const pages = await Promise.all(
+    kinds.map((kind) =>
+      db
+        .selectFrom('job_runs')
+        .selectAll()
+        .where('job', '=', job)
+        .where('kind', '=', kind)
+        .orderBy('id', 'desc')
+        .limit(o.limit)
+        .execute(),
+    ),
+  );
+  return pages
+    .flat()
+    .sort((a, b) => (BigInt(b.id) > BigInt(a.id) ? 1 : BigInt(b.id) < BigInt(a.id) ? -1 : 0))
+    .slice(0, o.limit);
 }

@@ -154,6 +154,8 @@ export async function windowDetail(o: DetailOptions) {
       .selectFrom('incidents')
       .selectAll()
       .where('job', '=', job.name)
+      // A range in the C collation (index incidents_subject_idx), then the prefix itself.
+      .where(sql<boolean>`subject collate "C" >= ${key} and subject collate "C" < ${key} || chr(1114111)`)
       .where(sql<boolean>`starts_with(subject, ${key})`)
       .orderBy('opened_at')
       .execute(),

@@ -1,5 +1,6 @@
 // status and runs: a job's recent windows (outcome, duration, counts, effects) and run records.
-import { recentWindows } from '../../operator/overview.js';
+import type { RunKind } from '../../db/schema.js';
+import { recentRuns, recentWindows } from '../../operator/overview.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
@@ -50,14 +51,10 @@ export const runsCommand: Command = {
     if (kind && !['tick', 'window', 'backfill', 'rerun'].includes(kind))
       throw new UsageError(`--kind: "${kind}" is not one of tick, window, backfill, rerun`);
     const db = await ctx.db();
-    let q = db
-      .selectFrom('job_runs')
-      .selectAll()
-      .where('job', '=', job.name)
-      .orderBy('id', 'desc')
-      .limit(positiveInt('limit', values.limit as string | undefined, 20));
-    if (kind) q = q.where('kind', '=', kind as 'tick');
-    const rows = await q.execute();
+    const rows = await recentRuns(db, job.name, {
+      ...(kind ? { kind: kind as RunKind } : {}),
+      limit: positiveInt('limit', values.limit as string | undefined, 20),
+    });
     const json = rows.map((r) => ({
       kind: r.kind,
       window: r.window_start ? isoUtc(r.window_start) : null,
