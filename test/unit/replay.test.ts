@@ -1,0 +1,92 @@
+// Recorded histories of every workflow type (test/histories/, scripts/record-histories.ts) replay
+// against the current workflow code, bundled and converted as the real worker does: a change that
+// would break a running workflow fails here. Re-record only when a change is intentional.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import * as workflows from '../../workflows/index.js';
+import { allText, historyFromFile } from '../helpers/history.js';
+import {
+  historiesDir,
+  historyNames,
+  oldVersionFiles,
+  RECORDING_SECRETS,
+  replayOptions,
+  secretsIn,
+} from '../helpers/replay.js';
+
+Runtime.install({ logger: new DefaultLogger('WARN') });
+
+const fileOf = (name: string) => new URL(`${name}.json`, historiesDir);
+
+async function recorded() {
+  const names = await historyNames();
+  return await Promise.all(
+    names.map(async (name) => ({ name, workflowId: name, history: await historyFromFile(fileOf(name)) })),
+  );
+}
+
+const typeOf = (h: Awaited<ReturnType<typeof recorded>>[number]) =>
+  h.history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name;
+
+test('every workflow type exported by workflows/index.ts has a recorded history', async () => {
+  const types = Object.entries(workflows)
+    .filter(([, v]) => typeof v === 'function')
+    .map(([name]) => name)
+    .sort();
+  assert.deepEqual(types, ['backfill', 'rerun', 'rerunPreview', 'tick', 'watch', 'window']);
+  const covered = new Set((await recorded()).map(typeOf));
+  assert.deepEqual(
+    types.filter((t) => !covered.has(t)),
+    [],
+    'workflow types without a recorded history: add a scenario to scripts/record-histories.ts',
+  );
+});
+
+test('the recorded histories hold no secret, in their text or their payloads', async () => {
+  for (const name of await historyNames()) {
+    // Payload data is base64 in the file: searched decoded too.
+    const text = `${await readFile(fileOf(name), 'utf8')}\n${allText(await historyFromFile(fileOf(name)))}`;
+    assert.deepEqual(secretsIn(text), [], `test/histories/${name}.json`);
+  }
+  assert.deepEqual(secretsIn(`{"data":"x"}\n${RECORDING_SECRETS.smtpPassword}`), [
+    RECORDING_SECRETS.smtpPassword,
+  ]);
+});
+
+test('every recorded history, of this version and earlier ones, replays against the current workflow code', async () => {
+  const old = await Promise.all(
+    (await oldVersionFiles()).map(async (url) => ({
+      workflowId: url.pathname.split('/').pop()!,
+      history: await historyFromFile(url),
+    })),
+  );
+  const histories = [...(await recorded()), ...old];
+  assert.ok(old.length >= 7, `only ${old.length} earlier versions' histories in test/fixtures`);
+  assert.ok(histories.length >= 18, `only ${histories.length} histories`);
+  const failures: string[] = [];
+  let replayed = 0;
+  for await (const r of Worker.runReplayHistories(await replayOptions(), histories)) {
+    replayed++;
+    if (r.error) failures.push(`${r.workflowId}: ${r.error.name}: ${r.error.message}`);
+  }
+  assert.equal(replayed, histories.length);
+  assert.deepEqual(failures, []);
+});
+
+test('a workflow changed in a way that breaks running workflows fails to replay their histories', async () => {
+  const changed = await bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('../fixtures/changed-workflows.ts', import.meta.url)),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+  const options = { ...(await replayOptions()), workflowBundle: changed };
+  // The unchanged tick still replays with this bundle: the failure below is the window's change.
+  await Worker.runReplayHistory(options, await historyFromFile(fileOf('tick')), 'tick');
+  await assert.rejects(
+    Worker.runReplayHistory(options, await historyFromFile(fileOf('window-effects')), 'window-effects'),
+    (err: unknown) => err instanceof DeterminismViolationError,
+  );
+});
