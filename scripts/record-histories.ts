@@ -78,12 +78,18 @@ async function main(): Promise<void> {
   const paged = 'replay-backfill';
   const batched = 'replay-batched';
   const nightly = 'replay-nightly';
+  const failing = 'replay-failing';
   const hours = { from: hh(now.getUTCHours() + 3), to: hh(now.getUTCHours() + 4) };
   const catalog = defineCatalog([
     salesJob(mail, { start: T0, lateness: '0m', handler: summaryWithMail() }),
     salesJob(paged, { start: T0, lateness: '0m' }),
     salesJob(batched, { start: T0, lateness: '0m' }),
     salesJob(nightly, { start: T0, lateness: '0m', allowedHours: hours }),
+    salesJob(failing, {
+      start: T0,
+      lateness: '0m',
+      handler: () => Promise.reject(new Error('the source is unreachable (recorded failure)')),
+    }),
   ]);
   for (const job of [mail, paged, batched, nightly])
     await insertOrders(t.db, ordersBetween(job, hour(0), hour(6), 12));
@@ -216,6 +222,28 @@ async function main(): Promise<void> {
     );
     await save('window-allowed-hours', sleeping);
     await sleeping.terminate('recorded');
+
+    // window failing: its attempts fail, it alerts (an incident) and ends failed.
+    const failed = await client.workflow.start('window', {
+      taskQueue,
+      workflowId: `${failing}/${hour(0)}`,
+      args: [
+        {
+          job: failing,
+          start: hour(0),
+          end: hour(1),
+          generation: 0,
+          key: `${failing}/${hour(0)}`,
+          trigger: 'manual',
+          policy,
+        },
+      ],
+    });
+    await failed.result().then(
+      () => Promise.reject(new Error('the failing window succeeded')),
+      () => undefined,
+    );
+    await save('window-failed', failed);
 
     // watch: every job's lag measured (the nightly job is behind), alerts driven.
     const watch = await client.workflow.start('watch', {

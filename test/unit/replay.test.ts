@@ -66,7 +66,7 @@ test('every recorded history, of this version and earlier ones, replays against 
   );
   const histories = [...(await recorded()), ...old];
   assert.ok(old.length >= 9, `only ${old.length} earlier versions' histories in test/fixtures`);
-  assert.ok(histories.length >= 18, `only ${histories.length} histories`);
+  assert.ok(histories.length >= 21, `only ${histories.length} histories`);
   const failures: string[] = [];
   let replayed = 0;
   for await (const r of Worker.runReplayHistories(await replayOptions(), histories)) {
