@@ -52,3 +52,16 @@ export async function replayOptions(): Promise<ReplayWorkerOptions> {
     dataConverter: temporalDataConverter({}),
   };
 }
+
+/**
+ * What a worker with payload keys replays with (a throwaway test key): its bundle with the failure
+ * converter that encrypts failures, and the AES-GCM codec, which reads plain payloads as they are.
+ */
+export async function encryptingReplayOptions(): Promise<ReplayWorkerOptions> {
+  return {
+    workflowBundle: await bundleWorkflows({ encryptFailures: true }),
+    dataConverter: temporalDataConverter({
+      TIDEMARK_PAYLOAD_KEYS: `replay-test:${Buffer.alloc(32, 7).toString('base64')}`,
+    }),
+  };
+}

@@ -5,11 +5,18 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  Runtime,
+  Worker,
+  type ReplayWorkerOptions,
+} from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import * as workflows from '../../workflows/index.js';
 import { allText, historyFromFile } from '../helpers/history.js';
 import {
+  encryptingReplayOptions,
   historiesDir,
   historyNames,
   oldVersionFiles,
@@ -57,24 +64,40 @@ test('the recorded histories hold no secret, in their text or their payloads', a
   ]);
 });
 
-test('every recorded history, of this version and earlier ones, replays against the current workflow code', async () => {
+async function allHistories() {
   const old = await Promise.all(
     (await oldVersionFiles()).map(async (url) => ({
       workflowId: url.pathname.split('/').pop()!,
       history: await historyFromFile(url),
     })),
   );
-  const histories = [...(await recorded()), ...old];
   assert.ok(old.length >= 9, `only ${old.length} earlier versions' histories in test/fixtures`);
-  assert.ok(histories.length >= 21, `only ${histories.length} histories`);
+  return [...(await recorded()), ...old];
+}
+
+/** The replay failures of `histories` with `options`, one line each. */
+async function replayFailures(
+  options: ReplayWorkerOptions,
+  histories: Awaited<ReturnType<typeof allHistories>>,
+): Promise<string[]> {
   const failures: string[] = [];
   let replayed = 0;
-  for await (const r of Worker.runReplayHistories(await replayOptions(), histories)) {
+  for await (const r of Worker.runReplayHistories(options, histories)) {
     replayed++;
     if (r.error) failures.push(`${r.workflowId}: ${r.error.name}: ${r.error.message}`);
   }
   assert.equal(replayed, histories.length);
-  assert.deepEqual(failures, []);
+  return failures;
+}
+
+test('every recorded history, of this version and earlier ones, replays against the current workflow code', async () => {
+  const histories = await allHistories();
+  assert.ok(histories.length >= 21, `only ${histories.length} histories`);
+  assert.deepEqual(await replayFailures(await replayOptions(), histories), []);
+});
+
+test('a worker that turns payload encryption on replays the runs written in plain', async () => {
+  assert.deepEqual(await replayFailures(await encryptingReplayOptions(), await allHistories()), []);
 });
 
 test('a workflow changed in a way that breaks running workflows fails to replay their histories', async () => {
