@@ -4,21 +4,34 @@ import { createRequire } from 'node:module';
 import type { Payload } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 
-/** The SDK's historyFromJSON pairs two copies of protobufjs here; parse with @temporalio/proto's own. */
-export async function historyFromFile(url: URL): Promise<temporal.api.history.v1.IHistory> {
-  const json: unknown = JSON.parse(await readFile(url, 'utf8'));
+/** @temporalio/proto's protojson and History type (the SDK's own helpers pair two copies of protobufjs). */
+function protoJson() {
   const require = createRequire(import.meta.url);
   const fromProto = createRequire(require.resolve('@temporalio/proto'));
-  const { fromJson } = fromProto('protobufjs/ext/protojson') as {
+  const json = fromProto('protobufjs/ext/protojson') as {
     fromJson: (type: unknown, json: unknown, options: object) => unknown;
+    toJson: (type: unknown, message: unknown) => unknown;
   };
   const { patchProtobufRoot } = require('@temporalio/proto/lib/patch-protobuf-root') as {
-    patchProtobufRoot: (root: unknown) => { lookupType(name: string): unknown };
+    patchProtobufRoot: (root: unknown) => {
+      lookupType(name: string): { fromObject(value: unknown): unknown };
+    };
   };
   const root = patchProtobufRoot(require('@temporalio/proto'));
-  return fromJson(root.lookupType('temporal.api.history.v1.History'), json, {
-    ignoreUnknownFields: true,
-  }) as temporal.api.history.v1.IHistory;
+  return { ...json, History: root.lookupType('temporal.api.history.v1.History') };
+}
+
+/** A history saved as JSON (`temporal workflow show -o json`, or historyToJson below). */
+export async function historyFromFile(url: URL): Promise<temporal.api.history.v1.IHistory> {
+  const json: unknown = JSON.parse(await readFile(url, 'utf8'));
+  const { fromJson, History } = protoJson();
+  return fromJson(History, json, { ignoreUnknownFields: true }) as temporal.api.history.v1.IHistory;
+}
+
+/** A fetched history (handle.fetchHistory()) as the JSON `temporal workflow show -o json` writes. */
+export function historyToJson(history: temporal.api.history.v1.IHistory): unknown {
+  const { toJson, History } = protoJson();
+  return toJson(History, History.fromObject(history));
 }
 
 /** Every string and byte string anywhere in `value` (bytes as latin1), one text to search. */
