@@ -165,12 +165,12 @@ const schema = z.object({
     .optional(),
 });
 
-const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine'];
+const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine', 'markers'];
 
 function retention(
   text: string | undefined,
   ctx: z.RefinementCtx,
-): Partial<Record<'runs' | 'attempts' | 'incidents' | 'quarantine', string>> | undefined {
+): Partial<Record<'runs' | 'attempts' | 'incidents' | 'quarantine' | 'markers', string>> | undefined {
   if (text === undefined) return undefined;
   const out: Record<string, string> = {};
   for (const pair of list(text)) {

@@ -2,8 +2,10 @@
 // effects' attempts, closed incidents and quarantine (exported first) older than their retention
 // go in small batches before the window's transaction; the window's run record reports counts.
 import { resolve } from 'node:path';
+import { sql } from 'kysely';
 import { z } from 'zod';
 import type { Config } from '../../config/env.js';
+import { compactDoneMarkers } from '../../db/compaction.js';
 import { parseDuration } from '../../schedules/duration.js';
 import {
   defineCatalog,
@@ -25,18 +27,23 @@ import {
 /** The job's name: `tidemark:_housekeeping` is not a legal job name (a-z, 0-9, dashes), this is the closest. */
 export const HOUSEKEEPING_JOB = 'tidemark-housekeeping';
 
-export const DEFAULT_RETENTION: Readonly<Record<Kind, string>> = Object.freeze({
+/** Kinds with a retention: the tables' rows, and `markers` (done markers older than it are folded into spans). */
+export const RETENTION_KINDS = Object.freeze([...KINDS, 'markers'] as const);
+export type RetentionKind = (typeof RETENTION_KINDS)[number];
+
+export const DEFAULT_RETENTION: Readonly<Record<RetentionKind, string>> = Object.freeze({
   runs: '90d',
   attempts: '90d',
   incidents: '180d',
   quarantine: '90d',
+  markers: '90d',
 });
 
 export interface HousekeepingOptions {
   /** Where quarantine is exported before removal: `<stateDir>/quarantine/<job>/`. */
   stateDir: string;
   /** Per kind, how long rows are kept ("90d"). */
-  retention?: Partial<Record<Kind, string>>;
+  retention?: Partial<Record<RetentionKind, string>>;
   /** Rows per delete transaction; default 5,000. */
   batchSize?: number;
   /** How long one window may delete before it stops (the next window resumes); default "10m". */
@@ -54,7 +61,7 @@ const optionsSchema = z
   .object({
     stateDir: z.string().min(1),
     retention: z
-      .object(Object.fromEntries(KINDS.map((k) => [k, duration.optional()])))
+      .object(Object.fromEntries(RETENTION_KINDS.map((k) => [k, duration.optional()])))
       .strict()
       .optional(),
     batchSize: z.number().int('must be a whole number').min(1).max(100_000).optional(),
@@ -66,11 +73,11 @@ const optionsSchema = z
   })
   .strict();
 
-/**
- * The steps of one housekeeping window, in order. The lead adds the done-marker compaction
- * (branch i14-compaction) here as its own step; done markers are never touched by the steps below.
- */
+/** The deleting steps of one housekeeping window, in order; the done markers' folding runs after them. */
 export const HOUSEKEEPING_STEPS: readonly Kind[] = KINDS;
+
+/** The progress row of the done markers folded into spans (db/compaction.ts). */
+const MARKERS = 'job_windows (folded into spans)';
 
 /** The built-in housekeeping job's definition. Bad options throw naming `housekeeping.<field>`. */
 export function housekeeping(opts: HousekeepingOptions): JobSpec {
@@ -80,8 +87,8 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
     throw new JobDefinitionError(HOUSEKEEPING_JOB, `housekeeping.${issue.path.join('.')}`, issue.message);
   }
   const retentionMs = Object.fromEntries(
-    KINDS.map((k) => [k, parseDuration(opts.retention?.[k] ?? DEFAULT_RETENTION[k])!]),
-  ) as Record<Kind, number>;
+    RETENTION_KINDS.map((k) => [k, parseDuration(opts.retention?.[k] ?? DEFAULT_RETENTION[k])!]),
+  ) as Record<RetentionKind, number>;
   const batchSize = opts.batchSize ?? 5_000;
   const budgetMs = parseDuration(opts.budget ?? '10m')!;
   const exportDir = resolve(opts.stateDir, 'quarantine');
@@ -104,6 +111,22 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
           return;
         }
       }
+    }
+    // Done markers are never removed (a window presented again years later must still be refused):
+    // contiguous old ones are folded into spans, a few bytes for any number of windows.
+    const cutoff = new Date(window.end.getTime() - retentionMs.markers);
+    try {
+      const folded = await compactDoneMarkers(db, { cutoff, batch: Math.max(batchSize, 1_000) });
+      await db.transaction().execute(async (trx) => {
+        await sql`insert into housekeeping_progress (window_key, tbl, batches, rows)
+          values (${key}, ${MARKERS}, ${folded.batches}, ${folded.windows})
+          on conflict (window_key, tbl) do update set batches = housekeeping_progress.batches + excluded.batches,
+            rows = housekeeping_progress.rows + excluded.rows, updated_at = now()`.execute(trx);
+      });
+      log(`HOUSEKEEPING folded window=${key} markers=${folded.windows} batches=${folded.batches}`);
+    } catch (e) {
+      // A job whose window transactions held its lock past the timeout is folded by the next window.
+      log(`HOUSEKEEPING folding stopped window=${key}: ${e instanceof Error ? e.message : String(e)}`);
     }
   };
 
@@ -128,7 +151,9 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
       const removed = Object.fromEntries(Object.values(TABLE_OF).map((t) => [t, 0]));
       const batches = { ...removed };
       const complete = !rows.some((r) => r.tbl === BUDGET_SPENT);
-      for (const r of rows.filter((r) => r.tbl !== BUDGET_SPENT)) {
+      const markers = rows.find((r) => r.tbl === MARKERS);
+      const compacted = { windows: markers ? Number(markers.rows) : 0, batches: markers?.batches ?? 0 };
+      for (const r of rows.filter((r) => r.tbl !== BUDGET_SPENT && r.tbl !== MARKERS)) {
         removed[r.tbl] = Number(r.rows);
         batches[r.tbl] = r.batches;
       }
@@ -136,11 +161,12 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
       const cutoffs = Object.fromEntries(
         KINDS.map((k) => [TABLE_OF[k], new Date(window.end.getTime() - retentionMs[k]).toISOString()]),
       );
+      cutoffs.job_windows = new Date(window.end.getTime() - retentionMs.markers).toISOString();
       return {
         input: total,
         applied: total,
         quarantined: 0,
-        details: { removed, batches, complete, cutoffs, batchSize },
+        details: { removed, batches, compacted, complete, cutoffs, batchSize },
       };
     },
   };

@@ -404,3 +404,74 @@ test('a worker killed after a quarantine export, before its delete: the next att
   assert.equal(exportedIds.length, 30, 'no row exported twice');
   assert.deepEqual([...exportedIds].sort(numeric), [...ids].sort(numeric), 'every removed row exported');
 });
+
+test('housekeeping folds done markers older than their retention into spans; a window in them is still refused', async () => {
+  const db = stack.t.db;
+  const hour = 3_600_000;
+  const day0 = Date.parse('2026-01-01T00:00:00Z');
+  const marker = (start: number) => ({
+    job: 'markers',
+    window_start: new Date(start),
+    generation: 0,
+    window_end: new Date(start + hour),
+    window_key: `markers:${new Date(start).toISOString()}`,
+    status: 'done' as const,
+    attempts: 1,
+    trigger: 'schedule',
+    started_at: new Date(start + hour),
+  });
+  const recent = Date.parse('2026-11-01T00:00:00Z');
+  await db
+    .insertInto('job_windows')
+    .values([...Array.from({ length: 24 }, (_, i) => marker(day0 + i * hour)), marker(recent)])
+    .execute();
+  await db
+    .insertInto('job_watermarks')
+    .values({ job: 'markers', watermark: new Date(recent + hour), updated_at: new Date() })
+    .execute();
+  const catalog = defineCatalog([housekeeping({ stateDir: await mkdtemp(join(tmpdir(), 'tidemark-hk-')) })]);
+  const taskQueue = uniqueQueue('hk-markers');
+  const start = '2026-11-29T00:00:00Z';
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const result = await windowByHand(
+        stack.env.client,
+        taskQueue,
+        HOUSEKEEPING_JOB,
+        start,
+        '2026-11-30T00:00:00Z',
+      );
+      assert.equal(result.outcome, 'processed');
+    },
+  );
+  const rows = await db
+    .selectFrom('job_windows')
+    .select('window_start')
+    .where('job', '=', 'markers')
+    .execute();
+  assert.deepEqual(
+    rows.map((r) => r.window_start.toISOString()),
+    [new Date(recent).toISOString()],
+    'the old markers are folded, the recent one (inside the retention) stays a row',
+  );
+  const spans = await db.selectFrom('job_done_spans').selectAll().where('job', '=', 'markers').execute();
+  assert.deepEqual(
+    spans.map((s) => [s.span_start.toISOString(), s.span_end.toISOString()]),
+    [['2026-01-01T00:00:00.000Z', '2026-01-02T00:00:00.000Z']],
+  );
+  const record = await db
+    .selectFrom('job_runs')
+    .select('details')
+    .where('job', '=', HOUSEKEEPING_JOB)
+    .where('window_start', '=', new Date(start))
+    .where('outcome', '=', 'processed')
+    .executeTakeFirstOrThrow();
+  assert.equal((record.details as { compacted: { windows: number } }).compacted.windows, 24);
+  const claim = await sql<{ claimed: number | null }>`select tidemark_claim_window('markers',
+    ${new Date(day0 + 5 * hour)}, 0, ${new Date(day0 + 6 * hour)}, 'markers:again', 'backfill', null, now(),
+    null, null) as claimed`.execute(db);
+  assert.equal(claim.rows[0]!.claimed, null, 'a folded window is still done: its claim is refused');
+});
