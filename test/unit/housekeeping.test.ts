@@ -12,7 +12,13 @@ test('housekeeping is on in the demo catalog, daily at a quiet hour, and TIDEMAR
   assert.equal(job.grid.label, 'day');
   assert.deepEqual(job.tick, { kind: 'cron', cron: '17 3 * * *', timezone: 'UTC', derived: false });
   assert.equal(buildCatalog(loadConfig({ TIDEMARK_HOUSEKEEPING: 'off' })).has(HOUSEKEEPING_JOB), false);
-  assert.deepEqual(DEFAULT_RETENTION, { runs: '90d', attempts: '90d', incidents: '180d', quarantine: '90d' });
+  assert.deepEqual(DEFAULT_RETENTION, {
+    runs: '90d',
+    attempts: '90d',
+    incidents: '180d',
+    quarantine: '90d',
+    markers: '90d',
+  });
 });
 
 test('retention and batch size from the environment reach the job', () => {
