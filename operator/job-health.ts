@@ -86,8 +86,23 @@ export async function jobHealth(
       select distinct on (window_start) window_start, status from job_windows
        where job = ${job.name} order by window_start, generation desc) w
      group by status`.execute(db);
-  const by = (s: string) => counts.rows.find((r) => r.status === s)?.n ?? 0;
-  const firsts = counts.rows.map((r) => r.first).filter((d): d is Date => d !== null);
+  // Windows folded into done spans (db/compaction.ts) are done at generation 0 and have no row.
+  const spans = await db
+    .selectFrom('job_done_spans')
+    .select(['span_start', 'span_end'])
+    .where('job', '=', job.name)
+    .execute();
+  const windowsIn = (from: Date, to: Date) =>
+    from >= to
+      ? 0
+      : job.grid.kind === 'fixed'
+        ? Math.round((to.getTime() - from.getTime()) / job.grid.ms)
+        : windowsInRange(job.grid, job.timezone, from, to, MISSING_CAP + 1).length;
+  const folded = spans.reduce((n, sp) => n + windowsIn(sp.span_start, sp.span_end), 0);
+  const by = (s: string) => (counts.rows.find((r) => r.status === s)?.n ?? 0) + (s === 'done' ? folded : 0);
+  const firsts = [...counts.rows.map((r) => r.first), ...spans.map((sp) => sp.span_start)].filter(
+    (d): d is Date => d !== null,
+  );
   const watermark = await readWatermark(db, job.name);
   // From the job's declared start, else the oldest window anything recorded, else its watermark.
   const candidates = [job.start, ...firsts, watermark ?? undefined].filter((d): d is Date => !!d);
@@ -112,7 +127,16 @@ export async function jobHealth(
         .where('window_start', '>=', from)
         .where('window_start', '<', lastClosedEnd)
         .executeTakeFirstOrThrow();
-      missing = Math.max(0, Math.min(closed, MISSING_CAP) - recorded.n);
+      const foldedIn = spans.reduce(
+        (n, sp) =>
+          n +
+          windowsIn(
+            new Date(Math.max(sp.span_start.getTime(), from.getTime())),
+            new Date(Math.min(sp.span_end.getTime(), lastClosedEnd.getTime())),
+          ),
+        0,
+      );
+      missing = Math.max(0, Math.min(closed, MISSING_CAP) - recorded.n - foldedIn);
     }
   }
   const running = await client.workflow

@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
+import { jobHealth } from '../../operator/job-health.js';
 import { windowGrid } from '../../operator/window-grid.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { BackfillInput, BackfillResult } from '../../workflows/types.js';
@@ -61,6 +62,12 @@ test('a backfill over compacted windows runs none of them; a rerun of one gets g
     });
     assert.equal(grid.totals.done, 6, 'the grid shows the compacted windows done');
     assert.equal(grid.totals.missing, 0);
+    const health = await jobHealth(stack.t.db, stack.env.client, catalog.get(job), new Date(TO));
+    assert.deepEqual(
+      [health.done, health.failed, health.missing],
+      [6, 0, 0],
+      "the overview's health counts the compacted windows done, none missing",
+    );
 
     const again = await backfill(`${job}/backfill-2`);
     assert.equal(again.processed, 0);
