@@ -1,14 +1,21 @@
 // Size probe for issue 14 (standalone, not part of `npm test` or bench/run.ts):
 //   node --import tsx bench/ledger-size.ts [years=3]
 // Seeds three years of one minutely job as the issue's probe did (every window done, with a window
-// run record and a tick run record each; generate_series), then reports the database size and the
-// bytes per done window: as seeded, after compactDoneMarkers, and after deleting run records older
-// than 90 days with plain SQL (standing in for the housekeeping job). Sizes are measured after
-// VACUUM FULL (what the space holds live; plain VACUUM reuses freed space without shrinking files).
+// run record and a tick run record each; generate_series), then runs one window of the built-in
+// housekeeping job's preparation (its batched deletions and the done markers' folding into spans,
+// the real code, default retentions) and reports the database size and the bytes per done window
+// before and after. Sizes are measured after VACUUM FULL (what the space holds live; plain VACUUM
+// reuses freed space without shrinking files). With the default 3 years, merges `size.*` figures
+// into bench/results.json (render BENCHMARKS.md with `npm run bench -- --render`).
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { sql, type Kysely } from 'kysely';
-import { compactDoneMarkers } from '../db/compaction.js';
 import type { Database } from '../db/schema.js';
+import { housekeeping } from '../jobs/housekeeping/index.js';
+import { defineJob } from '../schedules/job.js';
 import { createTestDb } from '../test/helpers/db.js';
+import { figure, type Figure } from './figures.js';
 
 const years = Number(process.argv[2] ?? 3);
 const job = 'probe-minutely';
@@ -68,18 +75,47 @@ try {
     db,
   );
   console.log(`seeded ${n} windows of ${job} (${years} y) in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
-  console.log('as seeded          ', await sizes(db, n));
 
+  const seeded = await sizes(db, n);
+  console.log('as seeded          ', seeded);
+
+  const stateDir = await mkdtemp(join(tmpdir(), 'tidemark-size-'));
+  const spec = housekeeping({ stateDir, budget: '1h' });
   const c0 = Date.now();
-  const cutoff = new Date(end.getTime() - 90 * 24 * 3_600_000);
-  const r = await compactDoneMarkers(db, { cutoff, batch: 10_000 });
-  console.log(
-    `compacted ${r.windows} windows older than 90 d in ${r.batches} batches, ${((Date.now() - c0) / 1000).toFixed(1)} s`,
-  );
-  console.log('after compaction   ', await sizes(db, n));
-
-  await sql`delete from job_runs where started_at < ${cutoff}`.execute(db);
-  console.log('runs > 90 d deleted', await sizes(db, n));
+  const window = { start: new Date(end.getTime() - 86_400_000), end };
+  await spec.prepare!({
+    db,
+    job: defineJob(spec),
+    window,
+    key: `tidemark-housekeeping/${window.start.toISOString()}`,
+    generation: 0,
+    heartbeat: () => {},
+    log: () => {},
+  });
+  const took = (Date.now() - c0) / 1000;
+  await rm(stateDir, { recursive: true, force: true });
+  const done = await sizes(db, n);
+  console.log(`housekeeping window (deletions + folding) in ${took.toFixed(1)} s`);
+  console.log('after housekeeping ', done);
+  if (process.argv[2] === undefined) {
+    const figures: Figure[] = [
+      figure('size.seeded_mb', seeded.databaseMB, 'MB'),
+      figure('size.after_housekeeping_mb', done.databaseMB, 'MB', {
+        name: 'size.seeded_mb',
+        value: seeded.databaseMB,
+      }),
+      figure('size.seeded_bytes_per_done_window', seeded.bytesPerDoneWindow, 'B'),
+      figure('size.bytes_per_done_window', done.bytesPerDoneWindow, 'B', {
+        name: 'size.seeded_bytes_per_done_window',
+        value: seeded.bytesPerDoneWindow,
+      }),
+      figure('size.housekeeping_window_s', +took.toFixed(1), 's'),
+    ];
+    const file = new URL('../bench/results.json', import.meta.url);
+    const saved = JSON.parse(await readFile(file, 'utf8')) as { results: Figure[] };
+    saved.results = [...saved.results.filter((f) => !f.name.startsWith('size.')), ...figures];
+    await writeFile(file, JSON.stringify(saved, null, 2) + '\n');
+  }
 } finally {
   await t.drop();
 }
