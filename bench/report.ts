@@ -217,6 +217,11 @@ export function markdown(
     '  minutely job; `window_detail`, `window_effects`, `effects_in_doubt`, `incidents_open` as the page shows them;',
     '  `metrics_scrape` the /metrics PostgreSQL gauges (effects counted by state over all of them: reads the history).',
     '  test/integration/scale.test.ts checks the same statements under EXPLAIN (plans and shared buffers).',
+    '- `size.*`: bench/ledger-size.ts (`node --import tsx bench/ledger-size.ts`): three years of one minutely job',
+    '  (1,576,800 done windows, a window and a tick run record each), the database size after VACUUM FULL as seeded and',
+    '  after one window of the built-in housekeeping job (its batched deletions and the folding of done markers older',
+    '  than 90 days into spans, default retentions); `bytes_per_done_window` is job_windows plus job_done_spans (table',
+    '  and indexes) over the done windows.',
     '',
     ...(killNotes.length > 0 ? ['## Kill tests', '', ...killNotes.map((n) => `- ${n}`), ''] : []),
   ].join('\n');
