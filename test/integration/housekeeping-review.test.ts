@@ -6,6 +6,7 @@ import { mkdtemp, readdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { run as cli } from '../../cli/main.js';
 import { removeBatch, type BatchScope, type Kind } from '../../jobs/housekeeping/tables.js';
 import { effectsInDoubt } from '../../operator/effects.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
@@ -161,4 +162,20 @@ test('a closed incident stays while one of its alerts is still undelivered (the 
   await drain('incidents');
   const left = await t.db.selectFrom('incidents').select('subject').execute();
   assert.deepEqual(left, [{ subject: 'alerts:email:ops@x' }]);
+});
+
+test('quarantine export of a job nobody knows (a typo) is refused naming it, not an empty export', async () => {
+  Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
+  const lines: string[] = [];
+  const io = {
+    out: (l: string) => lines.push(l),
+    err: (l: string) => lines.push(l),
+    json: false,
+    tty: false,
+  };
+  assert.equal(await cli(['quarantine', 'export', 'sales-hourlly'], io), 2, lines.join('\n'));
+  assert.match(lines.join('\n'), /sales-hourlly/);
+  lines.length = 0;
+  // A job the catalog knows, with nothing quarantined: an empty export, no error.
+  assert.equal(await cli(['quarantine', 'export', 'sales-hourly'], io), 0, lines.join('\n'));
 });
