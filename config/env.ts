@@ -2,6 +2,7 @@
 // An error names the variable and says how to fix it.
 import { z } from 'zod';
 import { payloadKeysFrom } from '../codec/keys.js';
+import { parseDuration } from '../schedules/duration.js';
 import { ConfigError } from './errors.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
 import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
@@ -166,6 +167,7 @@ const schema = z.object({
 });
 
 const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine', 'markers'];
+const DAY_MS = 86_400_000;
 
 function retention(
   text: string | undefined,
@@ -185,6 +187,13 @@ function retention(
       ctx.addIssue({
         code: 'custom',
         message: `"${pair}" is not kind=duration: use e.g. "runs=90d,quarantine=30d" with kinds ${RETENTION_KINDS.join(', ')}`,
+      });
+      return z.NEVER;
+    }
+    if (parseDuration(value)! < DAY_MS) {
+      ctx.addIssue({
+        code: 'custom',
+        message: `"${pair}" is under a day: a retention must be at least 1d ("m" is minutes; use e.g. "${kind}=90d")`,
       });
       return z.NEVER;
     }

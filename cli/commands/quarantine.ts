@@ -33,6 +33,19 @@ export const quarantineCommand: Command = {
       lines.push(...rows.map(toLine));
       after = rows[rows.length - 1]!.id;
     }
+    if (lines.length === 0 && !ctx.catalog.has(job)) {
+      // A job removed from the catalog keeps its records (exported above); a name nothing knows is a typo.
+      const any = await db
+        .selectFrom('quarantine')
+        .select('id')
+        .where('job', '=', job)
+        .limit(1)
+        .executeTakeFirst();
+      if (!any)
+        throw new UsageError(
+          `quarantine export: no job "${job}" in the catalog and no quarantined records under that name (jobs: ${ctx.catalog.jobs.map((j) => j.name).join(', ')})`,
+        );
+    }
     if (values.out) {
       const file = resolve(values.out as string);
       await writeDurably(file, lines);

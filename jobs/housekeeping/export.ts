@@ -1,6 +1,7 @@
 // Quarantine rows written out before they are removed: one JSON Lines file per job and id range,
 // written to a temporary file, fsynced and renamed into place (and its directory fsynced) before
 // the delete commits. A rerun after a crash between the two writes the same file again.
+import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
@@ -42,11 +43,16 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/** Writes `lines` to `path` durably: temp file, fsync, rename, fsync of the directory. */
+/**
+ * Writes `lines` to `path` durably: temp file, fsync, rename, fsync of the directory. The file is
+ * its owner's only (0600, directories made 0700): records carry business data, whatever the umask.
+ */
 export async function writeDurably(path: string, lines: readonly string[]): Promise<void> {
-  await mkdir(dirname(path), { recursive: true });
-  const part = `${path}.part`;
-  const handle = await open(part, 'w');
+  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  // A temporary name of its own: two writers of one file (two catch-up windows, a retry beside a
+  // slow first attempt) each rename a complete file into place, never one the other is writing.
+  const part = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.part`;
+  const handle = await open(part, 'wx', 0o600);
   try {
     await handle.writeFile(lines.map((l) => `${l}\n`).join(''));
     await handle.sync();

@@ -57,11 +57,17 @@ export interface HousekeepingOptions {
 }
 
 const duration = z.string().refine((s) => parseDuration(s) !== undefined, 'not a duration: use e.g. "90d"');
+// Under a day, a retried batch's earlier attempts' run records (and the window runs the page shows
+// as recent) could go while still read; "1m" is a minute, not a month.
+const retentionSchema = duration.refine(
+  (s) => parseDuration(s)! >= 86_400_000,
+  'must be at least 1d ("m" is minutes): use e.g. "90d"',
+);
 const optionsSchema = z
   .object({
     stateDir: z.string().min(1),
     retention: z
-      .object(Object.fromEntries(RETENTION_KINDS.map((k) => [k, duration.optional()])))
+      .object(Object.fromEntries(RETENTION_KINDS.map((k) => [k, retentionSchema.optional()])))
       .strict()
       .optional(),
     batchSize: z.number().int('must be a whole number').min(1).max(100_000).optional(),

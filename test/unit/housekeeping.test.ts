@@ -54,3 +54,23 @@ test('bad settings are refused, naming the setting', () => {
   refusedOption({ budget: 'soon' }, /housekeeping\.budget/);
   refusedOption({ timezone: 'Mars/Olympus' }, /timezone/);
 });
+
+test('a retention under a day is refused ("1m" is a minute, not a month): retried batches read their earlier attempts\' run records', () => {
+  assert.throws(
+    () => loadConfig({ TIDEMARK_HOUSEKEEPING_RETENTION: 'runs=1m' }),
+    (err: unknown) =>
+      err instanceof ConfigError &&
+      err.message.includes('TIDEMARK_HOUSEKEEPING_RETENTION') &&
+      err.message.includes('at least 1d'),
+  );
+  assert.throws(
+    () => loadConfig({ TIDEMARK_HOUSEKEEPING_RETENTION: 'quarantine=0d' }),
+    (err: unknown) => err instanceof ConfigError && err.message.includes('at least 1d'),
+  );
+  assert.throws(
+    () => defineJob(housekeeping({ stateDir: '/tmp/x', retention: { attempts: '12h' } })),
+    (err: unknown) =>
+      err instanceof JobDefinitionError && /housekeeping\.retention\.attempts.*at least 1d/.test(err.message),
+  );
+  assert.doesNotThrow(() => loadConfig({ TIDEMARK_HOUSEKEEPING_RETENTION: 'runs=1d,attempts=24h' }));
+});
