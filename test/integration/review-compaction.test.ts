@@ -11,7 +11,7 @@ import { windowDetail } from '../../operator/window-detail.js';
 import { windowGrid } from '../../operator/window-grid.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { salesJob } from '../helpers/jobs.js';
-import { realStack } from '../helpers/temporal.js';
+import { eventually, realStack } from '../helpers/temporal.js';
 
 const stack = realStack();
 const HOUR = 3_600_000;
@@ -120,4 +120,57 @@ test('a failed attempt of a compacted window (its claim timed out behind compact
   await stack.t.db
     .transaction()
     .execute((trx) => expandWindow(trx, { job, start: at(2), end: at(3), key: `${job}/${iso(2)}` }));
+});
+
+test('compaction waiting for a window transaction in flight does not hold up the job’s new claims', async () => {
+  const job = 'rev-spans-queue';
+  await doneHours(job, 6);
+  const inFlight = new pg.Client({ connectionString: stack.t.url });
+  const next = new pg.Client({ connectionString: stack.t.url });
+  await inFlight.connect();
+  await next.connect();
+  const claim = (c: pg.Client, i: number) =>
+    c.query(`select tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '60000', '120000')`, [
+      job,
+      at(i),
+      at(i + 1),
+      `${job}/${iso(i)}`,
+    ]);
+  try {
+    // A window's transaction holds the span lock shared from its claim to its commit (its handler runs).
+    await inFlight.query('begin');
+    await claim(inFlight, 7);
+    let settled = false;
+    let busy = false;
+    const compaction = compactDoneMarkers(stack.t.db, {
+      cutoff: FAR,
+      job,
+      lockTimeoutMs: 20_000,
+      onBusy: () => (busy = true),
+    }).finally(() => {
+      settled = true;
+    });
+    // Compaction found the job busy: it polls, or its lock request is queued.
+    await eventually(
+      async () => {
+        const r = await sql<{ n: number }>`
+          select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted`.execute(
+          stack.t.db,
+        );
+        return busy || r.rows[0]!.n > 0 || undefined;
+      },
+      20_000,
+      'compaction to wait for the window in flight',
+    );
+    // The next window of the job is claimed and committed while compaction still waits.
+    await next.query('begin');
+    await claim(next, 8);
+    await next.query('commit');
+    assert.equal(settled, false, 'the new claim did not wait for compaction to give up');
+    await inFlight.query('commit');
+    assert.equal((await compaction).windows, 6, 'compaction folds the windows once the window committed');
+  } finally {
+    await inFlight.end();
+    await next.end();
+  }
 });
