@@ -7,6 +7,8 @@ type Db = Kysely<Database> | Transaction<Database>;
 
 /** Class id of the per-job span lock (the claim takes it shared, compaction and expansion exclusive). */
 export const SPAN_LOCK_CLASS = 1414;
+/** How often compaction tries the span lock again while window transactions of the job hold it. */
+const LOCK_POLL_MS = 50;
 /** Class id of the per-job lock that puts windows back from spans one at a time. */
 const EXPAND_LOCK_CLASS = 1415;
 
@@ -28,12 +30,14 @@ export interface DoneSpan {
  * at any point loses nothing). A window is folded when it is done at generation 0, ends at or before
  * both `cutoff` and its job's watermark (the watermark's walk never reads behind itself), has no other
  * generation and no open rerun request. Running it again folds only what is new: idempotent.
- * Waits at most `lockTimeoutMs` for window transactions of the job in flight; a job it cannot lock
- * is left for the next run (its error is thrown after the other jobs were done). `job`: that job only.
+ * Waits at most `lockTimeoutMs` for window transactions of the job in flight, trying the lock without
+ * queueing for it (a queued request would hold up the job's new claims); a job it cannot lock
+ * is left for the next run (its error is thrown after the other jobs were done). `job`: that job only;
+ * `onBusy`: told each time a job's span lock was held.
  */
 export async function compactDoneMarkers(
   db: Kysely<Database>,
-  o: { cutoff: Date; batch?: number; lockTimeoutMs?: number; job?: string },
+  o: { cutoff: Date; batch?: number; lockTimeoutMs?: number; job?: string; onBusy?: (job: string) => void },
 ): Promise<CompactionResult> {
   const batch = o.batch ?? 10_000;
   const lockTimeout = o.lockTimeoutMs ?? 2_000;
@@ -49,11 +53,22 @@ export async function compactDoneMarkers(
     try {
       // Markers that stay (another generation, an open request) are passed over, not read again.
       let after: Date | null = null;
+      let deadline = Date.now() + lockTimeout;
       for (;;) {
         const from: Date | null = after;
-        const r: { folded: number; last: Date | null } = await db
+        const r: { folded: number; last: Date | null } | 'busy' = await db
           .transaction()
           .execute((trx) => compactBatch(trx, job, o.cutoff, batch, lockTimeout, from));
+        if (r === 'busy') {
+          o.onBusy?.(job);
+          if (Date.now() >= deadline)
+            throw new Error(
+              `compactDoneMarkers: window transactions of job ${job} held its span lock for ${lockTimeout} ms; its markers are left for the next run`,
+            );
+          await new Promise((resolve) => setTimeout(resolve, LOCK_POLL_MS));
+          continue;
+        }
+        deadline = Date.now() + lockTimeout;
         if (!r.last) break;
         after = r.last;
         if (r.folded === 0) continue;
@@ -82,9 +97,13 @@ async function compactBatch(
   batch: number,
   lockTimeoutMs: number,
   after: Date | null,
-): Promise<{ folded: number; last: Date | null }> {
+): Promise<{ folded: number; last: Date | null } | 'busy'> {
   await sql`select set_config('lock_timeout', ${String(Math.ceil(lockTimeoutMs))}, true)`.execute(trx);
-  await sql`select pg_advisory_xact_lock(${SPAN_LOCK_CLASS}::integer, hashtext(${job}))`.execute(trx);
+  // Tried, not waited for: a waiting exclusive request would queue the job's new claims behind it.
+  const got = await sql<{
+    got: boolean;
+  }>`select pg_try_advisory_xact_lock(${SPAN_LOCK_CLASS}::integer, hashtext(${job})) as got`.execute(trx);
+  if (!got.rows[0]?.got) return 'busy';
   const until = sql`least(${cutoff}::timestamptz, (select watermark from job_watermarks where job = ${job}))`;
   const base = await sql<{ lo: Date | null; hi: Date | null }>`
     select min(window_start) as lo, max(window_start) as hi from (

@@ -1,7 +1,7 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { coveredBy, inSpan, spansIn } from './compaction.js';
+import { coveredBy, inSpan, SPAN_LOCK_CLASS, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
 
@@ -237,12 +237,24 @@ export async function finishWindow(
   return result.rows[0]?.watermark ?? undefined;
 }
 
-/** Records a failed attempt (after its transaction rolled back), unless another attempt finished the window. */
+/**
+ * Records a failed attempt (after its transaction rolled back), unless another attempt finished the
+ * window, or its generation-0 marker was folded into a span (done: a failed row there would show it
+ * failed and keep a rerun from putting its marker back). The span lock, taken shared as the claim
+ * takes it, waits out a compaction batch folding the window, so the span check sees its commit.
+ */
 export async function failAttempt(
   db: Db,
   w: WindowRef,
   a: { trigger: string; workflowId: string | null; at: Date; reason: string },
 ): Promise<void> {
+  if (w.generation === 0) {
+    if (!db.isTransaction) return await db.transaction().execute((trx) => failAttempt(trx, w, a));
+    await sql`select pg_advisory_xact_lock_shared(${SPAN_LOCK_CLASS}::integer, hashtext(${w.job}))`.execute(
+      db,
+    );
+    if (await inSpan(db, w.job, w.start)) return;
+  }
   await db
     .insertInto('job_windows')
     .values({

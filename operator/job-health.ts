@@ -86,21 +86,27 @@ export async function jobHealth(
       select distinct on (window_start) window_start, status from job_windows
        where job = ${job.name} order by window_start, generation desc) w
      group by status`.execute(db);
-  // Windows folded into done spans (db/compaction.ts) are done at generation 0 and have no row.
+  // Windows whose markers were folded into spans (db/compaction.ts) are done at generation 0.
   const spans = await db
     .selectFrom('job_done_spans')
     .select(['span_start', 'span_end'])
     .where('job', '=', job.name)
+    .orderBy('span_start')
     .execute();
-  const windowsIn = (from: Date, to: Date) =>
-    from >= to
-      ? 0
-      : job.grid.kind === 'fixed'
-        ? Math.round((to.getTime() - from.getTime()) / job.grid.ms)
-        : windowsInRange(job.grid, job.timezone, from, to, MISSING_CAP + 1).length;
-  const folded = spans.reduce((n, sp) => n + windowsIn(sp.span_start, sp.span_end), 0);
-  const by = (s: string) => (counts.rows.find((r) => r.status === s)?.n ?? 0) + (s === 'done' ? folded : 0);
-  const firsts = [...counts.rows.map((r) => r.first), ...spans.map((sp) => sp.span_start)].filter(
+  const inSpans = (from: Date, to: Date) =>
+    spans.reduce((n, s) => {
+      const lo = s.span_start > from ? s.span_start : from;
+      const hi = s.span_end < to ? s.span_end : to;
+      if (!(lo < hi)) return n;
+      return (
+        n +
+        (job.grid.kind === 'fixed'
+          ? Math.round((hi.getTime() - lo.getTime()) / job.grid.ms)
+          : windowsInRange(job.grid, job.timezone, lo, hi).length)
+      );
+    }, 0);
+  const by = (s: string) => counts.rows.find((r) => r.status === s)?.n ?? 0;
+  const firsts = [...counts.rows.map((r) => r.first), spans[0]?.span_start ?? null].filter(
     (d): d is Date => d !== null,
   );
   const watermark = await readWatermark(db, job.name);
@@ -127,22 +133,19 @@ export async function jobHealth(
         .where('window_start', '>=', from)
         .where('window_start', '<', lastClosedEnd)
         .executeTakeFirstOrThrow();
-      const foldedIn = spans.reduce(
-        (n, sp) =>
-          n +
-          windowsIn(
-            new Date(Math.max(sp.span_start.getTime(), from.getTime())),
-            new Date(Math.min(sp.span_end.getTime(), lastClosedEnd.getTime())),
-          ),
-        0,
-      );
-      missing = Math.max(0, Math.min(closed, MISSING_CAP) - recorded.n - foldedIn);
+      missing = Math.max(0, Math.min(closed, MISSING_CAP) - recorded.n - inSpans(from, lastClosedEnd));
     }
   }
   const running = await client.workflow
     .count(`${SA_JOB.name} = "${job.name}" AND ${SA_KIND.name} = "window" AND ExecutionStatus = "Running"`)
     .then((c) => c.count);
-  return { done: by('done'), failed: by('failed'), running, missing, missingCapped };
+  return {
+    done: by('done') + inSpans(new Date(-8.64e15), new Date(8.64e15)),
+    failed: by('failed'),
+    running,
+    missing,
+    missingCapped,
+  };
 }
 
 /** The overview's rows: `jobsOverview` plus the schedule's spec in words and as Temporal has it, and health. */

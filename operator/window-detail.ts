@@ -7,11 +7,13 @@
 import type { Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
+import { inSpan } from '../db/compaction.js';
 import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import {
+  compactedRow,
   firstWindowOf,
   runningWindows,
   waitingForHours,
@@ -207,14 +209,19 @@ export async function windowDetail(o: DetailOptions) {
   } catch (err) {
     notes.push(`Temporal could not say whether this window runs now (${(err as Error).message})`);
   }
+  // A window whose generation-0 marker was folded into a span (db/compaction.ts) is done at generation 0.
+  const rows: LedgerRow[] =
+    !ledger.some((r) => r.generation === 0) && (await inSpan(db, job.name, start))
+      ? [compactedRow(start), ...(ledger as LedgerRow[])]
+      : (ledger as LedgerRow[]);
   const { state, generation } = windowState({
-    rows: ledger as LedgerRow[],
+    rows,
     running,
     closed: isClosed(w, now, job.latenessMs),
     beforeFirst: first === undefined || w.start < first,
     waitingForHours: waiting,
   });
-  const last = ledger.find((r) => r.generation === generation);
+  const last = rows.find((r) => r.generation === generation);
 
   return {
     job: job.name,

@@ -229,7 +229,7 @@ function parseInstant(field: string, text: unknown): Date | undefined {
 }
 
 /** The row of a window whose marker was compacted: done at generation 0, its counts no longer kept. */
-function compactedRow(start: Date): LedgerRow {
+export function compactedRow(start: Date): LedgerRow {
   return {
     window_start: start,
     generation: 0,
