@@ -98,7 +98,10 @@ export async function ensureDatabase(url: string): Promise<void> {
     await client.connect();
     await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   } catch (err) {
-    if ((err as { code?: string }).code !== PG_ERROR.duplicateDatabase) throw unreachable(url, err);
+    // Another host created it first: 42P04 when its creation had committed, 23505 on pg_database's
+    // unique index when both created it at once.
+    const code = (err as { code?: string }).code;
+    if (code !== PG_ERROR.duplicateDatabase && code !== PG_ERROR.uniqueViolation) throw unreachable(url, err);
   } finally {
     await client.end().catch(() => undefined);
   }
