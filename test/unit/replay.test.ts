@@ -14,13 +14,16 @@ import {
 } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import * as workflows from '../../workflows/index.js';
-import { allText, historyFromFile } from '../helpers/history.js';
+import { ENCRYPTED_ENCODING, payloadCodecOf } from '../../codec/index.js';
+import { allText, historyFromFile, payloadsIn } from '../helpers/history.js';
 import {
+  encryptedHistoriesDir,
   encryptingReplayOptions,
   historiesDir,
   historyNames,
   oldVersionFiles,
   RECORDING_SECRETS,
+  REPLAY_PAYLOAD_KEYS,
   replayOptions,
   secretsIn,
 } from '../helpers/replay.js';
@@ -33,6 +36,17 @@ async function recorded() {
   const names = await historyNames();
   return await Promise.all(
     names.map(async (name) => ({ name, workflowId: name, history: await historyFromFile(fileOf(name)) })),
+  );
+}
+
+/** The histories recorded with payload encryption on (test/histories/encrypted/). */
+async function recordedEncrypted() {
+  return await Promise.all(
+    (await historyNames(encryptedHistoriesDir)).map(async (name) => ({
+      name,
+      workflowId: `encrypted/${name}`,
+      history: await historyFromFile(new URL(`${name}.json`, encryptedHistoriesDir)),
+    })),
   );
 }
 
@@ -54,9 +68,15 @@ test('every workflow type exported by workflows/index.ts has a recorded history'
 });
 
 test('the recorded histories hold no secret, in their text or their payloads', async () => {
-  for (const url of [...(await historyNames()).map(fileOf), ...(await oldVersionFiles())]) {
-    // Payload data is base64 in the file: searched decoded too.
-    const text = `${await readFile(url, 'utf8')}\n${allText(await historyFromFile(url))}`;
+  const codec = payloadCodecOf(REPLAY_PAYLOAD_KEYS)!;
+  const encrypted = (await historyNames(encryptedHistoriesDir)).map(
+    (name) => new URL(`${name}.json`, encryptedHistoriesDir),
+  );
+  for (const url of [...(await historyNames()).map(fileOf), ...(await oldVersionFiles()), ...encrypted]) {
+    // Payload data is base64 in the file: searched decoded too, and decrypted.
+    const history = await historyFromFile(url);
+    const decrypted = allText(await codec.decode(payloadsIn(history)));
+    const text = `${await readFile(url, 'utf8')}\n${allText(history)}\n${decrypted}`;
     assert.deepEqual(secretsIn(text), [], url.pathname);
   }
   assert.deepEqual(secretsIn(`{"data":"x"}\n${RECORDING_SECRETS.smtpPassword}`), [
@@ -98,6 +118,28 @@ test('every recorded history, of this version and earlier ones, replays against 
 
 test('a worker that turns payload encryption on replays the runs written in plain', async () => {
   assert.deepEqual(await replayFailures(await encryptingReplayOptions(), await allHistories()), []);
+});
+
+test('the histories recorded with payload encryption on (as in production) replay through the codec', async () => {
+  const histories = await recordedEncrypted();
+  const plain = (await historyNames()).sort();
+  assert.deepEqual(
+    histories.map((h) => h.name),
+    plain,
+    'every scenario recorded encrypted too: npm run record-histories -- --encrypted',
+  );
+  const isEncrypted = (p: { metadata?: Record<string, Uint8Array> | null }) =>
+    Buffer.from(p.metadata?.encoding ?? []).toString() === ENCRYPTED_ENCODING;
+  for (const h of histories) {
+    const payloads = payloadsIn(h.history, { skipCoreMarkers: true });
+    assert.ok(payloads.length > 0, h.name);
+    assert.deepEqual(
+      payloads.filter((p) => !isEncrypted(p)),
+      [],
+      `${h.name}: every payload is encrypted, as a production history's (replay decodes them)`,
+    );
+  }
+  assert.deepEqual(await replayFailures(await encryptingReplayOptions(), histories), []);
 });
 
 test('a workflow changed in a way that breaks running workflows fails to replay their histories', async () => {
