@@ -14,6 +14,8 @@ export const PG_ERROR = Object.freeze({
   uniqueViolation: '23505',
   serializationFailure: '40001',
   deadlockDetected: '40P01',
+  invalidAuthorization: '28000',
+  invalidPassword: '28P01',
 });
 
 export class DatabaseError extends Error {
@@ -65,6 +67,15 @@ function unreachable(url: string, err: unknown): DatabaseError {
   // A TLS setting that explains the failure: the message says which one and how to fix it.
   if ((err as Error).name === 'PgTlsError' || (err as Error).name === 'PgSettingError')
     return new DatabaseError('DB_TLS', (err as Error).message, { cause: err });
+  // The server answered but refused the user (no such role, wrong password, no pg_hba.conf entry).
+  const code = (err as { code?: string }).code;
+  if (code === PG_ERROR.invalidAuthorization || code === PG_ERROR.invalidPassword)
+    return new DatabaseError(
+      'DB_LOGIN',
+      `PostgreSQL at ${redactUrl(url)} refused the login (${(err as Error).message}): check the user and ` +
+        "password in DATABASE_URL (and the server's pg_hba.conf).",
+      { cause: err },
+    );
   return new DatabaseError(
     'DB_UNREACHABLE',
     `PostgreSQL at ${redactUrl(url)} cannot be reached (${(err as Error).message}). ` +
@@ -90,7 +101,15 @@ export async function ensureDatabase(url: string): Promise<void> {
     if ((err as { code?: string }).code !== PG_ERROR.invalidCatalogName) throw unreachable(url, err);
   }
   const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
+  let name: string;
+  try {
+    name = decodeURIComponent(target.pathname.slice(1));
+  } catch {
+    throw new DatabaseError(
+      'DB_URL',
+      `the database name in DATABASE_URL (${redactUrl(url)}) is not valid percent-encoding: write a % in it as %25`,
+    );
+  }
   const admin = new URL(url);
   admin.pathname = '/postgres';
   const client = pgClient(admin.toString());

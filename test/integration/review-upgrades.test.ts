@@ -1,8 +1,10 @@
 // Upgrade review (issue 14): hosts that start at once on a database that does not exist yet, and
 // what `npm run migrate` says about a DATABASE_URL it cannot use (never its password).
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { ensureDatabase } from '../../db/database.js';
 
@@ -29,4 +31,37 @@ test('hosts starting at once on a database that does not exist yet all go on: on
       [],
     );
   }
+});
+
+/** `npm run migrate` with DATABASE_URL=url: its exit code and what it printed. */
+function migrateCli(url: string): { status: number | null; out: string } {
+  const r = spawnSync('npx', ['tsx', 'db/migrate-cli.ts'], {
+    cwd: fileURLToPath(new URL('../..', import.meta.url)),
+    env: { ...process.env, DATABASE_URL: url },
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  return { status: r.status, out: `${r.stdout}${r.stderr}` };
+}
+
+test('`npm run migrate` with a user the server refuses says so (not "cannot be reached, start it"), without the password', () => {
+  const u = new URL(serverUrl);
+  u.username = 'tidemark_no_such_role';
+  u.password = 'migrate-cli-secret-7c1e';
+  u.pathname = '/tidemark_unused';
+  const { status, out } = migrateCli(u.toString());
+  assert.equal(status, 1, out);
+  assert.doesNotMatch(out, /migrate-cli-secret-7c1e/);
+  assert.doesNotMatch(out, /cannot be reached|Start it/, out);
+  assert.match(out, /refused the login.*tidemark_no_such_role.*DATABASE_URL/s, out);
+});
+
+test('`npm run migrate` with a database name that is not valid percent-encoding names DATABASE_URL, not a bare "URI malformed"', () => {
+  const u = new URL(serverUrl);
+  u.password = 'migrate-cli-secret-7c1e';
+  u.pathname = '/tidemark_%ZZ';
+  const { status, out } = migrateCli(u.toString());
+  assert.equal(status, 1, out);
+  assert.doesNotMatch(out, /migrate-cli-secret-7c1e/);
+  assert.match(out, /database name in DATABASE_URL/, out);
 });
