@@ -1,7 +1,7 @@
 // Connecting to PostgreSQL: the kysely instance, creating the database when it is missing,
 // and turning an unreachable server into an error that says how to fix it.
-import { Kysely, PostgresDialect } from 'kysely';
-import { Migrator } from 'kysely/migration';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Migrator, type Migration, type MigrationResult } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations/index.js';
 import { pgClient, pgPool, redactUrl } from './pg-connection.js';
@@ -127,9 +127,44 @@ export async function ensureDatabase(url: string): Promise<void> {
 }
 
 /** Applies every pending migration; throws with the failing migration's name. */
-export async function migrate(db: Kysely<Database>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...migrations }) } });
-  const { error, results } = await migrator.migrateToLatest();
+export async function migrate(
+  db: Kysely<Database>,
+  list: Readonly<Record<string, Migration>> = migrations,
+): Promise<string[]> {
+  // A newer release may have migrated the database already (its roll has begun; this is a worker of
+  // the previous version restarting, or one rolled back to): its migrations only expanded the schema,
+  // so they are taken as done here, not refused as "missing" (which kept the worker from starting).
+  // One applied between the read and the migration lock: read again.
+  for (let attempt = 1; ; attempt++) {
+    const newer = await newerMigrations(db, list);
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...list, ...newer }) } });
+    const { error, results } = await migrator.migrateToLatest();
+    if (attempt < 5 && /previously executed migration .* is missing/.test(String((error as Error)?.message)))
+      continue;
+    return migrationResults(error, results);
+  }
+}
+
+/** The migrations the database ran that `list` does not hold (a newer release's), as stubs never run. */
+async function newerMigrations(
+  db: Kysely<Database>,
+  list: Readonly<Record<string, Migration>>,
+): Promise<Record<string, Migration>> {
+  const present = await sql<{ t: string | null }>`select to_regclass('kysely_migration')::text as t`.execute(
+    db,
+  );
+  if (!present.rows[0]?.t) return {};
+  const ran = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const newer: Record<string, Migration> = {};
+  for (const { name } of ran.rows)
+    if (!(name in list))
+      newer[name] = {
+        up: () => Promise.reject(new Error(`${name} is a newer release's migration: it ran already`)),
+      };
+  return newer;
+}
+
+function migrationResults(error: unknown, results: readonly MigrationResult[] | undefined): string[] {
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     throw new DatabaseError(

@@ -6,11 +6,17 @@ import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { ensureDatabase } from '../../db/database.js';
+import { createDb, ensureDatabase, migrate } from '../../db/database.js';
+import { migrations } from '../../db/migrations/index.js';
+import { previousRelease } from '../../db/migrations/releases.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const names: string[] = [];
+const dbs: TestDb[] = [];
 after(async () => {
+  for (const t of dbs) await t.drop();
   const admin = new pg.Client({ connectionString: serverUrl });
   await admin.connect();
   for (const n of names) await admin.query(`DROP DATABASE IF EXISTS ${pg.escapeIdentifier(n)} WITH (FORCE)`);
@@ -64,4 +70,40 @@ test('`npm run migrate` with a database name that is not valid percent-encoding 
   assert.equal(status, 1, out);
   assert.doesNotMatch(out, /migrate-cli-secret-7c1e/);
   assert.match(out, /database name in DATABASE_URL/, out);
+});
+
+/** The migrations the previous release's code knows (its list ends at the release's last one). */
+const previousList = () =>
+  Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= previousRelease().last));
+
+test("a worker of older code (the previous release's list) restarting after a newer release migrated starts: nothing to do", async () => {
+  // Workers migrate at start: one of the previous version restarted during the roll (a crash, a
+  // drained node) or rolled back to met "corrupted migrations: previously executed migration
+  // 20261201T1000_done_spans is missing" and never started, though the schema only expanded
+  // (0.1.0's own migrate still does: this holds for releases from this one on).
+  const t = await createTestDb();
+  dbs.push(t);
+  assert.ok(Object.keys(previousList()).length < Object.keys(migrations).length);
+  assert.deepEqual(await migrate(t.db, previousList()), []);
+  // Its CLI too (cli/context.ts migrates before its first query).
+  assert.deepEqual(await migrate(t.db, previousList()), []);
+});
+
+test('workers of both versions starting at once on a database of the previous release: both start, the new one migrates', async () => {
+  for (let round = 0; round < 3; round++) {
+    const t = await createTestDb({ migrated: false });
+    dbs.push(t);
+    await migrateTo(t.db, previousRelease().last);
+    const [a, b] = [createDb(t.url, { max: 1 }), createDb(t.url, { max: 1 })];
+    try {
+      const [newer, older] = await Promise.all([migrate(a), migrate(b, previousList())]);
+      assert.deepEqual(
+        newer,
+        Object.keys(migrations).filter((n) => n > previousRelease().last),
+      );
+      assert.deepEqual(older, []);
+    } finally {
+      await Promise.all([a.destroy(), b.destroy()]);
+    }
+  }
 });
