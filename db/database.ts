@@ -120,7 +120,20 @@ export async function ensureDatabase(url: string): Promise<void> {
     // Another host created it first: 42P04 when its creation had committed, 23505 on pg_database's
     // unique index when both created it at once.
     const code = (err as { code?: string }).code;
-    if (code !== PG_ERROR.duplicateDatabase && code !== PG_ERROR.uniqueViolation) throw unreachable(url, err);
+    if (code === PG_ERROR.duplicateDatabase || code === PG_ERROR.uniqueViolation) return;
+    // The server answered with an error: it refused the creation (no CREATEDB right, ...).
+    if (
+      err instanceof pg.DatabaseError &&
+      code !== PG_ERROR.invalidAuthorization &&
+      code !== PG_ERROR.invalidPassword
+    )
+      throw new DatabaseError(
+        'DB_CREATE',
+        `the database ${JSON.stringify(name)} at ${redactUrl(url)} does not exist, and tidemark could not create it ` +
+          `(${(err as Error).message}): create it (createdb ${name}), or give the user the CREATEDB right.`,
+        { cause: err },
+      );
+    throw unreachable(url, err);
   } finally {
     await client.end().catch(() => undefined);
   }

@@ -107,3 +107,24 @@ test('workers of both versions starting at once on a database of the previous re
     }
   }
 });
+
+test('`npm run migrate` for a database that does not exist, as a user who may not create it, says so (not "cannot be reached")', async () => {
+  const role = `tidemark_test_nocreatedb_${process.pid}`;
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`CREATE ROLE ${pg.escapeIdentifier(role)} LOGIN PASSWORD 'migrate-cli-secret-7c1e'`);
+  try {
+    const u = new URL(serverUrl);
+    u.username = role;
+    u.password = 'migrate-cli-secret-7c1e';
+    u.pathname = `/tidemark_test_${process.pid}_absent`;
+    const { status, out } = migrateCli(u.toString());
+    assert.equal(status, 1, out);
+    assert.doesNotMatch(out, /migrate-cli-secret-7c1e/);
+    assert.doesNotMatch(out, /cannot be reached|Start it/, out);
+    assert.match(out, /does not exist.*could not create it.*permission denied/s, out);
+  } finally {
+    await admin.query(`DROP ROLE ${pg.escapeIdentifier(role)}`);
+    await admin.end();
+  }
+});
