@@ -11,6 +11,7 @@ import { migrations } from '../../db/migrations/index.js';
 import { previousRelease } from '../../db/migrations/releases.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
+import { eventually } from '../helpers/temporal.js';
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const names: string[] = [];
@@ -126,5 +127,34 @@ test('`npm run migrate` for a database that does not exist, as a user who may no
   } finally {
     await admin.query(`DROP ROLE ${pg.escapeIdentifier(role)}`);
     await admin.end();
+  }
+});
+
+test('a newer migration committed while an older worker waits for the migration lock: it reads again and starts', async () => {
+  const t = await createTestDb();
+  dbs.push(t);
+  // kysely's migration lock (its PostgreSQL adapter's advisory lock id), held while "a newer release"
+  // records a migration this code does not know.
+  const holder = new pg.Client({ connectionString: t.url });
+  await holder.connect();
+  try {
+    await holder.query('select pg_advisory_lock(3853314791062309107)');
+    const older = migrate(t.db);
+    await eventually(
+      async () =>
+        (
+          await holder.query(`select 1 from pg_stat_activity where datname = current_database()
+             and wait_event_type = 'Lock' and wait_event = 'advisory'`)
+        ).rowCount === 1 || undefined,
+      30_000,
+      'the older migrate to wait for the lock',
+    );
+    await holder.query(
+      `insert into kysely_migration (name, timestamp) values ('29991231T2359_newer', now())`,
+    );
+    await holder.query('select pg_advisory_unlock(3853314791062309107)');
+    assert.deepEqual(await older, []);
+  } finally {
+    await holder.end();
   }
 });
