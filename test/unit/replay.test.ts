@@ -8,11 +8,19 @@ import { test } from 'node:test';
 import {
   bundleWorkflowCode,
   DefaultLogger,
+  type InjectedSinks,
   Runtime,
   Worker,
   type ReplayWorkerOptions,
 } from '@temporalio/worker';
+import {
+  decodeArrayFromPayloads,
+  loadDataConverter,
+} from '@temporalio/common/lib/internal-non-workflow/index.js';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import { workflowInterceptorModules } from '../../workers/tracing.js';
+import { workflowsPath } from '../../workers/create-worker.js';
+import type { ActivityInputSinks } from '../fixtures/activity-inputs-interceptor.js';
 import * as workflows from '../../workflows/index.js';
 import { ENCRYPTED_ENCODING, payloadCodecOf } from '../../codec/index.js';
 import { allText, historyFromFile, payloadsIn } from '../helpers/history.js';
@@ -156,6 +164,52 @@ test('the histories recorded with payload encryption on (as in production) repla
     );
   }
   assert.deepEqual(await replayFailures(await encryptingReplayOptions(), histories), []);
+});
+
+test('replayed from their recorded inputs, the runs schedule their activities with the recorded arguments', async () => {
+  // Replay compares the kind of each command, not its arguments: a workflow input read differently
+  // (a backfill's continue-as-new input with \`cursor\` renamed replays clean, and every running
+  // backfill would start over from \`from\`) shows only here. An intended change of an activity's
+  // arguments re-records the histories (README "Re-recording").
+  const options = await replayOptions();
+  const workflowBundle = await bundleWorkflowCode({
+    workflowsPath,
+    workflowInterceptorModules: [
+      ...workflowInterceptorModules(),
+      fileURLToPath(new URL('../fixtures/activity-inputs-interceptor.ts', import.meta.url)),
+    ],
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+  const converter = loadDataConverter(options.dataConverter);
+  const differences: string[] = [];
+  for (const { name, history } of await recorded()) {
+    const sent: string[] = [];
+    const sinks: InjectedSinks<ActivityInputSinks> = {
+      scheduled: {
+        activity: {
+          fn: (_info, type, args) => void sent.push(JSON.stringify([type, args])),
+          callDuringReplay: true,
+        },
+      },
+    };
+    const recordedArgs = await Promise.all(
+      (history.events ?? [])
+        .map((e) => e.activityTaskScheduledEventAttributes)
+        .filter((a) => !!a)
+        .map(async (a) =>
+          JSON.stringify([
+            a.activityType?.name,
+            await decodeArrayFromPayloads(converter, a.input?.payloads ?? undefined),
+          ]),
+        ),
+    );
+    // The run's own id (activities are sent it), as the recorder's worker saw it.
+    const id = /"workflowId":"([^"]+)"/.exec(recordedArgs.join(' '))?.[1] ?? name;
+    await Worker.runReplayHistory({ ...options, workflowBundle, sinks }, history, id);
+    if (JSON.stringify(sent) !== JSON.stringify(recordedArgs))
+      differences.push(`${name}: sent ${sent.join(' ')}\n  recorded ${recordedArgs.join(' ')}`);
+  }
+  assert.deepEqual(differences, []);
 });
 
 test('a workflow changed in a way that breaks running workflows fails to replay their histories', async () => {
