@@ -18,7 +18,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       constraint job_done_spans_pk primary key (job, span_start),
       constraint job_done_spans_half_open check (span_end > span_start)
     )`.execute(db);
+  await createClaimFunction(db);
+}
 
+/** This migration's claim function (also put back by the down of 20261201T2100_span_lock_horizon). */
+export async function createClaimFunction(db: Kysely<unknown>): Promise<void> {
   // The claim first takes the job's span lock shared (compaction takes it exclusive): a window is
   // never compacted between this check and the upsert below, and a span committed before the lock
   // was granted is seen (READ COMMITTED: each statement reads anew).
