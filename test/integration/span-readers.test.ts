@@ -9,6 +9,7 @@ import pg from 'pg';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { watermarkOf } from '../../db/ledger.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -146,4 +147,39 @@ test('compaction never folds a window that ended less than a day ago, whatever c
     'every marker of a window that ended within the day is left',
   );
   assert.equal(left[0]!.start, folded[0]!.end, 'the span and the markers left meet: nothing lost');
+});
+
+test('the done spans migration will not go down while spans hold done markers', async () => {
+  const d = await createTestDb();
+  try {
+    await d.db
+      .insertInto('job_done_spans')
+      .values([
+        { job: 'a', span_start: at(0), span_end: at(5) },
+        { job: 'b', span_start: at(0), span_end: at(9) },
+      ])
+      .execute();
+    await assert.rejects(migrateTo(d.db, '20261201T0400_job_runs_window_idx'), (err: Error) => {
+      assert.match(err.message, /job_done_spans holds 2 spans/);
+      assert.match(err.message, /done markers/);
+      return true;
+    });
+    const fn = await sql<{ def: string }>`
+      select pg_get_functiondef('tidemark_claim_window'::regproc) as def`.execute(d.db);
+    assert.match(fn.rows[0]!.def, /job_done_spans/, 'the claim still reads the spans');
+    assert.equal(
+      (await d.db.selectFrom('job_done_spans').select('job').execute()).length,
+      2,
+      'the spans are kept',
+    );
+    await d.db.deleteFrom('job_done_spans').execute();
+    await migrateTo(d.db, '20261201T0400_job_runs_window_idx');
+    const left = await sql<{ t: string | null }>`select to_regclass('job_done_spans')::text as t`.execute(
+      d.db,
+    );
+    assert.equal(left.rows[0]!.t, null, 'with no spans it goes down');
+    await migrateTo(d.db, 'latest');
+  } finally {
+    await d.drop();
+  }
 });
