@@ -6,9 +6,14 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
+import { run } from '../../cli/main.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { watermarkOf } from '../../db/ledger.js';
+import { summariseWindow } from '../../jobs/sales-summary.js';
+import { effectsInDoubt } from '../../operator/effects.js';
+import { defineCatalog, type WindowContext } from '../../schedules/job.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { insertOrders, salesJob } from '../helpers/jobs.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
 
 const HOUR = 3_600_000;
@@ -147,6 +152,95 @@ test('compaction never folds a window that ended less than a day ago, whatever c
     'every marker of a window that ended within the day is left',
   );
   assert.equal(left[0]!.start, folded[0]!.end, 'the span and the markers left meet: nothing lost');
+});
+
+test('tidemark status of a job whose windows were all compacted says they are done, not "no windows yet"', async () => {
+  const job = 'sales-hourly'; // a job of the demo catalog, as the CLI knows it
+  await markDone(job, hours(0, 6));
+  await jobAt(job, at(6));
+  await compactDoneMarkers(t.db, { cutoff: FAR, job });
+  const out: string[] = [];
+  const err: string[] = [];
+  process.env.DATABASE_URL = t.url;
+  const code = await run(['status', job], {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    json: false,
+    tty: false,
+  });
+  assert.equal(code, 0, err.join('\n'));
+  const text = out.join('\n');
+  assert.doesNotMatch(text, /no windows yet/);
+  assert.match(
+    text,
+    /windows from 2025-03-01T00:00:00Z to 2025-03-01T06:00:00Z are done \(their markers were compacted\)/,
+  );
+});
+
+test('an effect in doubt of a compacted window still names the window it belongs to', async () => {
+  const job = 'readers-effects';
+  const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: iso(at(0)) })]);
+  await markDone(job, hours(0, 6));
+  await jobAt(job, at(6));
+  const key = `${job}/${iso(at(2))}`;
+  await t.db
+    .insertInto('effects')
+    .values({
+      effect_key: `${key}:report`,
+      job,
+      window_key: key,
+      name: 'report',
+      channel: 'email',
+      policy: 'ask',
+      status: 'unknown',
+      request: JSON.stringify({ to: 'ops@example.test' }),
+      provider_key: `${key}:report`,
+    })
+    .execute();
+  const shown = async () => (await effectsInDoubt(t.db, { job }, catalog)).find((e) => e.window === key);
+  const before = await shown();
+  assert.deepEqual([before?.windowStart, before?.windowEnd, before?.generation], [iso(at(2)), iso(at(3)), 0]);
+  await compactDoneMarkers(t.db, { cutoff: FAR, job });
+  const after = await shown();
+  assert.deepEqual(
+    [after?.windowStart, after?.windowEnd, after?.generation],
+    [iso(at(2)), iso(at(3)), 0],
+    'the window of an effect in doubt is found in its span',
+  );
+});
+
+test('a rerun (its preview) of a compacted sales window replaces generation 0, not adds to it', async () => {
+  const job = 'readers-sales';
+  const spec = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: iso(at(0)) })]).get(job);
+  await insertOrders(t.db, [
+    { key: 'rs-1', at: '2025-03-01T02:10:00Z', amount: 10 },
+    { key: 'rs-2', at: '2025-03-01T02:20:00Z', amount: 5 },
+  ]);
+  const window = { start: at(2), end: at(3) };
+  const runAs = (generation: number) =>
+    t.db.transaction().execute((trx) =>
+      summariseWindow({
+        trx,
+        job: spec,
+        window,
+        key: `${job}/${iso(at(2))}${generation ? `#${generation}` : ''}`,
+        generation,
+        attempt: 1,
+        log: () => {},
+      } as unknown as WindowContext),
+    );
+  await runAs(0);
+  await markDone(job, hours(0, 6));
+  await jobAt(job, at(6));
+  await compactDoneMarkers(t.db, { cutoff: FAR, job });
+  assert.equal((await markers(job)).length, 0);
+  await runAs(1);
+  const day = await t.db
+    .selectFrom('daily_sales')
+    .select(['order_count', 'total'])
+    .where('job', '=', job)
+    .executeTakeFirstOrThrow();
+  assert.deepEqual([Number(day.order_count), Number(day.total)], [2, 15], 'the day counts its orders once');
 });
 
 test('the done spans migration will not go down while spans hold done markers', async () => {
