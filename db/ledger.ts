@@ -1,7 +1,7 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { coveredBy, inSpan, SPAN_LOCK_CLASS, spansIn } from './compaction.js';
+import { coveredBy, inSpan, SPAN_LOCK_CLASS, SPAN_LOCK_HORIZON, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
 
@@ -241,7 +241,8 @@ export async function finishWindow(
  * Records a failed attempt (after its transaction rolled back), unless another attempt finished the
  * window, or its generation-0 marker was folded into a span (done: a failed row there would show it
  * failed and keep a rerun from putting its marker back). The span lock, taken shared as the claim
- * takes it, waits out a compaction batch folding the window, so the span check sees its commit.
+ * takes it (for a window old enough to be folded), waits out a compaction batch folding the window,
+ * so the span check sees its commit.
  */
 export async function failAttempt(
   db: Db,
@@ -250,7 +251,9 @@ export async function failAttempt(
 ): Promise<void> {
   if (w.generation === 0) {
     if (!db.isTransaction) return await db.transaction().execute((trx) => failAttempt(trx, w, a));
-    await sql`select pg_advisory_xact_lock_shared(${SPAN_LOCK_CLASS}::integer, hashtext(${w.job}))`.execute(
+    // Only a window that could be in a span takes it (as in the claim, migration 20261201T2100).
+    await sql`select pg_advisory_xact_lock_shared(${SPAN_LOCK_CLASS}::integer, hashtext(${w.job}))
+               where ${w.start}::timestamptz < clock_timestamp() - ${SPAN_LOCK_HORIZON}::interval`.execute(
       db,
     );
     if (await inSpan(db, w.job, w.start)) return;
