@@ -4,6 +4,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { coveredBy, inSpan, SPAN_LOCK_CLASS, SPAN_LOCK_HORIZON, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
+import { parseWindowKey } from '../schedules/windows.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -164,6 +165,24 @@ export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'gener
     .executeTakeFirst();
   if (row) return row.status === 'done';
   return w.generation === 0 && (await inSpan(db, w.job, w.start));
+}
+
+/**
+ * The attempts recorded for the window a key names (an incident's subject): null for a subject that
+ * is not a window's key, and for a window whose marker was folded into a span (spans keep no counts).
+ */
+export async function windowAttemptsOf(db: Db, job: string, key: string): Promise<number | null> {
+  // By the primary key the key names: the key itself has no index (one would cost as much as the ledger's keys).
+  const w = parseWindowKey(job, key);
+  if (!w) return null;
+  const row = await db
+    .selectFrom('job_windows')
+    .select('attempts')
+    .where('job', '=', job)
+    .where('window_start', '=', w.start)
+    .where('generation', '=', w.generation)
+    .executeTakeFirst();
+  return row?.attempts ?? null;
 }
 
 /**
