@@ -9,6 +9,7 @@ import {
   type IncidentRow,
   type NewEffect,
 } from '../db/effects.js';
+import { windowAttemptsOf } from '../db/ledger.js';
 import { undeliveredAlerts } from '../db/notices.js';
 import type { Database } from '../db/schema.js';
 import type { Job } from '../schedules/job.js';
@@ -275,12 +276,7 @@ export function alerting(deps: ActivityDeps) {
     dbx: Kysely<Database> | Transaction<Database>,
     input: RaiseInput,
   ): Promise<number | null> {
-    const row = await dbx
-      .selectFrom('job_windows')
-      .select('attempts')
-      .where('window_key', '=', input.subject)
-      .executeTakeFirst();
-    return row?.attempts ?? null;
+    return await windowAttemptsOf(dbx, input.job, input.subject);
   }
 }
 

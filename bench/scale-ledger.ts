@@ -11,7 +11,7 @@ import { planActivities } from '../activities/plan.js';
 import { memoryLogger } from '../activities/logger.js';
 import { openIncidents, listEffects } from '../db/effects.js';
 import { withConnection } from '../db/connection.js';
-import { claimWindow, finishWindow, readWatermark } from '../db/ledger.js';
+import { claimWindow, finishWindow, readWatermark, windowAttemptsOf } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import { previewBackfill } from '../operator/backfills.js';
 import { recentDurations } from '../operator/durations.js';
@@ -330,6 +330,12 @@ export const operations: readonly Operation[] = [
     readsHistory:
       'tidemark_effects counts every effect ever recorded by state and channel: done grows forever',
     run: (ctx) => createMetrics({ db: ctx.db, catalog: ctx.catalog, now: () => ctx.now }).registry.metrics(),
+  },
+  {
+    name: 'alert_window_attempts',
+    what: "an alert's window attempts (read on the raise of a window's incident)",
+    run: (ctx) =>
+      windowAttemptsOf(ctx.db, HOURLY[0], windowKey(HOURLY[0], new Date(SCALE_NOW.getTime() - 3 * HOUR))),
   },
   {
     name: 'incidents_open',

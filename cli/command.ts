@@ -6,6 +6,8 @@ import type { CliContext } from './context.js';
 export interface CommandResult {
   json: unknown;
   lines: string[];
+  /** The command printed its output itself as it went (a stream too large to hold): nothing more. */
+  printed?: boolean;
 }
 
 export interface Command {

@@ -149,6 +149,7 @@ export async function run(fullArgv: string[], io: CliIO): Promise<number> {
       positionals,
       values: values as Record<string, string | boolean | undefined>,
     });
+    if (result.printed) return EXIT.ok;
     if (out.json) io.out(JSON.stringify(result.json, null, 2));
     else result.lines.forEach(io.out);
     return EXIT.ok;

@@ -7,6 +7,15 @@ type Db = Kysely<Database> | Transaction<Database>;
 
 /** Class id of the per-job span lock (the claim takes it shared, compaction and expansion exclusive). */
 export const SPAN_LOCK_CLASS = 1414;
+/**
+ * Compaction folds only windows that ended at least this long ago on the database's clock, whatever
+ * cutoff it is given; the claim and failAttempt take the span lock only for windows that started
+ * more than SPAN_LOCK_HORIZON ago (migration 20261201T2100), so a busy job's current windows never
+ * hold compaction off (nor wait for it). The gap between the two covers a window transaction that
+ * stays open for hours.
+ */
+export const COMPACTION_MIN_AGE = '1 day';
+export const SPAN_LOCK_HORIZON = '12 hours';
 /** How often compaction tries the span lock again while window transactions of the job hold it. */
 const LOCK_POLL_MS = 50;
 /** Class id of the per-job lock that puts windows back from spans one at a time. */
@@ -28,7 +37,8 @@ export interface DoneSpan {
  * Folds done markers into spans, job by job, in short transactions of at most `batch` windows each
  * (one transaction: deleting the rows and writing the spans commit or roll back together, so a kill
  * at any point loses nothing). A window is folded when it is done at generation 0, ends at or before
- * both `cutoff` and its job's watermark (the watermark's walk never reads behind itself), has no other
+ * `cutoff`, now minus COMPACTION_MIN_AGE (a later cutoff is clamped to it) and its job's watermark
+ * (the watermark's walk never reads behind itself), has no other
  * generation and no open rerun request. Running it again folds only what is new: idempotent.
  * Waits at most `lockTimeoutMs` for window transactions of the job in flight, trying the lock without
  * queueing for it (a queued request would hold up the job's new claims); a job it cannot lock
@@ -104,7 +114,8 @@ async function compactBatch(
     got: boolean;
   }>`select pg_try_advisory_xact_lock(${SPAN_LOCK_CLASS}::integer, hashtext(${job})) as got`.execute(trx);
   if (!got.rows[0]?.got) return 'busy';
-  const until = sql`least(${cutoff}::timestamptz, (select watermark from job_watermarks where job = ${job}))`;
+  const until = sql`least(${cutoff}::timestamptz, now() - ${COMPACTION_MIN_AGE}::interval,
+                          (select watermark from job_watermarks where job = ${job}))`;
   const base = await sql<{ lo: Date | null; hi: Date | null }>`
     select min(window_start) as lo, max(window_start) as hi from (
       select window_start from job_windows

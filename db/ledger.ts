@@ -1,9 +1,10 @@
 // Ledger repository: every read and write of watermarks, window markers, run history and
 // quarantine. Each function takes `db` or an open transaction first so they compose.
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { coveredBy, inSpan, SPAN_LOCK_CLASS, spansIn } from './compaction.js';
+import { coveredBy, inSpan, SPAN_LOCK_CLASS, SPAN_LOCK_HORIZON, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
+import { parseWindowKey } from '../schedules/windows.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 
@@ -167,6 +168,24 @@ export async function isDone(db: Db, w: Pick<WindowRef, 'job' | 'start' | 'gener
 }
 
 /**
+ * The attempts recorded for the window a key names (an incident's subject): null for a subject that
+ * is not a window's key, and for a window whose marker was folded into a span (spans keep no counts).
+ */
+export async function windowAttemptsOf(db: Db, job: string, key: string): Promise<number | null> {
+  // By the primary key the key names: the key itself has no index (one would cost as much as the ledger's keys).
+  const w = parseWindowKey(job, key);
+  if (!w) return null;
+  const row = await db
+    .selectFrom('job_windows')
+    .select('attempts')
+    .where('job', '=', job)
+    .where('window_start', '=', w.start)
+    .where('generation', '=', w.generation)
+    .executeTakeFirst();
+  return row?.attempts ?? null;
+}
+
+/**
  * Limits on the window's transaction, set with its claim (`set_config(..., true)`: they end with
  * the transaction): how long a statement may wait for a lock, and how long the transaction may
  * sit idle before the server ends it.
@@ -241,7 +260,8 @@ export async function finishWindow(
  * Records a failed attempt (after its transaction rolled back), unless another attempt finished the
  * window, or its generation-0 marker was folded into a span (done: a failed row there would show it
  * failed and keep a rerun from putting its marker back). The span lock, taken shared as the claim
- * takes it, waits out a compaction batch folding the window, so the span check sees its commit.
+ * takes it (for a window old enough to be folded), waits out a compaction batch folding the window,
+ * so the span check sees its commit.
  */
 export async function failAttempt(
   db: Db,
@@ -250,7 +270,9 @@ export async function failAttempt(
 ): Promise<void> {
   if (w.generation === 0) {
     if (!db.isTransaction) return await db.transaction().execute((trx) => failAttempt(trx, w, a));
-    await sql`select pg_advisory_xact_lock_shared(${SPAN_LOCK_CLASS}::integer, hashtext(${w.job}))`.execute(
+    // Only a window that could be in a span takes it (as in the claim, migration 20261201T2100).
+    await sql`select pg_advisory_xact_lock_shared(${SPAN_LOCK_CLASS}::integer, hashtext(${w.job}))
+               where ${w.start}::timestamptz < clock_timestamp() - ${SPAN_LOCK_HORIZON}::interval`.execute(
       db,
     );
     if (await inSpan(db, w.job, w.start)) return;

@@ -20,14 +20,15 @@ export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts>
     // An approved rerun replaces the previous generation's contribution instead of adding twice.
     // The previous generation is the newest one the ledger marks done, not the newest with rows:
     // a generation with no good orders has no rows and contributed zero, so its predecessor's
-    // rows were already taken out.
+    // rows were already taken out. None marked done: generation 0, its marker folded into a done
+    // span (a rerun's preview does not put it back), since only a done window is rerun.
     await sql`
       with prev as (
         select day, order_count, total from sales_window_totals
          where job = ${job.name} and window_start = ${window.start}
-           and generation = (select max(generation) from job_windows
-                              where job = ${job.name} and window_start = ${window.start}
-                                and generation < ${generation} and status = 'done')
+           and generation = coalesce((select max(generation) from job_windows
+                                       where job = ${job.name} and window_start = ${window.start}
+                                         and generation < ${generation} and status = 'done'), 0)
       )
       update daily_sales d set order_count = d.order_count - prev.order_count, total = d.total - prev.total
         from prev where d.job = ${job.name} and d.day = prev.day`.execute(trx);

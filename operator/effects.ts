@@ -10,13 +10,17 @@ import type { Directory } from '../config/people.js';
 import { requesterProblem } from '../config/people.js';
 import { getEffect } from '../db/effects.js';
 import type { Database, EffectPolicy, EffectStatus } from '../db/schema.js';
-import { isoUtc } from '../schedules/windows.js';
+import type { Catalog } from '../schedules/job.js';
+import { isoUtc, windowAt } from '../schedules/windows.js';
 import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export interface EffectInDoubt {
   key: string;
   job: string;
-  /** The window's key, and its bounds and generation where the ledger has the window. */
+  /**
+   * The window's key, and its bounds and generation where the ledger has the window (its marker, or
+   * a done span holding it: its end then from the catalog's grid).
+   */
   window: string | null;
   windowStart: string | null;
   windowEnd: string | null;
@@ -48,9 +52,14 @@ const KEY_FORM = String.raw`^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z(#\d+)?
 const KEY_START = sql`(case when substr(e.window_key, length(e.job) + 2) ~ ${KEY_FORM}
                             then split_part(substr(e.window_key, length(e.job) + 2), '#', 1)::timestamptz end)`;
 
+/**
+ * `catalog`: gives the bounds of a window whose marker was folded into a done span (the span holds
+ * its start, from the key, and its generation, 0, but not its end); without it the end is null.
+ */
 export async function effectsInDoubt(
   db: Kysely<Database>,
   filter: { job?: string } = {},
+  catalog?: Catalog,
 ): Promise<EffectInDoubt[]> {
   const rows = await sql<{
     effect_key: string;
@@ -74,7 +83,10 @@ export async function effectsInDoubt(
     decided_by: string | null;
     updated_at: Date;
   }>`
-    select e.effect_key, e.job, e.window_key, w.window_start, w.window_end, w.generation, e.name, e.channel,
+    select e.effect_key, e.job, e.window_key,
+           coalesce(w.window_start, case when sp.span_end is not null then ${KEY_START} end) as window_start,
+           w.window_end, coalesce(w.generation, case when sp.span_end is not null then 0 end) as generation,
+           e.name, e.channel,
            e.status, (e.status = 'begun' and e.lease_until <= now()) as lease_passed, e.policy, e.attempts,
            e.last_error, e.provider_id, e.result, a.outcome as attempt_outcome, a.error as attempt_error,
            a.finished_at as attempt_at, e.decided_by, e.updated_at
@@ -82,17 +94,30 @@ export async function effectsInDoubt(
       left join lateral (select window_start, window_end, generation from job_windows
                           where job = e.job and window_start = ${KEY_START} and window_key = e.window_key
                           order by generation desc limit 1) w on true
+      left join lateral (select s.span_end from job_done_spans s
+                          where w.window_start is null and strpos(e.window_key, '#') = 0
+                            and s.job = e.job and s.span_start <= ${KEY_START}
+                          order by s.span_start desc limit 1) sp on ${KEY_START} < sp.span_end
       left join lateral (select outcome, error, finished_at from effect_attempts
                           where effect_key = e.effect_key order by id desc limit 1) a on true
      where (e.status in ('unknown', 'failed') or (e.status = 'begun' and e.lease_until <= now()))
        and (${filter.job ?? null}::text is null or e.job = ${filter.job ?? null})
      order by e.created_at, e.effect_key`.execute(db);
+  // A window read from its span: its end from the job's grid, when the catalog has the job.
+  const compactedEnd = (name: string, start: Date): string | null => {
+    const job = catalog?.jobs.find((j) => j.name === name);
+    return job ? isoUtc(windowAt(job.grid, job.timezone, start).end) : null;
+  };
   return rows.rows.map((r) => ({
     key: r.effect_key,
     job: r.job,
     window: r.window_key,
     windowStart: r.window_start ? isoUtc(r.window_start) : null,
-    windowEnd: r.window_end ? isoUtc(r.window_end) : null,
+    windowEnd: r.window_end
+      ? isoUtc(r.window_end)
+      : r.window_start
+        ? compactedEnd(r.job, r.window_start)
+        : null,
     generation: r.generation,
     name: r.name,
     channel: r.channel,

@@ -58,6 +58,10 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
   return rows;
 }
 
+/**
+ * The job's newest windows in the ledger. Windows whose done markers were compacted into spans
+ * (all older than the markers' retention) are not among them: compactedSpans says which.
+ */
 export async function recentWindows(db: Kysely<Database>, job: string, limit: number) {
   const rows = await sql<
     Omit<LedgerRow, 'status'> & {
@@ -87,6 +91,31 @@ export async function recentWindows(db: Kysely<Database>, job: string, limit: nu
     reason: r.reason,
     workflowId: r.workflow_id,
   }));
+}
+
+/**
+ * The job's newest done spans (windows whose done markers were compacted: recentWindows no longer
+ * lists them), newest first, and how many it has in all.
+ */
+export async function compactedSpans(db: Kysely<Database>, job: string, limit: number) {
+  const [rows, all] = await Promise.all([
+    db
+      .selectFrom('job_done_spans')
+      .select(['span_start', 'span_end'])
+      .where('job', '=', job)
+      .orderBy('span_start', 'desc')
+      .limit(limit)
+      .execute(),
+    db
+      .selectFrom('job_done_spans')
+      .select((eb) => eb.fn.countAll<string>().as('n'))
+      .where('job', '=', job)
+      .executeTakeFirstOrThrow(),
+  ]);
+  return {
+    spans: rows.map((r) => ({ start: isoUtc(r.span_start), end: isoUtc(r.span_end) })),
+    total: Number(all.n),
+  };
 }
 
 /**

@@ -1,14 +1,17 @@
 // `tidemark quarantine export`: a job's quarantined records as JSON Lines, to stdout or a file
-// (written durably), read in pages by id. The records stay in the ledger; housekeeping removes
-// them after their retention, exporting them under the state directory first.
+// (written durably), streamed: read in keyset pages of QUARANTINE_PAGE rows by id, each page
+// written out before the next is read, so memory holds one page whatever the job's count. The
+// records stay in the ledger; housekeeping removes them after their retention, exporting them
+// under the state directory first.
 import { resolve } from 'node:path';
-import { sql } from 'kysely';
-import { toLine, writeDurably, type QuarantineRow } from '../../jobs/housekeeping/export.js';
+import { quarantinePages, toLine, writeDurably, type QuarantineRow } from '../../jobs/housekeeping/export.js';
 import type { Command } from '../command.js';
 import { UsageError } from '../context.js';
 import { parseWhen } from '../dates.js';
 
-const PAGE = 5_000;
+async function* asLines(pages: AsyncIterable<QuarantineRow[]>): AsyncGenerator<string[]> {
+  for await (const page of pages) yield page.map(toLine);
+}
 
 export const quarantineCommand: Command = {
   name: 'quarantine',
@@ -21,20 +24,8 @@ export const quarantineCommand: Command = {
     if (!job) throw new UsageError('quarantine export: name the job whose records to export');
     const before = values.before ? parseWhen('--before', values.before as string, 'UTC') : new Date();
     const db = await ctx.db();
-    const lines: string[] = [];
-    for (let after = '0'; ;) {
-      const { rows } =
-        await sql<QuarantineRow>`select id::text as id, job, window_start, generation, record_key,
-          reason, payload, created_at from quarantine
-        where job = ${job} and created_at < ${before} and id > ${after}::bigint order by id limit ${PAGE}`.execute(
-          db,
-        );
-      if (rows.length === 0) break;
-      lines.push(...rows.map(toLine));
-      after = rows[rows.length - 1]!.id;
-    }
-    if (lines.length === 0 && !ctx.catalog.has(job)) {
-      // A job removed from the catalog keeps its records (exported above); a name nothing knows is a typo.
+    if (!ctx.catalog.has(job)) {
+      // A job removed from the catalog keeps its records (exported below); a name nothing knows is a typo.
       const any = await db
         .selectFrom('quarantine')
         .select('id')
@@ -46,16 +37,32 @@ export const quarantineCommand: Command = {
           `quarantine export: no job "${job}" in the catalog and no quarantined records under that name (jobs: ${ctx.catalog.jobs.map((j) => j.name).join(', ')})`,
         );
     }
+    const lines = asLines(quarantinePages(db, job, before));
     if (values.out) {
       const file = resolve(values.out as string);
-      await writeDurably(file, lines);
+      const records = await writeDurably(file, lines);
       return {
-        json: { job, before: before.toISOString(), records: lines.length, file },
+        json: { job, before: before.toISOString(), records, file },
         lines: [
-          `${lines.length} record(s) of ${job} quarantined before ${before.toISOString()} written to ${file}`,
+          `${records} record(s) of ${job} quarantined before ${before.toISOString()} written to ${file}`,
         ],
       };
     }
-    return { json: lines.map((l) => JSON.parse(l) as unknown), lines };
+    const { io } = ctx;
+    if (!io.json) {
+      for await (const page of lines) page.forEach((l) => io.out(l));
+      return { json: null, lines: [], printed: true };
+    }
+    // One JSON array, a record per line, each printed as its page is read.
+    io.out('[');
+    let held: string | undefined;
+    for await (const page of lines)
+      for (const l of page) {
+        if (held !== undefined) io.out(`  ${held},`);
+        held = l;
+      }
+    if (held !== undefined) io.out(`  ${held}`);
+    io.out(']');
+    return { json: null, lines: [], printed: true };
   },
 };

@@ -1,6 +1,6 @@
 // status and runs: a job's recent windows (outcome, duration, counts, effects) and run records.
 import type { RunKind } from '../../db/schema.js';
-import { recentRuns, recentWindows } from '../../operator/overview.js';
+import { compactedSpans, recentRuns, recentWindows } from '../../operator/overview.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
@@ -15,11 +15,23 @@ export const statusCommand: Command = {
     const db = await ctx.db();
     const limit = positiveInt('limit', values.limit as string | undefined, 20);
     const json = await recentWindows(db, job.name, limit);
+    // Done windows whose markers were compacted are not listed: said below, so none look lost.
+    const compacted = await compactedSpans(db, job.name, 3);
+    const notes = [
+      ...compacted.spans.map(
+        (s) => `windows from ${s.start} to ${s.end} are done (their markers were compacted)`,
+      ),
+      ...(compacted.total > compacted.spans.length
+        ? [`and ${compacted.total - compacted.spans.length} older span(s) of done windows`]
+        : []),
+    ];
     return {
       json,
       lines:
         json.length === 0
-          ? [`${job.name}: no windows yet`]
+          ? notes.length
+            ? notes
+            : [`${job.name}: no windows yet`]
           : table(
               ['WINDOW', 'STATUS', 'ATTEMPTS', 'MS', 'IN', 'APPLIED', 'ASIDE', 'EFFECTS', 'REASON'],
               json.map((r) => [
@@ -35,7 +47,7 @@ export const statusCommand: Command = {
                   .join(', ') || null,
                 r.reason,
               ]),
-            ),
+            ).concat(notes),
     };
   },
 };

@@ -18,7 +18,11 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       constraint job_done_spans_pk primary key (job, span_start),
       constraint job_done_spans_half_open check (span_end > span_start)
     )`.execute(db);
+  await createClaimFunction(db);
+}
 
+/** This migration's claim function (also put back by the down of 20261201T2100_span_lock_horizon). */
+export async function createClaimFunction(db: Kysely<unknown>): Promise<void> {
   // The claim first takes the job's span lock shared (compaction takes it exclusive): a window is
   // never compacted between this check and the upsert below, and a span committed before the lock
   // was granted is seen (READ COMMITTED: each statement reads anew).
@@ -64,7 +68,21 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     $fn$`.execute(db);
 }
 
+/**
+ * Refused while spans hold done markers: dropping them would make those windows not done, and the
+ * next tick or backfill would run them again. The spans hold no window count (an irregular grid
+ * could not be split back into windows here), so they are not put back as markers: delete them by
+ * hand first only if those windows may run again.
+ */
 export async function down(db: Kysely<unknown>): Promise<void> {
+  if (db.isTransaction) await sql`lock table job_done_spans in exclusive mode`.execute(db);
+  const held = await sql<{ spans: number; jobs: number }>`
+    select count(*)::int as spans, count(distinct job)::int as jobs from job_done_spans`.execute(db);
+  const { spans, jobs } = held.rows[0]!;
+  if (spans > 0)
+    throw new Error(
+      `migration 20261201T1000_done_spans down refused: job_done_spans holds ${spans} span${spans === 1 ? '' : 's'} of done markers (${jobs} job${jobs === 1 ? '' : 's'}); dropping the table would make those windows not done and they would run again. Delete its rows by hand first if that is what you want`,
+    );
   await claimFunction.down(db);
   await claimFunction.up(db);
   await sql`drop table job_done_spans`.execute(db);

@@ -1,9 +1,13 @@
-// Quarantine rows written out before they are removed: one JSON Lines file per job and id range,
-// written to a temporary file, fsynced and renamed into place (and its directory fsynced) before
-// the delete commits. A rerun after a crash between the two writes the same file again.
+// Quarantine rows written out before they are removed: one JSON Lines file per job, housekeeping
+// window and id range, written to a temporary file, fsynced and renamed into place (and its
+// directory fsynced) before the delete commits. A retry of the window after a crash between the two
+// writes its own file again; another window (a catch-up window beside it, or one on another host)
+// exporting the same rows writes a file of its own name, never over this one.
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, rename } from 'node:fs/promises';
+import { mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/schema.js';
 
 export interface QuarantineRow {
   readonly id: string;
@@ -18,9 +22,24 @@ export interface QuarantineRow {
 
 const pad = (id: string): string => id.padStart(20, '0');
 
-/** `<dir>/<job>/<first id>-<last id>.jsonl`: ids zero-padded, so the names sort in id order. */
-export const exportPath = (dir: string, job: string, rows: readonly QuarantineRow[]): string =>
-  join(dir, job, `${pad(rows[0]!.id)}-${pad(rows[rows.length - 1]!.id)}.jsonl`);
+/** A window key (`tidemark-housekeeping/2026-11-27T00:00:00Z`) as a file name part: `2026-11-27T000000Z`. */
+const windowPart = (key: string): string =>
+  key
+    .slice(key.indexOf('/') + 1)
+    .replace(/:/g, '')
+    .replace(/[^A-Za-z0-9.-]/g, '_');
+
+/**
+ * `<dir>/<job>/<window>_<first id>-<last id>.jsonl`: named by the housekeeping window that wrote
+ * it, so two windows never write one file; ids zero-padded, so a window's files sort in id order.
+ */
+export const exportPath = (
+  dir: string,
+  job: string,
+  window: string,
+  rows: readonly QuarantineRow[],
+): string =>
+  join(dir, job, `${windowPart(window)}_${pad(rows[0]!.id)}-${pad(rows[rows.length - 1]!.id)}.jsonl`);
 
 export const toLine = (r: QuarantineRow): string =>
   JSON.stringify({
@@ -44,34 +63,104 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /**
- * Writes `lines` to `path` durably: temp file, fsync, rename, fsync of the directory. The file is
- * its owner's only (0600, directories made 0700): records carry business data, whatever the umask.
+ * Writes the lines of `chunks` to `path` durably, a chunk at a time: temp file, fsync, rename, fsync
+ * of the directory; returns the lines written. The file is its owner's only (0600, directories made
+ * 0700): records carry business data, whatever the umask.
  */
-export async function writeDurably(path: string, lines: readonly string[]): Promise<void> {
+export async function writeDurably(
+  path: string,
+  chunks: Iterable<readonly string[]> | AsyncIterable<readonly string[]>,
+): Promise<number> {
   await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  // A temporary name of its own: two writers of one file (two catch-up windows, a retry beside a
-  // slow first attempt) each rename a complete file into place, never one the other is writing.
+  // A temporary name of its own: two writers of one file (a retry beside a slow first attempt of
+  // the same window) each rename a complete file into place, never one the other is writing.
   const part = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.part`;
   const handle = await open(part, 'wx', 0o600);
+  let lines = 0;
   try {
-    await handle.writeFile(lines.map((l) => `${l}\n`).join(''));
+    for await (const chunk of chunks) {
+      if (chunk.length > 0) await handle.write(chunk.map((l) => `${l}\n`).join(''));
+      lines += chunk.length;
+    }
     await handle.sync();
-  } finally {
+  } catch (e) {
     await handle.close();
+    await unlink(part).catch(() => undefined);
+    throw e;
   }
+  await handle.close();
   await rename(part, path);
   await fsyncDir(dirname(path));
+  return lines;
 }
 
-/** Exports rows (ordered by id) grouped per job; returns the files written. */
-export async function exportQuarantine(dir: string, rows: readonly QuarantineRow[]): Promise<string[]> {
+/** The error of a state directory housekeeping cannot write: it names the setting and the path. */
+const notWritable = (dir: string, e: unknown, kept: string): Error =>
+  new Error(
+    `housekeeping: cannot write quarantine exports to ${dir} under the state directory (TIDEMARK_STATE_DIR, housekeeping.stateDir): ${
+      e instanceof Error ? e.message : String(e)
+    }; quarantine is exported there before it is removed, so ${kept}`,
+    { cause: e },
+  );
+
+/**
+ * Fails unless `dir` can be created and written (a file made and removed): checked before a
+ * window deletes anything, so a window with an unwritable state directory removes nothing.
+ */
+export async function ensureWritable(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    const probe = join(dir, `.probe-${process.pid}-${randomBytes(4).toString('hex')}`);
+    await (await open(probe, 'wx', 0o600)).close();
+    await unlink(probe);
+  } catch (e) {
+    throw notWritable(dir, e, 'this window deleted nothing');
+  }
+}
+
+/** Exports rows (ordered by id) grouped per job, named by `window`'s key; returns the files written. */
+export async function exportQuarantine(
+  dir: string,
+  window: string,
+  rows: readonly QuarantineRow[],
+): Promise<string[]> {
   const byJob = new Map<string, QuarantineRow[]>();
   for (const r of rows) byJob.set(r.job, [...(byJob.get(r.job) ?? []), r]);
   const files: string[] = [];
   for (const [job, list] of byJob) {
-    const path = exportPath(dir, job, list);
-    await writeDurably(path, list.map(toLine));
+    const path = exportPath(dir, job, window, list);
+    try {
+      await writeDurably(path, [list.map(toLine)]);
+    } catch (e) {
+      throw notWritable(dir, e, 'these records were not removed');
+    }
     files.push(path);
   }
   return files;
+}
+
+/** Rows per page of an on-demand export: one page is held in memory at a time. */
+export const QUARANTINE_PAGE = 1_000;
+
+/**
+ * A job's quarantined records created before `before`, in id order, one keyset page at a time.
+ * Ordered by `quarantine.id`, the bigint: a bare `id` is the text column of the select list,
+ * whose order ('1899' < '19') made each page's last id skip rows.
+ */
+export async function* quarantinePages(
+  db: Kysely<Database>,
+  job: string,
+  before: Date,
+  pageSize = QUARANTINE_PAGE,
+): AsyncGenerator<QuarantineRow[]> {
+  for (let after = '0'; ;) {
+    const { rows } =
+      await sql<QuarantineRow>`select id::text as id, job, window_start, generation, record_key,
+        reason, payload, created_at from quarantine
+      where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
+      order by quarantine.id limit ${pageSize}`.execute(db);
+    if (rows.length === 0) return;
+    yield rows;
+    after = rows[rows.length - 1]!.id;
+  }
 }

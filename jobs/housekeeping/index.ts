@@ -14,10 +14,12 @@ import {
   type JobSpec,
   type WindowPreparer,
 } from '../../schedules/job.js';
+import { ensureWritable } from './export.js';
 import {
   BUDGET_SPENT,
   KINDS,
   markBudgetSpent,
+  pruneProgress,
   removeBatch,
   TABLE_OF,
   type BatchScope,
@@ -98,9 +100,15 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
   const batchSize = opts.batchSize ?? 5_000;
   const budgetMs = parseDuration(opts.budget ?? '10m')!;
   const exportDir = resolve(opts.stateDir, 'quarantine');
+  // Progress rows are read by their own window's report only: kept as long as the longest retention.
+  const progressMs = Math.max(...Object.values(retentionMs));
 
   const prepare: WindowPreparer = async ({ db, key, window, heartbeat, log }) => {
     const began = Date.now();
+    // Before anything is deleted: a window that could not export quarantine removes nothing.
+    await ensureWritable(exportDir);
+    const pruned = await pruneProgress(db, key, new Date(window.end.getTime() - progressMs));
+    if (pruned > 0) log(`HOUSEKEEPING pruned window=${key} housekeeping_progress=${pruned}`);
     const scope: BatchScope = { db, key, batchSize, exportDir, afterExport: opts.afterExport };
     for (const kind of HOUSEKEEPING_STEPS) {
       // Ages are measured at the window's end, so a retry of the window removes the same set.

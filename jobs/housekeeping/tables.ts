@@ -49,6 +49,16 @@ function doomed(kind: Kind, cutoff: Date): RawBuilder<unknown> {
   }
 }
 
+/**
+ * The query that finds a batch of `kind`'s old rows, oldest ids first: an index range on the
+ * table's time column (migration 20261201T2200), so the daily scan that finds nothing reads nothing.
+ */
+export function findOld(kind: Kind, cutoff: Date, limit: number, columns: RawBuilder<unknown> = sql`id`) {
+  // `<table>.id`, the column: a bare `id` would be the select list's `id::text` for quarantine.
+  const table = sql.table(TABLE_OF[kind]);
+  return sql`select ${columns} from ${table} where ${doomed(kind, cutoff)} order by ${table}.id limit ${limit}`;
+}
+
 export interface BatchScope {
   readonly db: Kysely<Database>;
   /** The housekeeping window's key: its progress rows. */
@@ -73,6 +83,18 @@ export async function markBudgetSpent(db: Kysely<Database>, key: string): Promis
   await record(db, key, BUDGET_SPENT, 0);
 }
 
+/**
+ * Removes other windows' progress rows last written before `cutoff` (the longest retention before
+ * the window's end): the table stays a few rows per day kept, not one per window forever.
+ */
+export async function pruneProgress(db: Kysely<Database>, key: string, cutoff: Date): Promise<number> {
+  const r =
+    await sql`delete from housekeeping_progress where window_key <> ${key} and updated_at < ${cutoff}`.execute(
+      db,
+    );
+  return Number(r.numAffectedRows ?? 0);
+}
+
 /** Removes one batch of `kind` older than `cutoff`; returns how many rows went (0: nothing left). */
 export async function removeBatch(scope: BatchScope, kind: Kind, cutoff: Date): Promise<number> {
   const table = TABLE_OF[kind];
@@ -80,10 +102,11 @@ export async function removeBatch(scope: BatchScope, kind: Kind, cutoff: Date): 
   return scope.db.transaction().execute(async (trx) => {
     // `= any(array(...))`, not `in (select ...)`: the planner then deletes by the primary key
     // instead of hash-joining the ids against a scan of the whole table (1 s per batch at 1 M rows).
-    const r = await sql`delete from ${sql.table(table)} where id = any(array(
-      select id from ${sql.table(table)} where ${doomed(kind, cutoff)} order by id limit ${scope.batchSize}))`.execute(
-      trx,
-    );
+    const r = await sql`delete from ${sql.table(table)} where id = any(array(${findOld(
+      kind,
+      cutoff,
+      scope.batchSize,
+    )}))`.execute(trx);
     const n = Number(r.numAffectedRows ?? 0);
     if (n > 0) await record(trx, scope.key, table, n);
     return n;
@@ -91,13 +114,12 @@ export async function removeBatch(scope: BatchScope, kind: Kind, cutoff: Date): 
 }
 
 async function removeQuarantineBatch(scope: BatchScope, cutoff: Date): Promise<number> {
-  const { rows } =
-    await sql<QuarantineRow>`select id::text as id, job, window_start, generation, record_key, reason, payload, created_at
-    from quarantine where ${doomed('quarantine', cutoff)} order by id limit ${scope.batchSize}`.execute(
-      scope.db,
-    );
+  const columns = sql`id::text as id, job, window_start, generation, record_key, reason, payload, created_at`;
+  const { rows } = await findOld('quarantine', cutoff, scope.batchSize, columns)
+    .$castTo<QuarantineRow>()
+    .execute(scope.db);
   if (rows.length === 0) return 0;
-  const files = await exportQuarantine(scope.exportDir, rows);
+  const files = await exportQuarantine(scope.exportDir, scope.key, rows);
   await scope.afterExport?.(files);
   const ids = rows.map((r) => r.id);
   return scope.db.transaction().execute(async (trx) => {

@@ -137,3 +137,17 @@ test('the check refuses services Compose cannot start', () => {
     ['service worker depends on undefined service temporl'],
   );
 });
+
+test("the worker's state dir (housekeeping's quarantine exports) outlives its container", () => {
+  const doc = parse(read('docker-compose.yml'), { merge: true }) as {
+    services: Record<string, { volumes?: string[] }>;
+    volumes?: Record<string, unknown>;
+  };
+  const state = (doc.services.worker?.volumes ?? []).find((v) => v.split(':')[1] === '/app/.tidemark');
+  assert.ok(
+    state,
+    'the worker mounts a volume at /app/.tidemark (TIDEMARK_STATE_DIR, the Dockerfile WORKDIR /app)',
+  );
+  const source = state.split(':')[0]!;
+  assert.ok(source in (doc.volumes ?? {}), `${source} is a named volume declared under volumes:`);
+});

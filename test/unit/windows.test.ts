@@ -10,6 +10,7 @@ import {
   parseGrid,
   windowAt,
   windowEndAfter,
+  parseWindowKey,
   windowKey,
   windowStartAt,
   windowsFrom,
@@ -273,4 +274,22 @@ describe('closed windows', () => {
     assert.equal(windowKey('sales', at('2026-03-02T10:00:00Z')), 'sales/2026-03-02T10:00:00Z');
     assert.equal(windowKey('sales', at('2026-03-02T10:00:00Z'), 2), 'sales/2026-03-02T10:00:00Z#2');
   });
+});
+
+test('parseWindowKey reads back what windowKey writes, and nothing else', () => {
+  const start = new Date('2026-03-29T01:00:00Z');
+  assert.deepEqual(parseWindowKey('sales', windowKey('sales', start)), { start, generation: 0 });
+  assert.deepEqual(parseWindowKey('sales', windowKey('sales', start, 3)), { start, generation: 3 });
+  assert.deepEqual(parseWindowKey('a/b', windowKey('a/b', start, 1)), { start, generation: 1 });
+  for (const key of [
+    'tick',
+    'schedules',
+    'other/2026-03-29T01:00:00Z',
+    'sales/2026-03-29T01:00:00Z#0',
+    'sales/2026-03-29T01:00:00Z#x',
+    'sales/2026-02-30T01:00:00Z',
+    'sales/2026-03-29T01:00:00.000Z',
+    'sales/2026-03-29T01:00:00Z/email',
+  ])
+    assert.equal(parseWindowKey('sales', key), null, key);
 });

@@ -27,7 +27,10 @@ export async function effectsRoutes(app: FastifyInstance, deps: WebDeps): Promis
   };
   const directory = directoryOf(deps.config);
 
-  app.get('/api/effects', async (req) => await effectsInDoubt(deps.db, jobFilter(deps, req.query)));
+  app.get(
+    '/api/effects',
+    async (req) => await effectsInDoubt(deps.db, jobFilter(deps, req.query), deps.catalog),
+  );
 
   app.get('/api/incidents', async (req) => await incidentsOpen(deps.db, jobFilter(deps, req.query).job));
 
