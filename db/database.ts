@@ -1,7 +1,7 @@
 // Connecting to PostgreSQL: the kysely instance, creating the database when it is missing,
 // and turning an unreachable server into an error that says how to fix it.
-import { Kysely, PostgresDialect } from 'kysely';
-import { Migrator } from 'kysely/migration';
+import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Migrator, type Migration, type MigrationResult } from 'kysely/migration';
 import pg from 'pg';
 import { migrations } from './migrations/index.js';
 import { pgClient, pgPool, redactUrl } from './pg-connection.js';
@@ -14,6 +14,8 @@ export const PG_ERROR = Object.freeze({
   uniqueViolation: '23505',
   serializationFailure: '40001',
   deadlockDetected: '40P01',
+  invalidAuthorization: '28000',
+  invalidPassword: '28P01',
 });
 
 export class DatabaseError extends Error {
@@ -65,6 +67,15 @@ function unreachable(url: string, err: unknown): DatabaseError {
   // A TLS setting that explains the failure: the message says which one and how to fix it.
   if ((err as Error).name === 'PgTlsError' || (err as Error).name === 'PgSettingError')
     return new DatabaseError('DB_TLS', (err as Error).message, { cause: err });
+  // The server answered but refused the user (no such role, wrong password, no pg_hba.conf entry).
+  const code = (err as { code?: string }).code;
+  if (code === PG_ERROR.invalidAuthorization || code === PG_ERROR.invalidPassword)
+    return new DatabaseError(
+      'DB_LOGIN',
+      `PostgreSQL at ${redactUrl(url)} refused the login (${(err as Error).message}): check the user and ` +
+        "password in DATABASE_URL (and the server's pg_hba.conf).",
+      { cause: err },
+    );
   return new DatabaseError(
     'DB_UNREACHABLE',
     `PostgreSQL at ${redactUrl(url)} cannot be reached (${(err as Error).message}). ` +
@@ -90,7 +101,15 @@ export async function ensureDatabase(url: string): Promise<void> {
     if ((err as { code?: string }).code !== PG_ERROR.invalidCatalogName) throw unreachable(url, err);
   }
   const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
+  let name: string;
+  try {
+    name = decodeURIComponent(target.pathname.slice(1));
+  } catch {
+    throw new DatabaseError(
+      'DB_URL',
+      `the database name in DATABASE_URL (${redactUrl(url)}) is not valid percent-encoding: write a % in it as %25`,
+    );
+  }
   const admin = new URL(url);
   admin.pathname = '/postgres';
   const client = pgClient(admin.toString());
@@ -98,16 +117,67 @@ export async function ensureDatabase(url: string): Promise<void> {
     await client.connect();
     await client.query(`CREATE DATABASE ${pg.escapeIdentifier(name)}`);
   } catch (err) {
-    if ((err as { code?: string }).code !== PG_ERROR.duplicateDatabase) throw unreachable(url, err);
+    // Another host created it first: 42P04 when its creation had committed, 23505 on pg_database's
+    // unique index when both created it at once.
+    const code = (err as { code?: string }).code;
+    if (code === PG_ERROR.duplicateDatabase || code === PG_ERROR.uniqueViolation) return;
+    // The server answered with an error: it refused the creation (no CREATEDB right, ...).
+    if (
+      err instanceof pg.DatabaseError &&
+      code !== PG_ERROR.invalidAuthorization &&
+      code !== PG_ERROR.invalidPassword
+    )
+      throw new DatabaseError(
+        'DB_CREATE',
+        `the database ${JSON.stringify(name)} at ${redactUrl(url)} does not exist, and tidemark could not create it ` +
+          `(${(err as Error).message}): create it (createdb ${name}), or give the user the CREATEDB right.`,
+        { cause: err },
+      );
+    throw unreachable(url, err);
   } finally {
     await client.end().catch(() => undefined);
   }
 }
 
 /** Applies every pending migration; throws with the failing migration's name. */
-export async function migrate(db: Kysely<Database>): Promise<string[]> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...migrations }) } });
-  const { error, results } = await migrator.migrateToLatest();
+export async function migrate(
+  db: Kysely<Database>,
+  list: Readonly<Record<string, Migration>> = migrations,
+): Promise<string[]> {
+  // A newer release may have migrated the database already (its roll has begun; this is a worker of
+  // the previous version restarting, or one rolled back to): its migrations only expanded the schema,
+  // so they are taken as done here, not refused as "missing" (which kept the worker from starting).
+  // One applied between the read and the migration lock: read again.
+  for (let attempt = 1; ; attempt++) {
+    const newer = await newerMigrations(db, list);
+    const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...list, ...newer }) } });
+    const { error, results } = await migrator.migrateToLatest();
+    if (attempt < 5 && /previously executed migration .* is missing/.test(String((error as Error)?.message)))
+      continue;
+    return migrationResults(error, results);
+  }
+}
+
+/** The migrations the database ran that `list` does not hold (a newer release's), as stubs never run. */
+async function newerMigrations(
+  db: Kysely<Database>,
+  list: Readonly<Record<string, Migration>>,
+): Promise<Record<string, Migration>> {
+  const present = await sql<{ t: string | null }>`select to_regclass('kysely_migration')::text as t`.execute(
+    db,
+  );
+  if (!present.rows[0]?.t) return {};
+  const ran = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const newer: Record<string, Migration> = {};
+  for (const { name } of ran.rows)
+    if (!(name in list))
+      newer[name] = {
+        up: () => Promise.reject(new Error(`${name} is a newer release's migration: it ran already`)),
+      };
+  return newer;
+}
+
+function migrationResults(error: unknown, results: readonly MigrationResult[] | undefined): string[] {
   const failed = results?.find((r) => r.status === 'Error');
   if (error || failed) {
     throw new DatabaseError(

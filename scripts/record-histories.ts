@@ -2,17 +2,25 @@
 // current code: its own Temporal dev server and database, the real workers with a small test
 // catalog, and one scenario per workflow shape. Run it when a workflow change is intentional
 // (`npm run record-histories`); keep the histories of the old version as old-version files.
+// `-- --encrypted` records the same scenarios with payload encryption on (client and workers, as in
+// production) into test/histories/encrypted/, with the test key REPLAY_PAYLOAD_KEYS.
 import { mkdir, writeFile } from 'node:fs/promises';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import { Client, type WorkflowHandle } from '@temporalio/client';
 import proto, { type temporal } from '@temporalio/proto';
-import { temporalDataConverter } from '../codec/index.js';
+import { ENCRYPTED_ENCODING, payloadCodecOf, temporalDataConverter } from '../codec/index.js';
 import { defineCatalog } from '../schedules/job.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { depsWithChannels, summaryWithMail } from '../test/helpers/effects.js';
 import { startChat } from '../test/helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../test/helpers/jobs.js';
-import { allText, historyToJson } from '../test/helpers/history.js';
-import { historiesDir, RECORDING_SECRETS, secretsIn } from '../test/helpers/replay.js';
+import { allText, historyToJson, payloadsIn } from '../test/helpers/history.js';
+import {
+  encryptedHistoriesDir,
+  historiesDir,
+  RECORDING_SECRETS,
+  REPLAY_PAYLOAD_KEYS,
+  secretsIn,
+} from '../test/helpers/replay.js';
 import { startSmtp } from '../test/helpers/smtp.js';
 import { eventually, startTemporal, uniqueQueue } from '../test/helpers/temporal.js';
 import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
@@ -47,11 +55,16 @@ function historyText(history: temporal.api.history.v1.IHistory): string {
 async function save(name: string, handle: WorkflowHandle): Promise<void> {
   const history = await handle.fetchHistory();
   const text = historyText(history);
-  // Payload data is base64 in the text: searched decoded too.
-  const secrets = secretsIn(`${text}\n${allText(history)}`);
+  // Payload data is base64 in the text: searched decoded too (and decrypted when encrypted).
+  const payloads = payloadsIn(history);
+  const decrypted = codec ? allText(await codec.decode(payloads)) : '';
+  const secrets = secretsIn(`${text}\n${allText(history)}\n${decrypted}`);
   if (secrets.length) throw new Error(`the history ${name} holds ${secrets.join(', ')}: not saved`);
-  await writeFile(new URL(`${name}.json`, historiesDir), text);
-  console.log(`saved test/histories/${name}.json (${text.length} bytes)`);
+  const isEncrypted = (p: (typeof payloads)[number]) =>
+    Buffer.from(p.metadata?.encoding ?? []).toString() === ENCRYPTED_ENCODING;
+  if (encrypted && !payloads.some(isEncrypted)) throw new Error(`the history ${name} is not encrypted`);
+  await writeFile(new URL(`${name}.json`, outDir), text);
+  console.log(`saved ${new URL(`${name}.json`, outDir).pathname} (${text.length} bytes)`);
 }
 
 /** Waits until the run's history holds an event that `match` accepts. */
@@ -63,10 +76,15 @@ async function untilEvent(handle: WorkflowHandle, what: string, match: (e: Event
   );
 }
 
+const encrypted = process.argv.includes('--encrypted');
+const outDir = encrypted ? encryptedHistoriesDir : historiesDir;
+const keysEnv = encrypted ? REPLAY_PAYLOAD_KEYS : {};
+const codec = payloadCodecOf(keysEnv);
+
 const isType = (type: temporal.api.enums.v1.EventType) => (e: Event) => e.eventType === type;
 
 async function main(): Promise<void> {
-  await mkdir(historiesDir, { recursive: true });
+  await mkdir(outDir, { recursive: true });
   const [env, t, smtp, chat] = await Promise.all([
     startTemporal(),
     createTestDb(),
@@ -93,7 +111,10 @@ async function main(): Promise<void> {
   ]);
   for (const job of [mail, paged, batched, nightly])
     await insertOrders(t.db, ordersBetween(job, hour(0), hour(6), 12));
-  const client: Client = env.client;
+  const dataConverter = temporalDataConverter(keysEnv);
+  const client = encrypted
+    ? new Client({ connection: env.connection, namespace: env.namespace ?? 'default', dataConverter })
+    : env.client;
   const taskQueue = uniqueQueue('replay');
   const watchQueue = `${taskQueue}-watch`;
   const deps = {
@@ -105,8 +126,8 @@ async function main(): Promise<void> {
     namespace: env.namespace ?? 'default',
     taskQueues: [taskQueue, watchQueue],
     deps,
-    bundle: await bundleWorkflows({ encryptFailures: false }),
-    dataConverter: temporalDataConverter({}),
+    bundle: await bundleWorkflows({ encryptFailures: encrypted }),
+    dataConverter,
     shutdownGraceTime: '1s',
   });
   const running = runWorkers(workers);

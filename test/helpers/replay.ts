@@ -6,6 +6,16 @@ import { temporalDataConverter } from '../../codec/index.js';
 import { bundleWorkflows } from '../../workers/create-worker.js';
 
 export const historiesDir = new URL('../histories/', import.meta.url);
+/**
+ * The same scenarios recorded with payload encryption on (`npm run record-histories -- --encrypted`),
+ * as a production history is: every payload AES-GCM encrypted with REPLAY_PAYLOAD_KEYS' test key.
+ */
+export const encryptedHistoriesDir = new URL('../histories/encrypted/', import.meta.url);
+
+/** The recorder's payload key: a throwaway test key, never a production one. */
+export const REPLAY_PAYLOAD_KEYS = Object.freeze({
+  TIDEMARK_PAYLOAD_KEYS: `replay-test:${Buffer.alloc(32, 7).toString('base64')}`,
+});
 /** Histories recorded on earlier versions (named <what>-<commit>.history.json), kept so both replay. */
 export const oldVersionsDir = new URL('../fixtures/', import.meta.url);
 
@@ -27,8 +37,8 @@ export function secretsIn(text: string): string[] {
 }
 
 /** The history files of the current version, by name (without .json), sorted. */
-export async function historyNames(): Promise<string[]> {
-  return (await readdir(historiesDir))
+export async function historyNames(dir: URL = historiesDir): Promise<string[]> {
+  return (await readdir(dir))
     .filter((f) => f.endsWith('.json'))
     .map((f) => f.slice(0, -'.json'.length))
     .sort();
@@ -54,14 +64,12 @@ export async function replayOptions(): Promise<ReplayWorkerOptions> {
 }
 
 /**
- * What a worker with payload keys replays with (a throwaway test key): its bundle with the failure
+ * What a worker with payload keys replays with (the recorder's throwaway test key): its bundle with the failure
  * converter that encrypts failures, and the AES-GCM codec, which reads plain payloads as they are.
  */
 export async function encryptingReplayOptions(): Promise<ReplayWorkerOptions> {
   return {
     workflowBundle: await bundleWorkflows({ encryptFailures: true }),
-    dataConverter: temporalDataConverter({
-      TIDEMARK_PAYLOAD_KEYS: `replay-test:${Buffer.alloc(32, 7).toString('base64')}`,
-    }),
+    dataConverter: temporalDataConverter(REPLAY_PAYLOAD_KEYS),
   };
 }
