@@ -17,6 +17,7 @@ import * as runsByWindow from './20261201T0400_job_runs_window_idx.js';
 import * as doneSpans from './20261201T1000_done_spans.js';
 import * as housekeeping from './20261201T1000_housekeeping_progress.js';
 import * as scaleIndexes from './20261201T1000_scale_indexes.js';
+import * as flatCounts from './20261201T2000_flat_counts.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -36,4 +37,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T1000_done_spans': doneSpans,
   '20261201T1000_housekeeping_progress': housekeeping,
   '20261201T1000_scale_indexes': scaleIndexes,
+  '20261201T2000_flat_counts': flatCounts,
 });
