@@ -8,16 +8,19 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { sql } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { compactDoneMarkers, expandWindow } from '../../db/compaction.js';
 import { recordEffects } from '../../db/effects.js';
+import type { Database } from '../../db/schema.js';
 import { claimWindow, failAttempt, watermarkOf } from '../../db/ledger.js';
 import { housekeeping, HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 import { jobHealth } from '../../operator/job-health.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { createMetrics } from '../../workers/metrics.js';
+import { createTestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
 import { realStack } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -53,7 +56,7 @@ const fail = (job: string, i: number, generation = 0, db: Parameters<typeof fail
   });
 
 /** What the history says (the query the overview ran before): latest generations, spans, closed windows. */
-async function fromHistory(job: string) {
+async function fromHistory(job: string, db: Kysely<Database> = stack.t.db) {
   const r = await sql<{ done: number; failed: number; recorded: number }>`
     with latest as (select distinct on (window_start) window_start, status from job_windows
                      where job = ${job} order by window_start, generation desc),
@@ -61,14 +64,14 @@ async function fromHistory(job: string) {
                 from job_done_spans where job = ${job})
     select (select count(*) from latest where status = 'done')::int + (select n from spans) as done,
            (select count(*) from latest where status = 'failed')::int as failed,
-           (select count(*) from latest)::int + (select n from spans) as recorded`.execute(stack.t.db);
+           (select count(*) from latest)::int + (select n from spans) as recorded`.execute(db);
   const { done, failed, recorded } = r.rows[0]!;
   return { done, failed, missing: 10 - recorded };
 }
 
-async function health(job: string) {
+async function health(job: string, db: Kysely<Database> = stack.t.db) {
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: iso(0) })]);
-  const h = await jobHealth(stack.t.db, stack.env.client, catalog.get(job), NOW);
+  const h = await jobHealth(db, stack.env.client, catalog.get(job), NOW);
   return { done: h.done, failed: h.failed, missing: h.missing };
 }
 
@@ -275,4 +278,41 @@ test('two transactions committing windows of one job count (and fold) without wa
   await sql`select tidemark_fold_window_counts(${job})`.execute(stack.t.db);
   assert.deepEqual(await health(job), { done: 3, failed: 1, missing: 6 }, 'and after folding');
   assert.equal(await deltaRows(job), 2);
+});
+
+test('the migration counts the windows, spans and effects already there', async () => {
+  const t = await createTestDb({ migrated: false });
+  try {
+    await migrateTo(t.db, '20261201T1000_scale_indexes');
+    const job = 'counts-backfill';
+    // Windows 0-6 at generation 0 (6 failed), window 2's generation 1 failed, 7-8 in a span, 9 missing.
+    await sql`
+      insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+      select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', g, ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
+             ${job} || '/' || i, case when i = 6 or g = 1 then 'failed' else 'done' end, 1, 'tick', now()
+        from generate_series(0, 6) i cross join generate_series(0, 1) g
+       where g = 0 or i = 2`.execute(t.db);
+    await sql`insert into job_done_spans (job, span_start, span_end) values (${job}, ${at(7)}, ${at(9)})`.execute(
+      t.db,
+    );
+    await sql`
+      insert into effects (effect_key, job, name, channel, policy, status, request, provider_key)
+      select 'fx/' || i, 'fx', 'n', case when i < 3 then 'email' else 'slack' end, 'ask',
+             case when i % 2 = 0 then 'done' else 'pending' end, '{}'::jsonb, 'fx/' || i
+        from generate_series(0, 4) i`.execute(t.db);
+    await migrateTo(t.db, 'latest');
+    const expected = { done: 7, failed: 2, missing: 1 };
+    assert.deepEqual(await fromHistory(job, t.db), expected);
+    assert.deepEqual(await health(job, t.db), expected);
+    const effects = await sql<{ s: string }>`
+      select status || ' ' || channel || ' ' || sum(n) as s from effect_counts group by status, channel order by 1`.execute(
+      t.db,
+    );
+    assert.deepEqual(
+      effects.rows.map((r) => r.s),
+      ['done email 2', 'done slack 1', 'pending email 1', 'pending slack 1'],
+    );
+  } finally {
+    await t.drop();
+  }
 });
