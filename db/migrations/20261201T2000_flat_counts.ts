@@ -8,6 +8,11 @@
 // generation-0 marker was folded into a span (db/compaction.ts) stays counted done: compaction and
 // the expansion of a span set `tidemark.span_fold` in their transaction, and the trigger leaves their
 // writes out (a fold deletes done markers that stay done; an expansion puts back one that was).
+// Two transactions writing rows of the same (job, window, generation) take turns on the row, and
+// the later one's trigger reads the earlier one's commit (READ COMMITTED: a fresh snapshot per
+// statement). Two writing different generations of one window at once (never done by the product:
+// a rerun's generation is claimed after its predecessor is done) could each count from a state
+// without the other's row.
 // The backfill counts the spans already there by the job's most common window length (exact for
 // fixed and day / week grids; spans predate no release).
 import { sql, type Kysely } from 'kysely';
