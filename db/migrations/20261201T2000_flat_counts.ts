@@ -59,9 +59,13 @@ export async function up(db: Kysely<unknown>): Promise<void> {
 
   // Per window touched: +1 for the status of its latest generation after the statement, -1 for
   // the one before it (the rows now, less those the statement wrote, plus those it replaced).
+  // The touched windows' rows are read by key, one lookup each (\`offset 0\` keeps the planner from
+  // turning it into a join that, with no statistics yet, would read the whole table per commit).
   const delta = (written: string | null, replaced: string | null) => `
         with t as (select distinct job, window_start from ${written ?? replaced}),
-        cur as (select w.job, w.window_start, w.generation, w.status from job_windows w join t using (job, window_start)),
+        cur as (select w.* from t cross join lateral (
+                 select w.job, w.window_start, w.generation, w.status from job_windows w
+                  where w.job = t.job and w.window_start = t.window_start offset 0) w),
         before as (select * from cur c
                     ${written ? `where not exists (select 1 from ${written} x where x.job = c.job and x.window_start = c.window_start and x.generation = c.generation)` : ''}
                     ${replaced ? `union all select job, window_start, generation, status from ${replaced}` : ''}),
