@@ -251,8 +251,6 @@ export const operations: readonly Operation[] = [
   {
     name: 'overview_health',
     what: "the page overview's health of the minutely job (done, failed, missing windows)",
-    readsHistory:
-      "counts every window's latest generation and the recorded windows since the job's first: needs counts kept as windows change, not an index",
     run: (ctx) => jobHealth(ctx.db, ctx.client, ctx.catalog.get(MINUTELY), ctx.now),
   },
   {
@@ -327,8 +325,6 @@ export const operations: readonly Operation[] = [
   {
     name: 'metrics_scrape',
     what: "a /metrics scrape's PostgreSQL gauges (lag, effects by state, open incidents)",
-    readsHistory:
-      'tidemark_effects counts every effect ever recorded by state and channel: done grows forever',
     run: (ctx) => createMetrics({ db: ctx.db, catalog: ctx.catalog, now: () => ctx.now }).registry.metrics(),
   },
   {

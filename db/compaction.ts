@@ -114,6 +114,8 @@ async function compactBatch(
     got: boolean;
   }>`select pg_try_advisory_xact_lock(${SPAN_LOCK_CLASS}::integer, hashtext(${job})) as got`.execute(trx);
   if (!got.rows[0]?.got) return 'busy';
+  // The markers deleted stay done in the job's counts (job_window_counts, migration 20261201T2000).
+  await spanFold(trx, true);
   const until = sql`least(${cutoff}::timestamptz, now() - ${COMPACTION_MIN_AGE}::interval,
                           (select watermark from job_watermarks where job = ${job}))`;
   const base = await sql<{ lo: Date | null; hi: Date | null }>`
@@ -247,6 +249,7 @@ export async function expandWindow(
     { job: w.job, span_start: w.end, span_end: span.end },
   ].filter((p) => p.span_end.getTime() > p.span_start.getTime());
   if (parts.length) await trx.insertInto('job_done_spans').values(parts).execute();
+  await spanFold(trx, true); // a done window put back: already counted done
   await trx
     .insertInto('job_windows')
     .values({
@@ -264,5 +267,15 @@ export async function expandWindow(
       reason: 'done marker put back from a compacted span for a rerun',
     })
     .execute();
+  await spanFold(trx, false);
   return true;
+}
+
+/**
+ * Tells the counting trigger on job_windows (migration 20261201T2000) that the transaction's next
+ * writes move done generation-0 markers between rows and spans: the windows stay done, not counted
+ * again nor taken away.
+ */
+async function spanFold(trx: Transaction<Database>, on: boolean): Promise<void> {
+  await sql`select set_config('tidemark.span_fold', ${on ? 'on' : 'off'}, true)`.execute(trx);
 }

@@ -277,6 +277,25 @@ export interface JobDoneSpanTable {
   compacted_at: CreatedAt;
 }
 
+/**
+ * Delta rows of the windows of a job by the status of their latest generation, kept by a trigger
+ * on job_windows (migration 20261201T2000); a job's count is the sum of its rows.
+ */
+export interface JobWindowCountTable {
+  id: Generated<string>;
+  job: string;
+  status: string;
+  n: ColumnType<string, number | string, number | string>;
+}
+
+/** Delta rows of the effects by status and channel, kept by a trigger on effects (migration 20261201T2000). */
+export interface EffectCountTable {
+  id: Generated<string>;
+  status: string;
+  channel: string;
+  n: ColumnType<string, number | string, number | string>;
+}
+
 export interface Database {
   job_watermarks: JobWatermarkTable;
   job_windows: JobWindowTable;
@@ -301,4 +320,6 @@ export interface Database {
   local_window_attempts: LocalWindowAttemptTable;
   housekeeping_progress: HousekeepingProgressTable;
   job_done_spans: JobDoneSpanTable;
+  job_window_counts: JobWindowCountTable;
+  effect_counts: EffectCountTable;
 }

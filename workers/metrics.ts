@@ -132,10 +132,12 @@ async function fromPostgres(o: MetricsOptions, at: Date, add: Add): Promise<void
     const watermark = (await readWatermark(o.db, job.name)) ?? job.start;
     if (watermark) add('tidemark_lag_windows', { job: job.name }, windowsBehind(job, watermark, at));
   }
+  // Counts kept as effects change (effect_counts, migration 20261201T2000): a few rows, not the history.
   const effects = await o.db
-    .selectFrom('effects')
-    .select(['status', 'channel', sql<string>`count(*)`.as('n')])
+    .selectFrom('effect_counts')
+    .select(['status', 'channel', sql<string>`sum(n)`.as('n')])
     .groupBy(['status', 'channel'])
+    .having(sql`sum(n)`, '<>', 0)
     .execute();
   for (const r of effects) add('tidemark_effects', { state: r.status, channel: r.channel }, Number(r.n));
   const incidents = await o.db

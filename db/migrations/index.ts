@@ -17,6 +17,7 @@ import * as runsByWindow from './20261201T0400_job_runs_window_idx.js';
 import * as doneSpans from './20261201T1000_done_spans.js';
 import * as housekeeping from './20261201T1000_housekeeping_progress.js';
 import * as scaleIndexes from './20261201T1000_scale_indexes.js';
+import * as flatCounts from './20261201T2000_flat_counts.js';
 import * as spanLockHorizon from './20261201T2100_span_lock_horizon.js';
 import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
 
@@ -38,6 +39,7 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T1000_done_spans': doneSpans,
   '20261201T1000_housekeeping_progress': housekeeping,
   '20261201T1000_scale_indexes': scaleIndexes,
+  '20261201T2000_flat_counts': flatCounts,
   '20261201T2100_span_lock_horizon': spanLockHorizon,
   '20261201T2200_housekeeping_indexes': housekeepingIndexes,
 });

@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import type { Config } from '../../config/env.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
+import { foldCounts } from '../../db/counts.js';
 import { parseDuration } from '../../schedules/duration.js';
 import {
   defineCatalog,
@@ -142,6 +143,8 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
       // A job whose window transactions held its lock past the timeout is folded by the next window.
       log(`HOUSEKEEPING folding stopped window=${key}: ${e instanceof Error ? e.message : String(e)}`);
     }
+    // The overview's and /metrics' counts: each job's delta rows summed into one per status.
+    log(`HOUSEKEEPING counts folded window=${key} rows=${await foldCounts(db)}`);
   };
 
   return {
