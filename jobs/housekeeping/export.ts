@@ -16,9 +16,14 @@ export interface QuarantineRow {
   readonly generation: number;
   readonly record_key: string;
   readonly reason: string;
-  readonly payload: unknown;
+  /** The jsonb as PostgreSQL prints it: parsed into JavaScript, numbers past a double would change. */
+  readonly payload: string;
   readonly created_at: Date;
 }
+
+/** The select list of a QuarantineRow (a bare `id` in an `order by` is this text, not the bigint). */
+export const QUARANTINE_COLUMNS = sql`id::text as id, job, window_start, generation, record_key, reason,
+  payload::text as payload, created_at`;
 
 const pad = (id: string): string => id.padStart(20, '0');
 
@@ -41,17 +46,20 @@ export const exportPath = (
 ): string =>
   join(dir, job, `${windowPart(window)}_${pad(rows[0]!.id)}-${pad(rows[rows.length - 1]!.id)}.jsonl`);
 
+/**
+ * A record as one JSON line. The payload is spliced in as the ledger's own JSON text (one line:
+ * jsonb escapes control characters), never through a JavaScript number: 1e400 would become null,
+ * 9007199254740993 ...992, in the only copy left once housekeeping deletes the row.
+ */
 export const toLine = (r: QuarantineRow): string =>
-  JSON.stringify({
+  `${JSON.stringify({
     id: r.id,
     job: r.job,
     window_start: r.window_start.toISOString(),
     generation: r.generation,
     record_key: r.record_key,
     reason: r.reason,
-    payload: r.payload,
-    created_at: r.created_at.toISOString(),
-  });
+  }).slice(0, -1)},"payload":${r.payload},"created_at":${JSON.stringify(r.created_at.toISOString())}}`;
 
 async function fsyncDir(dir: string): Promise<void> {
   const handle = await open(dir, 'r');
@@ -154,9 +162,7 @@ export async function* quarantinePages(
   pageSize = QUARANTINE_PAGE,
 ): AsyncGenerator<QuarantineRow[]> {
   for (let after = '0'; ;) {
-    const { rows } =
-      await sql<QuarantineRow>`select id::text as id, job, window_start, generation, record_key,
-        reason, payload, created_at from quarantine
+    const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from quarantine
       where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
       order by quarantine.id limit ${pageSize}`.execute(db);
     if (rows.length === 0) return;

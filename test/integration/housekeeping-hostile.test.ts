@@ -1,0 +1,64 @@
+// Hostile review of housekeeping's quarantine export (commit 6170029): what a window deletes is
+// exactly what its export file holds.
+import assert from 'node:assert/strict';
+import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import { run as cli } from '../../cli/main.js';
+import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
+import { removeBatch } from '../../jobs/housekeeping/tables.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+
+let t: TestDb;
+before(async () => {
+  t = await createTestDb();
+});
+after(async () => {
+  await t?.drop();
+});
+
+// Numbers a JSON document may hold that a JavaScript number cannot: more digits than a double
+// keeps, a magnitude past its range. The ledger keeps them exactly (jsonb is numeric).
+const PAYLOAD = '{"amount": 12345678901234567890.12, "huge": 1e400, "tiny": 1e-400, "id": 9007199254740993}';
+
+test('a quarantine export holds the payload exactly as the ledger did: numbers past a double are not rounded', async () => {
+  const { db } = t;
+  await sql`insert into quarantine (job, window_start, generation, record_key, reason, payload, created_at)
+    values ('exact-q', '2020-01-01T00:00:00Z', 0, 'k1', 'bad', ${PAYLOAD}::jsonb, '2020-01-01T00:00:00Z')`.execute(
+    db,
+  );
+  const { rows } = await sql<{
+    payload: string;
+  }>`select payload::text as payload from quarantine where job = 'exact-q'`.execute(db);
+  const stored = rows[0]!.payload;
+
+  // The CLI's export, before housekeeping removes the row.
+  Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
+  const printed: string[] = [];
+  const io = {
+    out: (l: string) => printed.push(l),
+    err: (l: string) => printed.push(l),
+    json: false,
+    tty: false,
+  };
+  assert.equal(await cli(['quarantine', 'export', 'exact-q'], io), 0, printed.join('\n'));
+
+  const exportDir = join(await mkdtemp(join(tmpdir(), 'hk-review-')), 'quarantine');
+  const scope = { db, key: `${HOUSEKEEPING_JOB}/2026-11-27T00:00:00Z`, batchSize: 10, exportDir };
+  assert.equal(await removeBatch(scope, 'quarantine', new Date('2020-06-01T00:00:00Z')), 1);
+  const [file] = await readdir(join(exportDir, 'exact-q'));
+  const line = (await readFile(join(exportDir, 'exact-q', file!), 'utf8')).trim();
+
+  // Compared as PostgreSQL reads JSON (numeric), so only a changed value differs.
+  for (const [what, text] of [
+    ['housekeeping export', line],
+    ['quarantine export', printed[0]!],
+  ] as const) {
+    const { rows: same } = await sql<{
+      same: boolean;
+    }>`select (${text}::jsonb -> 'payload') = ${stored}::jsonb as same`.execute(db);
+    assert.ok(same[0]!.same, `${what} changed the payload: ledger ${stored}, file ${text}`);
+  }
+});
