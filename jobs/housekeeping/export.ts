@@ -86,18 +86,21 @@ export async function writeDurably(
   const handle = await open(part, 'wx', 0o600);
   let lines = 0;
   try {
-    for await (const chunk of chunks) {
-      if (chunk.length > 0) await handle.write(chunk.map((l) => `${l}\n`).join(''));
-      lines += chunk.length;
+    try {
+      for await (const chunk of chunks) {
+        if (chunk.length > 0) await handle.write(chunk.map((l) => `${l}\n`).join(''));
+        lines += chunk.length;
+      }
+      await handle.sync();
+    } finally {
+      await handle.close();
     }
-    await handle.sync();
+    // A failed rename (the name taken by a directory) leaves no copy of the records behind either.
+    await rename(part, path);
   } catch (e) {
-    await handle.close();
     await unlink(part).catch(() => undefined);
     throw e;
   }
-  await handle.close();
-  await rename(part, path);
   await fsyncDir(dirname(path));
   return lines;
 }

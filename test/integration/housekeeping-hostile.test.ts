@@ -1,7 +1,7 @@
 // Hostile review of housekeeping's quarantine export (commit 6170029): what a window deletes is
 // exactly what its export file holds.
 import assert from 'node:assert/strict';
-import { mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -85,4 +85,32 @@ test('a batch of the largest batch size (100,000 records) is exported in seconds
   assert.equal(lines.length, n);
   // The whole time on the event loop (no heartbeat gets out meanwhile): old code 134 s, now < 1 s.
   assert.ok(ms < 20_000, `exporting ${n} records took ${Math.round(ms)} ms`);
+});
+
+test('quarantine export --out that cannot be renamed into place (a directory) fails and leaves no temporary file', async () => {
+  const { db } = t;
+  await db
+    .insertInto('quarantine')
+    .values({
+      job: 'rename-q',
+      window_start: '2020-01-01T00:00:00Z',
+      generation: 0,
+      record_key: 'r1',
+      reason: 'bad',
+      payload: JSON.stringify({ card: 'business data' }),
+    })
+    .execute();
+  Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
+  const printed: string[] = [];
+  const io = {
+    out: (l: string) => printed.push(l),
+    err: (l: string) => printed.push(l),
+    json: false,
+    tty: false,
+  };
+  const parent = await mkdtemp(join(tmpdir(), 'hk-out-'));
+  const out = join(parent, 'export.jsonl');
+  await mkdir(out);
+  assert.notEqual(await cli(['quarantine', 'export', 'rename-q', '--out', out], io), 0, printed.join('\n'));
+  assert.deepEqual(await readdir(parent), ['export.jsonl'], 'no temporary file left beside it');
 });
