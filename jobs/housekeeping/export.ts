@@ -162,7 +162,9 @@ export const QUARANTINE_PAGE = 1_000;
 /**
  * A job's quarantined records created before `before`, in id order, one keyset page at a time.
  * Ordered by `quarantine.id`, the bigint: a bare `id` is the text column of the select list,
- * whose order ('1899' < '19') made each page's last id skip rows.
+ * whose order ('1899' < '19') made each page's last id skip rows. Every page reads one snapshot
+ * (a read-only repeatable-read transaction): read each in its own, a window's records committed
+ * while the pages are read were half in the export (those past the page being read).
  */
 export async function* quarantinePages(
   db: Kysely<Database>,
@@ -170,12 +172,22 @@ export async function* quarantinePages(
   before: Date,
   pageSize = QUARANTINE_PAGE,
 ): AsyncGenerator<QuarantineRow[]> {
-  for (let after = '0'; ;) {
-    const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from quarantine
-      where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
-      order by quarantine.id limit ${pageSize}`.execute(db);
-    if (rows.length === 0) return;
-    yield rows;
-    after = rows[rows.length - 1]!.id;
+  const trx = await db
+    .startTransaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute();
+  try {
+    for (let after = '0'; ;) {
+      const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from quarantine
+        where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
+        order by quarantine.id limit ${pageSize}`.execute(trx);
+      if (rows.length === 0) return;
+      yield rows;
+      after = rows[rows.length - 1]!.id;
+    }
+  } finally {
+    // Read only: nothing to keep. Also when the reader stops early (its loop's error, a break).
+    await trx.rollback().execute();
   }
 }

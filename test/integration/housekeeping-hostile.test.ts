@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { run as cli } from '../../cli/main.js';
-import { exportQuarantine } from '../../jobs/housekeeping/export.js';
+import { exportQuarantine, quarantinePages } from '../../jobs/housekeeping/export.js';
 import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 import { removeBatch } from '../../jobs/housekeeping/tables.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
@@ -113,4 +113,45 @@ test('quarantine export --out that cannot be renamed into place (a directory) fa
   await mkdir(out);
   assert.notEqual(await cli(['quarantine', 'export', 'rename-q', '--out', out], io), 0, printed.join('\n'));
   assert.deepEqual(await readdir(parent), ['export.jsonl'], 'no temporary file left beside it');
+});
+
+test("quarantine export's pages read one snapshot: a window's records committed while it pages are all in it or all out", async () => {
+  const { db } = t;
+  const row = (key: string) => ({
+    job: 'snap-q',
+    window_start: '2020-01-01T00:00:00Z',
+    generation: 0,
+    record_key: key,
+    reason: 'bad',
+  });
+  await db.insertInto('quarantine').values(row('a1')).execute();
+  // One window's transaction quarantines two records, around two committed by another window.
+  const window = await db.startTransaction().execute();
+  try {
+    await window.insertInto('quarantine').values(row('w1')).execute();
+    await db
+      .insertInto('quarantine')
+      .values([row('a2'), row('a3')])
+      .execute();
+    await window.insertInto('quarantine').values(row('w2')).execute();
+    const pages = quarantinePages(db, 'snap-q', new Date(Date.now() + 3_600_000), 2);
+    const keys: string[] = [];
+    const first = await pages.next();
+    assert.ok(!first.done);
+    keys.push(...first.value.map((r) => r.record_key));
+    await window.commit().execute();
+    for await (const page of { [Symbol.asyncIterator]: () => pages })
+      keys.push(...page.map((r) => r.record_key));
+    const w = keys.filter((k) => k.startsWith('w'));
+    assert.ok(w.length === 0 || w.length === 2, `half a window's records exported: ${keys.join(', ')}`);
+    assert.deepEqual(
+      keys.filter((k) => k.startsWith('a')),
+      ['a1', 'a2', 'a3'],
+    );
+  } finally {
+    await window
+      .rollback()
+      .execute()
+      .catch(() => undefined);
+  }
 });
