@@ -18,6 +18,7 @@ import * as doneSpans from './20261201T1000_done_spans.js';
 import * as housekeeping from './20261201T1000_housekeeping_progress.js';
 import * as scaleIndexes from './20261201T1000_scale_indexes.js';
 import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
+import * as housekeepingIndexesValid from './20261201T2230_housekeeping_indexes_valid.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -38,4 +39,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T1000_housekeeping_progress': housekeeping,
   '20261201T1000_scale_indexes': scaleIndexes,
   '20261201T2200_housekeeping_indexes': housekeepingIndexes,
+  '20261201T2230_housekeeping_indexes_valid': housekeepingIndexesValid,
 });

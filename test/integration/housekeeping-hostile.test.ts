@@ -11,6 +11,7 @@ import { exportQuarantine, quarantinePages } from '../../jobs/housekeeping/expor
 import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 import { removeBatch } from '../../jobs/housekeeping/tables.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
 
 let t: TestDb;
 before(async () => {
@@ -153,5 +154,51 @@ test("quarantine export's pages read one snapshot: a window's records committed 
       .rollback()
       .execute()
       .catch(() => undefined);
+  }
+});
+
+test("the housekeeping indexes end up valid after an operator's concurrent build of them was interrupted", async () => {
+  // The migration's own advice: an operator who cannot have the lock builds the indexes first with
+  // `create index concurrently if not exists`. Interrupted (a timeout, ^C), that leaves an INVALID
+  // index of the name, which `if not exists` then skips: never used, never rebuilt.
+  const u = await createTestDb({ migrated: false });
+  const holder = await u.db.startTransaction().setIsolationLevel('repeatable read').execute();
+  try {
+    await migrateTo(u.db, '20261201T1000_scale_indexes');
+    // An older snapshot the concurrent build must wait for; the lock timeout interrupts the wait.
+    await sql`select 1 from job_runs limit 1`.execute(holder);
+    await assert.rejects(
+      u.db.connection().execute(async (c) => {
+        await sql`set lock_timeout = '300ms'`.execute(c);
+        await sql`create index concurrently if not exists job_runs_finished_idx on job_runs (finished_at)`.execute(
+          c,
+        );
+      }),
+      /lock timeout/,
+    );
+    await holder.rollback().execute();
+    await migrateTo(u.db, 'latest');
+    const { rows } = await sql<{
+      name: string;
+      valid: boolean;
+    }>`select c.relname as name, i.indisvalid as valid
+      from pg_index i join pg_class c on c.oid = i.indexrelid
+      where c.relname in ('job_runs_finished_idx', 'effect_attempts_finished_idx', 'incidents_closed_idx',
+        'quarantine_created_idx') order by 1`.execute(u.db);
+    assert.deepEqual(
+      rows,
+      [
+        'effect_attempts_finished_idx',
+        'incidents_closed_idx',
+        'job_runs_finished_idx',
+        'quarantine_created_idx',
+      ].map((name) => ({ name, valid: true })),
+    );
+  } finally {
+    await holder
+      .rollback()
+      .execute()
+      .catch(() => undefined);
+    await u.drop();
   }
 });
