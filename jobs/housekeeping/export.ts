@@ -71,6 +71,20 @@ async function fsyncDir(dir: string): Promise<void> {
 }
 
 /**
+ * Makes `dir` (and its missing parents, 0700) and fsyncs the parent of each directory it made:
+ * a new directory is an entry of its parent, which a power loss can take along with the files
+ * in it, unless the parent is fsynced too.
+ */
+async function mkdirDurably(dir: string): Promise<void> {
+  const made = await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (made === undefined) return;
+  for (let d = dir; ; d = dirname(d)) {
+    await fsyncDir(dirname(d));
+    if (d === made || dirname(d) === d) return;
+  }
+}
+
+/**
  * Writes the lines of `chunks` to `path` durably, a chunk at a time: temp file, fsync, rename, fsync
  * of the directory; returns the lines written. The file is its owner's only (0600, directories made
  * 0700): records carry business data, whatever the umask.
@@ -79,7 +93,7 @@ export async function writeDurably(
   path: string,
   chunks: Iterable<readonly string[]> | AsyncIterable<readonly string[]>,
 ): Promise<number> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  await mkdirDurably(dirname(path));
   // A temporary name of its own: two writers of one file (a retry beside a slow first attempt of
   // the same window) each rename a complete file into place, never one the other is writing.
   const part = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.part`;
@@ -120,7 +134,7 @@ const notWritable = (dir: string, e: unknown, kept: string): Error =>
  */
 export async function ensureWritable(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await mkdirDurably(dir);
     const probe = join(dir, `.probe-${process.pid}-${randomBytes(4).toString('hex')}`);
     await (await open(probe, 'wx', 0o600)).close();
     await unlink(probe);

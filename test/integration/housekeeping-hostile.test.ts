@@ -1,10 +1,12 @@
 // Hostile review of housekeeping's quarantine export (commit 6170029): what a window deletes is
 // exactly what its export file holds.
 import assert from 'node:assert/strict';
-import { mkdir, mkdtemp, readdir, readFile } from 'node:fs/promises';
+import { spawnSync } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { sql } from 'kysely';
 import { run as cli } from '../../cli/main.js';
 import { exportQuarantine, quarantinePages } from '../../jobs/housekeeping/export.js';
@@ -202,3 +204,50 @@ test("the housekeeping indexes end up valid after an operator's concurrent build
     await u.drop();
   }
 });
+
+const hasStrace = spawnSync('strace', ['-V']).status === 0;
+
+test(
+  'an export into new directories fsyncs each new directory in its parent too, not only the file in its own',
+  { skip: hasStrace ? false : 'strace is not installed' },
+  async () => {
+    // A directory made for the export (the state dir's quarantine/, a job's first <job>/) is an
+    // entry of its parent; unless the parent is fsynced, a power loss can take the directory and
+    // the file in it, while the delete that followed is committed.
+    const root = await mkdtemp(join(tmpdir(), 'hk-fsync-'));
+    const state = join(root, 'state');
+    const script = join(root, 'write.mts');
+    const exportTs = fileURLToPath(new URL('../../jobs/housekeeping/export.ts', import.meta.url));
+    await writeFile(
+      script,
+      `import { ensureWritable, writeDurably } from ${JSON.stringify(exportTs)};
+      await ensureWritable(${JSON.stringify(join(state, 'quarantine'))});
+      await writeDurably(${JSON.stringify(join(state, 'quarantine', 'new-job', 'f.jsonl'))}, [['{}']]);`,
+    );
+    const trace = join(root, 'trace');
+    const run = spawnSync(
+      'strace',
+      ['-f', '-qq', '-e', 'trace=openat,fsync', '-o', trace, process.execPath, '--import', 'tsx', script],
+      { cwd: fileURLToPath(new URL('../..', import.meta.url)), encoding: 'utf8' },
+    );
+    assert.equal(run.status, 0, run.stderr);
+    // Each path opened, then fsync of that descriptor (a call may be split across
+    // lines by another thread: `<unfinished ...>` ... `<... openat resumed>`).
+    const lines = (await readFile(trace, 'utf8')).split('\n');
+    const pending = new Map<string, string>();
+    const opened = new Map<string, string>();
+    const synced = new Set<string>();
+    for (const l of lines) {
+      const pid = l.split(/\s+/)[0]!;
+      const open = /openat\(AT_FDCWD, "([^"]+)", [A-Z_|]+(?:, 0\d+)?(?:\) += (\d+)| <unfinished)/.exec(l);
+      if (open?.[2]) opened.set(open[2], open[1]!);
+      else if (open) pending.set(pid, open[1]!);
+      const resumed = /<\.\.\. openat resumed>\) += (\d+)/.exec(l);
+      if (resumed && pending.has(pid)) opened.set(resumed[1]!, pending.get(pid)!);
+      const sync = /fsync\((\d+)/.exec(l);
+      if (sync && opened.has(sync[1]!)) synced.add(opened.get(sync[1]!)!);
+    }
+    for (const dir of [state, join(state, 'quarantine'), join(state, 'quarantine', 'new-job')])
+      assert.ok(synced.has(dir), `${dir} not fsynced; fsynced: ${[...synced].join(', ')}`);
+  },
+);
