@@ -16,9 +16,14 @@ export interface QuarantineRow {
   readonly generation: number;
   readonly record_key: string;
   readonly reason: string;
-  readonly payload: unknown;
+  /** The jsonb as PostgreSQL prints it: parsed into JavaScript, numbers past a double would change. */
+  readonly payload: string;
   readonly created_at: Date;
 }
+
+/** The select list of a QuarantineRow (a bare `id` in an `order by` is this text, not the bigint). */
+export const QUARANTINE_COLUMNS = sql`id::text as id, job, window_start, generation, record_key, reason,
+  payload::text as payload, created_at`;
 
 const pad = (id: string): string => id.padStart(20, '0');
 
@@ -41,17 +46,20 @@ export const exportPath = (
 ): string =>
   join(dir, job, `${windowPart(window)}_${pad(rows[0]!.id)}-${pad(rows[rows.length - 1]!.id)}.jsonl`);
 
+/**
+ * A record as one JSON line. The payload is spliced in as the ledger's own JSON text (one line:
+ * jsonb escapes control characters), never through a JavaScript number: 1e400 would become null,
+ * 9007199254740993 ...992, in the only copy left once housekeeping deletes the row.
+ */
 export const toLine = (r: QuarantineRow): string =>
-  JSON.stringify({
+  `${JSON.stringify({
     id: r.id,
     job: r.job,
     window_start: r.window_start.toISOString(),
     generation: r.generation,
     record_key: r.record_key,
     reason: r.reason,
-    payload: r.payload,
-    created_at: r.created_at.toISOString(),
-  });
+  }).slice(0, -1)},"payload":${r.payload},"created_at":${JSON.stringify(r.created_at.toISOString())}}`;
 
 async function fsyncDir(dir: string): Promise<void> {
   const handle = await open(dir, 'r');
@@ -59,6 +67,20 @@ async function fsyncDir(dir: string): Promise<void> {
     await handle.sync();
   } finally {
     await handle.close();
+  }
+}
+
+/**
+ * Makes `dir` (and its missing parents, 0700) and fsyncs the parent of each directory it made:
+ * a new directory is an entry of its parent, which a power loss can take along with the files
+ * in it, unless the parent is fsynced too.
+ */
+async function mkdirDurably(dir: string): Promise<void> {
+  const made = await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (made === undefined) return;
+  for (let d = dir; ; d = dirname(d)) {
+    await fsyncDir(dirname(d));
+    if (d === made || dirname(d) === d) return;
   }
 }
 
@@ -71,25 +93,28 @@ export async function writeDurably(
   path: string,
   chunks: Iterable<readonly string[]> | AsyncIterable<readonly string[]>,
 ): Promise<number> {
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+  await mkdirDurably(dirname(path));
   // A temporary name of its own: two writers of one file (a retry beside a slow first attempt of
   // the same window) each rename a complete file into place, never one the other is writing.
   const part = `${path}.${process.pid}-${randomBytes(4).toString('hex')}.part`;
   const handle = await open(part, 'wx', 0o600);
   let lines = 0;
   try {
-    for await (const chunk of chunks) {
-      if (chunk.length > 0) await handle.write(chunk.map((l) => `${l}\n`).join(''));
-      lines += chunk.length;
+    try {
+      for await (const chunk of chunks) {
+        if (chunk.length > 0) await handle.write(chunk.map((l) => `${l}\n`).join(''));
+        lines += chunk.length;
+      }
+      await handle.sync();
+    } finally {
+      await handle.close();
     }
-    await handle.sync();
+    // A failed rename (the name taken by a directory) leaves no copy of the records behind either.
+    await rename(part, path);
   } catch (e) {
-    await handle.close();
     await unlink(part).catch(() => undefined);
     throw e;
   }
-  await handle.close();
-  await rename(part, path);
   await fsyncDir(dirname(path));
   return lines;
 }
@@ -109,7 +134,7 @@ const notWritable = (dir: string, e: unknown, kept: string): Error =>
  */
 export async function ensureWritable(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    await mkdirDurably(dir);
     const probe = join(dir, `.probe-${process.pid}-${randomBytes(4).toString('hex')}`);
     await (await open(probe, 'wx', 0o600)).close();
     await unlink(probe);
@@ -125,7 +150,13 @@ export async function exportQuarantine(
   rows: readonly QuarantineRow[],
 ): Promise<string[]> {
   const byJob = new Map<string, QuarantineRow[]>();
-  for (const r of rows) byJob.set(r.job, [...(byJob.get(r.job) ?? []), r]);
+  // Appended in place: a copy of the job's list per row was quadratic (134 s, all on the event
+  // loop, for a batch of 100,000: longer than the heartbeat timeout).
+  for (const r of rows) {
+    const list = byJob.get(r.job);
+    if (list) list.push(r);
+    else byJob.set(r.job, [r]);
+  }
   const files: string[] = [];
   for (const [job, list] of byJob) {
     const path = exportPath(dir, job, window, list);
@@ -145,7 +176,9 @@ export const QUARANTINE_PAGE = 1_000;
 /**
  * A job's quarantined records created before `before`, in id order, one keyset page at a time.
  * Ordered by `quarantine.id`, the bigint: a bare `id` is the text column of the select list,
- * whose order ('1899' < '19') made each page's last id skip rows.
+ * whose order ('1899' < '19') made each page's last id skip rows. Every page reads one snapshot
+ * (a read-only repeatable-read transaction): read each in its own, a window's records committed
+ * while the pages are read were half in the export (those past the page being read).
  */
 export async function* quarantinePages(
   db: Kysely<Database>,
@@ -153,14 +186,22 @@ export async function* quarantinePages(
   before: Date,
   pageSize = QUARANTINE_PAGE,
 ): AsyncGenerator<QuarantineRow[]> {
-  for (let after = '0'; ;) {
-    const { rows } =
-      await sql<QuarantineRow>`select id::text as id, job, window_start, generation, record_key,
-        reason, payload, created_at from quarantine
-      where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
-      order by quarantine.id limit ${pageSize}`.execute(db);
-    if (rows.length === 0) return;
-    yield rows;
-    after = rows[rows.length - 1]!.id;
+  const trx = await db
+    .startTransaction()
+    .setIsolationLevel('repeatable read')
+    .setAccessMode('read only')
+    .execute();
+  try {
+    for (let after = '0'; ;) {
+      const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from quarantine
+        where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
+        order by quarantine.id limit ${pageSize}`.execute(trx);
+      if (rows.length === 0) return;
+      yield rows;
+      after = rows[rows.length - 1]!.id;
+    }
+  } finally {
+    // Read only: nothing to keep. Also when the reader stops early (its loop's error, a break).
+    await trx.rollback().execute();
   }
 }

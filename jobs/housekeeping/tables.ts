@@ -3,7 +3,7 @@
 // idempotent, so a batch that ran before a crash is simply not found again.
 import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Database } from '../../db/schema.js';
-import { exportQuarantine, type QuarantineRow } from './export.js';
+import { exportQuarantine, QUARANTINE_COLUMNS, type QuarantineRow } from './export.js';
 
 /** The kinds of rows with a retention; each maps to one table. */
 export const KINDS = Object.freeze(['runs', 'attempts', 'incidents', 'quarantine'] as const);
@@ -114,8 +114,7 @@ export async function removeBatch(scope: BatchScope, kind: Kind, cutoff: Date): 
 }
 
 async function removeQuarantineBatch(scope: BatchScope, cutoff: Date): Promise<number> {
-  const columns = sql`id::text as id, job, window_start, generation, record_key, reason, payload, created_at`;
-  const { rows } = await findOld('quarantine', cutoff, scope.batchSize, columns)
+  const { rows } = await findOld('quarantine', cutoff, scope.batchSize, QUARANTINE_COLUMNS)
     .$castTo<QuarantineRow>()
     .execute(scope.db);
   if (rows.length === 0) return 0;
