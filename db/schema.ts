@@ -288,6 +288,13 @@ export interface JobWindowCountTable {
   n: ColumnType<string, number | string, number | string>;
 }
 
+/** Spans whose windows the counts do not hold yet (migration 20261201T2300): counted by the job's grid. */
+export interface JobSpanBacklogTable {
+  job: string;
+  span_start: Date;
+  span_end: Date;
+}
+
 /** Delta rows of the effects by status and channel, kept by a trigger on effects (migration 20261201T2000). */
 export interface EffectCountTable {
   id: Generated<string>;
@@ -321,5 +328,6 @@ export interface Database {
   housekeeping_progress: HousekeepingProgressTable;
   job_done_spans: JobDoneSpanTable;
   job_window_counts: JobWindowCountTable;
+  job_span_backlog: JobSpanBacklogTable;
   effect_counts: EffectCountTable;
 }

@@ -20,6 +20,7 @@ import * as scaleIndexes from './20261201T1000_scale_indexes.js';
 import * as flatCounts from './20261201T2000_flat_counts.js';
 import * as spanLockHorizon from './20261201T2100_span_lock_horizon.js';
 import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
+import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -42,4 +43,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T2000_flat_counts': flatCounts,
   '20261201T2100_span_lock_horizon': spanLockHorizon,
   '20261201T2200_housekeeping_indexes': housekeepingIndexes,
+  '20261201T2300_span_count_backlog': spanCountBacklog,
 });

@@ -1,0 +1,57 @@
+// Review of the flat counts (migration 20261201T2000) and the span lock horizon (20261201T2100):
+// the counts against the history (the overview's old full query) where the review found them apart.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { sql, type Kysely } from 'kysely';
+import type { Database } from '../../db/schema.js';
+import { jobHealth } from '../../operator/job-health.js';
+import { defineCatalog } from '../../schedules/job.js';
+import { createTestDb } from '../helpers/db.js';
+import { salesJob } from '../helpers/jobs.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
+import { realStack } from '../helpers/temporal.js';
+
+const stack = realStack();
+const HOUR = 3_600_000;
+const T0 = Date.parse('2025-03-01T00:00:00Z');
+const at = (i: number) => new Date(T0 + i * HOUR);
+const iso = (i: number) => at(i).toISOString().replace('.000Z', 'Z');
+/** Ten closed hourly windows, [0, 10). */
+const NOW = at(10);
+
+/** What the history says (the query the overview ran before): latest generations, spans, closed windows. */
+async function fromHistory(job: string, db: Kysely<Database>) {
+  const r = await sql<{ done: number; failed: number; recorded: number }>`
+    with latest as (select distinct on (window_start) window_start, status from job_windows
+                     where job = ${job} order by window_start, generation desc),
+    spans as (select coalesce(sum(extract(epoch from span_end - span_start) / 3600), 0)::int as n
+                from job_done_spans where job = ${job})
+    select (select count(*) from latest where status = 'done')::int + (select n from spans) as done,
+           (select count(*) from latest where status = 'failed')::int as failed,
+           (select count(*) from latest)::int + (select n from spans) as recorded`.execute(db);
+  const { done, failed, recorded } = r.rows[0]!;
+  return { done, failed, missing: 10 - recorded };
+}
+
+async function health(job: string, db: Kysely<Database>) {
+  const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: iso(0) })]);
+  const h = await jobHealth(db, stack.env.client, catalog.get(job), NOW);
+  return { done: h.done, failed: h.failed, missing: h.missing };
+}
+
+test('the migration counts the spans of a job all of whose markers were folded (no window rows left)', async () => {
+  const t = await createTestDb({ migrated: false });
+  try {
+    await migrateTo(t.db, '20261201T1000_scale_indexes');
+    // A job that stopped running a while ago: housekeeping folded every marker; windows 0-8 in spans.
+    const job = 'counts-all-folded';
+    await sql`insert into job_done_spans (job, span_start, span_end)
+              values (${job}, ${at(0)}, ${at(5)}), (${job}, ${at(6)}, ${at(9)})`.execute(t.db);
+    await migrateTo(t.db, 'latest');
+    const expected = { done: 8, failed: 0, missing: 2 };
+    assert.deepEqual(await fromHistory(job, t.db), expected);
+    assert.deepEqual(await health(job, t.db), expected);
+  } finally {
+    await t.drop();
+  }
+});
