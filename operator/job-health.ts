@@ -75,8 +75,9 @@ export interface JobHealth {
 }
 
 /**
- * Counts the job's spans that migration 20261201T2300 left to be counted by the grid (the database
- * does not know it) as done, once: the rows are taken (deleted) and counted in one transaction.
+ * Counts the job's spans added or removed (other than by compaction or expansion) that migration
+ * 20261201T2300 left to be counted by the grid (the database does not know it), once: the rows are
+ * taken (deleted) and counted in one transaction.
  */
 async function countSpanBacklog(db: Kysely<Database>, job: Job): Promise<void> {
   const any = await db
@@ -90,17 +91,18 @@ async function countSpanBacklog(db: Kysely<Database>, job: Job): Promise<void> {
     const spans = await trx
       .deleteFrom('job_span_backlog')
       .where('job', '=', job.name)
-      .returning(['span_start', 'span_end'])
+      .returning(['span_start', 'span_end', 'sign'])
       .execute();
     const n = spans.reduce(
       (sum, s) =>
         sum +
-        (job.grid.kind === 'fixed'
-          ? Math.round((s.span_end.getTime() - s.span_start.getTime()) / job.grid.ms)
-          : windowsInRange(job.grid, job.timezone, s.span_start, s.span_end).length),
+        s.sign *
+          (job.grid.kind === 'fixed'
+            ? Math.round((s.span_end.getTime() - s.span_start.getTime()) / job.grid.ms)
+            : windowsInRange(job.grid, job.timezone, s.span_start, s.span_end).length),
       0,
     );
-    if (n > 0)
+    if (n !== 0)
       await trx.insertInto('job_window_counts').values({ job: job.name, status: 'done', n }).execute();
   });
 }

@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
+import { compactDoneMarkers } from '../../db/compaction.js';
+import { claimWindow } from '../../db/ledger.js';
 import { jobHealth } from '../../operator/job-health.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { createTestDb } from '../helpers/db.js';
@@ -54,4 +56,32 @@ test('the migration counts the spans of a job all of whose markers were folded (
   } finally {
     await t.drop();
   }
+});
+
+const claim = (job: string, i: number) =>
+  stack.t.db
+    .transaction()
+    .execute((trx) =>
+      claimWindow(
+        trx,
+        { job, start: at(i), end: at(i + 1), generation: 0, key: `${job}/${iso(i)}` },
+        { trigger: 'schedule', workflowId: null, at: NOW },
+      ),
+    );
+
+test('a span removed by hand (as the claim error says to) is no longer counted done; its windows run again', async () => {
+  const job = 'counts-span-removed';
+  for (let i = 0; i < 5; i++) await claim(job, i);
+  await sql`insert into job_watermarks (job, watermark) values (${job}, ${at(5)})
+            on conflict (job) do update set watermark = excluded.watermark`.execute(stack.t.db);
+  assert.equal((await compactDoneMarkers(stack.t.db, { cutoff: at(5), job })).windows, 5);
+  assert.deepEqual(await health(job, stack.t.db), { done: 5, failed: 0, missing: 5 }, 'folded');
+  await sql`delete from job_done_spans where job = ${job}`.execute(stack.t.db);
+  const removed = await fromHistory(job, stack.t.db);
+  assert.deepEqual(removed, { done: 0, failed: 0, missing: 10 });
+  assert.deepEqual(await health(job, stack.t.db), removed, 'the span removed by hand');
+  for (let i = 0; i < 5; i++) await claim(job, i);
+  const again = await fromHistory(job, stack.t.db);
+  assert.deepEqual(again, { done: 5, failed: 0, missing: 5 });
+  assert.deepEqual(await health(job, stack.t.db), again, 'its windows run again');
 });
