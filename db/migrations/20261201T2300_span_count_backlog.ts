@@ -40,8 +40,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       return null;
     end
     $fn$`.execute(db);
-  // Writers of job_windows and job_done_spans wait (compaction and expansion write both).
-  await sql`lock table job_windows, job_done_spans in share mode`.execute(db);
+  // Writers of job_windows and job_done_spans wait (compaction and expansion write both), and so do
+  // folds of the counts (a fold committing during the recount would leave its sum on top of it).
+  await sql`lock table job_windows, job_done_spans, job_window_counts in share mode`.execute(db);
   for (const op of ['insert', 'update', 'delete'] as const) {
     const rows =
       op === 'insert'

@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
 import type { Database } from '../../db/schema.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { claimWindow } from '../../db/ledger.js';
@@ -84,4 +85,43 @@ test('a span removed by hand (as the claim error says to) is no longer counted d
   const again = await fromHistory(job, stack.t.db);
   assert.deepEqual(again, { done: 5, failed: 0, missing: 5 });
   assert.deepEqual(await health(job, stack.t.db), again, 'its windows run again');
+});
+
+test('a fold of the counts committing while the recount migration runs is not counted on top of it', async () => {
+  const t = await createTestDb({ migrated: false });
+  const a = new pg.Client({ connectionString: t.url });
+  try {
+    await migrateTo(t.db, '20261201T2200_housekeeping_indexes');
+    const job = 'counts-fold-migrating';
+    await sql`
+      insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+      select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', 0, ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
+             ${job} || '/' || i, 'done', 1, 'tick', now()
+        from generate_series(0, 5) i`.execute(t.db);
+    await a.connect();
+    const pidA = (await a.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    await a.query('begin');
+    await a.query('select tidemark_fold_window_counts($1)', [job]); // housekeeping's fold, not committed yet
+    const migrating = migrateTo(t.db, 'latest');
+    // Wait for the migration to wait on the fold (on its rows or on the table), then let the fold commit.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const w = await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock' and ${pidA} = any(pg_blocking_pids(pid))`.execute(
+        t.db,
+      );
+      if (w.rows[0]!.n > 0) break;
+      assert.ok(Date.now() < deadline, 'the migration never waited on the fold');
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await a.query('commit');
+    await migrating;
+    const expected = { done: 6, failed: 0, missing: 4 };
+    assert.deepEqual(await fromHistory(job, t.db), expected);
+    assert.deepEqual(await health(job, t.db), expected);
+  } finally {
+    await a.end();
+    await t.drop();
+  }
 });
