@@ -114,7 +114,8 @@ async function compactBatch(
     got: boolean;
   }>`select pg_try_advisory_xact_lock(${SPAN_LOCK_CLASS}::integer, hashtext(${job})) as got`.execute(trx);
   if (!got.rows[0]?.got) return 'busy';
-  // The markers deleted stay done in the job's counts (job_window_counts, migration 20261201T2000).
+  // The markers deleted stay done in the job's counts (job_window_counts, migration 20261201T2000),
+  // and the spans written are no backlog (20261201T2300).
   await spanFold(trx, true);
   const until = sql`least(${cutoff}::timestamptz, now() - ${COMPACTION_MIN_AGE}::interval,
                           (select watermark from job_watermarks where job = ${job}))`;
@@ -239,6 +240,8 @@ export async function expandWindow(
   const spans = await spansIn(trx, w.job, w.start, w.end);
   if (!coveredBy(spans, w.job, w)) return false;
   const span = spans.findLast((s) => s.start.getTime() <= w.start.getTime())!;
+  // The span split and the marker put back: the window moves, it stays done (counted once).
+  await spanFold(trx, true);
   await trx
     .deleteFrom('job_done_spans')
     .where('job', '=', w.job)
@@ -249,7 +252,6 @@ export async function expandWindow(
     { job: w.job, span_start: w.end, span_end: span.end },
   ].filter((p) => p.span_end.getTime() > p.span_start.getTime());
   if (parts.length) await trx.insertInto('job_done_spans').values(parts).execute();
-  await spanFold(trx, true); // a done window put back: already counted done
   await trx
     .insertInto('job_windows')
     .values({
@@ -272,8 +274,8 @@ export async function expandWindow(
 }
 
 /**
- * Tells the counting trigger on job_windows (migration 20261201T2000) that the transaction's next
- * writes move done generation-0 markers between rows and spans: the windows stay done, not counted
+ * Tells the counting triggers on job_windows and job_done_spans (migrations 20261201T2000, 2300) that
+ * the transaction's next writes move done generation-0 markers between rows and spans: the windows stay done, not counted
  * again nor taken away.
  */
 async function spanFold(trx: Transaction<Database>, on: boolean): Promise<void> {

@@ -288,6 +288,16 @@ export interface JobWindowCountTable {
   n: ColumnType<string, number | string, number | string>;
 }
 
+/** Spans added (sign 1) or removed (-1) that the counts do not hold yet (migration 20261201T2300): counted by the job's grid. */
+export interface JobSpanBacklogTable {
+  id: Generated<string>;
+  job: string;
+  span_start: Date;
+  span_end: Date;
+  /** 1: a span added, -1: one removed. */
+  sign: number;
+}
+
 /** Delta rows of the effects by status and channel, kept by a trigger on effects (migration 20261201T2000). */
 export interface EffectCountTable {
   id: Generated<string>;
@@ -321,5 +331,6 @@ export interface Database {
   housekeeping_progress: HousekeepingProgressTable;
   job_done_spans: JobDoneSpanTable;
   job_window_counts: JobWindowCountTable;
+  job_span_backlog: JobSpanBacklogTable;
   effect_counts: EffectCountTable;
 }

@@ -75,6 +75,39 @@ export interface JobHealth {
 }
 
 /**
+ * Counts the job's spans added or removed (other than by compaction or expansion) that migration
+ * 20261201T2300 left to be counted by the grid (the database does not know it), once: the rows are
+ * taken (deleted) and counted in one transaction.
+ */
+async function countSpanBacklog(db: Kysely<Database>, job: Job): Promise<void> {
+  const any = await db
+    .selectFrom('job_span_backlog')
+    .select('span_start')
+    .where('job', '=', job.name)
+    .limit(1)
+    .executeTakeFirst();
+  if (!any) return;
+  await db.transaction().execute(async (trx) => {
+    const spans = await trx
+      .deleteFrom('job_span_backlog')
+      .where('job', '=', job.name)
+      .returning(['span_start', 'span_end', 'sign'])
+      .execute();
+    const n = spans.reduce(
+      (sum, s) =>
+        sum +
+        s.sign *
+          (job.grid.kind === 'fixed'
+            ? Math.round((s.span_end.getTime() - s.span_start.getTime()) / job.grid.ms)
+            : windowsInRange(job.grid, job.timezone, s.span_start, s.span_end).length),
+      0,
+    );
+    if (n !== 0)
+      await trx.insertInto('job_window_counts').values({ job: job.name, status: 'done', n }).execute();
+  });
+}
+
+/**
  * Counts over each window's latest generation (windows folded into spans are done), plus the
  * closed windows nothing has recorded. Reads the counts kept as windows change (job_window_counts,
  * migration 20261201T2000) and a few index probes: the same cost on years of history as on a day.
@@ -85,6 +118,7 @@ export async function jobHealth(
   job: Job,
   now: Date,
 ): Promise<JobHealth> {
+  await countSpanBacklog(db, job);
   const counts = await db
     .selectFrom('job_window_counts')
     .select(['status', sql<string>`sum(n)`.as('n')])

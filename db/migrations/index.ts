@@ -21,6 +21,7 @@ import * as flatCounts from './20261201T2000_flat_counts.js';
 import * as spanLockHorizon from './20261201T2100_span_lock_horizon.js';
 import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
 import * as housekeepingIndexesValid from './20261201T2230_housekeeping_indexes_valid.js';
+import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -44,4 +45,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T2100_span_lock_horizon': spanLockHorizon,
   '20261201T2200_housekeeping_indexes': housekeepingIndexes,
   '20261201T2230_housekeeping_indexes_valid': housekeepingIndexesValid,
+  '20261201T2300_span_count_backlog': spanCountBacklog,
 });
