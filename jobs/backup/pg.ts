@@ -62,13 +62,16 @@ export async function pgRestore(input: Readable, args: string[], url?: string): 
   child.stdout!.on('data', (d) => (stdout += d));
   child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-2000)));
   const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
-  // pg_restore --list stops reading after the table of contents: a closed stdin is no error then.
+  // pg_restore --list stops reading after the table of contents and exits: a closed stdin is no
+  // error then, whether a write saw it (EPIPE) or node destroyed stdin on the exit while the input
+  // was still being read (a premature close: a slow source or a busy host).
   const fed = await pipeline(input, child.stdin!).then(
     () => null,
     (err: unknown) => err as NodeJS.ErrnoException,
   );
   const code = await exited;
-  if (fed && !(fed.code === 'EPIPE' && code === 0)) throw fed;
+  const stdinClosed = fed?.code === 'EPIPE' || fed?.code === 'ERR_STREAM_PREMATURE_CLOSE';
+  if (fed && !(stdinClosed && code === 0)) throw fed;
   if (code !== 0) throw new Error(`pg_restore ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);
   return stdout;
 }

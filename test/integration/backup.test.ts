@@ -19,7 +19,7 @@ import pg from 'pg';
 import { memoryLogger } from '../../activities/logger.js';
 import { databaseBackup, keepSet, type BackupOptions } from '../../jobs/backup/index.js';
 import { localDestination, s3Destination } from '../../jobs/backup/destination.js';
-import { pgRestore } from '../../jobs/backup/pg.js';
+import { pgRestore, startDump } from '../../jobs/backup/pg.js';
 import { decryptor } from '../../jobs/backup/streams.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
@@ -349,6 +349,21 @@ test('a failed pg_dump, a killed pg_dump, a cut-off upload and a checksum mismat
   } finally {
     await proxy.close();
   }
+});
+
+test('pg_restore --list whose input is still open after the table of contents returns the listing', async () => {
+  const dump = startDump(source.url);
+  const chunks: Buffer[] = [];
+  for await (const c of dump.stream) chunks.push(c as Buffer);
+  await dump.done;
+  // The whole archive, and then an input that has not ended (a destination or a decryptor still
+  // delivering, as on a busy host): pg_restore --list exits 0 after the table of contents, and
+  // node destroys the child's stdin on exit - a premature close, not a failed listing.
+  const input = new Readable({ read: () => undefined });
+  input.push(Buffer.concat(chunks));
+  const listing = await pgRestore(input, ['--list']);
+  assert.match(listing, /TABLE DATA public items/);
+  assert.ok(input.destroyed, 'the input is no longer read');
 });
 
 test('retention keeps the newest N daily, weekly and monthly backups', () => {
