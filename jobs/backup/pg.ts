@@ -71,7 +71,8 @@ export async function pgRestore(input: Readable, args: string[], url?: string): 
   );
   const code = await exited;
   const stdinClosed = fed?.code === 'EPIPE' || fed?.code === 'ERR_STREAM_PREMATURE_CLOSE';
-  if (fed && !(stdinClosed && code === 0)) throw fed;
+  // The input's own failure (a read, a decryption) comes first; a pipe pg_restore closed is its doing.
+  if (fed && !stdinClosed) throw fed;
   if (code !== 0) throw new Error(`pg_restore ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);
   return stdout;
 }

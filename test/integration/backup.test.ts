@@ -366,6 +366,23 @@ test('pg_restore --list whose input is still open after the table of contents re
   assert.ok(input.destroyed, 'the input is no longer read');
 });
 
+test("pg_restore refusing its input says pg_restore's own reason, not the broken pipe it left behind", async () => {
+  // Not an archive, and more of it than a pipe holds: pg_restore exits 1 after its first read and
+  // the writes that follow hit the closed pipe (EPIPE).
+  const input = Readable.from(
+    (function* () {
+      for (let i = 0; i < 64; i++) yield Buffer.alloc(64 * 1024, 'x');
+    })(),
+  );
+  await assert.rejects(pgRestore(input, ['--list']), (err: Error) => {
+    assert.match(
+      err.message,
+      /pg_restore --list exited with 1: .*(not appear to be a valid archive|input file)/s,
+    );
+    return true;
+  });
+});
+
 test('retention keeps the newest N daily, weekly and monthly backups', () => {
   const starts = Array.from({ length: 90 }, (_, i) => ({
     key: `k${i}`,
