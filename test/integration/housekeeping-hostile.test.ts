@@ -14,6 +14,7 @@ import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 import { removeBatch } from '../../jobs/housekeeping/tables.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
+import { capturedIo } from '../helpers/cli-io.js';
 
 let t: TestDb;
 before(async () => {
@@ -40,13 +41,7 @@ test('a quarantine export holds the payload exactly as the ledger did: numbers p
 
   // The CLI's export, before housekeeping removes the row.
   Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
-  const printed: string[] = [];
-  const io = {
-    out: (l: string) => printed.push(l),
-    err: (l: string) => printed.push(l),
-    json: false,
-    tty: false,
-  };
+  const { lines: printed, io } = capturedIo();
   assert.equal(await cli(['quarantine', 'export', 'exact-q'], io), 0, printed.join('\n'));
 
   const exportDir = join(await mkdtemp(join(tmpdir(), 'hk-review-')), 'quarantine');
@@ -104,13 +99,7 @@ test('quarantine export --out that cannot be renamed into place (a directory) fa
     })
     .execute();
   Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
-  const printed: string[] = [];
-  const io = {
-    out: (l: string) => printed.push(l),
-    err: (l: string) => printed.push(l),
-    json: false,
-    tty: false,
-  };
+  const { lines: printed, io } = capturedIo();
   const parent = await mkdtemp(join(tmpdir(), 'hk-out-'));
   const out = join(parent, 'export.jsonl');
   await mkdir(out);

@@ -10,6 +10,7 @@ import { run as cli } from '../../cli/main.js';
 import { removeBatch, type BatchScope, type Kind } from '../../jobs/housekeeping/tables.js';
 import { effectsInDoubt } from '../../operator/effects.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { capturedIo } from '../helpers/cli-io.js';
 
 const OLD = '2026-01-01T00:00:00Z';
 const CUTOFF = new Date('2026-06-01T00:00:00Z');
@@ -166,13 +167,7 @@ test('a closed incident stays while one of its alerts is still undelivered (the 
 
 test('quarantine export of a job nobody knows (a typo) is refused naming it, not an empty export', async () => {
   Object.assign(process.env, { DATABASE_URL: t.url, TIDEMARK_CATALOG: 'demo' });
-  const lines: string[] = [];
-  const io = {
-    out: (l: string) => lines.push(l),
-    err: (l: string) => lines.push(l),
-    json: false,
-    tty: false,
-  };
+  const { lines, io } = capturedIo();
   assert.equal(await cli(['quarantine', 'export', 'sales-hourlly'], io), 2, lines.join('\n'));
   assert.match(lines.join('\n'), /sales-hourlly/);
   lines.length = 0;

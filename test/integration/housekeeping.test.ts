@@ -14,6 +14,7 @@ import { HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js
 import { defineCatalog } from '../../schedules/job.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
+import { capturedIo } from '../helpers/cli-io.js';
 
 const stack = realStack();
 const OLD = '2026-01-01T00:00:00Z';
@@ -317,13 +318,7 @@ test("tidemark quarantine export <job> --before T --out FILE writes that job's e
     .execute();
   Object.assign(process.env, { DATABASE_URL: stack.t.url, TIDEMARK_CATALOG: 'demo' });
   const out = join(await mkdtemp(join(tmpdir(), 'tidemark-qx-')), 'export.jsonl');
-  const lines: string[] = [];
-  const io = {
-    out: (l: string) => lines.push(l),
-    err: (l: string) => lines.push(l),
-    json: false,
-    tty: false,
-  };
+  const { lines, io } = capturedIo();
   const code = await cli(['quarantine', 'export', 'cli-q', '--before', '2026-11-05', '--out', out], io);
   assert.equal(code, 0, lines.join('\n'));
   const records = (await readFile(out, 'utf8'))
