@@ -219,10 +219,18 @@ test('npm run worker: JSON lines on stdout, its own lines and the SDK lines with
       ],
     })) as WindowResult;
     assert.equal(result.outcome, 'processed');
+    // The SDK's lines are forwarded from its own buffers, after the activity's own line at times:
+    // stopped only once both are out (what the assertions below read).
     await eventually(
-      async () => (out.includes(`"msg":"PROCESSED job=sales-hourly window=${key} `) ? true : undefined),
-      20_000,
-      `the PROCESSED line:\n${out}`,
+      async () =>
+        out.includes(`"msg":"PROCESSED job=sales-hourly window=${key} `) &&
+        jsonLines(out.slice(0, out.lastIndexOf('\n') + 1)).some(
+          (l) => l.msg === 'Activity started' && l.activityType === 'processWindow',
+        )
+          ? true
+          : undefined,
+      60_000,
+      `the PROCESSED line and the SDK's activity line:\n${out}`,
     );
   } finally {
     process.kill(-child.pid!, 'SIGTERM');
