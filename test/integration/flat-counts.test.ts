@@ -22,6 +22,7 @@ import { createTestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
 import { realStack } from '../helpers/temporal.js';
+import { countsFromHistory } from '../helpers/window-counts.js';
 
 const stack = realStack();
 const HOUR = 3_600_000;
@@ -55,19 +56,7 @@ const fail = (job: string, i: number, generation = 0, db: Parameters<typeof fail
     reason: 'handler error',
   });
 
-/** What the history says (the query the overview ran before): latest generations, spans, closed windows. */
-async function fromHistory(job: string, db: Kysely<Database> = stack.t.db) {
-  const r = await sql<{ done: number; failed: number; recorded: number }>`
-    with latest as (select distinct on (window_start) window_start, status from job_windows
-                     where job = ${job} order by window_start, generation desc),
-    spans as (select coalesce(sum(extract(epoch from span_end - span_start) / 3600), 0)::int as n
-                from job_done_spans where job = ${job})
-    select (select count(*) from latest where status = 'done')::int + (select n from spans) as done,
-           (select count(*) from latest where status = 'failed')::int as failed,
-           (select count(*) from latest)::int + (select n from spans) as recorded`.execute(db);
-  const { done, failed, recorded } = r.rows[0]!;
-  return { done, failed, missing: 10 - recorded };
-}
+const fromHistory = (job: string, db: Kysely<Database> = stack.t.db) => countsFromHistory(db, job);
 
 async function health(job: string, db: Kysely<Database> = stack.t.db) {
   const catalog = defineCatalog([salesJob(job, { grid: '1h', lateness: '0m', start: iso(0) })]);
