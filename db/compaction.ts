@@ -38,8 +38,7 @@ export interface DoneSpan {
  * (one transaction: deleting the rows and writing the spans commit or roll back together, so a kill
  * at any point loses nothing). A window is folded when it is done at generation 0, ends at or before
  * `cutoff`, now minus COMPACTION_MIN_AGE (a later cutoff is clamped to it) and its job's watermark
- * (the watermark's walk never reads behind itself), has no other
- * generation and no open rerun request. Running it again folds only what is new: idempotent.
+ * (the watermark's walk never reads behind itself), has no other generation and no open rerun request. Running it again folds only what is new: idempotent.
  * Waits at most `lockTimeoutMs` for window transactions of the job in flight, trying the lock without
  * queueing for it (a queued request would hold up the job's new claims); a job it cannot lock
  * is left for the next run (its error is thrown after the other jobs were done). `job`: that job only;
@@ -275,8 +274,8 @@ export async function expandWindow(
 
 /**
  * Tells the counting triggers on job_windows and job_done_spans (migrations 20261201T2000, 2300) that
- * the transaction's next writes move done generation-0 markers between rows and spans: the windows stay done, not counted
- * again nor taken away.
+ * the transaction's next writes move done generation-0 markers between rows and spans: the windows
+ * stay done, not counted again nor taken away.
  */
 async function spanFold(trx: Transaction<Database>, on: boolean): Promise<void> {
   await sql`select set_config('tidemark.span_fold', ${on ? 'on' : 'off'}, true)`.execute(trx);
