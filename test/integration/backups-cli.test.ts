@@ -384,3 +384,25 @@ export default [databaseBackup({ name: 'bk-tty', grid: 'day', timezone: 'UTC', d
   assert.equal(piped.status, 0, piped.stderr);
   assert.doesNotMatch(piped.stdout + piped.stderr, /%/);
 });
+
+test("a drill whose scratch database is the job's source is refused, the source untouched", async () => {
+  // The same database under another spelling (localhost for 127.0.0.1): the catalog accepts it,
+  // the drill finds out before it drops anything.
+  const same = new URL(source.url);
+  same.hostname = 'localhost';
+  const catalog = defineCatalog([
+    backupJob('bk-self', { restoreCheck: { every: 1000, scratchDatabaseUrl: same.toString() } }),
+  ]);
+  await backUp(catalog, 'bk-self', 1); // not a drill window (every 1000 from day 0)
+  await assert.rejects(
+    cli(catalog, ['drill', 'bk-self']),
+    /scratch database .* is the database job bk-self backs up/,
+  );
+  assert.equal((await rows(source.url)).length >= 300, true, 'the source still has its rows');
+  // A window's drill refuses it as well, and publishes nothing.
+  await assert.rejects(
+    backUp(catalog, 'bk-self', 0),
+    /scratch database .* is the database job bk-self backs up/,
+  );
+  assert.equal((await rows(source.url)).length >= 300, true);
+});
