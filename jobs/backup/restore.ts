@@ -396,6 +396,8 @@ export interface RestoreOptions {
   clean?: boolean;
   /** The target is the job's own source database, and that is meant. */
   overwriteSource?: boolean;
+  /** tidemark's own ledger (DATABASE_URL): never a target, unless it is the job's source and that is meant. */
+  ledger?: string;
   onProgress?: Progress;
 }
 
@@ -411,6 +413,10 @@ export async function restoreBackup(
   if (!opts.overwriteSource && (await sameDatabase(bj.database, opts.into)))
     throw new RestoreRefusedError(
       `${target} is the database job ${bj.name} backs up: restoring into it replaces production data. Restore into another database and compare, or add --clean --overwrite-source if that is really meant`,
+    );
+  if (opts.ledger && (await sameDatabase(opts.ledger, opts.into)) && !opts.overwriteSource)
+    throw new RestoreRefusedError(
+      `${target} is tidemark's own ledger (DATABASE_URL): restoring into it would mix the backup's tables with the ledger's. Restore into a database of its own`,
     );
   const created = await createIfMissing(opts.into, name);
   if (!created && !opts.clean) {

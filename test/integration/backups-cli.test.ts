@@ -165,6 +165,11 @@ test('list, verify and restore a plain backup into a new database, row for row',
     cli(catalog, ['restore', 'bk-plain', '--latest', '--into', source.url, '--clean']),
     /is the database job bk-plain backs up.*--overwrite-source/,
   );
+  // tidemark's own ledger (DATABASE_URL), even with --clean.
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-plain', '--latest', '--into', ledger.url, '--clean']),
+    /is tidemark's own ledger \(DATABASE_URL\)/,
+  );
   const viaLocalhost = new URL(source.url);
   viaLocalhost.hostname = 'localhost';
   await assert.rejects(
