@@ -123,6 +123,20 @@ const list = async () => {
   assert.ok(!text.includes(PASSWORD), 'no connection password in the listing');
   return JSON.parse(text) as Listed;
 };
+/** Runs `fn` with one byte in the middle of a backup's file flipped (same size, another digest), then puts it back. */
+async function withCorrupted(objectKey: string, fn: () => Promise<void>) {
+  const path = join(dir, objectKey);
+  const good = await readFile(path);
+  const bad = Buffer.from(good);
+  bad[bad.length >> 1] = bad[bad.length >> 1]! ^ 0xff;
+  await writeFile(path, bad);
+  try {
+    await fn();
+  } finally {
+    await writeFile(path, good);
+  }
+}
+
 const verifyPath = (windowKey: string) => `/api/jobs/${JOB}/backups/${encodeURIComponent(windowKey)}/verify`;
 
 test('GET /api/jobs/:job/backups: each backup with its fields and the exact restore command; 404 for other jobs', async () => {
@@ -167,22 +181,18 @@ test('POST .../verify: ok for a good backup; ok:false naming sha256 for a corrup
   assert.equal(report.backup.windowKey, newest!.windowKey);
   assert.ok(report.checks.some((c) => c.name === 'sha256' && c.ok));
 
-  // One byte changed in the middle: the same size, a different digest.
-  const path = join(dir, oldest!.objectKey);
-  const bytes = await readFile(path);
-  const mid = bytes.length >> 1;
-  bytes[mid] = bytes[mid]! ^ 0xff;
-  await writeFile(path, bytes);
-  const bad = await api(verifyPath(oldest!.windowKey), { method: 'POST', body: '{}' });
-  const badText = await bad.text();
-  assert.equal(bad.status, 200, badText);
-  assert.ok(!badText.includes(PASSWORD));
-  const failed = JSON.parse(badText) as VerifyReport;
-  assert.equal(failed.ok, false);
-  assert.deepEqual(
-    failed.checks.filter((c) => !c.ok).map((c) => c.name),
-    ['sha256'],
-  );
+  await withCorrupted(oldest!.objectKey, async () => {
+    const bad = await api(verifyPath(oldest!.windowKey), { method: 'POST', body: '{}' });
+    const badText = await bad.text();
+    assert.equal(bad.status, 200, badText);
+    assert.ok(!badText.includes(PASSWORD));
+    const failed = JSON.parse(badText) as VerifyReport;
+    assert.equal(failed.ok, false);
+    assert.deepEqual(
+      failed.checks.filter((c) => !c.ok).map((c) => c.name),
+      ['sha256'],
+    );
+  });
 
   // The results are the listing's last verifications, triggered from the page.
   const after = new Map((await list()).backups.map((b) => [b.windowKey, b.lastVerification]));
@@ -196,9 +206,6 @@ test('POST .../verify: ok for a good backup; ok:false naming sha256 for a corrup
   const missing = await api(verifyPath(`${JOB}/2026-01-01T00:00:00Z`), { method: 'POST', body: '{}' });
   assert.equal(missing.status, 404);
   assert.match(((await missing.json()) as { error: string }).error, /web-bk\/2026-01-01T00:00:00Z/);
-  // Restore it for the tests after this one.
-  bytes[mid] = bytes[mid]! ^ 0xff;
-  await writeFile(path, bytes);
 });
 
 test('POST .../verify is refused without the page credentials: no session, no CSRF token, another origin', async () => {
@@ -272,19 +279,12 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     await first.locator('.bk-result', { hasText: /verified: ok/ }).waitFor();
     // A corrupted file: FAILED inline, naming the check, and its last verification says so.
     const second = rows.nth(1);
-    const path = join(dir, backups[1]!.objectKey);
-    const good = await readFile(path);
-    const bad = Buffer.from(good);
-    bad[bad.length >> 1] = bad[bad.length >> 1]! ^ 0xff;
-    await writeFile(path, bad);
-    try {
+    await withCorrupted(backups[1]!.objectKey, async () => {
       await second.getByRole('button', { name: /^Verify/ }).click();
       await second.locator('.bk-result', { hasText: /verified: FAILED/ }).waitFor();
       assert.match(await second.locator('.bk-result').innerText(), /^sha256: /m);
       assert.match(await second.locator('td').nth(6).innerText(), /^failed .*\(page\)/);
-    } finally {
-      await writeFile(path, good);
-    }
+    });
     // Shown again from the listing: the verifications the server recorded.
     await page.click('#nav a[data-view="overview"]');
     await page.locator(`article.job[data-job="${JOB}"]`).waitFor();

@@ -179,7 +179,7 @@ function backupRow(ctx, b, zone) {
   );
 }
 
-async function jobSection(ctx, job, headingLevel) {
+async function jobSection(ctx, job, withHeading) {
   const zone = ctx.job(job)?.timezone;
   let data;
   try {
@@ -198,13 +198,8 @@ async function jobSection(ctx, job, headingLevel) {
   return h(
     'section',
     { class: 'bk-job', 'aria-label': `Backups of ${job}` },
-    h(
-      headingLevel,
-      {},
-      headingLevel === 'h2'
-        ? h('a', { href: `#/jobs/${encodeURIComponent(job)}/backups` }, job)
-        : `${job}: backups`,
-    ),
+    // Under "Backups" each job is a linked h2; a job's own page has its name in the h1 already.
+    withHeading ? h('h2', {}, h('a', { href: `#/jobs/${encodeURIComponent(job)}/backups` }, job)) : null,
     h('p', { class: 'meta' }, drill),
     data.backups.length
       ? h(
@@ -241,7 +236,7 @@ export async function renderBackups(root, ctx) {
   const one = ctx.params?.job;
   root.replaceChildren(h('p', { class: 'loading', role: 'status' }, 'Loading backups…'));
   const jobs = one ? [one] : (await ctx.api('/api/backups')).jobs;
-  const sections = await Promise.all(jobs.map((j) => jobSection(ctx, j, one ? 'h1' : 'h2')));
+  const sections = await Promise.all(jobs.map((j) => jobSection(ctx, j, !one)));
   root.replaceChildren(
     h(
       'div',
@@ -253,7 +248,7 @@ export async function renderBackups(root, ctx) {
         ' / ',
         one ? [h('a', { href: `#/jobs/${encodeURIComponent(one)}` }, one), ' / ', 'Backups'] : 'Backups',
       ),
-      one ? null : h('h1', {}, 'Backups'),
+      h('h1', {}, one ? `${one}: backups` : 'Backups'),
       h(
         'p',
         { class: 'bk-note' },
