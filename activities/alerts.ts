@@ -26,6 +26,7 @@ export const INCIDENT_KIND = Object.freeze({
   finding: 'finding',
   settleFailed: 'settle-failed',
   alertUndelivered: 'alert-undelivered',
+  drillFailed: 'restore-drill-failed',
 } as const);
 export type IncidentKind = (typeof INCIDENT_KIND)[keyof typeof INCIDENT_KIND];
 
@@ -56,6 +57,7 @@ const TITLES: Record<IncidentKind, string> = {
   finding: 'needs attention',
   'settle-failed': 'settle failed',
   'alert-undelivered': 'alerts undelivered',
+  'restore-drill-failed': 'restore drill failed',
 };
 
 /** The alert deliveries of an incident event: `alert:<incident>:<event>:`. */

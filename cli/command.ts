@@ -8,6 +8,8 @@ export interface CommandResult {
   lines: string[];
   /** The command printed its output itself as it went (a stream too large to hold): nothing more. */
   printed?: boolean;
+  /** The exit code when the command ran but what it checked failed (a backup that does not verify): 1. */
+  exitCode?: number;
 }
 
 export interface Command {

@@ -8,6 +8,7 @@ import { ConfigError, loadConfig } from '../config/env.js';
 import { UnknownJobError } from '../schedules/job.js';
 import type { Command } from './command.js';
 import { backfillCommand } from './commands/backfill.js';
+import { backupsCommand } from './commands/backups.js';
 import { pauseCommand, resumeCommand, triggerCommand } from './commands/control.js';
 import { jobsCommand } from './commands/jobs.js';
 import {
@@ -43,6 +44,7 @@ export const COMMANDS: readonly Command[] = [
   effectsCommand,
   incidentsCommand,
   quarantineCommand,
+  backupsCommand,
 ];
 
 const FOOTER = [
@@ -152,7 +154,7 @@ export async function run(fullArgv: string[], io: CliIO): Promise<number> {
     if (result.printed) return EXIT.ok;
     if (out.json) io.out(JSON.stringify(result.json, null, 2));
     else result.lines.forEach(io.out);
-    return EXIT.ok;
+    return result.exitCode ?? EXIT.ok;
   } catch (err) {
     const usage = isUsageError(err);
     // Secrets known to the configuration never reach the terminal, even inside a worker's message.

@@ -40,8 +40,19 @@ export function payloadKeysFrom(env: NodeJS.ProcessEnv = process.env): PayloadKe
     entries.push({ variable: 'TIDEMARK_PAYLOAD_KEYS_FILE', text });
   }
   if (entries.length === 0) return undefined;
+  return parseKeyList(entries);
+}
+
+/**
+ * Key lists ("k2:<base64>,k1:<base64>", commas or lines) from each source in turn: the first key
+ * encrypts, every key decrypts. `variable` names the source in errors (an environment variable, or
+ * a file with `kind: 'setting'`); a key itself is never printed.
+ */
+export function parseKeyList(
+  entries: readonly { variable: string; text: string; kind?: 'variable' | 'setting' }[],
+): PayloadKeys {
   const keys: PayloadKey[] = [];
-  for (const { variable, text } of entries)
+  for (const { variable, text, kind } of entries)
     for (const [i, item] of text
       .split(/[,\n]/)
       .map((s) => s.trim())
@@ -54,23 +65,30 @@ export function payloadKeysFrom(env: NodeJS.ProcessEnv = process.env): PayloadKe
         throw new ConfigError(
           variable,
           `entry ${i + 1} is not "<id>:<base64 key>" with an id of letters, digits, ".", "_" or "-" (up to 64); write e.g. k2:<base64>,k1:<base64>`,
+          kind,
         );
       const key = Buffer.from(material, 'base64');
       if (!BASE64.test(material) || key.toString('base64') !== material)
-        throw new ConfigError(variable, `key ${JSON.stringify(id)} is not valid base64; ${MAKE_ONE}`);
+        throw new ConfigError(variable, `key ${JSON.stringify(id)} is not valid base64; ${MAKE_ONE}`, kind);
       if (key.length !== 32)
         throw new ConfigError(
           variable,
           `key ${JSON.stringify(id)} is ${key.length} bytes; AES-256 needs 32 bytes, ${MAKE_ONE}`,
+          kind,
         );
       if (keys.some((k) => k.id === id))
         throw new ConfigError(
           variable,
-          `key id ${JSON.stringify(id)} appears twice; give every key its own id (a payload names the id it was encrypted with)`,
+          `key id ${JSON.stringify(id)} appears twice; give every key its own id (what is encrypted names the id of its key)`,
+          kind,
         );
       keys.push({ id, key });
     }
   if (keys.length === 0)
-    throw new ConfigError(entries[0]!.variable, `holds no key; write e.g. k1:<base64>, ${MAKE_ONE}`);
+    throw new ConfigError(
+      entries[0]!.variable,
+      `holds no key; write e.g. k1:<base64>, ${MAKE_ONE}`,
+      entries[0]!.kind,
+    );
   return { current: keys[0]!, byId: new Map(keys.map((k) => [k.id, k])) };
 }

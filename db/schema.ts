@@ -212,6 +212,23 @@ export interface BackupTable {
   restore_checked: boolean;
   created_at: CreatedAt;
   deleted_at: Timestamp | null;
+  /** The id of the key an encrypted backup was written with; null for plain ones and older backups. */
+  key_id: string | null;
+  /** When the dump's snapshot was taken; null for backups made before it was recorded. */
+  dumped_at: Timestamp | null;
+}
+
+export interface BackupCheckTable {
+  id: Generated<string>;
+  job: string;
+  window_key: string;
+  kind: 'verify' | 'drill';
+  /** Who asked: cli, page, schedule (a window's drill). */
+  trigger: string;
+  ok: boolean;
+  detail: string;
+  duration_ms: number;
+  at: CreatedAt;
 }
 
 export interface RerunRequestTable {
@@ -323,6 +340,7 @@ export interface Database {
   price_updates: PriceUpdateTable;
   marketplace_items: MarketplaceItemTable;
   backups: BackupTable;
+  backup_checks: BackupCheckTable;
   rerun_requests: RerunRequestTable;
   approval_audit: ApprovalAuditTable;
   sales_window_totals: SalesWindowTotalTable;

@@ -4,6 +4,7 @@ import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import { windowsBehind } from '../activities/watch.js';
 import { readWatermark } from '../db/ledger.js';
+import { backupJobOf, lastDrill } from '../jobs/backup/restore.js';
 import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
@@ -53,6 +54,8 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
             finishedAt: isoUtc(last.finished_at),
           }
         : null,
+      // Backup jobs: the newest restore drill (scheduled or on demand), null when none ran yet.
+      ...(backupJobOf(job) ? { lastDrill: await lastDrill(db, job.name) } : {}),
     });
   }
   return rows;

@@ -13,7 +13,7 @@ export const jobsCommand: Command = {
     return {
       json: rows,
       lines: table(
-        ['JOB', 'GRID', 'SCHEDULE', 'STATE', 'NEXT FIRE', 'WATERMARK', 'LAG', 'LAST RUN'],
+        ['JOB', 'GRID', 'SCHEDULE', 'STATE', 'NEXT FIRE', 'WATERMARK', 'LAG', 'LAST RUN', 'LAST DRILL'],
         rows.map((r) => [
           r.job,
           r.grid,
@@ -27,6 +27,11 @@ export const jobsCommand: Command = {
           r.watermark,
           r.lagWindows,
           r.lastRun ? `${r.lastRun.outcome} ${r.lastRun.durationMs} ms at ${r.lastRun.finishedAt}` : null,
+          !('lastDrill' in r)
+            ? null
+            : r.lastDrill
+              ? `${r.lastDrill.ok ? 'passed' : 'FAILED'} at ${r.lastDrill.at}`
+              : 'never',
         ]),
       ),
     };

@@ -22,6 +22,7 @@ import * as spanLockHorizon from './20261201T2100_span_lock_horizon.js';
 import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
 import * as housekeepingIndexesValid from './20261201T2230_housekeeping_indexes_valid.js';
 import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
+import * as backupChecks from './20261202T1600_backup_checks.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -46,4 +47,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T2200_housekeeping_indexes': housekeepingIndexes,
   '20261201T2230_housekeeping_indexes_valid': housekeepingIndexesValid,
   '20261201T2300_span_count_backlog': spanCountBacklog,
+  '20261202T1600_backup_checks': backupChecks,
 });

@@ -17,7 +17,10 @@ import { windowIndex } from '../../schedules/window-index.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Destination } from './destination.js';
 import { pgRestore, startDump, type Dump } from './pg.js';
-import { decryptor, Digest, encryptor } from './streams.js';
+import { countRows } from './counts.js';
+import { backupKeys, type BackupKeySource } from './keys.js';
+import { DRILL_FAILED, registerBackupJob } from './registry.js';
+import { decryptor, Digest, encryptor, type KeyLookup } from './streams.js';
 
 export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
   /** postgres:// URL of the database to back up. */
@@ -25,12 +28,20 @@ export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
   destination: Destination;
   /** Object names start with this; default "<job name>/". */
   prefix?: string;
-  /** 32-byte key (AES-256-GCM) for encryption at rest. */
-  encryptionKey?: Buffer;
+  /**
+   * Encryption at rest (AES-256-GCM) with the keys an environment variable or a file holds
+   * ("k2:<base64>,k1:<base64>": the first encrypts, all decrypt), read at every use.
+   */
+  encryption?: BackupKeySource;
   retention: { daily: number; weekly: number; monthly: number };
   /** Tables whose row counts are recorded (from the dump's own snapshot) and compared after a full restore. */
   tables: string[];
-  /** Restore every `every`-th window of the grid (counted from `start`, else from the epoch) into this scratch database (dropped afterwards). */
+  /**
+   * The restore drill: every `every`-th window of the grid (counted from `start`, else from the
+   * epoch) restores its backup into this scratch database, counts the rows and drops it, before
+   * the backup is published; a failed drill fails the window, which opens an incident.
+   * `tidemark backups drill <job>` runs one on demand.
+   */
   restoreCheck?: { every: number; scratchDatabaseUrl: string };
   /** Test seam: sees the pg_dump process once it started. */
   onDump?: (dump: Dump) => void;
@@ -40,20 +51,6 @@ async function sha256Of(stream: Readable): Promise<{ hex: string; bytes: number 
   const d = new Digest();
   await pipeline(stream, d, new Writable({ write: (_chunk, _enc, cb) => cb() }));
   return { hex: d.hex(), bytes: d.bytes };
-}
-
-async function countRows(client: pg.Client, tables: string[]): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  for (const t of tables) {
-    const r = await client.query<{ n: string }>(
-      `select count(*) as n from ${t
-        .split('.')
-        .map((p) => pg.escapeIdentifier(p))
-        .join('.')}`,
-    );
-    out[t] = Number(r.rows[0]!.n);
-  }
-  return out;
 }
 
 /** Which backups retention keeps: the newest N, the newest of the last N ISO weeks, and of the last N months. */
@@ -81,12 +78,15 @@ export function keepSet(
 }
 
 export function databaseBackup(opts: BackupOptions): JobSpec {
-  const { database, destination, encryptionKey, retention, tables, restoreCheck, onDump, ...spec } = opts;
+  const { database, destination, encryption, retention, tables, restoreCheck, onDump, ...spec } = opts;
   const prefix = opts.prefix ?? `${opts.name}/`;
-  const plain = (s: Readable) => (encryptionKey ? s.pipe(decryptor(encryptionKey)) : s);
+  const keys = () => (encryption ? backupKeys(opts.name, encryption) : undefined);
 
   const handler: WindowHandler = async ({ trx, job, window, key, log }) => {
-    const objectKey = `${prefix}${isoUtc(window.start).replace(/[-:]/g, '')}.dump${encryptionKey ? '.enc' : ''}`;
+    const ring = keys();
+    const keyFor: KeyLookup = () => ring!.current.key;
+    const plain = (s: Readable) => (ring ? s.pipe(decryptor(keyFor)) : s);
+    const objectKey = `${prefix}${isoUtc(window.start).replace(/[-:]/g, '')}.dump${ring ? '.enc' : ''}`;
     // One snapshot for the counts and the dump, so they describe the same data.
     const snap = pgClient(database);
     // Held for the whole dump: a source restart must fail this window, not kill the worker.
@@ -94,14 +94,16 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     await snap.connect();
     let counts: Record<string, number>;
     let digest: Digest;
+    let dumpedAt: Date;
     try {
       await snap.query('begin isolation level repeatable read read only');
+      dumpedAt = (await snap.query<{ t: Date }>('select now() as t')).rows[0]!.t;
       const snapshot = (await snap.query<{ s: string }>('select pg_export_snapshot() as s')).rows[0]!.s;
       counts = await countRows(snap, tables);
       const dump = startDump(database, { snapshot });
       onDump?.(dump);
       digest = new Digest();
-      const body = encryptionKey ? dump.stream.pipe(encryptor(encryptionKey)) : dump.stream;
+      const body = ring ? dump.stream.pipe(encryptor(ring.current)) : dump.stream;
       dump.stream.once('error', (err) => body.destroy(err));
       try {
         await Promise.all([destination.putStaging(objectKey, body.pipe(digest)), dump.done]);
@@ -129,7 +131,11 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
         windowIndex(job.grid, job.timezone, window.start) -
         (job.start ? windowIndex(job.grid, job.timezone, job.start) : 0);
       const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
-      if (checkRestore) await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl);
+      const drillStarted = Date.now();
+      if (checkRestore)
+        await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl, plain).catch((err) => {
+          throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
+        });
       await destination.publish(objectKey);
       log(
         `BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`,
@@ -144,7 +150,9 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
           object_key: objectKey,
           bytes: written.bytes,
           sha256: written.hex,
-          encrypted: !!encryptionKey,
+          encrypted: !!ring,
+          key_id: ring?.current.id ?? null,
+          dumped_at: dumpedAt,
           table_counts: JSON.stringify(counts),
           restore_checked: checkRestore,
         })
@@ -153,10 +161,28 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
             bytes: written.bytes,
             sha256: written.hex,
             object_key: objectKey,
+            encrypted: !!ring,
+            key_id: ring?.current.id ?? null,
+            dumped_at: dumpedAt,
+            table_counts: JSON.stringify(counts),
+            restore_checked: checkRestore,
             deleted_at: null,
           }),
         )
         .execute();
+      if (checkRestore)
+        await trx
+          .insertInto('backup_checks')
+          .values({
+            job: job.name,
+            window_key: key,
+            kind: 'drill',
+            trigger: 'schedule',
+            ok: true,
+            detail: `restored into the scratch database, ${Object.keys(counts).length} table(s) counted as dumped, dropped`,
+            duration_ms: Date.now() - drillStarted,
+          })
+          .execute();
     } catch (err) {
       await destination.discardStaging(objectKey);
       throw err;
@@ -174,6 +200,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     objectKey: string,
     expected: Record<string, number>,
     scratchUrl: string,
+    plain: (s: Readable) => Readable,
   ): Promise<void> {
     const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
     const admin = new URL(scratchUrl);
@@ -236,6 +263,15 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     return removed;
   }
 
+  registerBackupJob(handler, {
+    name: opts.name,
+    database,
+    destination,
+    tables,
+    keys,
+    ...(encryption ? { encryption } : {}),
+    ...(restoreCheck ? { drill: restoreCheck } : {}),
+  });
   return {
     description: `Backups of ${new URL(database).pathname.slice(1)} to ${destination.describe}`,
     ...spec,

@@ -76,3 +76,53 @@ export async function pgRestore(input: Readable, args: string[], url?: string): 
   if (code !== 0) throw new Error(`pg_restore ${args.join(' ')} exited with ${code}: ${stderr.trim()}`);
   return stdout;
 }
+
+export interface Fed {
+  stdout: string;
+  stderr: string;
+  code: number | null;
+  /** The input's own failure (a read, a checksum, a GCM tag): pg_restore was killed before its input ended. */
+  inputError?: Error;
+}
+
+/**
+ * Runs pg_restore and streams `input` into it to the input's end, also after pg_restore stopped
+ * reading (`--list` stops after the table of contents), so every check along the input runs. An
+ * input that fails kills pg_restore before its stdin is closed: it never sees the end of an
+ * archive that failed a check, and a restore in one transaction (--single-transaction) is rolled
+ * back by the server.
+ */
+export async function feedRestore(input: AsyncIterable<Buffer>, args: string[], url?: string): Promise<Fed> {
+  const c = url ? connection(url) : { args: [], env: process.env };
+  const child = spawn('pg_restore', [...args, ...c.args], { env: c.env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.on('data', (d) => (stdout += d));
+  child.stderr!.on('data', (d) => (stderr = (stderr + d).slice(-4000)));
+  const exited = new Promise<number | null>((r) => child.once('close', (code) => r(code)));
+  const stdin = child.stdin!;
+  let open = true;
+  stdin.on('error', () => (open = false));
+  stdin.on('close', () => (open = false));
+  let inputError: Error | undefined;
+  try {
+    for await (const chunk of input) {
+      if (!open || stdin.write(chunk)) continue;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          stdin.off('drain', done);
+          stdin.off('close', done);
+          resolve();
+        };
+        stdin.on('drain', done);
+        stdin.on('close', done);
+      });
+    }
+  } catch (err) {
+    inputError = err as Error;
+    child.kill('SIGKILL');
+  }
+  if (open && !inputError) stdin.end();
+  const code = await exited;
+  return { stdout, stderr: stderr.trim(), code, ...(inputError ? { inputError } : {}) };
+}

@@ -196,6 +196,8 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     source.db,
   );
   const key = randomBytes(32);
+  // The keys come from the environment (never from code): "<id>:<base64>", the first encrypts.
+  process.env.TIDEMARK_TEST_BK_S3_KEYS = `k1:${key.toString('base64')}`;
   const settings = {
     bucket: 'backups',
     endpoint: s3.endpoint,
@@ -208,7 +210,7 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     {
       database: source.url,
       destination: s3Destination(settings),
-      encryptionKey: key,
+      encryption: { env: 'TIDEMARK_TEST_BK_S3_KEYS' },
       retention: { daily: 7, weekly: 4, monthly: 12 },
       tables: ['items', 'blobs'],
     },
@@ -222,6 +224,7 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     .executeTakeFirstOrThrow();
   assert.ok(Number(row.bytes) > 5 * 1024 * 1024, `${row.bytes} bytes: more than one part`);
   assert.equal(row.encrypted, true);
+  assert.equal(row.key_id, 'k1');
   const client = s3Client();
   const listed = await client.send(new ListObjectsV2Command({ Bucket: 'backups' }));
   assert.deepEqual(
@@ -232,8 +235,10 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
     .Body as Readable;
   const raw = Buffer.concat(await body.toArray());
   assert.equal((await import('node:crypto')).createHash('sha256').update(raw).digest('hex'), row.sha256);
-  assert.notEqual(raw.subarray(12, 17).toString('latin1'), 'PGDMP', 'encrypted at rest');
-  assert.equal(await restoredCount(Readable.from(raw).pipe(decryptor(key))), 2000);
+  assert.equal(raw.subarray(0, 4).toString('latin1'), 'TMBK', 'the header names the format');
+  assert.equal(raw.subarray(6, 6 + raw[5]!).toString('utf8'), 'k1', 'and the key id');
+  assert.ok(!raw.includes(Buffer.from('PGDMP')), 'encrypted at rest');
+  assert.equal(await restoredCount(Readable.from(raw).pipe(decryptor(() => key))), 2000);
 });
 
 test('S3 publish above the copy threshold is a multipart copy (UploadPartCopy), byte-exact', async () => {

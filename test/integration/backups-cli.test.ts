@@ -1,0 +1,356 @@
+// `tidemark backups`: list, verify, restore (into a database, into a file) and the drill, against
+// backups the real job wrote (its handler run in a ledger transaction) in a directory, plain and
+// encrypted, across a key rotation; and every way a backup can be wrong failing loudly, changing
+// nothing in the target.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { backupsCommand } from '../../cli/commands/backups.js';
+import { CliContext } from '../../cli/context.js';
+import { loadConfig } from '../../config/env.js';
+import { localDestination } from '../../jobs/backup/destination.js';
+import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
+import { startDump } from '../../jobs/backup/pg.js';
+import { defineCatalog, type Catalog } from '../../schedules/job.js';
+import { capturedIo } from '../helpers/cli-io.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+
+let ledger: TestDb;
+let source: TestDb;
+let dir: string;
+const made: string[] = [];
+
+before(async () => {
+  [ledger, source] = await Promise.all([createTestDb(), createTestDb({ migrated: false })]);
+  dir = await mkdtemp(join(tmpdir(), 'tm-backups-'));
+  await sql`create table items (id int primary key, label text not null)`.execute(source.db);
+  await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+});
+after(async () => {
+  const admin = new pg.Client({ connectionString: ledger.url });
+  await admin.connect();
+  for (const name of made)
+    await admin.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
+  await admin.end();
+  await Promise.all([ledger?.drop(), source?.drop()]);
+});
+
+const key = () => randomBytes(32).toString('base64');
+const sibling = (suffix: string) => {
+  const u = new URL(source.url);
+  u.pathname = `${u.pathname}_${suffix}`;
+  made.push(u.pathname.slice(1));
+  return u.toString();
+};
+const day = (n: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + n * 86_400_000);
+
+function backupJob(name: string, opts: Partial<BackupOptions> = {}) {
+  return databaseBackup({
+    name,
+    grid: 'day',
+    timezone: 'UTC',
+    start: day(0).toISOString(),
+    database: source.url,
+    destination: localDestination(join(dir, name)),
+    retention: { daily: 30, weekly: 0, monthly: 0 },
+    tables: ['items'],
+    ...opts,
+  });
+}
+
+/** One window of the job, its handler in a ledger transaction as the worker runs it. */
+async function backUp(catalog: Catalog, job: string, n: number): Promise<void> {
+  const j = catalog.get(job);
+  const window = { start: day(n), end: day(n + 1) };
+  const windowKey = `${job}/${window.start.toISOString().replace('.000Z', 'Z')}`;
+  await ledger.db.transaction().execute((trx) =>
+    j.handler({
+      trx,
+      job: j,
+      window,
+      key: windowKey,
+      generation: 0,
+      attempt: 1,
+      log: () => undefined,
+      copyRows: async () => 0,
+    }),
+  );
+}
+
+async function cli(catalog: Catalog, args: string[]) {
+  const [sub, job, ...rest] = args;
+  const { lines, io } = capturedIo();
+  const ctx = new CliContext(io, { ...loadConfig(), DATABASE_URL: ledger.url }, catalog);
+  const values: Record<string, string | boolean> = {};
+  for (let i = 0; i < rest.length; i++) {
+    const name = rest[i]!.slice(2);
+    const next = rest[i + 1];
+    if (next === undefined || next.startsWith('--')) values[name] = true;
+    else values[name] = rest[++i]!;
+  }
+  try {
+    const r = await backupsCommand.run(ctx, { positionals: [sub!, job!], values });
+    return { code: r.exitCode ?? 0, json: r.json as Record<string, unknown>, lines: [...lines, ...r.lines] };
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function rows(url: string, q = 'select id, label from items order by id'): Promise<unknown[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(q)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+async function tableCount(url: string): Promise<number> {
+  const r = await rows(url, `select count(*)::int as n from pg_tables where schemaname = 'public'`);
+  return (r[0] as { n: number }).n;
+}
+
+async function flipByte(file: string, at: number): Promise<void> {
+  const b = await readFile(file);
+  b[at] = b[at]! ^ 0xff;
+  await writeFile(file, b);
+}
+
+test('list, verify and restore a plain backup into a new database, row for row', async () => {
+  const catalog = defineCatalog([backupJob('bk-plain')]);
+  await backUp(catalog, 'bk-plain', 0);
+  const list = await cli(catalog, ['list', 'bk-plain']);
+  const [b] = list.json as unknown as Record<string, unknown>[];
+  assert.equal(b!.windowKey, 'bk-plain/2026-10-01T00:00:00Z');
+  assert.equal(b!.encrypted, false);
+  assert.deepEqual(b!.tableCounts, { items: 300 });
+  assert.match(String(b!.location), /bk-plain\/20261001T000000Z\.dump$/);
+  assert.equal(b!.lastVerification, null);
+
+  const v = await cli(catalog, ['verify', 'bk-plain']);
+  assert.equal(v.code, 0, v.lines.join('\n'));
+  assert.deepEqual(
+    (v.json.checks as { name: string; ok: boolean }[]).map((c) => `${c.name}:${c.ok}`),
+    ['read:true', 'size:true', 'sha256:true', 'toc:true', 'tables:true'],
+  );
+  const listed = (await cli(catalog, ['list', 'bk-plain'])).json as unknown as {
+    lastVerification: { ok: boolean };
+  }[];
+  assert.equal(listed[0]!.lastVerification.ok, true);
+
+  const into = sibling('plain_restored');
+  const r = await cli(catalog, ['restore', 'bk-plain', '--latest', '--into', into]);
+  assert.equal(r.code, 0, r.lines.join('\n'));
+  assert.equal(r.json.created, true);
+  assert.deepEqual(await rows(into), await rows(source.url));
+
+  // The same target again: not empty, refused unless --clean, which restores over it.
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-plain', '--latest', '--into', into]),
+    /not empty.*--clean/,
+  );
+  const again = await cli(catalog, ['restore', 'bk-plain', '--latest', '--into', into, '--clean']);
+  assert.equal(again.code, 0, again.lines.join('\n'));
+  assert.deepEqual(await rows(into), await rows(source.url));
+
+  // The job's own source: refused, naming the flag.
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-plain', '--latest', '--into', source.url, '--clean']),
+    /is the database job bk-plain backs up.*--overwrite-source/,
+  );
+  const viaLocalhost = new URL(source.url);
+  viaLocalhost.hostname = 'localhost';
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-plain', '--latest', '--into', viaLocalhost.toString(), '--clean']),
+    /backs up/,
+  );
+});
+
+test('a corrupted backup fails verify naming sha256, and its restore changes nothing', async () => {
+  const catalog = defineCatalog([backupJob('bk-bad')]);
+  await backUp(catalog, 'bk-bad', 0);
+  const [b] = (await cli(catalog, ['list', 'bk-bad'])).json as unknown as {
+    location: string;
+    bytes: number;
+  }[];
+  // Near the end: pg_restore has read (and, restoring, applied) nearly all of it when the check fails.
+  await flipByte(b!.location, b!.bytes - 40);
+  const v = await cli(catalog, ['verify', 'bk-bad']);
+  assert.equal(v.code, 1);
+  assert.match(v.lines.join('\n'), /FAILED sha256 +sha256 [0-9a-f]{64} stored, [0-9a-f]{64} recorded/);
+
+  // Into a new database: dropped again. Into an existing empty one: rolled back, still empty.
+  const fresh = sibling('bad_new');
+  const r1 = await cli(catalog, ['restore', 'bk-bad', '--latest', '--into', fresh]);
+  assert.equal(r1.code, 1);
+  assert.match(String(r1.json.problem), /sha256 check failed.*was dropped again/);
+  const admin = new pg.Client({ connectionString: ledger.url });
+  await admin.connect();
+  const exists = await admin.query('select 1 from pg_database where datname = $1', [
+    new URL(fresh).pathname.slice(1),
+  ]);
+  assert.equal(exists.rowCount, 0);
+  const existing = sibling('bad_existing');
+  await admin.query(`create database ${pg.escapeIdentifier(new URL(existing).pathname.slice(1))}`);
+  await admin.end();
+  const r2 = await cli(catalog, ['restore', 'bk-bad', '--latest', '--into', existing]);
+  assert.equal(r2.code, 1);
+  assert.match(String(r2.json.problem), /rolled back/);
+  assert.equal(await tableCount(existing), 0, 'nothing of the backup is left in the target');
+  const file = join(dir, 'bad.dump');
+  await assert.rejects(cli(catalog, ['restore', 'bk-bad', '--latest', '--to-file', file]), /sha256/);
+  await assert.rejects(stat(file), { code: 'ENOENT' });
+});
+
+test('encrypted: key ids in the backup, rotation keeps old backups restorable, a changed byte fails the GCM tag', async () => {
+  const k1 = `k1:${key()}`;
+  const k2 = `k2:${key()}`;
+  process.env.TM_TEST_BK_KEYS = k1;
+  const catalog = defineCatalog([backupJob('bk-enc', { encryption: { env: 'TM_TEST_BK_KEYS' } })]);
+  await backUp(catalog, 'bk-enc', 0);
+  process.env.TM_TEST_BK_KEYS = `${k2},${k1}`; // rotated: k2 encrypts, k1 still decrypts
+  await sql`insert into items values (301, 'after the rotation')`.execute(source.db);
+  await backUp(catalog, 'bk-enc', 1);
+  const list = (await cli(catalog, ['list', 'bk-enc'])).json as unknown as {
+    keyId: string;
+    windowKey: string;
+  }[];
+  assert.deepEqual(
+    list.map((b) => b.keyId),
+    ['k2', 'k1'],
+  );
+  for (const b of list) {
+    const into = sibling(`enc_${b.keyId}`);
+    const r = await cli(catalog, ['restore', 'bk-enc', '--key', b.windowKey, '--into', into]);
+    assert.equal(r.code, 0, r.lines.join('\n'));
+    assert.equal((await rows(into)).length, b.keyId === 'k2' ? 301 : 300);
+  }
+  // A plain file for other tools: pg_restore reads it without tidemark.
+  const file = join(dir, 'k1.dump');
+  const f = await cli(catalog, ['restore', 'bk-enc', '--key', list[1]!.windowKey, '--to-file', file]);
+  assert.equal(f.code, 0);
+  assert.equal((await stat(file)).mode & 0o777, 0o600);
+  const toc = spawnSync('pg_restore', ['--list', file], { encoding: 'utf8' });
+  assert.equal(toc.status, 0, toc.stderr);
+  assert.match(toc.stdout, /TABLE DATA public items/);
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-enc', '--latest', '--to-file', file]),
+    /exists; name a new file/,
+  );
+
+  // k1 dropped from the list: the old backup names the key it needs.
+  process.env.TM_TEST_BK_KEYS = k2;
+  const v = await cli(catalog, ['verify', 'bk-enc', '--key', list[1]!.windowKey]);
+  assert.equal(v.code, 1);
+  assert.match(v.lines.join('\n'), /key id "k1", which environment variable TM_TEST_BK_KEYS does not hold/);
+  assert.doesNotMatch(v.lines.join('\n'), new RegExp(k2.slice(3, 20).replace(/[+/]/g, '.')));
+
+  // A changed byte inside the ciphertext, with the record's checksum made to match: the tag catches it.
+  const b = (await cli(catalog, ['list', 'bk-enc'])).json as unknown as {
+    location: string;
+    windowKey: string;
+    bytes: number;
+  }[];
+  await flipByte(b[0]!.location, Math.floor(b[0]!.bytes / 2));
+  const { createHash } = await import('node:crypto');
+  const sha = createHash('sha256')
+    .update(await readFile(b[0]!.location))
+    .digest('hex');
+  await ledger.db
+    .updateTable('backups')
+    .set({ sha256: sha })
+    .where('window_key', '=', b[0]!.windowKey)
+    .execute();
+  const t = await cli(catalog, ['verify', 'bk-enc', '--key', b[0]!.windowKey]);
+  assert.equal(t.code, 1);
+  assert.match(t.lines.join('\n'), /FAILED gcm-tag/);
+  const existing = sibling('enc_tampered');
+  await cli(catalog, ['restore', 'bk-enc', '--key', b[0]!.windowKey, '--into', existing]).then((r) => {
+    assert.equal(r.code, 1);
+    assert.match(String(r.json.problem), /gcm-tag check failed/);
+  });
+  const left = await rows(
+    ledger.url,
+    `select datname from pg_database where datname = '${new URL(existing).pathname.slice(1)}'`,
+  );
+  assert.deepEqual(left, [], 'the database the failed restore created is dropped');
+});
+
+test('a backup written before key ids were stored decrypts with the current key', async () => {
+  const k = randomBytes(32);
+  process.env.TM_TEST_BK_LEGACY = `old:${k.toString('base64')}`;
+  const catalog = defineCatalog([backupJob('bk-legacy', { encryption: { env: 'TM_TEST_BK_LEGACY' } })]);
+  await backUp(catalog, 'bk-legacy', 0);
+  const [b] = (await cli(catalog, ['list', 'bk-legacy'])).json as unknown as {
+    location: string;
+    windowKey: string;
+  }[];
+  // The old format: IV first, no header, no AAD (what encryptionKey wrote before).
+  const { createCipheriv, createHash } = await import('node:crypto');
+  const dump = startDump(source.url);
+  const plain = Buffer.concat(await dump.stream.toArray());
+  const iv = randomBytes(12);
+  const c = createCipheriv('aes-256-gcm', k, iv);
+  const old = Buffer.concat([iv, c.update(plain), c.final(), c.getAuthTag()]);
+  await writeFile(b!.location, old);
+  await ledger.db
+    .updateTable('backups')
+    .set({ sha256: createHash('sha256').update(old).digest('hex'), bytes: old.length, key_id: null })
+    .where('window_key', '=', b!.windowKey)
+    .execute();
+  const v = await cli(catalog, ['verify', 'bk-legacy']);
+  assert.equal(v.code, 0, v.lines.join('\n'));
+  const into = sibling('legacy_restored');
+  const r = await cli(catalog, ['restore', 'bk-legacy', '--latest', '--into', into]);
+  assert.equal(r.code, 0, r.lines.join('\n'));
+  assert.deepEqual(await rows(into), await rows(source.url));
+});
+
+test('the drill on demand: passes and is recorded; a broken newest backup fails it and opens an incident', async () => {
+  const scratch = sibling('drill_scratch');
+  const catalog = defineCatalog([
+    backupJob('bk-drill', { restoreCheck: { every: 1000, scratchDatabaseUrl: scratch } }),
+  ]);
+  await backUp(catalog, 'bk-drill', 0);
+  const ok = await cli(catalog, ['drill', 'bk-drill']);
+  assert.equal(ok.code, 0, ok.lines.join('\n'));
+  assert.match(ok.lines.join('\n'), /items: (\d+) restored, \1 at dump/);
+  const dbs = await rows(
+    ledger.url,
+    `select datname from pg_database where datname = '${new URL(scratch).pathname.slice(1)}'`,
+  );
+  assert.deepEqual(dbs, [], 'the scratch database is dropped');
+  const [b] = (await cli(catalog, ['list', 'bk-drill'])).json as unknown as {
+    location: string;
+    bytes: number;
+  }[];
+  await flipByte(b!.location, 100);
+  const bad = await cli(catalog, ['drill', 'bk-drill']);
+  assert.equal(bad.code, 1);
+  const incident = await ledger.db
+    .selectFrom('incidents')
+    .selectAll()
+    .where('job', '=', 'bk-drill')
+    .where('closed_at', 'is', null)
+    .executeTakeFirstOrThrow();
+  assert.equal(incident.kind, 'restore-drill-failed');
+  const drills = await ledger.db
+    .selectFrom('backup_checks')
+    .select(['ok', 'trigger'])
+    .where('job', '=', 'bk-drill')
+    .where('kind', '=', 'drill')
+    .orderBy('at')
+    .execute();
+  assert.deepEqual(drills, [
+    { ok: true, trigger: 'schedule' }, // the window's own drill: the first window of the grid
+    { ok: true, trigger: 'cli' },
+    { ok: false, trigger: 'cli' },
+  ]);
+});
