@@ -4,6 +4,7 @@
 // a corrupted one) behind the page's session and CSRF rules; in headless Chromium the Backups view
 // shows the table, verifies inline and passes axe-core. No answer carries a connection password.
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -27,6 +28,9 @@ import { restoreCommand, withoutPasswords } from '../../web/routes/backups.js';
 const stack = realStack(async () => await setUp());
 const TOKEN = 'web-backups-token-7c41';
 const JOB = 'web-bk';
+const ENC = 'web-bk-enc';
+const KEYS_VAR = 'TIDEMARK_TEST_WEB_BK_KEYS';
+const K2 = randomBytes(32).toString('base64');
 const DAYS = ['2026-10-01T00:00:00Z', '2026-10-02T00:00:00Z', '2026-10-03T00:00:00Z'];
 
 type Listed = {
@@ -66,8 +70,20 @@ async function setUp() {
       retention: { daily: 7, weekly: 0, monthly: 0 },
       tables: ['items'],
     }),
+    // Encrypted with the first key of an environment variable's list (read at use time).
+    databaseBackup({
+      name: ENC,
+      grid: 'day',
+      start: DAYS[0]!,
+      database: withPassword(source.url),
+      destination: localDestination(dir),
+      encryption: { env: KEYS_VAR },
+      retention: { daily: 7, weekly: 0, monthly: 0 },
+      tables: ['items'],
+    }),
     salesJob('web-bk-sales', { start: DAYS[0]! }),
   ]);
+  process.env[KEYS_VAR] = `k2:${K2},k1:${randomBytes(32).toString('base64')}`;
   // Two windows run for real by a worker: the backups the page lists.
   const taskQueue = uniqueQueue(JOB);
   await withWorker(
@@ -75,14 +91,18 @@ async function setUp() {
     taskQueue,
     { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
     async () => {
-      for (const i of [0, 1]) {
-        const key = `${JOB}/${DAYS[i]}`;
+      for (const [job, i] of [
+        [JOB, 0],
+        [JOB, 1],
+        [ENC, 0],
+      ] as const) {
+        const key = `${job}/${DAYS[i]}`;
         const r = (await stack.env.client.workflow.execute('window', {
           taskQueue,
           workflowId: key,
           args: [
             {
-              job: JOB,
+              job,
               start: DAYS[i],
               end: DAYS[i + 1],
               generation: 0,
@@ -107,6 +127,7 @@ async function setUp() {
   web = await startWeb(stack, { token: TOKEN, catalog, env: {} });
 }
 after(async () => {
+  delete process.env[KEYS_VAR];
   await web?.stop();
   await source?.drop();
 });
@@ -153,7 +174,7 @@ test('GET /api/jobs/:job/backups: each backup with its fields and the exact rest
     const file = await readFile(join(dir, b.objectKey));
     assert.equal(b.bytes, file.length);
     assert.match(b.sha256, /^[0-9a-f]{64}$/);
-    assert.equal(b.location, `directory ${dir}/${b.objectKey}`);
+    assert.deepEqual([b.location, b.destination], [join(dir, b.objectKey), `directory ${dir}`]);
     assert.deepEqual([b.encrypted, b.keyId, b.tableCounts], [false, null, { items: 300 }]);
     assert.ok(!Number.isNaN(Date.parse(b.dumpedAt)));
     assert.equal(
@@ -169,7 +190,7 @@ test('GET /api/jobs/:job/backups: each backup with its fields and the exact rest
   assert.equal(unknown.status, 404);
   assert.match(((await unknown.json()) as { error: string }).error, /nope/);
   const jobs = (await (await api('/api/backups')).json()) as { jobs: string[] };
-  assert.deepEqual(jobs.jobs, [JOB], 'the backup jobs of the catalog, for the Backups view');
+  assert.deepEqual(jobs.jobs, [JOB, ENC], 'the backup jobs of the catalog, for the Backups view');
 });
 
 test('POST .../verify: ok for a good backup; ok:false naming sha256 for a corrupted file, recorded for the page', async () => {
@@ -206,6 +227,46 @@ test('POST .../verify: ok for a good backup; ok:false naming sha256 for a corrup
   const missing = await api(verifyPath(`${JOB}/2026-01-01T00:00:00Z`), { method: 'POST', body: '{}' });
   assert.equal(missing.status, 404);
   assert.match(((await missing.json()) as { error: string }).error, /web-bk\/2026-01-01T00:00:00Z/);
+});
+
+test('an encrypted backup: listed with its key id, verified with the key its header names; no key material in any answer', async () => {
+  const get = async () => {
+    const r = await api(`/api/jobs/${ENC}/backups`);
+    const text = await r.text();
+    assert.ok(!text.includes(K2) && !text.includes(PASSWORD), 'no key or password in the listing');
+    return (JSON.parse(text) as Listed).backups;
+  };
+  const [b] = await get();
+  assert.deepEqual([b!.encrypted, b!.keyId, b!.objectKey.endsWith('.enc')], [true, 'k2', true]);
+  const verify = async () => {
+    const r = await api(`/api/jobs/${ENC}/backups/${encodeURIComponent(b!.windowKey)}/verify`, {
+      method: 'POST',
+      body: '{}',
+    });
+    const text = await r.text();
+    assert.equal(r.status, 200, text);
+    assert.ok(!text.includes(K2) && !text.includes(PASSWORD), 'no key or password in the report');
+    return JSON.parse(text) as VerifyReport;
+  };
+  const ok = await verify();
+  assert.equal(ok.ok, true, JSON.stringify(ok.checks));
+  assert.ok(ok.checks.some((c) => c.name === 'gcm-tag' && c.ok && /k2/.test(c.detail)));
+
+  // Key k2 dropped from the list: the backup cannot be read, said without any key's bytes.
+  const saved = process.env[KEYS_VAR]!;
+  const k3 = randomBytes(32).toString('base64');
+  process.env[KEYS_VAR] = `k3:${k3}`;
+  try {
+    const failed = await verify();
+    assert.equal(failed.ok, false);
+    const said = JSON.stringify(failed.checks);
+    assert.match(said, /k2/, 'names the key id it needs');
+    assert.ok(!said.includes(k3));
+  } finally {
+    process.env[KEYS_VAR] = saved;
+  }
+  const [after] = await get();
+  assert.deepEqual([after!.lastVerification?.ok, after!.lastVerification?.trigger], [false, 'page']);
 });
 
 test('POST .../verify is refused without the page credentials: no session, no CSRF token, another origin', async () => {
@@ -268,6 +329,11 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     assert.match(text, /items\s*300/);
     assert.match(text, /\d+(\.\d)? (KiB|B|MiB)/, 'the size for people');
     assert.match(text, /not encrypted/);
+    assert.match(
+      await page.locator(`table.bk-table[data-job="${ENC}"] tbody`).first().innerText(),
+      /key k2/,
+      'the encrypted backup with its key id',
+    );
     assert.equal(
       (await first.locator('code.bk-cmd').innerText()).trim(),
       backups[0]!.restoreCommand,

@@ -60,7 +60,7 @@ const COLUMNS = [
 
 function backupRow(ctx, b, zone) {
   const short = b.sha256.slice(0, 12);
-  const lastCell = h('td', {}, verification(b.lastVerification, zone));
+  const lastCell = h('td', { class: 'bk-last' }, verification(b.lastVerification, zone));
   const result = h('div', { class: 'bk-result', role: 'status', 'aria-live': 'polite' });
   const verify = h(
     'button',
