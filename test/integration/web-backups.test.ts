@@ -370,9 +370,15 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
 
     const dark = await loggedInPage(browser, web.url, TOKEN, { width: 390, colorScheme: 'dark' });
     await dark.page.locator(`article.job[data-job="${JOB}"]`).waitFor();
-    // One job's backups, as its own route.
-    await dark.page.evaluate(`location.hash = ${JSON.stringify(`#/jobs/${JOB}/backups`)}`);
+    // One job's backups, from the job's own page (a job of another kind has no such link).
+    await dark.page.evaluate(`location.hash = ${JSON.stringify('#/jobs/web-bk-sales')}`);
+    await dark.page.locator('h1', { hasText: 'web-bk-sales: windows' }).waitFor();
+    assert.equal(await dark.page.locator('a.wg-backups').count(), 0);
+    await dark.page.evaluate(`location.hash = ${JSON.stringify(`#/jobs/${JOB}`)}`);
+    await dark.page.locator('h1', { hasText: `${JOB}: windows` }).waitFor();
+    await dark.page.click('a.wg-backups');
     await dark.page.locator('h1', { hasText: `${JOB}: backups` }).waitFor();
+    assert.equal(await dark.page.locator('table.bk-table').count(), 1, 'only this job');
     await dark.page.locator(`table.bk-table[data-job="${JOB}"]`).waitFor();
     await checkAccessibility(dark.page, 'the backups view at 390 px, dark');
     await screenshot(dark.page, 'backups-390-dark');
