@@ -354,3 +354,33 @@ test('the drill on demand: passes and is recorded; a broken newest backup fails 
     { ok: false, trigger: 'cli' },
   ]);
 });
+
+test('progress is one redrawn line on a terminal, and absent otherwise', async () => {
+  const catalogFile = join(dir, 'tty-catalog.ts');
+  const backupIndex = join(process.cwd(), 'jobs/backup/index.js');
+  const destination = join(process.cwd(), 'jobs/backup/destination.js');
+  await writeFile(
+    catalogFile,
+    `import { databaseBackup } from ${JSON.stringify(backupIndex)};
+import { localDestination } from ${JSON.stringify(destination)};
+export default [databaseBackup({ name: 'bk-tty', grid: 'day', timezone: 'UTC', database: ${JSON.stringify(source.url)},
+  destination: localDestination(${JSON.stringify(join(dir, 'bk-tty'))}), retention: { daily: 3, weekly: 0, monthly: 0 }, tables: ['items'] })];
+`,
+  );
+  const { loadCatalog } = await import('../../config/catalog-source.js');
+  const catalog = await loadCatalog({ ...loadConfig(), DATABASE_URL: ledger.url }, { flag: catalogFile });
+  await backUp(catalog, 'bk-tty', 0);
+  const env = { ...process.env, DATABASE_URL: ledger.url, TIDEMARK_CATALOG: catalogFile };
+  const cmd = `node bin/tidemark.js backups verify bk-tty`;
+  // `script` gives the command a terminal (a pty) and copies what it wrote.
+  const onTty = spawnSync('script', ['-qec', cmd, '/dev/null'], { env, encoding: 'utf8' });
+  assert.equal(onTty.status, 0, onTty.stdout + onTty.stderr);
+  assert.match(onTty.stdout, /\rverifying bk-tty\/2026-10-01T00:00:00Z: 100% \(\d/);
+  assert.match(onTty.stdout, /ok: bk-tty bk-tty\/2026-10-01T00:00:00Z/);
+  const piped = spawnSync('node', ['bin/tidemark.js', 'backups', 'verify', 'bk-tty'], {
+    env,
+    encoding: 'utf8',
+  });
+  assert.equal(piped.status, 0, piped.stderr);
+  assert.doesNotMatch(piped.stdout + piped.stderr, /%/);
+});
