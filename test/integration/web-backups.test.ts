@@ -395,7 +395,7 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
 test('the restore command quotes what a shell would split, and errors lose connection passwords', () => {
   assert.equal(
     restoreCommand("odd job's", 'odd/2026-10-01T00:00:00Z', 'postgres://u:pw@h:5432/sales%20db'),
-    "npx tidemark backups restore 'odd job'\\''s' --key odd/2026-10-01T00:00:00Z --into 'postgres://…/sales db_restored'",
+    "npx tidemark backups restore 'odd job'\\''s' --key odd/2026-10-01T00:00:00Z --into postgres://…/sales%20db_restored",
   );
   assert.equal(
     withoutPasswords('connect to postgres://backup:s3cr%40t@db.internal:5432/sales failed; s3://bucket/k ok'),

@@ -23,11 +23,12 @@ const shellWord = (s: string) => (/^[\w./:@%+=,\u2026-]+$/.test(s) ? s : `'${s.r
 /**
  * The command that restores one backup. The target is the source's name with "_restored" on a
  * server left as "…" for the person to fill in: never the source itself (restore refuses that without
- * --overwrite-source), and never a connection string with a password.
+ * --overwrite-source), and never a connection string with a password. The name is a URL path again
+ * (percent-encoded), as --into reads it.
  */
 export function restoreCommand(job: string, windowKey: string, sourceDatabase: string): string {
   const db = decodeURIComponent(new URL(sourceDatabase).pathname.slice(1)) || 'postgres';
-  return `npx tidemark backups restore ${shellWord(job)} --key ${shellWord(windowKey)} --into ${shellWord(`postgres://…/${db}_restored`)}`;
+  return `npx tidemark backups restore ${shellWord(job)} --key ${shellWord(windowKey)} --into ${shellWord(`postgres://…/${encodeURIComponent(`${db}_restored`)}`)}`;
 }
 
 /** A message without the password of any connection string in it. */
