@@ -22,7 +22,8 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
-import { restoreCommand, withoutPasswords } from '../../web/routes/backups.js';
+import { restoreCommand } from '../../web/routes/backups.js';
+import { redactor } from '../../activities/notify/channels.js';
 
 // The file's set-up runs inside the stack's own hook, so it sees the stack ready.
 const stack = realStack(async () => await setUp());
@@ -392,13 +393,13 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
   }
 });
 
-test('the restore command quotes what a shell would split, and errors lose connection passwords', () => {
+test('the restore command quotes what a shell would split, and errors lose connection passwords (the redactor the page uses)', () => {
   assert.equal(
     restoreCommand("odd job's", 'odd/2026-10-01T00:00:00Z', 'postgres://u:pw@h:5432/sales%20db'),
     "npx tidemark backups restore 'odd job'\\''s' --key odd/2026-10-01T00:00:00Z --into postgres://…/sales%20db_restored",
   );
   assert.equal(
-    withoutPasswords('connect to postgres://backup:s3cr%40t@db.internal:5432/sales failed; s3://bucket/k ok'),
+    redactor([])('connect to postgres://backup:s3cr%40t@db.internal:5432/sales failed; s3://bucket/k ok'),
     'connect to postgres://backup:***@db.internal:5432/sales failed; s3://bucket/k ok',
   );
 });

@@ -3,6 +3,7 @@
 // data and the checks are jobs/backup/restore.ts, the same code as `tidemark backups list|verify`.
 // Registered inside the authenticated scope (web/server.ts: session, and CSRF for the POST).
 import type { FastifyInstance } from 'fastify';
+import { redactorFromConfig } from '../../activities/notify/channels.js';
 import {
   backupJobOf,
   lastDrill,
@@ -31,10 +32,6 @@ export function restoreCommand(job: string, windowKey: string, sourceDatabase: s
   return `npx tidemark backups restore ${shellWord(job)} --key ${shellWord(windowKey)} --into ${shellWord(`postgres://…/${encodeURIComponent(`${db}_restored`)}`)}`;
 }
 
-/** A message without the password of any connection string in it. */
-export const withoutPasswords = (message: string) =>
-  message.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^\s:/@]*:)[^\s@/]*@/gi, '$1***@');
-
 function backupJob(deps: WebDeps, name: string): { job: Job; bj: BackupJob } {
   let job: Job;
   try {
@@ -50,6 +47,8 @@ function backupJob(deps: WebDeps, name: string): { job: Job; bj: BackupJob } {
 
 export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
   const { catalog, db } = deps;
+  // What the configuration knows as secret, and the password of any URL, never reach an answer.
+  const redact = redactorFromConfig(deps.config);
 
   app.get('/api/backups', async () => ({
     jobs: catalog.jobs.filter((j) => backupJobOf(j)).map((j) => j.name),
@@ -84,7 +83,7 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
     } catch (err) {
       throw new HttpError(
         502,
-        `verify of ${rec.windowKey} could not run: ${withoutPasswords(String((err as Error).message ?? err))}`,
+        `verify of ${rec.windowKey} could not run: ${redact(String((err as Error).message ?? err))}`,
       );
     }
   });
