@@ -350,15 +350,15 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
       await second.getByRole('button', { name: /^Verify/ }).click();
       await second.locator('.bk-result', { hasText: /verified: FAILED/ }).waitFor();
       assert.match(await second.locator('.bk-result').innerText(), /^sha256: /m);
-      assert.match(await second.locator('td').nth(6).innerText(), /^failed .*\(page\)/);
+      assert.match(await second.locator('td.bk-last').innerText(), /^failed .*\(page\)/);
     });
     // Shown again from the listing: the verifications the server recorded.
     await page.click('#nav a[data-view="overview"]');
     await page.locator(`article.job[data-job="${JOB}"]`).waitFor();
     await page.click('#nav a[data-view="backups"]');
     await table.waitFor();
-    assert.match(await first.locator('td').nth(6).innerText(), /^ok .*\(page\)/);
-    assert.match(await second.locator('td').nth(6).innerText(), /^failed .*\(page\)\s+.*sha256/s);
+    assert.match(await first.locator('td.bk-last').innerText(), /^ok .*\(page\)/);
+    assert.match(await second.locator('td.bk-last').innerText(), /^failed .*\(page\)\s+.*sha256/s);
 
     // Copy: into the page's clipboard (granted to this context), said in the status line.
     await page.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: web.url });

@@ -34,6 +34,10 @@ async function copy(ctx, text, what) {
   }
 }
 
+/** A check's detail with each SHA-256 cut to its first 12 digits (the cell's title has them whole). */
+const shortDigests = (text) => text.replace(/\b([0-9a-f]{12})[0-9a-f]{52}\b/g, '$1…');
+const detail = (tag, attrs, text) => h(tag, { ...attrs, title: text }, shortDigests(text));
+
 function verification(v, zone) {
   if (!v) return h('div', { class: 'bk-muted' }, 'never');
   return h(
@@ -42,12 +46,13 @@ function verification(v, zone) {
     h('span', { class: v.ok ? 'bk-ok' : 'bk-failed' }, v.ok ? 'ok' : 'failed'),
     ' ',
     h('span', { class: 'bk-muted' }, `${when(v.at, zone)} (${v.trigger})`),
-    v.detail ? h('div', { class: 'bk-detail' }, v.detail) : null,
+    v.detail ? detail('div', { class: 'bk-detail' }, v.detail) : null,
   );
 }
 
 const COLUMNS = [
   'Window',
+  'Verify',
   'Dumped at',
   'Size',
   'SHA-256',
@@ -55,7 +60,6 @@ const COLUMNS = [
   'Location',
   'Tables (rows)',
   'Last verification',
-  'Verify',
 ];
 
 function backupRow(ctx, b, zone) {
@@ -86,7 +90,7 @@ function backupRow(ctx, b, zone) {
                 ? h(
                     'ul',
                     { class: 'bk-detail' },
-                    bad.map((c) => h('li', {}, `${c.name}: ${c.detail}`)),
+                    bad.map((c) => detail('li', {}, `${c.name}: ${c.detail}`)),
                   )
                 : null,
             ),
@@ -121,6 +125,8 @@ function backupRow(ctx, b, zone) {
       'tr',
       {},
       h('th', { scope: 'row' }, when(b.windowStart, zone)),
+      // Second: the action stays in view when the wide table scrolls in its box.
+      h('td', {}, verify, result),
       h('td', {}, when(b.dumpedAt, zone)),
       h('td', { class: 'bk-num', title: `${b.bytes} bytes` }, humanBytes(b.bytes)),
       h(
@@ -153,7 +159,6 @@ function backupRow(ctx, b, zone) {
           : h('span', { class: 'bk-muted' }, 'none recorded'),
       ),
       lastCell,
-      h('td', {}, verify, result),
     ),
     h(
       'tr',
