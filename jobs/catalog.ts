@@ -92,6 +92,10 @@ function catalog(config: Config, stateDir: string): Catalog {
         destination: localDestination(join(stateDir, 'backups')),
         retention: { daily: 7, weekly: 4, monthly: 6 },
         tables: ['orders', 'daily_sales', 'job_windows'],
+        // Encrypted at rest when TIDEMARK_DEMO_BACKUP_KEYS holds keys ("k1:<base64 of 32 bytes>").
+        ...(process.env.TIDEMARK_DEMO_BACKUP_KEYS
+          ? { encryption: { env: 'TIDEMARK_DEMO_BACKUP_KEYS' } }
+          : {}),
         restoreCheck: { every: 7, scratchDatabaseUrl: sibling(config.DATABASE_URL, '_restore_check') },
       }),
     },

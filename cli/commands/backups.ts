@@ -214,6 +214,7 @@ export const backupsCommand: Command = {
       into: into!,
       clean: !!values.clean,
       overwriteSource: !!values['overwrite-source'],
+      ledger: ctx.config.DATABASE_URL,
       onProgress: p.onProgress,
     }).finally(p.end);
     return {

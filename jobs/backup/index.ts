@@ -20,6 +20,7 @@ import { pgRestore, startDump, type Dump } from './pg.js';
 import { countRows } from './counts.js';
 import { backupKeys, type BackupKeySource } from './keys.js';
 import { DRILL_FAILED, registerBackupJob } from './registry.js';
+import { refuseSourceAsScratch } from './restore.js';
 import { decryptor, Digest, encryptor, type KeyLookup } from './streams.js';
 
 export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
@@ -202,6 +203,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     scratchUrl: string,
     plain: (s: Readable) => Readable,
   ): Promise<void> {
+    await refuseSourceAsScratch(opts.name, database, scratchUrl);
     const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
     const admin = new URL(scratchUrl);
     admin.pathname = '/postgres';

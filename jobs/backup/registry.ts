@@ -1,6 +1,8 @@
 // What the CLI and the page need to find a backup job's backups again: its database, where its
-// backups are, its keys. Kept by the job's handler (what every entry in a catalog keeps of the
-// job a databaseBackup(...) call made, spread and extended or not).
+// backups are, its keys. Kept on the job's handler (what every entry in a catalog keeps of the
+// job a databaseBackup(...) call made, spread and extended or not), under a registered symbol: a
+// catalog module loaded on its own (through tsx, or from the package) has its own copy of this
+// file, and the CLI must still find its jobs.
 import type { Job, WindowHandler } from '../../schedules/job.js';
 import type { Destination } from './destination.js';
 import type { BackupKeys, BackupKeySource } from './keys.js';
@@ -17,15 +19,15 @@ export interface BackupJob {
   readonly drill?: { readonly every: number; readonly scratchDatabaseUrl: string };
 }
 
-const jobs = new WeakMap<WindowHandler, BackupJob>();
+const KEY = Symbol.for('tidemark.backup-job');
 
 export function registerBackupJob(handler: WindowHandler, job: BackupJob): void {
-  jobs.set(handler, job);
+  Object.defineProperty(handler, KEY, { value: job });
 }
 
 /** The backup job behind a catalog entry, or undefined for a job of another kind. */
 export function backupJobOf(job: Job): BackupJob | undefined {
-  return jobs.get(job.handler);
+  return (job.handler as unknown as Record<symbol, BackupJob | undefined>)[KEY];
 }
 
 /** How a window's failed drill begins its error (index.ts throws it; lastDrill finds it in the run record). */

@@ -323,10 +323,19 @@ async function identity(url: string): Promise<string | undefined> {
   }
 }
 
-async function isSource(bj: BackupJob, into: string): Promise<boolean> {
-  if (place(bj.database) === place(into)) return true;
-  const [a, b] = await Promise.all([identity(bj.database), identity(into)]);
-  return a !== undefined && a === b;
+/** Whether two URLs name one database: by host, port and name, or (both answering) by server and name. */
+export async function sameDatabase(a: string, b: string): Promise<boolean> {
+  if (place(a) === place(b)) return true;
+  const [x, y] = await Promise.all([identity(a), identity(b)]);
+  return x !== undefined && x === y;
+}
+
+/** The drill drops its scratch database: never the job's source. */
+export async function refuseSourceAsScratch(job: string, database: string, scratch: string): Promise<void> {
+  if (await sameDatabase(database, scratch))
+    throw new RestoreRefusedError(
+      `restoreCheck: the scratch database ${redactUrl(scratch)} is the database job ${job} backs up, and a drill drops its scratch database: name a database of its own (e.g. <name>_restore_check)`,
+    );
 }
 
 /** Creates the database if it is missing; says whether it did. */
@@ -387,6 +396,8 @@ export interface RestoreOptions {
   clean?: boolean;
   /** The target is the job's own source database, and that is meant. */
   overwriteSource?: boolean;
+  /** tidemark's own ledger (DATABASE_URL): never a target, unless it is the job's source and that is meant. */
+  ledger?: string;
   onProgress?: Progress;
 }
 
@@ -399,9 +410,13 @@ export async function restoreBackup(
   const started = Date.now();
   const name = databaseName(opts.into);
   const target = redactUrl(opts.into);
-  if (!opts.overwriteSource && (await isSource(bj, opts.into)))
+  if (!opts.overwriteSource && (await sameDatabase(bj.database, opts.into)))
     throw new RestoreRefusedError(
       `${target} is the database job ${bj.name} backs up: restoring into it replaces production data. Restore into another database and compare, or add --clean --overwrite-source if that is really meant`,
+    );
+  if (opts.ledger && (await sameDatabase(opts.ledger, opts.into)) && !opts.overwriteSource)
+    throw new RestoreRefusedError(
+      `${target} is tidemark's own ledger (DATABASE_URL): restoring into it would mix the backup's tables with the ledger's. Restore into a database of its own`,
     );
   const created = await createIfMissing(opts.into, name);
   if (!created && !opts.clean) {
@@ -520,6 +535,7 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
   const rec = await pickBackup(db, bj.name, {});
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
+  await refuseSourceAsScratch(bj.name, bj.database, scratch);
   await dropDatabase(scratch, name);
   let report: RestoreReport;
   try {

@@ -20,6 +20,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { databaseBackup, keepSet, type BackupOptions } from '../../jobs/backup/index.js';
 import { localDestination, s3Destination } from '../../jobs/backup/destination.js';
 import { pgRestore, startDump } from '../../jobs/backup/pg.js';
+import { lastDrill } from '../../jobs/backup/restore.js';
 import { decryptor } from '../../jobs/backup/streams.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../workflows/types.js';
@@ -164,6 +165,29 @@ test('to a local directory: three days, restore-checked, retention keeps two, a 
   assert.deepEqual(latest.table_counts, { items: 2000 });
   assert.equal(await restoredCount(Readable.from(bytes)), 2000);
   assert.deepEqual(await readdir(join(dir, '.staging', 'bk-local')), [], 'no staging left');
+});
+
+test('a failed restore drill fails its window: nothing published; the last drill (what `tidemark jobs` shows) is the failure, from the run record', async () => {
+  const { dir, opts } = await toLocalDir(7, 1);
+  // A scratch server nobody listens on: the drill cannot restore.
+  const results = await runDays(
+    'drill-fails',
+    { ...opts, restoreCheck: { every: 1, scratchDatabaseUrl: 'postgres://postgres@127.0.0.1:1/nowhere' } },
+    [0],
+  );
+  assert.equal(results[0]?.status, 'rejected');
+  assert.deepEqual(await readdir(join(dir, 'drill-fails')).catch(() => []), [], 'nothing published');
+  const drill = await lastDrill(stack.t.db, 'drill-fails');
+  assert.equal(drill?.ok, false);
+  assert.equal(drill?.windowKey, 'drill-fails/2026-10-01T00:00:00Z');
+  assert.match(drill!.detail, /ECONNREFUSED|connect/);
+  // The next window's drill passes, and is the last one now.
+  const next = await runDays('drill-fails', opts, [1]);
+  assert.deepEqual(outcomes(next), ['processed']);
+  assert.deepEqual(
+    await lastDrill(stack.t.db, 'drill-fails').then((d) => [d?.ok, d?.trigger, d?.windowKey]),
+    [true, 'schedule', 'drill-fails/2026-10-02T00:00:00Z'],
+  );
 });
 
 test('a job without start restore-checks every Nth window, counted on the grid from the epoch', async () => {

@@ -165,6 +165,11 @@ test('list, verify and restore a plain backup into a new database, row for row',
     cli(catalog, ['restore', 'bk-plain', '--latest', '--into', source.url, '--clean']),
     /is the database job bk-plain backs up.*--overwrite-source/,
   );
+  // tidemark's own ledger (DATABASE_URL), even with --clean.
+  await assert.rejects(
+    cli(catalog, ['restore', 'bk-plain', '--latest', '--into', ledger.url, '--clean']),
+    /is tidemark's own ledger \(DATABASE_URL\)/,
+  );
   const viaLocalhost = new URL(source.url);
   viaLocalhost.hostname = 'localhost';
   await assert.rejects(
@@ -353,4 +358,56 @@ test('the drill on demand: passes and is recorded; a broken newest backup fails 
     { ok: true, trigger: 'cli' },
     { ok: false, trigger: 'cli' },
   ]);
+});
+
+test('progress is one redrawn line on a terminal, and absent otherwise', async () => {
+  const catalogFile = join(dir, 'tty-catalog.ts');
+  const backupIndex = join(process.cwd(), 'jobs/backup/index.js');
+  const destination = join(process.cwd(), 'jobs/backup/destination.js');
+  await writeFile(
+    catalogFile,
+    `import { databaseBackup } from ${JSON.stringify(backupIndex)};
+import { localDestination } from ${JSON.stringify(destination)};
+export default [databaseBackup({ name: 'bk-tty', grid: 'day', timezone: 'UTC', database: ${JSON.stringify(source.url)},
+  destination: localDestination(${JSON.stringify(join(dir, 'bk-tty'))}), retention: { daily: 3, weekly: 0, monthly: 0 }, tables: ['items'] })];
+`,
+  );
+  const { loadCatalog } = await import('../../config/catalog-source.js');
+  const catalog = await loadCatalog({ ...loadConfig(), DATABASE_URL: ledger.url }, { flag: catalogFile });
+  await backUp(catalog, 'bk-tty', 0);
+  const env = { ...process.env, DATABASE_URL: ledger.url, TIDEMARK_CATALOG: catalogFile };
+  const cmd = `node bin/tidemark.js backups verify bk-tty`;
+  // `script` gives the command a terminal (a pty) and copies what it wrote.
+  const onTty = spawnSync('script', ['-qec', cmd, '/dev/null'], { env, encoding: 'utf8' });
+  assert.equal(onTty.status, 0, onTty.stdout + onTty.stderr);
+  assert.match(onTty.stdout, /\rverifying bk-tty\/2026-10-01T00:00:00Z: 100% \(\d/);
+  assert.match(onTty.stdout, /ok: bk-tty bk-tty\/2026-10-01T00:00:00Z/);
+  const piped = spawnSync('node', ['bin/tidemark.js', 'backups', 'verify', 'bk-tty'], {
+    env,
+    encoding: 'utf8',
+  });
+  assert.equal(piped.status, 0, piped.stderr);
+  assert.doesNotMatch(piped.stdout + piped.stderr, /%/);
+});
+
+test("a drill whose scratch database is the job's source is refused, the source untouched", async () => {
+  // The same database under another spelling (localhost for 127.0.0.1): the catalog accepts it,
+  // the drill finds out before it drops anything.
+  const same = new URL(source.url);
+  same.hostname = 'localhost';
+  const catalog = defineCatalog([
+    backupJob('bk-self', { restoreCheck: { every: 1000, scratchDatabaseUrl: same.toString() } }),
+  ]);
+  await backUp(catalog, 'bk-self', 1); // not a drill window (every 1000 from day 0)
+  await assert.rejects(
+    cli(catalog, ['drill', 'bk-self']),
+    /scratch database .* is the database job bk-self backs up/,
+  );
+  assert.equal((await rows(source.url)).length >= 300, true, 'the source still has its rows');
+  // A window's drill refuses it as well, and publishes nothing.
+  await assert.rejects(
+    backUp(catalog, 'bk-self', 0),
+    /scratch database .* is the database job bk-self backs up/,
+  );
+  assert.equal((await rows(source.url)).length >= 300, true);
 });

@@ -7,7 +7,7 @@ const csrf = document.querySelector('meta[name=csrf]').content;
 const view = document.getElementById('view');
 const msg = document.getElementById('msg');
 
-/** Hash routes: `#/` overview, `#/jobs/<job>`, `#/jobs/<job>/windows/<windowKey>`, `#/effects`, ... */
+/** Hash routes: `#/` overview, `#/jobs/<job>`, `#/jobs/<job>/windows/<windowKey>`, `#/jobs/<job>/backups`, `#/effects`, ... */
 export function route(hash) {
   const path = hash.replace(/^#\/?/, '').split('?')[0];
   const parts = path.split('/');
@@ -17,6 +17,8 @@ export function route(hash) {
       name: 'window',
       params: { job: decodeURIComponent(parts[1]), windowKey: decodeURIComponent(parts.slice(3).join('/')) },
     };
+  if (parts[0] === 'jobs' && parts[1] && parts[2] === 'backups')
+    return { name: 'backups', params: { job: decodeURIComponent(parts[1]) } };
   if (parts[0] === 'jobs' && parts[1]) return { name: 'grid', params: { job: decodeURIComponent(parts[1]) } };
   return { name: parts[0], params: {} };
 }

@@ -90,6 +90,11 @@ export async function renderGrid(root, ctx, range = {}) {
     root.replaceChildren(h('p', { class: 'error', role: 'alert' }, String(err.message ?? err)));
     return;
   }
+  // A backup job's page links to its backups (the list is the catalog's, no database read).
+  const backups = await ctx
+    .api('/api/backups')
+    .then((b) => b.jobs.includes(g.job))
+    .catch(() => false);
   const shown = new Set(STATES.map((s) => s.id));
   const panel = h(
     'div',
@@ -214,7 +219,19 @@ export async function renderGrid(root, ctx, range = {}) {
     h(
       'div',
       { class: 'wv' },
-      h('p', { class: 'crumbs' }, h('a', { href: '#/' }, 'Jobs'), ' / ', g.job),
+      h(
+        'p',
+        { class: 'crumbs' },
+        h('a', { href: '#/' }, 'Jobs'),
+        ' / ',
+        g.job,
+        backups
+          ? [
+              ' · ',
+              h('a', { href: `#/jobs/${encodeURIComponent(g.job)}/backups`, class: 'wg-backups' }, 'Backups'),
+            ]
+          : null,
+      ),
       h('h1', {}, `${g.job}: windows`),
       h(
         'p',

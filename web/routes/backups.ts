@@ -1,0 +1,90 @@
+// A backup job's backups for the page, and Verify. Restore stays a CLI operation (it writes into a
+// database the page should not be able to reach): the page shows the exact command to run. The
+// data and the checks are jobs/backup/restore.ts, the same code as `tidemark backups list|verify`.
+// Registered inside the authenticated scope (web/server.ts: session, and CSRF for the POST).
+import type { FastifyInstance } from 'fastify';
+import { redactorFromConfig } from '../../activities/notify/channels.js';
+import {
+  backupJobOf,
+  lastDrill,
+  listBackups,
+  verifyBackup,
+  type BackupJob,
+} from '../../jobs/backup/restore.js';
+import { UnknownJobError, type Job } from '../../schedules/job.js';
+import type { WebDeps } from '../deps.js';
+import { HttpError } from '../errors.js';
+
+type JobParams = { Params: { job: string } };
+type BackupParams = { Params: { job: string; windowKey: string } };
+
+/** A shell word as typed: bare when it is plain, else single-quoted (a job name may hold anything). */
+const shellWord = (s: string) => (/^[\w./:@%+=,\u2026-]+$/.test(s) ? s : `'${s.replaceAll("'", `'\\''`)}'`);
+
+/**
+ * The command that restores one backup. The target is the source's name with "_restored" on a
+ * server left as "…" for the person to fill in: never the source itself (restore refuses that without
+ * --overwrite-source), and never a connection string with a password. The name is a URL path again
+ * (percent-encoded), as --into reads it.
+ */
+export function restoreCommand(job: string, windowKey: string, sourceDatabase: string): string {
+  const db = decodeURIComponent(new URL(sourceDatabase).pathname.slice(1)) || 'postgres';
+  return `npx tidemark backups restore ${shellWord(job)} --key ${shellWord(windowKey)} --into ${shellWord(`postgres://…/${encodeURIComponent(`${db}_restored`)}`)}`;
+}
+
+function backupJob(deps: WebDeps, name: string): { job: Job; bj: BackupJob } {
+  let job: Job;
+  try {
+    job = deps.catalog.get(name);
+  } catch (err) {
+    if (err instanceof UnknownJobError) throw new HttpError(404, `job: ${err.message}`);
+    throw err;
+  }
+  const bj = backupJobOf(job);
+  if (!bj) throw new HttpError(404, `job: ${job.name} is not a backup job (it has no backups to show)`);
+  return { job, bj };
+}
+
+export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
+  const { catalog, db } = deps;
+  // What the configuration knows as secret, and the password of any URL, never reach an answer.
+  const redact = redactorFromConfig(deps.config);
+
+  app.get('/api/backups', async () => ({
+    jobs: catalog.jobs.filter((j) => backupJobOf(j)).map((j) => j.name),
+  }));
+
+  app.get<JobParams>('/api/jobs/:job/backups', async (req) => {
+    const { job, bj } = backupJob(deps, req.params.job);
+    const [backups, drill] = await Promise.all([listBackups(db, job.name), lastDrill(db, job.name)]);
+    return {
+      job: job.name,
+      backups: backups.map((b) => ({
+        ...b,
+        restoreCommand: restoreCommand(job.name, b.windowKey, bj.database),
+      })),
+      lastDrill: drill,
+    };
+  });
+
+  // The key is the window key `<job>/<start>` URL-encoded as one segment (or the object key).
+  app.post<BackupParams>('/api/jobs/:job/backups/:windowKey/verify', async (req) => {
+    const { job, bj } = backupJob(deps, req.params.job);
+    const key = req.params.windowKey;
+    const rec = (await listBackups(db, job.name)).find((b) => b.windowKey === key || b.objectKey === key);
+    if (!rec)
+      throw new HttpError(
+        404,
+        `windowKey: ${job.name} has no live backup ${JSON.stringify(key)}; GET /api/jobs/${job.name}/backups lists them`,
+      );
+    try {
+      // A bad backup is a report with ok:false; a throw is verification that could not run at all.
+      return await verifyBackup(db, bj, rec, { trigger: 'page' });
+    } catch (err) {
+      throw new HttpError(
+        502,
+        `verify of ${rec.windowKey} could not run: ${redact(String((err as Error).message ?? err))}`,
+      );
+    }
+  });
+}
