@@ -187,9 +187,9 @@ async function scenario(
   await rm(SQL_FILE, { force: true });
   const dir = await mkdtemp(join(tmpdir(), `tidemark-restore-${tag}-`));
   const scratchUrl = newDbUrl(`${tag}_drill`);
-  // JavaScript: a TypeScript catalog is loaded through tsx's tsImport, which gives the module its own
-  // copies of tidemark's modules, and the CLI does not find its backup jobs (see the report of issue 15).
-  const catalogPath = join(dir, 'tidemark.config.mjs');
+  // TypeScript, loaded by the CLI through tsx with its own copies of tidemark's modules (as from the
+  // package): the CLI must still find the job's backups.
+  const catalogPath = join(dir, 'tidemark.config.ts');
   await writeFile(
     catalogPath,
     `import { databaseBackup } from ${moduleUrl('jobs/backup/index.ts')};
@@ -330,12 +330,16 @@ test('a directory, not encrypted: list, verify, restore (refused twice, then --c
     assert.match(drill.out, /LAST DRILL/);
     assert.match(drill.out, /^db-backup .* passed at \S+$/m, 'tidemark jobs: the last drill passed');
 
-    // Step 3 aimed at the job's own source database is refused without --overwrite-source.
+    // Step 3 aimed at the job's own source database is refused without --clean --overwrite-source.
     const before = await rowsOf(source.url);
     const intoSource = await sh(B.restore, { ...s.env, RESTORE_URL: source.url });
     failed(intoSource, 'restore into the source database');
     assert.match(intoSource.out + intoSource.err, /--clean --overwrite-source/);
     assert.deepEqual(await rowsOf(source.url), before, 'the source is untouched');
+    // And so is tidemark's own ledger.
+    const intoLedger = await sh(B.restore, { ...s.env, RESTORE_URL: s.ledger.url });
+    failed(intoLedger, 'restore into the ledger');
+    assert.match(intoLedger.out + intoLedger.err, /tidemark's own ledger/, 'refused as the ledger');
 
     // One byte of the newest backup changed on the storage: verify fails on its sha256, and so does
     // the drill, which opens an incident.
