@@ -1,0 +1,216 @@
+// `tidemark backups` under attack: a drill whose scratch database is the job's source, two restores
+// into the same new database, a file that appears while --to-file writes, an old backup (no key id)
+// after a key rotation. Each runs the job's handler and the CLI command as backups-cli.test.ts does.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
+import pg from 'pg';
+import { backupsCommand } from '../../cli/commands/backups.js';
+import { CliContext } from '../../cli/context.js';
+import { loadConfig } from '../../config/env.js';
+import { localDestination, type Destination } from '../../jobs/backup/destination.js';
+import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
+import { startDump } from '../../jobs/backup/pg.js';
+import { defineCatalog, type Catalog } from '../../schedules/job.js';
+import { capturedIo } from '../helpers/cli-io.js';
+import { createTestDb, type TestDb } from '../helpers/db.js';
+
+let ledger: TestDb;
+let source: TestDb;
+let dir: string;
+const made: string[] = [];
+
+before(async () => {
+  [ledger, source] = await Promise.all([createTestDb(), createTestDb({ migrated: false })]);
+  dir = await mkdtemp(join(tmpdir(), 'tm-backups-review-'));
+  await sql`create table items (id int primary key, label text not null)`.execute(source.db);
+  await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+});
+after(async () => {
+  const admin = new pg.Client({ connectionString: ledger.url });
+  await admin.connect();
+  for (const name of made)
+    await admin.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
+  await admin.end();
+  await Promise.all([ledger?.drop(), source?.drop()]);
+});
+
+const sibling = (suffix: string) => {
+  const u = new URL(source.url);
+  u.pathname = `${u.pathname}_${suffix}`;
+  made.push(u.pathname.slice(1));
+  return u.toString();
+};
+const day = (n: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + n * 86_400_000);
+
+function backupJob(name: string, opts: Partial<BackupOptions> = {}) {
+  return databaseBackup({
+    name,
+    grid: 'day',
+    timezone: 'UTC',
+    start: day(0).toISOString(),
+    database: source.url,
+    destination: localDestination(join(dir, name)),
+    retention: { daily: 30, weekly: 0, monthly: 0 },
+    tables: ['items'],
+    ...opts,
+  });
+}
+
+/** A directory destination whose next read() waits at a gate: the test acts while a restore is under way. */
+function gated(root: string) {
+  const inner = localDestination(root);
+  let gate: { reached: () => void; release: Promise<void> } | undefined;
+  const destination: Destination = {
+    ...inner,
+    read: async (key) => {
+      const g = gate;
+      gate = undefined;
+      if (g) {
+        g.reached();
+        await g.release;
+      }
+      return inner.read(key);
+    },
+  };
+  return {
+    destination,
+    /** Arms the gate; resolves `reached` once a read() waits at it, which waits until `release()`. */
+    arm() {
+      let release!: () => void;
+      let reached!: () => void;
+      const atGate = new Promise<void>((r) => (reached = r));
+      gate = { reached, release: new Promise<void>((r) => (release = r)) };
+      return { atGate, release };
+    },
+  };
+}
+
+async function backUp(catalog: Catalog, job: string, n: number): Promise<void> {
+  const j = catalog.get(job);
+  const window = { start: day(n), end: day(n + 1) };
+  const windowKey = `${job}/${window.start.toISOString().replace('.000Z', 'Z')}`;
+  await ledger.db.transaction().execute((trx) =>
+    j.handler({
+      trx,
+      job: j,
+      window,
+      key: windowKey,
+      generation: 0,
+      attempt: 1,
+      log: () => undefined,
+      copyRows: async () => 0,
+    }),
+  );
+}
+
+async function cli(catalog: Catalog, args: string[]) {
+  const [sub, job, ...rest] = args;
+  const { lines, io } = capturedIo();
+  const ctx = new CliContext(io, { ...loadConfig(), DATABASE_URL: ledger.url }, catalog);
+  const values: Record<string, string | boolean> = {};
+  for (let i = 0; i < rest.length; i++) {
+    const name = rest[i]!.slice(2);
+    const next = rest[i + 1];
+    if (next === undefined || next.startsWith('--')) values[name] = true;
+    else values[name] = rest[++i]!;
+  }
+  try {
+    const r = await backupsCommand.run(ctx, { positionals: [sub!, job!], values });
+    return { code: r.exitCode ?? 0, json: r.json as Record<string, unknown>, lines: [...lines, ...r.lines] };
+  } finally {
+    await ctx.close();
+  }
+}
+
+async function rows(url: string, q = 'select id, label from items order by id'): Promise<unknown[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    return (await c.query(q)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+test('a drill whose scratch database is the source under another spelling refuses and drops nothing', async () => {
+  const scratch = new URL(source.url);
+  scratch.hostname = 'localhost';
+  const catalog = defineCatalog([
+    backupJob('rv-drill-src', { restoreCheck: { every: 1000, scratchDatabaseUrl: scratch.toString() } }),
+  ]);
+  await backUp(catalog, 'rv-drill-src', 1); // window 1 of the grid: no drill of its own
+  const before = await rows(source.url);
+  await assert.rejects(cli(catalog, ['drill', 'rv-drill-src']), /is the database job rv-drill-src backs up/);
+  assert.deepEqual(await rows(source.url), before, 'the source database is still there, row for row');
+});
+
+test('two restores into the same new database: the one that created it never drops the other one’s restore', async () => {
+  const g = gated(join(dir, 'rv-twice'));
+  const catalog = defineCatalog([backupJob('rv-twice', { destination: g.destination })]);
+  await backUp(catalog, 'rv-twice', 0);
+  const into = sibling('twice');
+  const { atGate, release } = g.arm();
+  // A creates the database, then waits at the read of the backup.
+  const a = cli(catalog, ['restore', 'rv-twice', '--latest', '--into', into]).catch((err: Error) => err);
+  await atGate;
+  const b = await cli(catalog, ['restore', 'rv-twice', '--latest', '--into', into]).catch(
+    (err: Error) => err,
+  );
+  release();
+  const ra = await a;
+  const ok = (r: typeof b | typeof ra) => !(r instanceof Error) && r.code === 0;
+  assert.ok(ok(ra) || ok(b), `one of them restores: ${String(ra instanceof Error ? ra : ra.lines)}`);
+  assert.deepEqual(await rows(into), await rows(source.url), 'what was reported restored is there');
+  if (b instanceof Error) assert.match(b.message, /another restore/);
+});
+
+test('--to-file never overwrites a file that appears while the backup is being written', async () => {
+  const g = gated(join(dir, 'rv-file'));
+  const catalog = defineCatalog([backupJob('rv-file', { destination: g.destination })]);
+  await backUp(catalog, 'rv-file', 0);
+  const file = join(dir, 'appears.dump');
+  const { atGate, release } = g.arm();
+  const w = cli(catalog, ['restore', 'rv-file', '--latest', '--to-file', file]).catch((err: Error) => err);
+  await atGate;
+  await writeFile(file, 'precious, written by someone else');
+  release();
+  const r = await w;
+  assert.ok(r instanceof Error, 'the restore to a file that now exists fails');
+  assert.match(r.message, /exists/);
+  assert.equal(await readFile(file, 'utf8'), 'precious, written by someone else');
+});
+
+test('a backup written before key ids still decrypts after a rotation put a new key first', async () => {
+  const k = randomBytes(32);
+  process.env.TM_TEST_RV_LEGACY = `old:${k.toString('base64')}`;
+  const catalog = defineCatalog([backupJob('rv-legacy', { encryption: { env: 'TM_TEST_RV_LEGACY' } })]);
+  await backUp(catalog, 'rv-legacy', 0);
+  const [b] = (await cli(catalog, ['list', 'rv-legacy'])).json as unknown as {
+    location: string;
+    windowKey: string;
+  }[];
+  // The old format (IV first, no header), as encryptionKey wrote it with what is now key "old".
+  const { createCipheriv, createHash } = await import('node:crypto');
+  const plain = Buffer.concat(await startDump(source.url).stream.toArray());
+  const iv = randomBytes(12);
+  const c = createCipheriv('aes-256-gcm', k, iv);
+  const old = Buffer.concat([iv, c.update(plain), c.final(), c.getAuthTag()]);
+  await writeFile(b!.location, old);
+  await ledger.db
+    .updateTable('backups')
+    .set({ sha256: createHash('sha256').update(old).digest('hex'), bytes: old.length, key_id: null })
+    .where('window_key', '=', b!.windowKey)
+    .execute();
+  process.env.TM_TEST_RV_LEGACY = `new:${randomBytes(32).toString('base64')},old:${k.toString('base64')}`;
+  const v = await cli(catalog, ['verify', 'rv-legacy']);
+  assert.equal(v.code, 0, v.lines.join('\n'));
+  const into = sibling('legacy_rotated');
+  const r = await cli(catalog, ['restore', 'rv-legacy', '--latest', '--into', into]);
+  assert.equal(r.code, 0, r.lines.join('\n'));
+  assert.deepEqual(await rows(into), await rows(source.url));
+});
