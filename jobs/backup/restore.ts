@@ -418,6 +418,41 @@ export async function restoreBackup(
     throw new RestoreRefusedError(
       `${target} is tidemark's own ledger (DATABASE_URL): restoring into it would mix the backup's tables with the ledger's. Restore into a database of its own`,
     );
+  return exclusively(opts.into, name, () => restoreInto(bj, rec, opts, name, started));
+}
+
+/**
+ * Runs `fn` holding a lock on the target server for the database `name`, or refuses: two restores
+ * (or a restore and a drill) into one database would each find it "created by someone else, empty",
+ * and the one that fails drops the database the other restored into. The lock is the admin
+ * session's: it goes with the session, also when this process is killed.
+ */
+async function exclusively<T>(url: string, name: string, fn: () => Promise<T>): Promise<T> {
+  const c = pgClient(adminUrl(url));
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    const r = await c.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
+      `tidemark restore into ${name}`,
+    ]);
+    if (!r.rows[0]!.ok)
+      throw new RestoreRefusedError(
+        `another restore or drill into ${redactUrl(url)} is running: wait for it to end, or restore into another database name`,
+      );
+    return await fn();
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+async function restoreInto(
+  bj: BackupJob,
+  rec: BackupRecord,
+  opts: RestoreOptions,
+  name: string,
+  started: number,
+): Promise<RestoreReport> {
+  const target = redactUrl(opts.into);
   const created = await createIfMissing(opts.into, name);
   if (!created && !opts.clean) {
     const n = await relationsIn(opts.into);
@@ -536,23 +571,24 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
   await refuseSourceAsScratch(bj.name, bj.database, scratch);
-  await dropDatabase(scratch, name);
-  let report: RestoreReport;
-  try {
-    report = await restoreBackup(bj, rec, { into: scratch });
-  } catch (err) {
-    report = {
-      ok: false,
-      backup: rec,
-      target: redactUrl(scratch),
-      created: false,
-      counts: [],
-      durationMs: 0,
-      problem: (err as Error).message,
-    };
-  } finally {
-    await dropDatabase(scratch, name).catch(() => undefined);
-  }
+  const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
+    await dropDatabase(scratch, name);
+    try {
+      return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
+    } catch (err) {
+      return {
+        ok: false,
+        backup: rec,
+        target: redactUrl(scratch),
+        created: false,
+        counts: [],
+        durationMs: 0,
+        problem: (err as Error).message,
+      };
+    } finally {
+      await dropDatabase(scratch, name).catch(() => undefined);
+    }
+  });
   const detail = report.ok
     ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
     : report.problem!;
