@@ -6,7 +6,7 @@
 // database is never left half-restored: it holds the whole backup or is as it was (and a database
 // the restore created is dropped again).
 import { createWriteStream } from 'node:fs';
-import { open, rename, rm, stat } from 'node:fs/promises';
+import { link, open, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { PassThrough, type Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -543,7 +543,16 @@ export async function writePlainDump(
     const fh = await open(part, 'r');
     await fh.sync();
     await fh.close();
-    await rename(part, file);
+    // link(), not rename(): it fails if `file` appeared meanwhile (another restore, another program),
+    // where rename() would replace it. The stat above only makes the usual case fail early.
+    await link(part, file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'EEXIST')
+        throw new RestoreRefusedError(
+          `--to-file: ${file} exists (it appeared while the backup was written); name a new file (nothing is overwritten)`,
+        );
+      throw err;
+    });
+    await rm(part, { force: true });
     const dir = await open(dirname(file), 'r');
     await dir.sync().catch(() => undefined);
     await dir.close();
