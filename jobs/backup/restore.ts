@@ -162,7 +162,8 @@ async function checkedStream(bj: BackupJob, rec: BackupRecord, onBytes?: (n: num
           `the backup is encrypted, and job ${bj.name} names no keys now: configure its encryption (${source ?? 'encryption: { env } or { file }'})`,
         );
       const wanted = id ?? rec.keyId ?? undefined;
-      if (wanted === undefined) return keys.current.key;
+      // Written before key ids (no header, none recorded): any key of the list, the current one first.
+      if (wanted === undefined) return [keys.current.key, ...[...keys.byId.values()].map((k) => k.key)];
       const k = keys.byId.get(wanted);
       if (!k)
         throw new BackupCheckError(

@@ -88,8 +88,25 @@ export function encryptor(key: PayloadKey): Transform {
   });
 }
 
-/** The key to decrypt with: by the id in the header, or (a backup without one) undefined. */
-export type KeyLookup = (id: string | undefined) => Buffer;
+/**
+ * The key to decrypt with: by the id in the header, or (a backup without one) undefined, when the
+ * answer may be several keys to try (current first).
+ */
+export type KeyLookup = (id: string | undefined) => Buffer | readonly Buffer[];
+
+/** What every pg_dump custom-format archive starts with. */
+const DUMP_MAGIC = Buffer.from('PGDMP');
+
+/**
+ * Of the keys a backup without a key id may have been written with, the one under which its first
+ * bytes decrypt to the archive's magic (GCM is a stream cipher: no tag is needed for that). A
+ * rotation put a new key first; what it wrote earlier is under an older one. The tag still decides.
+ */
+function legacyKey(keys: readonly Buffer[], iv: Buffer, start: Buffer): Buffer {
+  return (
+    keys.find((k) => createDecipheriv('aes-256-gcm', k, iv).update(start).equals(DUMP_MAGIC)) ?? keys[0]!
+  );
+}
 
 /** Decrypts what `encryptor` wrote; fails at the end if a single byte was changed. */
 export function decryptor(keyFor: KeyLookup): Transform {
@@ -110,12 +127,19 @@ export function decryptor(keyFor: KeyLookup): Transform {
         try {
           const n = needed();
           if (n === 12) {
-            decipher = createDecipheriv('aes-256-gcm', keyFor(undefined), head.subarray(0, 12));
+            const keys = [keyFor(undefined)].flat();
+            // Several keys to choose from: wait for the archive's first bytes (or the stream's end).
+            if (keys.length > 1 && head.length < 12 + DUMP_MAGIC.length) return cb();
+            const iv = head.subarray(0, 12);
+            const key =
+              keys.length > 1 ? legacyKey(keys, iv, head.subarray(12, 12 + DUMP_MAGIC.length)) : keys[0]!;
+            decipher = createDecipheriv('aes-256-gcm', key, iv);
           } else {
             if (head[4] !== VERSION)
               throw new BackupCheckError('key', `encrypted backup format version ${head[4]} is not known`);
             const id = head.subarray(6, 6 + head[5]!).toString('utf8');
-            decipher = createDecipheriv('aes-256-gcm', keyFor(id), head.subarray(n - 12, n));
+            const [key] = [keyFor(id)].flat();
+            decipher = createDecipheriv('aes-256-gcm', key!, head.subarray(n - 12, n));
             decipher.setAAD(head.subarray(0, n - 12));
           }
           data = head.subarray(n);
