@@ -214,3 +214,45 @@ test('a backup written before key ids still decrypts after a rotation put a new 
   assert.equal(r.code, 0, r.lines.join('\n'));
   assert.deepEqual(await rows(into), await rows(source.url));
 });
+
+test('verify names the check that failed: a truncated backup whose key is gone fails size, a changed header fails sha256', async () => {
+  const k1 = `k1:${randomBytes(32).toString('base64')}`;
+  process.env.TM_TEST_RV_CHECKS = k1;
+  const catalog = defineCatalog([backupJob('rv-checks', { encryption: { env: 'TM_TEST_RV_CHECKS' } })]);
+  for (const n of [0, 1, 2]) await backUp(catalog, 'rv-checks', n);
+  const list = (await cli(catalog, ['list', 'rv-checks'])).json as unknown as {
+    location: string;
+    windowKey: string;
+    bytes: number;
+  }[];
+  const checks = async (windowKey: string) => {
+    const v = await cli(catalog, ['verify', 'rv-checks', '--key', windowKey]);
+    assert.equal(v.code, 1, v.lines.join('\n'));
+    return (v.json.checks as { name: string; ok: boolean }[]).map((c) => `${c.name}:${c.ok}`);
+  };
+  // 100 bytes cut off, and k1 no longer in the list: the size is what is wrong with the object.
+  await writeFile(list[0]!.location, (await readFile(list[0]!.location)).subarray(0, list[0]!.bytes - 100));
+  process.env.TM_TEST_RV_CHECKS = `k2:${randomBytes(32).toString('base64')}`;
+  assert.deepEqual(await checks(list[0]!.windowKey), ['read:true', 'size:false']);
+  process.env.TM_TEST_RV_CHECKS = k1;
+  // The header's key id (k1 -> k9) and its version byte changed: the stored bytes are not the written ones.
+  for (const [b, at, value] of [
+    [list[1]!, 7, '9'.charCodeAt(0)],
+    [list[2]!, 4, 2],
+  ] as const) {
+    const bytes = await readFile(b.location);
+    bytes[at] = value;
+    await writeFile(b.location, bytes);
+    assert.deepEqual(await checks(b.windowKey), ['read:true', 'size:true', 'sha256:false']);
+  }
+  // The key alone missing from an intact backup: size and sha256 passed, the key check names it.
+  process.env.TM_TEST_RV_CHECKS = `k2:${randomBytes(32).toString('base64')}`;
+  await backUp(catalog, 'rv-checks', 3);
+  process.env.TM_TEST_RV_CHECKS = `k2:${randomBytes(32).toString('base64')}`;
+  assert.deepEqual(await checks('rv-checks/2026-10-04T00:00:00Z'), [
+    'read:true',
+    'size:true',
+    'sha256:true',
+    'key:false',
+  ]);
+});
