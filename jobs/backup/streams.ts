@@ -113,6 +113,9 @@ export function decryptor(keyFor: KeyLookup): Transform {
   let head = Buffer.alloc(0);
   let decipher: DecipherGCM | undefined;
   let held = Buffer.alloc(0);
+  // A header or key that fails is reported at the end, after the size and SHA-256 checks upstream:
+  // a changed or cut-off object is what they say, not "key k9 missing". Nothing is decrypted meanwhile.
+  let failed: Error | undefined;
   // The header's length once its first 6 bytes are in: 18 (IV only) for a backup without one.
   const needed = () => {
     if (head.length < 6 || !head.subarray(0, 4).equals(MAGIC)) return 12;
@@ -121,6 +124,7 @@ export function decryptor(keyFor: KeyLookup): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       let data = chunk;
+      if (failed) return cb();
       if (!decipher) {
         head = Buffer.concat([head, data]);
         if (head.length < 6 || head.length < needed()) return cb();
@@ -144,7 +148,8 @@ export function decryptor(keyFor: KeyLookup): Transform {
           }
           data = head.subarray(n);
         } catch (err) {
-          return cb(err as Error);
+          failed = err as Error;
+          return cb();
         }
       }
       const all = Buffer.concat([held, data]);
@@ -152,6 +157,7 @@ export function decryptor(keyFor: KeyLookup): Transform {
       cb(null, decipher.update(all.subarray(0, Math.max(0, all.length - 16))));
     },
     flush(cb) {
+      if (failed) return cb(failed);
       try {
         if (!decipher || held.length < 16)
           throw new BackupCheckError('gcm-tag', 'encrypted backup is truncated (no complete tag at its end)');

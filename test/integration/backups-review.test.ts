@@ -246,7 +246,7 @@ test('verify names the check that failed: a truncated backup whose key is gone f
     assert.deepEqual(await checks(b.windowKey), ['read:true', 'size:true', 'sha256:false']);
   }
   // The key alone missing from an intact backup: size and sha256 passed, the key check names it.
-  process.env.TM_TEST_RV_CHECKS = `k2:${randomBytes(32).toString('base64')}`;
+  process.env.TM_TEST_RV_CHECKS = `k3:${randomBytes(32).toString('base64')}`;
   await backUp(catalog, 'rv-checks', 3);
   process.env.TM_TEST_RV_CHECKS = `k2:${randomBytes(32).toString('base64')}`;
   assert.deepEqual(await checks('rv-checks/2026-10-04T00:00:00Z'), [
