@@ -256,3 +256,49 @@ test('verify names the check that failed: a truncated backup whose key is gone f
     'key:false',
   ]);
 });
+
+test("a window's drill while an on-demand drill runs: neither drops the other's scratch database", async () => {
+  const g = gated(join(dir, 'rv-drills'));
+  const scratch = sibling('drills_scratch');
+  const catalog = defineCatalog([
+    backupJob('rv-drills', {
+      destination: g.destination,
+      restoreCheck: { every: 1, scratchDatabaseUrl: scratch },
+    }),
+  ]);
+  await backUp(catalog, 'rv-drills', 0);
+  const { atGate, release } = g.arm();
+  // The on-demand drill has made its scratch database and waits at the read of the backup.
+  const onDemand = cli(catalog, ['drill', 'rv-drills']);
+  await atGate;
+  let settled = false;
+  const window = backUp(catalog, 'rv-drills', 1).then(
+    () => (settled = true),
+    (err: Error) => ((settled = true), err),
+  );
+  // The window's drill either ran through, or waits for the on-demand one (an advisory lock).
+  for (;;) {
+    if (settled) break;
+    const waiting = await rows(
+      ledger.url,
+      `select 1 from pg_stat_activity where wait_event_type = 'Lock' and wait_event = 'advisory'
+         and query like '%pg_advisory_lock(hashtext%'`,
+    );
+    if (waiting.length) break;
+  }
+  release();
+  const [d, w] = await Promise.all([onDemand, window]);
+  assert.equal(w, true, `the window's drill passed: ${String(w)}`);
+  assert.equal(d.code, 0, d.lines.join('\n'));
+});
+
+test("a window's own drill whose scratch database is the source under another spelling fails the window and drops nothing", async () => {
+  const scratch = new URL(source.url);
+  scratch.hostname = 'localhost';
+  const catalog = defineCatalog([
+    backupJob('rv-window-src', { restoreCheck: { every: 1, scratchDatabaseUrl: scratch.toString() } }),
+  ]);
+  const before = await rows(source.url);
+  await assert.rejects(backUp(catalog, 'rv-window-src', 0), /is the database job rv-window-src backs up/);
+  assert.deepEqual(await rows(source.url), before, 'the source database is still there, row for row');
+});
