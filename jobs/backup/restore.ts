@@ -432,14 +432,22 @@ export async function restoreBackup(
  * and the one that fails drops the database the other restored into. The lock is the admin
  * session's: it goes with the session, also when this process is killed.
  */
-async function exclusively<T>(url: string, name: string, fn: () => Promise<T>): Promise<T> {
+export async function exclusively<T>(
+  url: string,
+  name: string,
+  fn: () => Promise<T>,
+  opts: { wait?: boolean } = {},
+): Promise<T> {
   const c = pgClient(adminUrl(url));
   c.on('error', () => undefined);
   await c.connect();
   try {
-    const r = await c.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [
-      `tidemark restore into ${name}`,
-    ]);
+    const lock = `tidemark restore into ${name}`;
+    // A window's drill waits for the one before it (its window would fail otherwise); a command refuses.
+    if (opts.wait) await c.query('select pg_advisory_lock(hashtext($1))', [lock]);
+    const r = opts.wait
+      ? { rows: [{ ok: true }] }
+      : await c.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [lock]);
     if (!r.rows[0]!.ok)
       throw new RestoreRefusedError(
         `another restore or drill into ${redactUrl(url)} is running: wait for it to end, or restore into another database name`,
