@@ -302,3 +302,18 @@ test("a window's own drill whose scratch database is the source under another sp
   await assert.rejects(backUp(catalog, 'rv-window-src', 0), /is the database job rv-window-src backs up/);
   assert.deepEqual(await rows(source.url), before, 'the source database is still there, row for row');
 });
+
+test('verify of an encrypted backup whose key variable is unset fails the key check, after size and sha256', async () => {
+  process.env.TM_TEST_RV_UNSET = `k1:${randomBytes(32).toString('base64')}`;
+  const catalog = defineCatalog([backupJob('rv-unset', { encryption: { env: 'TM_TEST_RV_UNSET' } })]);
+  await backUp(catalog, 'rv-unset', 0);
+  delete process.env.TM_TEST_RV_UNSET;
+  const v = await cli(catalog, ['verify', 'rv-unset']);
+  assert.equal(v.code, 1);
+  const checks = v.json.checks as { name: string; ok: boolean; detail: string }[];
+  assert.deepEqual(
+    checks.map((c) => `${c.name}:${c.ok}`),
+    ['read:true', 'size:true', 'sha256:true', 'key:false'],
+  );
+  assert.match(checks.at(-1)!.detail, /TM_TEST_RV_UNSET: is not set/);
+});
