@@ -154,8 +154,15 @@ async function checkedStream(bj: BackupJob, rec: BackupRecord, onBytes?: (n: num
   const stages: (Readable | Transform)[] = [raw, expectDigest(rec, onBytes)];
   if (rec.encrypted) {
     const source = bj.encryption ? describeKeySource(bj.encryption) : undefined;
-    const keys = bj.keys();
     const keyFor: KeyLookup = (id) => {
+      // Read here, in the decryptor: a variable or file that fails is the key check's failure,
+      // reported after size and SHA-256 like a key that is missing from the list.
+      let keys: ReturnType<BackupJob['keys']>;
+      try {
+        keys = bj.keys();
+      } catch (err) {
+        throw new BackupCheckError('key', (err as Error).message);
+      }
       if (!keys)
         throw new BackupCheckError(
           'key',
