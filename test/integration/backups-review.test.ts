@@ -317,3 +317,67 @@ test('verify of an encrypted backup whose key variable is unset fails the key ch
   );
   assert.match(checks.at(-1)!.detail, /TM_TEST_RV_UNSET: is not set/);
 });
+
+/** pg_restore children of this process that wait for more input (blocked reading their stdin). */
+async function pgRestoreWaitingForInput(): Promise<boolean> {
+  const { readdir, readFile: read } = await import('node:fs/promises');
+  for (const pid of await readdir('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    const stat = await read(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+    const m = /^\d+ \((.*)\) \S+ (\d+)/.exec(stat);
+    if (!m || m[1] !== 'pg_restore' || Number(m[2]) !== process.pid) continue;
+    // read(2) on fd 0: "0 0x0 ..." in /proc/<pid>/syscall.
+    if ((await read(`/proc/${pid}/syscall`, 'utf8').catch(() => '')).startsWith('0 0x0 ')) return true;
+  }
+  return false;
+}
+
+test('a restore has committed nothing while its input has not ended: pg_restore never has the whole archive before the checks', async () => {
+  const inner = localDestination(join(dir, 'rv-late'));
+  const existing = sibling('late');
+  const tables = () => rows(existing, `select count(*)::int as n from pg_tables where schemaname = 'public'`);
+  // A destination whose stream has delivered every byte and then ends late (a slow network, a
+  // server that closes the response after a pause): it ends once the target holds a committed
+  // table, or pg_restore waits for more input.
+  const destination: Destination = {
+    ...inner,
+    read: async (key) => {
+      const bytes = await readFile(join(dir, 'rv-late', key));
+      const { Readable } = await import('node:stream');
+      let pushed = false;
+      return new Readable({
+        read() {
+          if (pushed) return;
+          pushed = true;
+          this.push(bytes);
+          void (async () => {
+            for (;;) {
+              if (await pgRestoreWaitingForInput()) break;
+              if (((await tables())[0] as { n: number }).n > 0) break;
+            }
+            this.push(null);
+          })();
+        },
+      });
+    },
+  };
+  const catalog = defineCatalog([backupJob('rv-late', { destination })]);
+  await backUp(catalog, 'rv-late', 0);
+  await sql`insert into items values (1000, 'after the first backup')`.execute(source.db);
+  await backUp(catalog, 'rv-late', 1);
+  await sql`delete from items where id = 1000`.execute(source.db);
+  const list = (await cli(catalog, ['list', 'rv-late'])).json as unknown as {
+    windowKey: string;
+    location: string;
+  }[];
+  // The older backup's object replaced by the newer one (a valid archive, another size).
+  await writeFile(list[1]!.location, await readFile(list[0]!.location));
+  const admin = new pg.Client({ connectionString: ledger.url });
+  await admin.connect();
+  await admin.query(`create database ${pg.escapeIdentifier(new URL(existing).pathname.slice(1))}`);
+  await admin.end();
+  const r = await cli(catalog, ['restore', 'rv-late', '--key', list[1]!.windowKey, '--into', existing]);
+  assert.equal(r.code, 1, r.lines.join('\n'));
+  assert.match(String(r.json.problem), /size check failed.*rolled back/);
+  assert.deepEqual(await tables(), [{ n: 0 }], 'nothing of the replaced object is in the target');
+});
