@@ -134,9 +134,11 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
       const drillStarted = Date.now();
       if (checkRestore)
-        await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl, plain).catch((err) => {
-          throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
-        });
+        await restoreAndCompare(trx, objectKey, counts, restoreCheck!.scratchDatabaseUrl, plain).catch(
+          (err) => {
+            throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
+          },
+        );
       await destination.publish(objectKey);
       log(
         `BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`,
@@ -198,12 +200,13 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
   };
 
   async function restoreAndCompare(
+    trx: Transaction<Database>,
     objectKey: string,
     expected: Record<string, number>,
     scratchUrl: string,
     plain: (s: Readable) => Readable,
   ): Promise<void> {
-    await refuseSourceAsScratch(opts.name, database, scratchUrl);
+    await refuseSourceAsScratch(opts.name, database, scratchUrl, trx);
     const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
     const admin = new URL(scratchUrl);
     admin.pathname = '/postgres';

@@ -10,7 +10,7 @@ import { link, open, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { PassThrough, type Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { PG_ERROR } from '../../db/database.js';
 import { pgClient, redactUrl } from '../../db/pg-connection.js';
@@ -319,14 +319,15 @@ function place(url: string): string {
 }
 
 /** The server's identity and the database's name, when it answers (the source may be down: that is why one restores). */
+// What any user may read: two servers started in the same microsecond on the same port do not happen.
+const SERVER_AND_DATABASE = `select pg_postmaster_start_time()::text || ' port ' || current_setting('port') || '/' || current_database() as id`;
+
 async function identity(url: string): Promise<string | undefined> {
   const c = pgClient(url, { connectionTimeoutMillis: 5_000 });
   c.on('error', () => undefined);
   try {
     await c.connect();
-    const r = await c.query<{ id: string }>(
-      `select (select system_identifier::text from pg_control_system()) || '/' || current_database() as id`,
-    );
+    const r = await c.query<{ id: string }>(SERVER_AND_DATABASE);
     return r.rows[0]?.id;
   } catch {
     return undefined;
@@ -343,10 +344,22 @@ export async function sameDatabase(a: string, b: string): Promise<boolean> {
 }
 
 /** The drill drops its scratch database: never the job's source. */
-export async function refuseSourceAsScratch(job: string, database: string, scratch: string): Promise<void> {
+export async function refuseSourceAsScratch(
+  job: string,
+  database: string,
+  scratch: string,
+  ledger: Kysely<Database>,
+): Promise<void> {
+  const mine =
+    'and a drill drops its scratch database: name a database of its own (e.g. <name>_restore_check)';
   if (await sameDatabase(database, scratch))
     throw new RestoreRefusedError(
-      `restoreCheck: the scratch database ${redactUrl(scratch)} is the database job ${job} backs up, and a drill drops its scratch database: name a database of its own (e.g. <name>_restore_check)`,
+      `restoreCheck: the scratch database ${redactUrl(scratch)} is the database job ${job} backs up, ${mine}`,
+    );
+  const ours = (await sql<{ id: string }>`${sql.raw(SERVER_AND_DATABASE)}`.execute(ledger)).rows[0]?.id;
+  if (ours !== undefined && ours === (await identity(scratch)))
+    throw new RestoreRefusedError(
+      `restoreCheck: the scratch database ${redactUrl(scratch)} is tidemark's own ledger (DATABASE_URL), ${mine}`,
     );
 }
 
@@ -599,7 +612,7 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
   const rec = await pickBackup(db, bj.name, {});
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
-  await refuseSourceAsScratch(bj.name, bj.database, scratch);
+  await refuseSourceAsScratch(bj.name, bj.database, scratch, db);
   const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
     await dropDatabase(scratch, name);
     try {
