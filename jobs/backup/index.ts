@@ -20,7 +20,7 @@ import { pgRestore, startDump, type Dump } from './pg.js';
 import { countRows } from './counts.js';
 import { backupKeys, type BackupKeySource } from './keys.js';
 import { DRILL_FAILED, registerBackupJob } from './registry.js';
-import { refuseSourceAsScratch } from './restore.js';
+import { exclusively, refuseSourceAsScratch } from './restore.js';
 import { decryptor, Digest, encryptor, type KeyLookup } from './streams.js';
 
 export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {
@@ -134,9 +134,11 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       const checkRestore = !!restoreCheck && index % restoreCheck.every === 0;
       const drillStarted = Date.now();
       if (checkRestore)
-        await restoreAndCompare(objectKey, counts, restoreCheck!.scratchDatabaseUrl, plain).catch((err) => {
-          throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
-        });
+        await restoreAndCompare(trx, objectKey, counts, restoreCheck!.scratchDatabaseUrl, plain).catch(
+          (err) => {
+            throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
+          },
+        );
       await destination.publish(objectKey);
       log(
         `BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`,
@@ -198,12 +200,13 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
   };
 
   async function restoreAndCompare(
+    trx: Transaction<Database>,
     objectKey: string,
     expected: Record<string, number>,
     scratchUrl: string,
     plain: (s: Readable) => Readable,
   ): Promise<void> {
-    await refuseSourceAsScratch(opts.name, database, scratchUrl);
+    await refuseSourceAsScratch(opts.name, database, scratchUrl, trx);
     const name = decodeURIComponent(new URL(scratchUrl).pathname.slice(1));
     const admin = new URL(scratchUrl);
     admin.pathname = '/postgres';
@@ -213,25 +216,34 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       await c.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
       await c.end();
     };
-    await drop();
-    await ensureDatabase(scratchUrl);
-    try {
-      await pgRestore(
-        plain(await destination.readStaging(objectKey)),
-        ['--no-owner', '--exit-on-error'],
-        scratchUrl,
-      );
-      const c = pgClient(scratchUrl);
-      await c.connect();
-      const got = await countRows(c, Object.keys(expected)).finally(() => c.end());
-      const wrong = Object.keys(expected).filter((t) => got[t] !== expected[t]);
-      if (wrong.length)
-        throw new Error(
-          `restore check of ${objectKey}: row counts differ for ${wrong.map((t) => `${t} (${got[t]} restored, ${expected[t]} dumped)`).join(', ')}`,
-        );
-    } finally {
-      await drop();
-    }
+    // One drill (or restore) at a time into the scratch database: an on-demand drill restoring
+    // into it must not have it dropped under it, nor drop this one's.
+    await exclusively(
+      scratchUrl,
+      name,
+      async () => {
+        await drop();
+        await ensureDatabase(scratchUrl);
+        try {
+          await pgRestore(
+            plain(await destination.readStaging(objectKey)),
+            ['--no-owner', '--exit-on-error'],
+            scratchUrl,
+          );
+          const c = pgClient(scratchUrl);
+          await c.connect();
+          const got = await countRows(c, Object.keys(expected)).finally(() => c.end());
+          const wrong = Object.keys(expected).filter((t) => got[t] !== expected[t]);
+          if (wrong.length)
+            throw new Error(
+              `restore check of ${objectKey}: row counts differ for ${wrong.map((t) => `${t} (${got[t]} restored, ${expected[t]} dumped)`).join(', ')}`,
+            );
+        } finally {
+          await drop();
+        }
+      },
+      { wait: true },
+    );
   }
 
   async function applyRetention(

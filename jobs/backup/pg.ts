@@ -105,23 +105,32 @@ export async function feedRestore(input: AsyncIterable<Buffer>, args: string[], 
   stdin.on('error', () => (open = false));
   stdin.on('close', () => (open = false));
   let inputError: Error | undefined;
+  const write = async (chunk: Buffer) => {
+    if (!open || stdin.write(chunk)) return;
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        stdin.off('drain', done);
+        stdin.off('close', done);
+        resolve();
+      };
+      stdin.on('drain', done);
+      stdin.on('close', done);
+    });
+  };
+  // The last chunk waits for the input's end: pg_restore needs no end of input to finish (it stops
+  // after the archive's last block) and would commit an archive whose checks fail at the end if
+  // that end came late. Without its last bytes it cannot finish, so killing it rolls back.
+  let held: Buffer | undefined;
   try {
     for await (const chunk of input) {
-      if (!open || stdin.write(chunk)) continue;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          stdin.off('drain', done);
-          stdin.off('close', done);
-          resolve();
-        };
-        stdin.on('drain', done);
-        stdin.on('close', done);
-      });
+      if (held) await write(held);
+      held = chunk;
     }
   } catch (err) {
     inputError = err as Error;
     child.kill('SIGKILL');
   }
+  if (!inputError && held) await write(held);
   if (open && !inputError) stdin.end();
   const code = await exited;
   return { stdout, stderr: stderr.trim(), code, ...(inputError ? { inputError } : {}) };

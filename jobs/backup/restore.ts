@@ -6,11 +6,11 @@
 // database is never left half-restored: it holds the whole backup or is as it was (and a database
 // the restore created is dropped again).
 import { createWriteStream } from 'node:fs';
-import { open, rename, rm, stat } from 'node:fs/promises';
+import { link, open, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { PassThrough, type Readable, type Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { PG_ERROR } from '../../db/database.js';
 import { pgClient, redactUrl } from '../../db/pg-connection.js';
@@ -154,15 +154,23 @@ async function checkedStream(bj: BackupJob, rec: BackupRecord, onBytes?: (n: num
   const stages: (Readable | Transform)[] = [raw, expectDigest(rec, onBytes)];
   if (rec.encrypted) {
     const source = bj.encryption ? describeKeySource(bj.encryption) : undefined;
-    const keys = bj.keys();
     const keyFor: KeyLookup = (id) => {
+      // Read here, in the decryptor: a variable or file that fails is the key check's failure,
+      // reported after size and SHA-256 like a key that is missing from the list.
+      let keys: ReturnType<BackupJob['keys']>;
+      try {
+        keys = bj.keys();
+      } catch (err) {
+        throw new BackupCheckError('key', (err as Error).message);
+      }
       if (!keys)
         throw new BackupCheckError(
           'key',
           `the backup is encrypted, and job ${bj.name} names no keys now: configure its encryption (${source ?? 'encryption: { env } or { file }'})`,
         );
       const wanted = id ?? rec.keyId ?? undefined;
-      if (wanted === undefined) return keys.current.key;
+      // Written before key ids (no header, none recorded): any key of the list, the current one first.
+      if (wanted === undefined) return [keys.current.key, ...[...keys.byId.values()].map((k) => k.key)];
       const k = keys.byId.get(wanted);
       if (!k)
         throw new BackupCheckError(
@@ -197,7 +205,11 @@ export async function verifyBackup(
     const fed = await feedRestore(chain(stages), ['--list']);
     const e = fed.inputError;
     if (e instanceof BackupCheckError) {
-      if (e.check !== 'size') checks.push({ name: 'size', ok: true, detail: `${rec.bytes} bytes` });
+      // Size, then SHA-256, then the key and the tag, all at the stream's end: a later one failing means the earlier passed.
+      if (e.check !== 'size')
+        checks.push({ name: 'size', ok: true, detail: `${rec.bytes} bytes as recorded` });
+      if (e.check === 'gcm-tag' || e.check === 'key')
+        checks.push({ name: 'sha256', ok: true, detail: `${rec.sha256} as recorded` });
       fail(e.check, e.message);
     } else if (e) fail('read', e.message);
     else {
@@ -307,14 +319,15 @@ function place(url: string): string {
 }
 
 /** The server's identity and the database's name, when it answers (the source may be down: that is why one restores). */
+// What any user may read: two servers started in the same microsecond on the same port do not happen.
+const SERVER_AND_DATABASE = `select pg_postmaster_start_time()::text || ' port ' || current_setting('port') || '/' || current_database() as id`;
+
 async function identity(url: string): Promise<string | undefined> {
   const c = pgClient(url, { connectionTimeoutMillis: 5_000 });
   c.on('error', () => undefined);
   try {
     await c.connect();
-    const r = await c.query<{ id: string }>(
-      `select (select system_identifier::text from pg_control_system()) || '/' || current_database() as id`,
-    );
+    const r = await c.query<{ id: string }>(SERVER_AND_DATABASE);
     return r.rows[0]?.id;
   } catch {
     return undefined;
@@ -331,10 +344,22 @@ export async function sameDatabase(a: string, b: string): Promise<boolean> {
 }
 
 /** The drill drops its scratch database: never the job's source. */
-export async function refuseSourceAsScratch(job: string, database: string, scratch: string): Promise<void> {
+export async function refuseSourceAsScratch(
+  job: string,
+  database: string,
+  scratch: string,
+  ledger: Kysely<Database>,
+): Promise<void> {
+  const mine =
+    'and a drill drops its scratch database: name a database of its own (e.g. <name>_restore_check)';
   if (await sameDatabase(database, scratch))
     throw new RestoreRefusedError(
-      `restoreCheck: the scratch database ${redactUrl(scratch)} is the database job ${job} backs up, and a drill drops its scratch database: name a database of its own (e.g. <name>_restore_check)`,
+      `restoreCheck: the scratch database ${redactUrl(scratch)} is the database job ${job} backs up, ${mine}`,
+    );
+  const ours = (await sql<{ id: string }>`${sql.raw(SERVER_AND_DATABASE)}`.execute(ledger)).rows[0]?.id;
+  if (ours !== undefined && ours === (await identity(scratch)))
+    throw new RestoreRefusedError(
+      `restoreCheck: the scratch database ${redactUrl(scratch)} is tidemark's own ledger (DATABASE_URL), ${mine}`,
     );
 }
 
@@ -418,6 +443,49 @@ export async function restoreBackup(
     throw new RestoreRefusedError(
       `${target} is tidemark's own ledger (DATABASE_URL): restoring into it would mix the backup's tables with the ledger's. Restore into a database of its own`,
     );
+  return exclusively(opts.into, name, () => restoreInto(bj, rec, opts, name, started));
+}
+
+/**
+ * Runs `fn` holding a lock on the target server for the database `name`, or refuses: two restores
+ * (or a restore and a drill) into one database would each find it "created by someone else, empty",
+ * and the one that fails drops the database the other restored into. The lock is the admin
+ * session's: it goes with the session, also when this process is killed.
+ */
+export async function exclusively<T>(
+  url: string,
+  name: string,
+  fn: () => Promise<T>,
+  opts: { wait?: boolean } = {},
+): Promise<T> {
+  const c = pgClient(adminUrl(url));
+  c.on('error', () => undefined);
+  await c.connect();
+  try {
+    const lock = `tidemark restore into ${name}`;
+    // A window's drill waits for the one before it (its window would fail otherwise); a command refuses.
+    if (opts.wait) await c.query('select pg_advisory_lock(hashtext($1))', [lock]);
+    const r = opts.wait
+      ? { rows: [{ ok: true }] }
+      : await c.query<{ ok: boolean }>('select pg_try_advisory_lock(hashtext($1)) as ok', [lock]);
+    if (!r.rows[0]!.ok)
+      throw new RestoreRefusedError(
+        `another restore or drill into ${redactUrl(url)} is running: wait for it to end, or restore into another database name`,
+      );
+    return await fn();
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+async function restoreInto(
+  bj: BackupJob,
+  rec: BackupRecord,
+  opts: RestoreOptions,
+  name: string,
+  started: number,
+): Promise<RestoreReport> {
+  const target = redactUrl(opts.into);
   const created = await createIfMissing(opts.into, name);
   if (!created && !opts.clean) {
     const n = await relationsIn(opts.into);
@@ -508,7 +576,16 @@ export async function writePlainDump(
     const fh = await open(part, 'r');
     await fh.sync();
     await fh.close();
-    await rename(part, file);
+    // link(), not rename(): it fails if `file` appeared meanwhile (another restore, another program),
+    // where rename() would replace it. The stat above only makes the usual case fail early.
+    await link(part, file).catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'EEXIST')
+        throw new RestoreRefusedError(
+          `--to-file: ${file} exists (it appeared while the backup was written); name a new file (nothing is overwritten)`,
+        );
+      throw err;
+    });
+    await rm(part, { force: true });
     const dir = await open(dirname(file), 'r');
     await dir.sync().catch(() => undefined);
     await dir.close();
@@ -535,24 +612,25 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
   const rec = await pickBackup(db, bj.name, {});
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
-  await refuseSourceAsScratch(bj.name, bj.database, scratch);
-  await dropDatabase(scratch, name);
-  let report: RestoreReport;
-  try {
-    report = await restoreBackup(bj, rec, { into: scratch });
-  } catch (err) {
-    report = {
-      ok: false,
-      backup: rec,
-      target: redactUrl(scratch),
-      created: false,
-      counts: [],
-      durationMs: 0,
-      problem: (err as Error).message,
-    };
-  } finally {
-    await dropDatabase(scratch, name).catch(() => undefined);
-  }
+  await refuseSourceAsScratch(bj.name, bj.database, scratch, db);
+  const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
+    await dropDatabase(scratch, name);
+    try {
+      return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
+    } catch (err) {
+      return {
+        ok: false,
+        backup: rec,
+        target: redactUrl(scratch),
+        created: false,
+        counts: [],
+        durationMs: 0,
+        problem: (err as Error).message,
+      };
+    } finally {
+      await dropDatabase(scratch, name).catch(() => undefined);
+    }
+  });
   const detail = report.ok
     ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
     : report.problem!;

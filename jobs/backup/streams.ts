@@ -88,14 +88,34 @@ export function encryptor(key: PayloadKey): Transform {
   });
 }
 
-/** The key to decrypt with: by the id in the header, or (a backup without one) undefined. */
-export type KeyLookup = (id: string | undefined) => Buffer;
+/**
+ * The key to decrypt with: by the id in the header, or (a backup without one) undefined, when the
+ * answer may be several keys to try (current first).
+ */
+export type KeyLookup = (id: string | undefined) => Buffer | readonly Buffer[];
+
+/** What every pg_dump custom-format archive starts with. */
+const DUMP_MAGIC = Buffer.from('PGDMP');
+
+/**
+ * Of the keys a backup without a key id may have been written with, the one under which its first
+ * bytes decrypt to the archive's magic (GCM is a stream cipher: no tag is needed for that). A
+ * rotation put a new key first; what it wrote earlier is under an older one. The tag still decides.
+ */
+function legacyKey(keys: readonly Buffer[], iv: Buffer, start: Buffer): Buffer {
+  return (
+    keys.find((k) => createDecipheriv('aes-256-gcm', k, iv).update(start).equals(DUMP_MAGIC)) ?? keys[0]!
+  );
+}
 
 /** Decrypts what `encryptor` wrote; fails at the end if a single byte was changed. */
 export function decryptor(keyFor: KeyLookup): Transform {
   let head = Buffer.alloc(0);
   let decipher: DecipherGCM | undefined;
   let held = Buffer.alloc(0);
+  // A header or key that fails is reported at the end, after the size and SHA-256 checks upstream:
+  // a changed or cut-off object is what they say, not "key k9 missing". Nothing is decrypted meanwhile.
+  let failed: Error | undefined;
   // The header's length once its first 6 bytes are in: 18 (IV only) for a backup without one.
   const needed = () => {
     if (head.length < 6 || !head.subarray(0, 4).equals(MAGIC)) return 12;
@@ -104,23 +124,32 @@ export function decryptor(keyFor: KeyLookup): Transform {
   return new Transform({
     transform(chunk: Buffer, _enc, cb) {
       let data = chunk;
+      if (failed) return cb();
       if (!decipher) {
         head = Buffer.concat([head, data]);
         if (head.length < 6 || head.length < needed()) return cb();
         try {
           const n = needed();
           if (n === 12) {
-            decipher = createDecipheriv('aes-256-gcm', keyFor(undefined), head.subarray(0, 12));
+            const keys = [keyFor(undefined)].flat();
+            // Several keys to choose from: wait for the archive's first bytes (or the stream's end).
+            if (keys.length > 1 && head.length < 12 + DUMP_MAGIC.length) return cb();
+            const iv = head.subarray(0, 12);
+            const key =
+              keys.length > 1 ? legacyKey(keys, iv, head.subarray(12, 12 + DUMP_MAGIC.length)) : keys[0]!;
+            decipher = createDecipheriv('aes-256-gcm', key, iv);
           } else {
             if (head[4] !== VERSION)
               throw new BackupCheckError('key', `encrypted backup format version ${head[4]} is not known`);
             const id = head.subarray(6, 6 + head[5]!).toString('utf8');
-            decipher = createDecipheriv('aes-256-gcm', keyFor(id), head.subarray(n - 12, n));
+            const [key] = [keyFor(id)].flat();
+            decipher = createDecipheriv('aes-256-gcm', key!, head.subarray(n - 12, n));
             decipher.setAAD(head.subarray(0, n - 12));
           }
           data = head.subarray(n);
         } catch (err) {
-          return cb(err as Error);
+          failed = err as Error;
+          return cb();
         }
       }
       const all = Buffer.concat([held, data]);
@@ -128,6 +157,7 @@ export function decryptor(keyFor: KeyLookup): Transform {
       cb(null, decipher.update(all.subarray(0, Math.max(0, all.length - 16))));
     },
     flush(cb) {
+      if (failed) return cb(failed);
       try {
         if (!decipher || held.length < 16)
           throw new BackupCheckError('gcm-tag', 'encrypted backup is truncated (no complete tag at its end)');

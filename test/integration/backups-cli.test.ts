@@ -411,3 +411,21 @@ test("a drill whose scratch database is the job's source is refused, the source 
   );
   assert.equal((await rows(source.url)).length >= 300, true);
 });
+
+test("a drill whose scratch database is tidemark's own ledger is refused, on demand and in a window", async () => {
+  const viaLocalhost = new URL(ledger.url);
+  viaLocalhost.hostname = 'localhost';
+  const catalog = defineCatalog([
+    backupJob('bk-ledger', { restoreCheck: { every: 1000, scratchDatabaseUrl: viaLocalhost.toString() } }),
+  ]);
+  await backUp(catalog, 'bk-ledger', 1); // not a drill window
+  await assert.rejects(cli(catalog, ['drill', 'bk-ledger']), /scratch database .* is tidemark's own ledger/);
+  await assert.rejects(backUp(catalog, 'bk-ledger', 0), /scratch database .* is tidemark's own ledger/);
+  // Still there: the ledger answers with the backup of day 1.
+  const left = await ledger.db
+    .selectFrom('backups')
+    .select('window_key')
+    .where('job', '=', 'bk-ledger')
+    .execute();
+  assert.deepEqual(left, [{ window_key: 'bk-ledger/2026-10-02T00:00:00Z' }]);
+});
