@@ -429,3 +429,50 @@ test("a drill whose scratch database is tidemark's own ledger is refused, on dem
     .execute();
   assert.deepEqual(left, [{ window_key: 'bk-ledger/2026-10-02T00:00:00Z' }]);
 });
+
+test('an interrupted restore (Ctrl-C) stops pg_restore, drops the database it created, and says so', async () => {
+  // Big enough to arrive in many chunks: the interruption comes after the first.
+  const big = await createTestDb({ migrated: false });
+  try {
+    await sql`create table items (id int primary key, label text not null)`.execute(big.db);
+    await sql`insert into items select n, md5(n::text) || md5((n * 3)::text) from generate_series(1, 60000) n`.execute(
+      big.db,
+    );
+    const catalog = defineCatalog([backupJob('bk-int', { database: big.url })]);
+    await backUp(catalog, 'bk-int', 0);
+    const { backupJobOf, listBackups, restoreBackup, writePlainDump } =
+      await import('../../jobs/backup/restore.js');
+    const bj = backupJobOf(catalog.get('bk-int'))!;
+    const [rec] = await listBackups(ledger.db, 'bk-int');
+    assert.ok(rec!.bytes > 512 * 1024, `${rec!.bytes} bytes: several chunks`);
+    const into = sibling('interrupted');
+    const ac = new AbortController();
+    const report = await restoreBackup(bj, rec!, {
+      into,
+      signal: ac.signal,
+      onProgress: (done) => done > 0 && ac.abort(),
+    });
+    assert.equal(report.ok, false);
+    assert.match(String(report.problem), /interrupted.*was dropped again/);
+    const left = await rows(
+      ledger.url,
+      `select 1 from pg_database where datname = '${new URL(into).pathname.slice(1)}'`,
+    );
+    assert.deepEqual(left, []);
+    const file = join(dir, 'interrupted.dump');
+    const ac2 = new AbortController();
+    await assert.rejects(
+      writePlainDump(bj, rec!, file, (done) => done > 0 && ac2.abort(), ac2.signal),
+      /interrupted/,
+    );
+    await assert.rejects(stat(file), { code: 'ENOENT' });
+    const { readdir } = await import('node:fs/promises');
+    assert.deepEqual(
+      (await readdir(dir)).filter((f) => f.startsWith('interrupted')),
+      [],
+      'no part file left',
+    );
+  } finally {
+    await big.drop();
+  }
+});
