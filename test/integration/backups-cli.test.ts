@@ -476,3 +476,16 @@ test('an interrupted restore (Ctrl-C) stops pg_restore, drops the database it cr
     await big.drop();
   }
 });
+
+test('a catalog still passing the old encryptionKey is refused, naming its replacement (never silently unencrypted)', () => {
+  const old = { encryptionKey: randomBytes(32) } as unknown as Partial<BackupOptions>;
+  assert.throws(
+    () => backupJob('bk-old', old),
+    /job "bk-old": encryptionKey: .*encryption: \{ env: 'VARIABLE' \} or \{ file: '\/path' \}/,
+  );
+  // Nor a key source that names neither.
+  assert.throws(
+    () => backupJob('bk-odd', { encryption: {} as never }),
+    /job "bk-odd": encryption: .*env.*file/,
+  );
+});
