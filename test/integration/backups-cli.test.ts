@@ -12,7 +12,6 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { loadConfig } from '../../config/env.js';
 import { type BackupOptions } from '../../jobs/backup/index.js';
-import { startDump } from '../../jobs/backup/pg.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { BackupFixture, rows } from '../helpers/backups.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
@@ -203,36 +202,6 @@ test('encrypted: key ids in the backup, rotation keeps old backups restorable, a
     `select datname from pg_database where datname = '${new URL(existing).pathname.slice(1)}'`,
   );
   assert.deepEqual(left, [], 'the database the failed restore created is dropped');
-});
-
-test('a backup written before key ids were stored decrypts with the current key', async () => {
-  const k = randomBytes(32);
-  process.env.TM_TEST_BK_LEGACY = `old:${k.toString('base64')}`;
-  const catalog = defineCatalog([backupJob('bk-legacy', { encryption: { env: 'TM_TEST_BK_LEGACY' } })]);
-  await backUp(catalog, 'bk-legacy', 0);
-  const [b] = (await cli(catalog, ['list', 'bk-legacy'])).json as unknown as {
-    location: string;
-    windowKey: string;
-  }[];
-  // The old format: IV first, no header, no AAD (what encryptionKey wrote before).
-  const { createCipheriv, createHash } = await import('node:crypto');
-  const dump = startDump(source.url);
-  const plain = Buffer.concat(await dump.stream.toArray());
-  const iv = randomBytes(12);
-  const c = createCipheriv('aes-256-gcm', k, iv);
-  const old = Buffer.concat([iv, c.update(plain), c.final(), c.getAuthTag()]);
-  await writeFile(b!.location, old);
-  await ledger.db
-    .updateTable('backups')
-    .set({ sha256: createHash('sha256').update(old).digest('hex'), bytes: old.length, key_id: null })
-    .where('window_key', '=', b!.windowKey)
-    .execute();
-  const v = await cli(catalog, ['verify', 'bk-legacy']);
-  assert.equal(v.code, 0, v.lines.join('\n'));
-  const into = sibling('legacy_restored');
-  const r = await cli(catalog, ['restore', 'bk-legacy', '--latest', '--into', into]);
-  assert.equal(r.code, 0, r.lines.join('\n'));
-  assert.deepEqual(await rows(into), await rows(source.url));
 });
 
 test('the drill on demand: passes and is recorded; a broken newest backup fails it and opens an incident', async () => {
