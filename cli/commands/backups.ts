@@ -200,8 +200,16 @@ export const backupsCommand: Command = {
     const say = (line: string) => (ctx.io.json ? ctx.io.err(line) : ctx.io.out(line));
     say(`restoring ${describe(rec)}`);
     const p = progress(ctx, 'reading, checking and restoring');
+    // Ctrl-C (or SIGTERM) stops the restore cleanly: pg_restore killed, what it created dropped, said.
+    const ac = new AbortController();
+    const stop = () => ac.abort();
+    process.once('SIGINT', stop).once('SIGTERM', stop);
+    const done = () => {
+      process.off('SIGINT', stop).off('SIGTERM', stop);
+      p.end();
+    };
     if (file) {
-      const written = await writePlainDump(bj, rec, resolve(file), p.onProgress).finally(p.end);
+      const written = await writePlainDump(bj, rec, resolve(file), p.onProgress, ac.signal).finally(done);
       return {
         json: { backup: rec, ...written },
         lines: [
@@ -216,7 +224,8 @@ export const backupsCommand: Command = {
       overwriteSource: !!values['overwrite-source'],
       ledger: ctx.config.DATABASE_URL,
       onProgress: p.onProgress,
-    }).finally(p.end);
+      signal: ac.signal,
+    }).finally(done);
     return {
       json: report,
       lines: [

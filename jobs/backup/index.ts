@@ -12,7 +12,7 @@ import type { Transaction } from 'kysely';
 import { ensureDatabase } from '../../db/database.js';
 import { pgClient } from '../../db/pg-connection.js';
 import type { Database } from '../../db/schema.js';
-import type { JobSpec, WindowHandler } from '../../schedules/job.js';
+import { JobDefinitionError, type JobSpec, type WindowHandler } from '../../schedules/job.js';
 import { windowIndex } from '../../schedules/window-index.js';
 import { isoUtc } from '../../schedules/windows.js';
 import type { Destination } from './destination.js';
@@ -79,7 +79,20 @@ export function keepSet(
 }
 
 export function databaseBackup(opts: BackupOptions): JobSpec {
+  // A catalog written for 0.1.0 (a key in code): refused, not quietly writing unencrypted backups.
+  if ('encryptionKey' in opts)
+    throw new JobDefinitionError(
+      opts.name,
+      'encryptionKey',
+      'is gone: keys never live in code. Write encryption: { env: \'VARIABLE\' } or { file: \'/path\' }, holding "k1:<base64 of the same 32 bytes>" (README "Restore"); backups written with the old key still restore with it',
+    );
   const { database, destination, encryption, retention, tables, restoreCheck, onDump, ...spec } = opts;
+  if (encryption && !('env' in encryption && encryption.env) && !('file' in encryption && encryption.file))
+    throw new JobDefinitionError(
+      opts.name,
+      'encryption',
+      "names no keys: write { env: 'VARIABLE' } (an environment variable) or { file: '/path' } (a key file)",
+    );
   const prefix = opts.prefix ?? `${opts.name}/`;
   const keys = () => (encryption ? backupKeys(opts.name, encryption) : undefined);
 

@@ -268,12 +268,17 @@ async function record(
 }
 
 /** The stages piped into one stream to read; any stage's failure (a read, a check at the end) fails its reader. */
-function chain(stages: (Readable | Transform)[]): AsyncIterable<Buffer> {
+function chain(stages: (Readable | Transform)[], signal?: AbortSignal): AsyncIterable<Buffer> {
   const out = new PassThrough();
   // pipeline() destroys every stage with the first failure, `out` included: its reader sees it.
-  pipeline([...stages, out]).catch(() => undefined);
+  // An interruption (Ctrl-C) is such a failure.
+  pipeline([...stages, out], ...(signal ? [{ signal }] : [])).catch(() => undefined);
   return out;
 }
+
+/** What an interruption says (Ctrl-C, SIGTERM), instead of the AbortError's "This operation was aborted". */
+const interrupted = (err: Error, signal?: AbortSignal) =>
+  signal?.aborted ? new Error('interrupted (Ctrl-C or SIGTERM) before the restore finished') : err;
 
 export interface RestoreReport {
   ok: boolean;
@@ -423,6 +428,8 @@ export interface RestoreOptions {
   overwriteSource?: boolean;
   /** tidemark's own ledger (DATABASE_URL): never a target, unless it is the job's source and that is meant. */
   ledger?: string;
+  /** Aborted: pg_restore is stopped before its input ends, and the restore reports what is left. */
+  signal?: AbortSignal;
   onProgress?: Progress;
 }
 
@@ -499,7 +506,7 @@ async function restoreInto(
     throw err;
   });
   const fed = await feedRestore(
-    chain(stages),
+    chain(stages, opts.signal),
     [
       '--no-owner',
       '--no-privileges',
@@ -511,8 +518,9 @@ async function restoreInto(
   );
   const base = { backup: rec, target, created, durationMs: 0 };
   if (fed.inputError || fed.code !== 0) {
-    const why = fed.inputError
-      ? `${fed.inputError instanceof BackupCheckError ? `${fed.inputError.check} check failed: ` : ''}${fed.inputError.message}`
+    const failure = fed.inputError && interrupted(fed.inputError, opts.signal);
+    const why = failure
+      ? `${failure instanceof BackupCheckError ? `${failure.check} check failed: ` : ''}${failure.message}`
       : `pg_restore exited with ${fed.code}: ${fed.stderr}`;
     if (created) await dropDatabase(opts.into, name);
     return {
@@ -551,6 +559,7 @@ export async function writePlainDump(
   rec: BackupRecord,
   file: string,
   onProgress?: Progress,
+  signal?: AbortSignal,
 ): Promise<{ file: string; bytes: number }> {
   if (
     await stat(file).then(
@@ -564,7 +573,7 @@ export async function writePlainDump(
   let bytes = 0;
   try {
     await pipeline(
-      chain(stages),
+      chain(stages, signal),
       async function* (src: AsyncIterable<Buffer>) {
         for await (const chunk of src) {
           bytes += chunk.length;
@@ -591,7 +600,7 @@ export async function writePlainDump(
     await dir.close();
   } catch (err) {
     await rm(part, { force: true });
-    throw err;
+    throw interrupted(err as Error, signal);
   }
   return { file, bytes };
 }

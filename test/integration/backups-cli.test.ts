@@ -5,112 +5,28 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { backupsCommand } from '../../cli/commands/backups.js';
-import { CliContext } from '../../cli/context.js';
 import { loadConfig } from '../../config/env.js';
-import { localDestination } from '../../jobs/backup/destination.js';
-import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
-import { startDump } from '../../jobs/backup/pg.js';
-import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import { capturedIo } from '../helpers/cli-io.js';
+import { type BackupOptions } from '../../jobs/backup/index.js';
+import { defineCatalog } from '../../schedules/job.js';
+import { BackupFixture, rows } from '../helpers/backups.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 
+const fx = new BackupFixture();
 let ledger: TestDb;
 let source: TestDb;
 let dir: string;
-const made: string[] = [];
-
 before(async () => {
-  [ledger, source] = await Promise.all([createTestDb(), createTestDb({ migrated: false })]);
-  dir = await mkdtemp(join(tmpdir(), 'tm-backups-'));
-  await sql`create table items (id int primary key, label text not null)`.execute(source.db);
-  await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+  await fx.start('tm-backups');
+  ({ ledger, source, dir } = fx);
 });
-after(async () => {
-  const admin = new pg.Client({ connectionString: ledger.url });
-  await admin.connect();
-  for (const name of made)
-    await admin.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
-  await admin.end();
-  await Promise.all([ledger?.drop(), source?.drop()]);
-});
-
+after(() => fx.stop());
+const { sibling, backupJob, backUp, cli } = fx;
 const key = () => randomBytes(32).toString('base64');
-const sibling = (suffix: string) => {
-  const u = new URL(source.url);
-  u.pathname = `${u.pathname}_${suffix}`;
-  made.push(u.pathname.slice(1));
-  return u.toString();
-};
-const day = (n: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + n * 86_400_000);
-
-function backupJob(name: string, opts: Partial<BackupOptions> = {}) {
-  return databaseBackup({
-    name,
-    grid: 'day',
-    timezone: 'UTC',
-    start: day(0).toISOString(),
-    database: source.url,
-    destination: localDestination(join(dir, name)),
-    retention: { daily: 30, weekly: 0, monthly: 0 },
-    tables: ['items'],
-    ...opts,
-  });
-}
-
-/** One window of the job, its handler in a ledger transaction as the worker runs it. */
-async function backUp(catalog: Catalog, job: string, n: number): Promise<void> {
-  const j = catalog.get(job);
-  const window = { start: day(n), end: day(n + 1) };
-  const windowKey = `${job}/${window.start.toISOString().replace('.000Z', 'Z')}`;
-  await ledger.db.transaction().execute((trx) =>
-    j.handler({
-      trx,
-      job: j,
-      window,
-      key: windowKey,
-      generation: 0,
-      attempt: 1,
-      log: () => undefined,
-      copyRows: async () => 0,
-    }),
-  );
-}
-
-async function cli(catalog: Catalog, args: string[]) {
-  const [sub, job, ...rest] = args;
-  const { lines, io } = capturedIo();
-  const ctx = new CliContext(io, { ...loadConfig(), DATABASE_URL: ledger.url }, catalog);
-  const values: Record<string, string | boolean> = {};
-  for (let i = 0; i < rest.length; i++) {
-    const name = rest[i]!.slice(2);
-    const next = rest[i + 1];
-    if (next === undefined || next.startsWith('--')) values[name] = true;
-    else values[name] = rest[++i]!;
-  }
-  try {
-    const r = await backupsCommand.run(ctx, { positionals: [sub!, job!], values });
-    return { code: r.exitCode ?? 0, json: r.json as Record<string, unknown>, lines: [...lines, ...r.lines] };
-  } finally {
-    await ctx.close();
-  }
-}
-
-async function rows(url: string, q = 'select id, label from items order by id'): Promise<unknown[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(q)).rows;
-  } finally {
-    await c.end();
-  }
-}
 
 async function tableCount(url: string): Promise<number> {
   const r = await rows(url, `select count(*)::int as n from pg_tables where schemaname = 'public'`);
@@ -288,36 +204,6 @@ test('encrypted: key ids in the backup, rotation keeps old backups restorable, a
   assert.deepEqual(left, [], 'the database the failed restore created is dropped');
 });
 
-test('a backup written before key ids were stored decrypts with the current key', async () => {
-  const k = randomBytes(32);
-  process.env.TM_TEST_BK_LEGACY = `old:${k.toString('base64')}`;
-  const catalog = defineCatalog([backupJob('bk-legacy', { encryption: { env: 'TM_TEST_BK_LEGACY' } })]);
-  await backUp(catalog, 'bk-legacy', 0);
-  const [b] = (await cli(catalog, ['list', 'bk-legacy'])).json as unknown as {
-    location: string;
-    windowKey: string;
-  }[];
-  // The old format: IV first, no header, no AAD (what encryptionKey wrote before).
-  const { createCipheriv, createHash } = await import('node:crypto');
-  const dump = startDump(source.url);
-  const plain = Buffer.concat(await dump.stream.toArray());
-  const iv = randomBytes(12);
-  const c = createCipheriv('aes-256-gcm', k, iv);
-  const old = Buffer.concat([iv, c.update(plain), c.final(), c.getAuthTag()]);
-  await writeFile(b!.location, old);
-  await ledger.db
-    .updateTable('backups')
-    .set({ sha256: createHash('sha256').update(old).digest('hex'), bytes: old.length, key_id: null })
-    .where('window_key', '=', b!.windowKey)
-    .execute();
-  const v = await cli(catalog, ['verify', 'bk-legacy']);
-  assert.equal(v.code, 0, v.lines.join('\n'));
-  const into = sibling('legacy_restored');
-  const r = await cli(catalog, ['restore', 'bk-legacy', '--latest', '--into', into]);
-  assert.equal(r.code, 0, r.lines.join('\n'));
-  assert.deepEqual(await rows(into), await rows(source.url));
-});
-
 test('the drill on demand: passes and is recorded; a broken newest backup fails it and opens an incident', async () => {
   const scratch = sibling('drill_scratch');
   const catalog = defineCatalog([
@@ -428,4 +314,64 @@ test("a drill whose scratch database is tidemark's own ledger is refused, on dem
     .where('job', '=', 'bk-ledger')
     .execute();
   assert.deepEqual(left, [{ window_key: 'bk-ledger/2026-10-02T00:00:00Z' }]);
+});
+
+test('an interrupted restore (Ctrl-C) stops pg_restore, drops the database it created, and says so', async () => {
+  // Big enough to arrive in many chunks: the interruption comes after the first.
+  const big = await createTestDb({ migrated: false });
+  try {
+    await sql`create table items (id int primary key, label text not null)`.execute(big.db);
+    await sql`insert into items select n, md5(n::text) || md5((n * 3)::text) from generate_series(1, 60000) n`.execute(
+      big.db,
+    );
+    const catalog = defineCatalog([backupJob('bk-int', { database: big.url })]);
+    await backUp(catalog, 'bk-int', 0);
+    const { backupJobOf, listBackups, restoreBackup, writePlainDump } =
+      await import('../../jobs/backup/restore.js');
+    const bj = backupJobOf(catalog.get('bk-int'))!;
+    const [rec] = await listBackups(ledger.db, 'bk-int');
+    assert.ok(rec!.bytes > 512 * 1024, `${rec!.bytes} bytes: several chunks`);
+    const into = sibling('interrupted');
+    const ac = new AbortController();
+    const report = await restoreBackup(bj, rec!, {
+      into,
+      signal: ac.signal,
+      onProgress: (done) => done > 0 && ac.abort(),
+    });
+    assert.equal(report.ok, false);
+    assert.match(String(report.problem), /interrupted.*was dropped again/);
+    const left = await rows(
+      ledger.url,
+      `select 1 from pg_database where datname = '${new URL(into).pathname.slice(1)}'`,
+    );
+    assert.deepEqual(left, []);
+    const file = join(dir, 'interrupted.dump');
+    const ac2 = new AbortController();
+    await assert.rejects(
+      writePlainDump(bj, rec!, file, (done) => done > 0 && ac2.abort(), ac2.signal),
+      /interrupted/,
+    );
+    await assert.rejects(stat(file), { code: 'ENOENT' });
+    const { readdir } = await import('node:fs/promises');
+    assert.deepEqual(
+      (await readdir(dir)).filter((f) => f.startsWith('interrupted')),
+      [],
+      'no part file left',
+    );
+  } finally {
+    await big.drop();
+  }
+});
+
+test('a catalog still passing the old encryptionKey is refused, naming its replacement (never silently unencrypted)', () => {
+  const old = { encryptionKey: randomBytes(32) } as unknown as Partial<BackupOptions>;
+  assert.throws(
+    () => backupJob('bk-old', old),
+    /job "bk-old": encryptionKey: .*encryption: \{ env: 'VARIABLE' \} or \{ file: '\/path' \}/,
+  );
+  // Nor a key source that names neither.
+  assert.throws(
+    () => backupJob('bk-odd', { encryption: {} as never }),
+    /job "bk-odd": encryption: .*env.*file/,
+  );
 });

@@ -4,63 +4,27 @@
 // backups-cli.test.ts does.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
-import { backupsCommand } from '../../cli/commands/backups.js';
-import { CliContext } from '../../cli/context.js';
-import { loadConfig } from '../../config/env.js';
 import { localDestination, type Destination } from '../../jobs/backup/destination.js';
-import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
 import { startDump } from '../../jobs/backup/pg.js';
-import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import { capturedIo } from '../helpers/cli-io.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
+import { defineCatalog } from '../../schedules/job.js';
+import { BackupFixture, rows } from '../helpers/backups.js';
+import { type TestDb } from '../helpers/db.js';
 
+const fx = new BackupFixture();
 let ledger: TestDb;
 let source: TestDb;
 let dir: string;
-const made: string[] = [];
-
 before(async () => {
-  [ledger, source] = await Promise.all([createTestDb(), createTestDb({ migrated: false })]);
-  dir = await mkdtemp(join(tmpdir(), 'tm-backups-review-'));
-  await sql`create table items (id int primary key, label text not null)`.execute(source.db);
-  await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+  await fx.start('tm-backups-review');
+  ({ ledger, source, dir } = fx);
 });
-after(async () => {
-  const admin = new pg.Client({ connectionString: ledger.url });
-  await admin.connect();
-  for (const name of made)
-    await admin.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
-  await admin.end();
-  await Promise.all([ledger?.drop(), source?.drop()]);
-});
-
-const sibling = (suffix: string) => {
-  const u = new URL(source.url);
-  u.pathname = `${u.pathname}_${suffix}`;
-  made.push(u.pathname.slice(1));
-  return u.toString();
-};
-const day = (n: number) => new Date(Date.parse('2026-10-01T00:00:00Z') + n * 86_400_000);
-
-function backupJob(name: string, opts: Partial<BackupOptions> = {}) {
-  return databaseBackup({
-    name,
-    grid: 'day',
-    timezone: 'UTC',
-    start: day(0).toISOString(),
-    database: source.url,
-    destination: localDestination(join(dir, name)),
-    retention: { daily: 30, weekly: 0, monthly: 0 },
-    tables: ['items'],
-    ...opts,
-  });
-}
+after(() => fx.stop());
+const { sibling, backupJob, backUp, cli } = fx;
 
 /** A directory destination whose next read() waits at a gate: the test acts while a restore is under way. */
 function gated(root: string) {
@@ -89,53 +53,6 @@ function gated(root: string) {
       return { atGate, release };
     },
   };
-}
-
-async function backUp(catalog: Catalog, job: string, n: number): Promise<void> {
-  const j = catalog.get(job);
-  const window = { start: day(n), end: day(n + 1) };
-  const windowKey = `${job}/${window.start.toISOString().replace('.000Z', 'Z')}`;
-  await ledger.db.transaction().execute((trx) =>
-    j.handler({
-      trx,
-      job: j,
-      window,
-      key: windowKey,
-      generation: 0,
-      attempt: 1,
-      log: () => undefined,
-      copyRows: async () => 0,
-    }),
-  );
-}
-
-async function cli(catalog: Catalog, args: string[]) {
-  const [sub, job, ...rest] = args;
-  const { lines, io } = capturedIo();
-  const ctx = new CliContext(io, { ...loadConfig(), DATABASE_URL: ledger.url }, catalog);
-  const values: Record<string, string | boolean> = {};
-  for (let i = 0; i < rest.length; i++) {
-    const name = rest[i]!.slice(2);
-    const next = rest[i + 1];
-    if (next === undefined || next.startsWith('--')) values[name] = true;
-    else values[name] = rest[++i]!;
-  }
-  try {
-    const r = await backupsCommand.run(ctx, { positionals: [sub!, job!], values });
-    return { code: r.exitCode ?? 0, json: r.json as Record<string, unknown>, lines: [...lines, ...r.lines] };
-  } finally {
-    await ctx.close();
-  }
-}
-
-async function rows(url: string, q = 'select id, label from items order by id'): Promise<unknown[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
-    return (await c.query(q)).rows;
-  } finally {
-    await c.end();
-  }
 }
 
 test('two restores into the same new database: the one that created it never drops the other one’s restore', async () => {
