@@ -1,21 +1,30 @@
 // Charts drawn on the server by one library (echarts' server-side SVG renderer), for the page (SVG)
 // and for e-mails (PNG, rasterised by resvg from npm's prebuilt binaries, with a font shipped in
 // npm's DejaVu package, so a chart looks the same on every host and needs no system fonts).
+// Both libraries are loaded at the first chart, not at import: every process that reads the catalog
+// (each CLI command, the page) imports this through the report job, and loading them took a second.
 import { createRequire } from 'node:module';
-import { Resvg } from '@resvg/resvg-js';
-import * as echarts from 'echarts';
+import type * as Echarts from 'echarts';
+import type * as ResvgJs from '@resvg/resvg-js';
 
-export type ChartOption = echarts.EChartsOption;
+export type ChartOption = Echarts.EChartsOption;
+
+const require = createRequire(import.meta.url);
+let libraries: { echarts: typeof Echarts; Resvg: typeof ResvgJs.Resvg } | undefined;
+const lib = () =>
+  (libraries ??= {
+    echarts: require('echarts') as typeof Echarts,
+    Resvg: (require('@resvg/resvg-js') as typeof ResvgJs).Resvg,
+  });
 
 const FONT_FAMILY = 'DejaVu Sans';
-const fontFiles = (() => {
-  const require = createRequire(import.meta.url);
-  return ['DejaVuSans.ttf', 'DejaVuSans-Bold.ttf'].map((f) => require.resolve(`dejavu-fonts-ttf/ttf/${f}`));
-})();
+const fontFiles = ['DejaVuSans.ttf', 'DejaVuSans-Bold.ttf'].map((f) =>
+  require.resolve(`dejavu-fonts-ttf/ttf/${f}`),
+);
 
 /** The chart as an SVG document. No animation, and the instance is disposed (it holds timers otherwise). */
 export function chartSvg(option: ChartOption, size: { width: number; height: number }): string {
-  const chart = echarts.init(null, null, { renderer: 'svg', ssr: true, ...size });
+  const chart = lib().echarts.init(null, null, { renderer: 'svg', ssr: true, ...size });
   try {
     chart.setOption({ animation: false, textStyle: { fontFamily: FONT_FAMILY }, ...option });
     return chart.renderToSVGString();
@@ -27,7 +36,7 @@ export function chartSvg(option: ChartOption, size: { width: number; height: num
 /** The chart as a PNG, at `scale` times its size (2 for sharp text on high-density screens). */
 export function chartPng(option: ChartOption, size: { width: number; height: number }, scale = 2): Buffer {
   const svg = chartSvg(option, size);
-  const png = new Resvg(svg, {
+  const png = new (lib().Resvg)(svg, {
     font: { loadSystemFonts: false, fontFiles, defaultFontFamily: FONT_FAMILY },
     fitTo: { mode: 'zoom', value: scale },
     background: '#ffffff',
