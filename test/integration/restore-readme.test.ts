@@ -311,7 +311,7 @@ async function restoreSteps(s: Scenario, first: string[], second: string[], agai
 
 // ---- The scenarios ------------------------------------------------------------------------------
 
-test('a directory, not encrypted: list, verify, restore (refused twice, then --clean), a plain file, the drill; a damaged backup fails verify and the drill', async () => {
+test('a directory, not encrypted: list, verify, restore (refused when not empty, then --clean), a plain file, the drill; a damaged backup fails verify', async () => {
   const s = await scenario('dir', 'localDestination', '$DIR');
   try {
     const first = await backUp(s, FIRST);
@@ -330,19 +330,10 @@ test('a directory, not encrypted: list, verify, restore (refused twice, then --c
     assert.match(drill.out, /LAST DRILL/);
     assert.match(drill.out, /^db-backup .* passed at \S+$/m, 'tidemark jobs: the last drill passed');
 
-    // Step 3 aimed at the job's own source database is refused without --clean --overwrite-source.
-    const before = await rowsOf(source.url);
-    const intoSource = await sh(B.restore, { ...s.env, RESTORE_URL: source.url });
-    failed(intoSource, 'restore into the source database');
-    assert.match(intoSource.out + intoSource.err, /--clean --overwrite-source/);
-    assert.deepEqual(await rowsOf(source.url), before, 'the source is untouched');
-    // And so is tidemark's own ledger.
-    const intoLedger = await sh(B.restore, { ...s.env, RESTORE_URL: s.ledger.url });
-    failed(intoLedger, 'restore into the ledger');
-    assert.match(intoLedger.out + intoLedger.err, /tidemark's own ledger/, 'refused as the ledger');
+    // Refusing the source, the ledger and a non-empty database without --clean, and a failed drill's
+    // incident: test/integration/backups-cli.test.ts, through the same command without a process each.
 
-    // One byte of the newest backup changed on the storage: verify fails on its sha256, and so does
-    // the drill, which opens an incident.
+    // One byte of the newest backup changed on the storage: verify fails on its sha256.
     const file = join(s.dir, 'backups', JOB, `${SECOND.replace(/[-:]/g, '')}.dump`);
     const size = (await stat(file)).size;
     const fh = await open(file, 'r+');
@@ -354,16 +345,6 @@ test('a directory, not encrypted: list, verify, restore (refused twice, then --c
     const bad = await sh(B.verify, s.env);
     failed(bad, 'verify of a damaged backup');
     assert.match(bad.out, /^ {2}FAILED sha256 /m, 'the failed check is named');
-    const badDrill = await sh(B.drill, s.env);
-    failed(badDrill, 'the drill of a damaged backup');
-    assert.match(badDrill.out, /FAILED[\s\S]*sha256[\s\S]*an incident is open/);
-    const incidents = await s.ledger.db
-      .selectFrom('incidents')
-      .select(['kind', 'subject'])
-      .where('job', '=', JOB)
-      .where('closed_at', 'is', null)
-      .execute();
-    assert.deepEqual(incidents, [{ kind: 'restore-drill-failed', subject: 'restore-drill' }]);
   } finally {
     await endScenario(s);
   }
