@@ -8,7 +8,7 @@ import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DateTime } from 'luxon';
 import pg from 'pg';
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { ensureDatabase } from '../../db/database.js';
 import { pgClient } from '../../db/pg-connection.js';
 import type { Database } from '../../db/schema.js';
@@ -197,6 +197,9 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
             ok: true,
             detail: `restored into the scratch database, ${Object.keys(counts).length} table(s) counted as dumped, dropped`,
             duration_ms: Date.now() - drillStarted,
+            // When the drill ended, not now(): that is the window's transaction start, before the
+            // dump, and an on-demand drill that failed meanwhile would read as the newer one.
+            at: sql<Date>`clock_timestamp()`,
           })
           .execute();
     } catch (err) {
