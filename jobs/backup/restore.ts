@@ -618,33 +618,49 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
     throw new RestoreRefusedError(
       `job ${bj.name} has no restoreCheck: give it restoreCheck: { every, scratchDatabaseUrl } in the catalog so a drill has a scratch database`,
     );
-  const rec = await pickBackup(db, bj.name, {});
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
   await refuseSourceAsScratch(bj.name, bj.database, scratch, db);
-  const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
-    await dropDatabase(scratch, name);
-    try {
-      return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
-    } catch (err) {
-      return {
-        ok: false,
-        backup: rec,
-        target: redactUrl(scratch),
-        created: false,
-        counts: [],
-        durationMs: 0,
-        problem: (err as Error).message,
-      };
-    } finally {
-      await dropDatabase(scratch, name).catch(() => undefined);
-    }
-  });
-  const detail = report.ok
-    ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
-    : report.problem!;
-  await record(db, rec, 'drill', trigger, report.ok, detail, report.durationMs);
-  return { ...report, scratch: redactUrl(scratch) };
+  for (let attempt = 1; ; attempt++) {
+    const rec = await pickBackup(db, bj.name, {});
+    const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
+      await dropDatabase(scratch, name);
+      try {
+        return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
+      } catch (err) {
+        return {
+          ok: false,
+          backup: rec,
+          target: redactUrl(scratch),
+          created: false,
+          counts: [],
+          durationMs: 0,
+          problem: (err as Error).message,
+        };
+      } finally {
+        await dropDatabase(scratch, name).catch(() => undefined);
+      }
+    });
+    // Retention removed the backup while the drill started (a window published a newer one): its
+    // failure says nothing of the backups, and would open a false incident. Drill the newest again.
+    if (!report.ok && attempt < 3 && (await removedSince(db, rec))) continue;
+    const detail = report.ok
+      ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
+      : report.problem!;
+    await record(db, rec, 'drill', trigger, report.ok, detail, report.durationMs);
+    return { ...report, scratch: redactUrl(scratch) };
+  }
+}
+
+/** Whether a backup listed as live is deleted now (by retention) or gone from the ledger. */
+async function removedSince(db: Kysely<Database>, rec: BackupRecord): Promise<boolean> {
+  const row = await db
+    .selectFrom('backups')
+    .select('deleted_at')
+    .where('job', '=', rec.job)
+    .where('window_key', '=', rec.windowKey)
+    .executeTakeFirst();
+  return !row || row.deleted_at !== null;
 }
 
 /**
