@@ -61,6 +61,11 @@ export class BackupSelectionError extends Error {
   readonly code = 'BACKUP_SELECTION';
 }
 
+/** A verification stopped before its end (its signal aborted): no verdict, nothing recorded. */
+export class VerifyAbortedError extends Error {
+  readonly code = 'VERIFY_ABORTED';
+}
+
 /** A restore the command line must say more for (--clean, --overwrite-source), or cannot do. */
 export class RestoreRefusedError extends Error {
   readonly code = 'RESTORE_REFUSED';
@@ -189,7 +194,7 @@ export async function verifyBackup(
   db: Kysely<Database>,
   bj: BackupJob,
   rec: BackupRecord,
-  opts: { trigger?: string; onProgress?: Progress } = {},
+  opts: { trigger?: string; onProgress?: Progress; signal?: AbortSignal } = {},
 ): Promise<VerifyReport> {
   const started = Date.now();
   const checks: Check[] = [];
@@ -202,7 +207,9 @@ export async function verifyBackup(
   }
   if (stages) {
     checks.push({ name: 'read', ok: true, detail: rec.location });
-    const fed = await feedRestore(chain(stages), ['--list']);
+    const fed = await feedRestore(chain(stages, opts.signal), ['--list']);
+    // Stopped (the page's browser went away): no verdict on the backup, so nothing is recorded.
+    if (opts.signal?.aborted) throw new VerifyAbortedError(`verification of ${rec.windowKey} was stopped`);
     const e = fed.inputError;
     if (e instanceof BackupCheckError) {
       // Size, then SHA-256, then the key and the tag, all at the stream's end: a later one failing means the earlier passed.
