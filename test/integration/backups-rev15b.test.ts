@@ -17,9 +17,11 @@ import { loadConfig } from '../../config/env.js';
 import { localDestination, type Destination } from '../../jobs/backup/destination.js';
 import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
 import { lastDrill } from '../../jobs/backup/restore.js';
+import { previousRelease } from '../../db/migrations/releases.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import { capturedIo } from '../helpers/cli-io.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
+import { migrateTo } from '../helpers/schema-catalog.js';
 import { realStack } from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
 
@@ -270,4 +272,29 @@ test('an on-demand drill whose backup retention removed meanwhile drills the new
   assert.deepEqual(await openIncidents('rv-gone'), []);
   const last = await lastDrill(stack.t.db, 'rv-gone');
   assert.deepEqual([last?.ok, last?.windowKey], [true, keyOf('rv-gone', 2)]);
+});
+
+test("after the upgrade, the previous release's window drills (restore_checked backups) are the last drill, not 'never'", async () => {
+  const t = await createTestDb({ migrated: false });
+  try {
+    await migrateTo(t.db, previousRelease().last);
+    // As the previous release's window wrote it (its fixture's columns): drilled, no backup_checks.
+    await sql`insert into backups (job, window_key, window_start, destination, object_key, bytes, sha256,
+        encrypted, table_counts, restore_checked, created_at, deleted_at)
+      values ('prev-bk', 'prev-bk/2026-03-01T00:00:00Z', '2026-03-01 00:00:00+00', 'directory /srv/bk',
+        'prev-bk/20260301T000000Z.dump', 49076, ${'a'.repeat(64)}, false, '{"orders": 140}', true,
+        '2026-03-02 00:05:00+00', null),
+      ('prev-bk', 'prev-bk/2026-03-02T00:00:00Z', '2026-03-02 00:00:00+00', 'directory /srv/bk',
+        'prev-bk/20260302T000000Z.dump', 49076, ${'b'.repeat(64)}, false, '{"orders": 150}', false,
+        '2026-03-03 00:05:00+00', null)`.execute(t.db);
+    await migrateTo(t.db, 'latest');
+    const last = await lastDrill(t.db, 'prev-bk');
+    assert.deepEqual(
+      [last?.ok, last?.trigger, last?.windowKey, last?.at],
+      [true, 'schedule', 'prev-bk/2026-03-01T00:00:00Z', '2026-03-02T00:05:00.000Z'],
+      JSON.stringify(last),
+    );
+  } finally {
+    await t.drop();
+  }
 });
