@@ -671,8 +671,10 @@ async function removedSince(db: Kysely<Database>, rec: BackupRecord): Promise<bo
 }
 
 /**
- * The job's newest drill: a recorded one (on demand, or a window's that passed), or a window that
- * failed its drill (its transaction rolled back; the failure is in its run record and incident).
+ * The job's newest drill: a recorded one (on demand, or a window's that passed), a window that
+ * failed its drill (its transaction rolled back; the failure is in its run record and incident), or
+ * a backup a window of the previous release drilled (restore_checked, recorded nowhere else: its
+ * workers keep running while a new release rolls out, and a job drilled yesterday is not "never").
  */
 export async function lastDrill(
   db: Kysely<Database>,
@@ -696,21 +698,52 @@ export async function lastDrill(
     .orderBy('finished_at', 'desc')
     .limit(1)
     .executeTakeFirst();
-  if (failed && (!recorded || failed.finished_at > recorded.at))
-    return {
-      at: failed.finished_at.toISOString(),
+  const legacy = await db
+    .selectFrom('backups as b')
+    .select(['b.created_at', 'b.window_key'])
+    .where('b.job', '=', job)
+    .where('b.restore_checked', '=', true)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('backup_checks as c')
+            .select('c.id')
+            .whereRef('c.job', '=', 'b.job')
+            .whereRef('c.window_key', '=', 'b.window_key')
+            .where('c.kind', '=', 'drill'),
+        ),
+      ),
+    )
+    .orderBy('b.created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  const found = [
+    recorded && {
+      at: recorded.at,
+      ok: recorded.ok,
+      detail: recorded.detail,
+      windowKey: recorded.window_key,
+      trigger: recorded.trigger,
+    },
+    failed && {
+      at: failed.finished_at,
       ok: false,
       detail: failed.reason!.slice(DRILL_FAILED.length).trim(),
       windowKey: `${job}/${failed.window_start!.toISOString().replace('.000Z', 'Z')}`,
       trigger: 'schedule',
-    };
-  return recorded
-    ? {
-        at: recorded.at.toISOString(),
-        ok: recorded.ok,
-        detail: recorded.detail,
-        windowKey: recorded.window_key,
-        trigger: recorded.trigger,
-      }
-    : null;
+    },
+    legacy && {
+      at: legacy.created_at,
+      ok: true,
+      detail: 'restored into the scratch database and counted by the window (before drills were recorded)',
+      windowKey: legacy.window_key,
+      trigger: 'schedule',
+    },
+  ].filter((d) => !!d);
+  // The newest of them; a tie goes to the recorded drill, then the failed window.
+  const newest = found.reduce<(typeof found)[number] | undefined>(
+    (a, d) => (!a || d.at > a.at ? d : a),
+    undefined,
+  );
+  return newest ? { ...newest, at: newest.at.toISOString() } : null;
 }
