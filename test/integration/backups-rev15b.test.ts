@@ -22,7 +22,9 @@ import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import { capturedIo } from '../helpers/cli-io.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
-import { realStack } from '../helpers/temporal.js';
+import { memoryLogger } from '../../activities/logger.js';
+import type { WindowRunResult } from '../../workflows/types.js';
+import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
 
 const stack = realStack(async () => {
@@ -297,4 +299,60 @@ test("after the upgrade, the previous release's window drills (restore_checked b
   } finally {
     await t.drop();
   }
+});
+
+test("the incident a failed on-demand drill opened is closed by the next passing drill, a window's too", async () => {
+  const root = join(dir, 'rv-inc');
+  const scratch = sibling('rv_inc_scratch');
+  const catalog = defineCatalog([
+    backupJob('rv-inc', localDestination(root), {
+      restoreCheck: { every: 1, scratchDatabaseUrl: scratch },
+    }),
+  ]);
+  await backUp(catalog, 'rv-inc', 0);
+  const file = join(root, 'rv-inc/20261001T000000Z.dump');
+  const b = await readFile(file);
+  b[100] = b[100]! ^ 0xff;
+  await writeFile(file, b);
+  assert.equal((await drill(catalog, 'rv-inc')).code, 1);
+  assert.deepEqual(await openIncidents('rv-inc'), [
+    { subject: 'restore-drill', kind: 'restore-drill-failed' },
+  ]);
+
+  // The next window, run by a worker: its own drill (of its new backup) passes.
+  const taskQueue = uniqueQueue('rv-inc');
+  const key = keyOf('rv-inc', 1);
+  await withWorker(
+    stack.env,
+    taskQueue,
+    { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
+    async () => {
+      const r = (await stack.env.client.workflow.execute('window', {
+        taskQueue,
+        workflowId: key,
+        args: [
+          {
+            job: 'rv-inc',
+            start: day(1).toISOString(),
+            end: day(2).toISOString(),
+            generation: 0,
+            key,
+            trigger: 'manual',
+            policy: {
+              retry: {
+                maximumAttempts: 1,
+                initialInterval: '100ms',
+                maximumInterval: '100ms',
+                backoffCoefficient: 1,
+              },
+              startToCloseTimeoutMs: 120_000,
+            },
+          },
+        ],
+      })) as WindowRunResult;
+      assert.equal(r.outcome, 'processed');
+    },
+  );
+  assert.deepEqual((await lastDrill(stack.t.db, 'rv-inc'))?.ok, true);
+  assert.deepEqual(await openIncidents('rv-inc'), [], 'the drill passes again: its incident is closed');
 });
