@@ -24,7 +24,7 @@ import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { WindowRunResult } from '../../workflows/types.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
 
 const stack = realStack(async () => {
@@ -182,7 +182,15 @@ test('Verify from the page: stopped when the browser goes away (nothing recorded
       .execute();
     assert.deepEqual(checks, [], 'an abandoned verification is no verdict on the backup');
 
-    const again = await post();
+    // Once the stopped verification has ended (its reading stopped above; pg_restore exiting), the next one runs.
+    const again = await eventually(
+      async () => {
+        const r = await post();
+        return r.status === 409 ? undefined : r;
+      },
+      20_000,
+      'the stopped verification to end',
+    );
     const text = await again.text();
     assert.equal(again.status, 200, text);
     assert.equal((JSON.parse(text) as { ok: boolean }).ok, true, text);
