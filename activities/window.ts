@@ -576,6 +576,10 @@ export function windowActivities(deps: ActivityDeps) {
             // Findings alert although the window committed. Their incidents and the recovery notice
             // are recorded with the commit, so a retry that finds the window done still sends them.
             const alerted = [...(recovery?.deliveries ?? [])];
+            for (const r of counts.recovered ?? []) {
+              const closed = await alerts.resolve(trx, { job: w.job, subject: r.subject, note: r.note });
+              alerted.push(...(closed?.deliveries ?? []));
+            }
             for (const f of counts.findings ?? []) {
               const raised = await alerts.raise(trx, {
                 job: w.job,

@@ -75,6 +75,11 @@ export interface WindowCounts {
   readonly details?: Readonly<Record<string, unknown>>;
   /** Findings a person must hear about although the window committed (a reconciliation mismatch). */
   readonly findings?: readonly { readonly subject: string; readonly message: string }[];
+  /**
+   * Open incidents of the job this window's commit closes, with a recovery notice (a backup
+   * window whose restore drill passed closes the incident a failed on-demand drill opened).
+   */
+  readonly recovered?: readonly { readonly subject: string; readonly note: string }[];
 }
 
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */

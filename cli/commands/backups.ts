@@ -16,6 +16,7 @@ import {
   type BackupRecord,
   type Progress,
 } from '../../jobs/backup/restore.js';
+import { DRILL_SUBJECT } from '../../jobs/backup/registry.js';
 import { buildDeps } from '../../workers/deps.js';
 import type { Command } from '../command.js';
 import { EXIT, table, UsageError, type CliContext } from '../context.js';
@@ -142,13 +143,13 @@ export const backupsCommand: Command = {
       if (report.ok)
         await resolveNow(deps, {
           job: bj.name,
-          subject: 'restore-drill',
+          subject: DRILL_SUBJECT,
           note: `drill of ${report.backup.windowKey} passed`,
         });
       else
         await raiseNow(deps, {
           job: bj.name,
-          subject: 'restore-drill',
+          subject: DRILL_SUBJECT,
           kind: INCIDENT_KIND.drillFailed,
           error: `restore drill of ${report.backup.windowKey}: ${report.problem}`,
         });

@@ -8,7 +8,7 @@ import { Writable, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { DateTime } from 'luxon';
 import pg from 'pg';
-import type { Transaction } from 'kysely';
+import { sql, type Transaction } from 'kysely';
 import { ensureDatabase } from '../../db/database.js';
 import { pgClient } from '../../db/pg-connection.js';
 import type { Database } from '../../db/schema.js';
@@ -19,7 +19,7 @@ import type { Destination } from './destination.js';
 import { pgRestore, startDump, type Dump } from './pg.js';
 import { countRows } from './counts.js';
 import { backupKeys, type BackupKeySource } from './keys.js';
-import { DRILL_FAILED, registerBackupJob } from './registry.js';
+import { DRILL_FAILED, DRILL_SUBJECT, registerBackupJob } from './registry.js';
 import { exclusively, refuseSourceAsScratch } from './restore.js';
 import { decryptor, Digest, encryptor, type KeyLookup } from './streams.js';
 
@@ -129,6 +129,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       await snap.end().catch(() => undefined);
     }
     const written = { hex: digest.hex(), bytes: digest.bytes };
+    let drilled = false;
     try {
       const stored = await sha256Of(await destination.readStaging(objectKey));
       if (stored.hex !== written.hex || stored.bytes !== written.bytes) {
@@ -152,6 +153,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
             throw new Error(`${DRILL_FAILED} ${(err as Error).message}`, { cause: err });
           },
         );
+      drilled = checkRestore;
       await destination.publish(objectKey);
       log(
         `BACKUP job=${job.name} window=${key} ${destination.describe}/${objectKey} ${written.bytes} bytes sha256=${written.hex}${checkRestore ? ' restore-checked' : ''}`,
@@ -197,6 +199,9 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
             ok: true,
             detail: `restored into the scratch database, ${Object.keys(counts).length} table(s) counted as dumped, dropped`,
             duration_ms: Date.now() - drillStarted,
+            // When the drill ended, not now(): that is the window's transaction start, before the
+            // dump, and an on-demand drill that failed meanwhile would read as the newer one.
+            at: sql<Date>`clock_timestamp()`,
           })
           .execute();
     } catch (err) {
@@ -209,6 +214,8 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
       applied: 1,
       quarantined: 0,
       details: { objectKey, bytes: written.bytes, sha256: written.hex, counts, removed },
+      // A passing drill: the job's backups restore again, as `tidemark backups drill` passing says.
+      ...(drilled ? { recovered: [{ subject: DRILL_SUBJECT, note: `window drill of ${key} passed` }] } : {}),
     };
   };
 

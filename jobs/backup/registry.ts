@@ -30,5 +30,8 @@ export function backupJobOf(job: Job): BackupJob | undefined {
   return (job.handler as unknown as Record<symbol, BackupJob | undefined>)[KEY];
 }
 
+/** The subject of the incident a failed on-demand drill opens; the next passing drill (either kind) closes it. */
+export const DRILL_SUBJECT = 'restore-drill';
+
 /** How a window's failed drill begins its error (index.ts throws it; lastDrill finds it in the run record). */
 export const DRILL_FAILED = 'restore drill failed:';

@@ -61,6 +61,11 @@ export class BackupSelectionError extends Error {
   readonly code = 'BACKUP_SELECTION';
 }
 
+/** A verification stopped before its end (its signal aborted): no verdict, nothing recorded. */
+export class VerifyAbortedError extends Error {
+  readonly code = 'VERIFY_ABORTED';
+}
+
 /** A restore the command line must say more for (--clean, --overwrite-source), or cannot do. */
 export class RestoreRefusedError extends Error {
   readonly code = 'RESTORE_REFUSED';
@@ -189,7 +194,7 @@ export async function verifyBackup(
   db: Kysely<Database>,
   bj: BackupJob,
   rec: BackupRecord,
-  opts: { trigger?: string; onProgress?: Progress } = {},
+  opts: { trigger?: string; onProgress?: Progress; signal?: AbortSignal } = {},
 ): Promise<VerifyReport> {
   const started = Date.now();
   const checks: Check[] = [];
@@ -202,7 +207,9 @@ export async function verifyBackup(
   }
   if (stages) {
     checks.push({ name: 'read', ok: true, detail: rec.location });
-    const fed = await feedRestore(chain(stages), ['--list']);
+    const fed = await feedRestore(chain(stages, opts.signal), ['--list']);
+    // Stopped (the page's browser went away): no verdict on the backup, so nothing is recorded.
+    if (opts.signal?.aborted) throw new VerifyAbortedError(`verification of ${rec.windowKey} was stopped`);
     const e = fed.inputError;
     if (e instanceof BackupCheckError) {
       // Size, then SHA-256, then the key and the tag, all at the stream's end: a later one failing means the earlier passed.
@@ -618,38 +625,56 @@ export async function runDrill(db: Kysely<Database>, bj: BackupJob, trigger: str
     throw new RestoreRefusedError(
       `job ${bj.name} has no restoreCheck: give it restoreCheck: { every, scratchDatabaseUrl } in the catalog so a drill has a scratch database`,
     );
-  const rec = await pickBackup(db, bj.name, {});
   const scratch = bj.drill.scratchDatabaseUrl;
   const name = databaseName(scratch);
   await refuseSourceAsScratch(bj.name, bj.database, scratch, db);
-  const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
-    await dropDatabase(scratch, name);
-    try {
-      return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
-    } catch (err) {
-      return {
-        ok: false,
-        backup: rec,
-        target: redactUrl(scratch),
-        created: false,
-        counts: [],
-        durationMs: 0,
-        problem: (err as Error).message,
-      };
-    } finally {
-      await dropDatabase(scratch, name).catch(() => undefined);
-    }
-  });
-  const detail = report.ok
-    ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
-    : report.problem!;
-  await record(db, rec, 'drill', trigger, report.ok, detail, report.durationMs);
-  return { ...report, scratch: redactUrl(scratch) };
+  for (let attempt = 1; ; attempt++) {
+    const rec = await pickBackup(db, bj.name, {});
+    const report = await exclusively(scratch, name, async (): Promise<RestoreReport> => {
+      await dropDatabase(scratch, name);
+      try {
+        return await restoreInto(bj, rec, { into: scratch }, name, Date.now());
+      } catch (err) {
+        return {
+          ok: false,
+          backup: rec,
+          target: redactUrl(scratch),
+          created: false,
+          counts: [],
+          durationMs: 0,
+          problem: (err as Error).message,
+        };
+      } finally {
+        await dropDatabase(scratch, name).catch(() => undefined);
+      }
+    });
+    // Retention removed the backup while the drill started (a window published a newer one): its
+    // failure says nothing of the backups, and would open a false incident. Drill the newest again.
+    if (!report.ok && attempt < 3 && (await removedSince(db, rec))) continue;
+    const detail = report.ok
+      ? `restored into ${name}, ${report.counts.length} table(s) counted as dumped, dropped`
+      : report.problem!;
+    await record(db, rec, 'drill', trigger, report.ok, detail, report.durationMs);
+    return { ...report, scratch: redactUrl(scratch) };
+  }
+}
+
+/** Whether a backup listed as live is deleted now (by retention) or gone from the ledger. */
+async function removedSince(db: Kysely<Database>, rec: BackupRecord): Promise<boolean> {
+  const row = await db
+    .selectFrom('backups')
+    .select('deleted_at')
+    .where('job', '=', rec.job)
+    .where('window_key', '=', rec.windowKey)
+    .executeTakeFirst();
+  return !row || row.deleted_at !== null;
 }
 
 /**
- * The job's newest drill: a recorded one (on demand, or a window's that passed), or a window that
- * failed its drill (its transaction rolled back; the failure is in its run record and incident).
+ * The job's newest drill: a recorded one (on demand, or a window's that passed), a window that
+ * failed its drill (its transaction rolled back; the failure is in its run record and incident), or
+ * a backup a window of the previous release drilled (restore_checked, recorded nowhere else: its
+ * workers keep running while a new release rolls out, and a job drilled yesterday is not "never").
  */
 export async function lastDrill(
   db: Kysely<Database>,
@@ -673,21 +698,52 @@ export async function lastDrill(
     .orderBy('finished_at', 'desc')
     .limit(1)
     .executeTakeFirst();
-  if (failed && (!recorded || failed.finished_at > recorded.at))
-    return {
-      at: failed.finished_at.toISOString(),
+  const legacy = await db
+    .selectFrom('backups as b')
+    .select(['b.created_at', 'b.window_key'])
+    .where('b.job', '=', job)
+    .where('b.restore_checked', '=', true)
+    .where(({ not, exists, selectFrom }) =>
+      not(
+        exists(
+          selectFrom('backup_checks as c')
+            .select('c.id')
+            .whereRef('c.job', '=', 'b.job')
+            .whereRef('c.window_key', '=', 'b.window_key')
+            .where('c.kind', '=', 'drill'),
+        ),
+      ),
+    )
+    .orderBy('b.created_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  const found = [
+    recorded && {
+      at: recorded.at,
+      ok: recorded.ok,
+      detail: recorded.detail,
+      windowKey: recorded.window_key,
+      trigger: recorded.trigger,
+    },
+    failed && {
+      at: failed.finished_at,
       ok: false,
       detail: failed.reason!.slice(DRILL_FAILED.length).trim(),
       windowKey: `${job}/${failed.window_start!.toISOString().replace('.000Z', 'Z')}`,
       trigger: 'schedule',
-    };
-  return recorded
-    ? {
-        at: recorded.at.toISOString(),
-        ok: recorded.ok,
-        detail: recorded.detail,
-        windowKey: recorded.window_key,
-        trigger: recorded.trigger,
-      }
-    : null;
+    },
+    legacy && {
+      at: legacy.created_at,
+      ok: true,
+      detail: 'restored into the scratch database and counted by the window (before drills were recorded)',
+      windowKey: legacy.window_key,
+      trigger: 'schedule',
+    },
+  ].filter((d) => !!d);
+  // The newest of them; a tie goes to the recorded drill, then the failed window.
+  const newest = found.reduce<(typeof found)[number] | undefined>(
+    (a, d) => (!a || d.at > a.at ? d : a),
+    undefined,
+  );
+  return newest ? { ...newest, at: newest.at.toISOString() } : null;
 }

@@ -9,6 +9,7 @@ import {
   lastDrill,
   listBackups,
   verifyBackup,
+  VerifyAbortedError,
   type BackupJob,
 } from '../../jobs/backup/restore.js';
 import { UnknownJobError, type Job } from '../../schedules/job.js';
@@ -67,8 +68,12 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
     };
   });
 
+  // Verifications under way, by job and window key: a backup's whole object is read, and a second
+  // reading of the same one (another tab, a reload) only doubles that.
+  const verifying = new Set<string>();
+
   // The key is the window key `<job>/<start>` URL-encoded as one segment (or the object key).
-  app.post<BackupParams>('/api/jobs/:job/backups/:windowKey/verify', async (req) => {
+  app.post<BackupParams>('/api/jobs/:job/backups/:windowKey/verify', async (req, reply) => {
     const { job, bj } = backupJob(deps, req.params.job);
     const key = req.params.windowKey;
     const rec = (await listBackups(db, job.name)).find((b) => b.windowKey === key || b.objectKey === key);
@@ -77,14 +82,32 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
         404,
         `windowKey: ${job.name} has no live backup ${JSON.stringify(key)}; GET /api/jobs/${job.name}/backups lists them`,
       );
+    const running = JSON.stringify([job.name, rec.windowKey]);
+    if (verifying.has(running))
+      throw new HttpError(
+        409,
+        `${rec.windowKey} is already being verified (from another tab or person): its result shows as the last verification when it ends`,
+      );
+    verifying.add(running);
+    // The browser gone (tab closed, page left) stops the reading: a multi-GB object is not read
+    // to its end for nobody. The response's close before it finished is the client going away.
+    const gone = new AbortController();
+    const onClose = () => {
+      if (!reply.raw.writableFinished) gone.abort();
+    };
+    reply.raw.once('close', onClose);
     try {
       // A bad backup is a report with ok:false; a throw is verification that could not run at all.
-      return await verifyBackup(db, bj, rec, { trigger: 'page' });
+      return await verifyBackup(db, bj, rec, { trigger: 'page', signal: gone.signal });
     } catch (err) {
+      if (err instanceof VerifyAbortedError) throw new HttpError(499, err.message);
       throw new HttpError(
         502,
         `verify of ${rec.windowKey} could not run: ${redact(String((err as Error).message ?? err))}`,
       );
+    } finally {
+      verifying.delete(running);
+      reply.raw.off('close', onClose);
     }
   });
 }
