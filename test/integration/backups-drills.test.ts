@@ -1,4 +1,4 @@
-// Issue 15 under a second hostile review: the page's Verify when the browser goes away (and two at
+// Drills and the page's Verify under attack: the page's Verify when the browser goes away (and two at
 // once), a window's drill that passes after an on-demand drill failed while the window ran, and an
 // on-demand drill whose backup retention removed while the drill was starting. The windows run the
 // job's handler in a transaction of the ledger as backups-review.test.ts does; the page is the real
@@ -29,7 +29,7 @@ import { startWeb } from '../helpers/web.js';
 
 const stack = realStack(async () => {
   source = await createTestDb({ migrated: false });
-  dir = await mkdtemp(join(tmpdir(), 'tm-backups-rev15b-'));
+  dir = await mkdtemp(join(tmpdir(), 'tm-backups-drills-'));
   await sql`create table items (id int primary key, label text not null)`.execute(source.db);
   await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
 });
