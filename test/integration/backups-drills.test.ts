@@ -23,8 +23,14 @@ import { capturedIo } from '../helpers/cli-io.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';
 import { memoryLogger } from '../../activities/logger.js';
-import type { WindowRunResult } from '../../workflows/types.js';
-import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import {
+  eventually,
+  realStack,
+  uniqueQueue,
+  windowByHand,
+  windowPolicy,
+  withWorker,
+} from '../helpers/temporal.js';
 import { startWeb } from '../helpers/web.js';
 
 const stack = realStack(async () => {
@@ -329,35 +335,20 @@ test("the incident a failed on-demand drill opened is closed by the next passing
 
   // The next window, run by a worker: its own drill (of its new backup) passes.
   const taskQueue = uniqueQueue('rv-inc');
-  const key = keyOf('rv-inc', 1);
   await withWorker(
     stack.env,
     taskQueue,
     { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
     async () => {
-      const r = (await stack.env.client.workflow.execute('window', {
+      const at = (n: number) => day(n).toISOString().replace('.000Z', 'Z');
+      const r = await windowByHand(
+        stack.env.client,
         taskQueue,
-        workflowId: key,
-        args: [
-          {
-            job: 'rv-inc',
-            start: day(1).toISOString(),
-            end: day(2).toISOString(),
-            generation: 0,
-            key,
-            trigger: 'manual',
-            policy: {
-              retry: {
-                maximumAttempts: 1,
-                initialInterval: '100ms',
-                maximumInterval: '100ms',
-                backoffCoefficient: 1,
-              },
-              startToCloseTimeoutMs: 120_000,
-            },
-          },
-        ],
-      })) as WindowRunResult;
+        'rv-inc',
+        at(1),
+        at(2),
+        windowPolicy(1, 120_000),
+      );
       assert.equal(r.outcome, 'processed');
     },
   );

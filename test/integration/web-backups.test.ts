@@ -16,11 +16,10 @@ import { localDestination } from '../../jobs/backup/destination.js';
 import { databaseBackup } from '../../jobs/backup/index.js';
 import type { BackupRecord, VerifyReport } from '../../jobs/backup/restore.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
-import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 import { restoreCommand } from '../../web/routes/backups.js';
 import { redactor } from '../../activities/notify/channels.js';
@@ -97,30 +96,14 @@ async function setUp() {
         [JOB, 1],
         [ENC, 0],
       ] as const) {
-        const key = `${job}/${DAYS[i]}`;
-        const r = (await stack.env.client.workflow.execute('window', {
+        const r = await windowByHand(
+          stack.env.client,
           taskQueue,
-          workflowId: key,
-          args: [
-            {
-              job,
-              start: DAYS[i],
-              end: DAYS[i + 1],
-              generation: 0,
-              key,
-              trigger: 'manual',
-              policy: {
-                retry: {
-                  maximumAttempts: 1,
-                  initialInterval: '100ms',
-                  maximumInterval: '100ms',
-                  backoffCoefficient: 1,
-                },
-                startToCloseTimeoutMs: 120_000,
-              },
-            },
-          ],
-        })) as WindowRunResult;
+          job,
+          DAYS[i]!,
+          DAYS[i + 1]!,
+          windowPolicy(1, 120_000),
+        );
         assert.equal(r.outcome, 'processed');
       }
     },
