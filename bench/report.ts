@@ -224,6 +224,12 @@ export function markdown(
     '  after one window of the built-in housekeeping job (its batched deletions and the folding of done markers older',
     '  than 90 days into spans, default retentions); `bytes_per_done_window` is job_windows plus job_done_spans (table',
     '  and indexes) over the done windows.',
+    '- `restore.*`: bench/restore.ts (`node --import tsx bench/restore.ts`): a 1,500,000-row table backed up by the',
+    '  real job (encrypted, to a directory), then three times, interleaved, medians: `checked_s` is `tidemark backups',
+    '  restore` into a new database (size, SHA-256 and GCM tag checked while streaming, pg_restore in one transaction,',
+    '  row counts compared) against `pg_restore --single-transaction` of the plain dump file into a database created',
+    '  just before (`pg_restore_s`, no check); `verify_s` is `tidemark backups verify` (the same stream into',
+    '  `pg_restore --list`) against `sha256sum` of the plain file and `pg_restore --list` of it (`manual_verify_s`).',
     '',
     ...(killNotes.length > 0 ? ['## Kill tests', '', ...killNotes.map((n) => `- ${n}`), ''] : []),
   ].join('\n');
