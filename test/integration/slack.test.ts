@@ -378,17 +378,21 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
     await leaveUnknown();
     await refusedForMallory();
     assert.equal((await resendBy('UBOB')).status, 200);
-    await eventually(
-      async () => (smtp.messages.length === 2 ? true : undefined),
+    // The resend's done marker is written after the mail server answered: wait for the row, not the mail.
+    const row = await eventually(
+      async () => {
+        const r = await stack.t.db
+          .selectFrom('effects')
+          .select(['status', 'decided_by'])
+          .where('effect_key', '=', effectKey)
+          .executeTakeFirstOrThrow();
+        return r.status === 'done' ? r : undefined;
+      },
       20_000,
-      'the approved resend',
+      'the approved resend done',
     );
-    const row = await stack.t.db
-      .selectFrom('effects')
-      .select(['status', 'decided_by'])
-      .where('effect_key', '=', effectKey)
-      .executeTakeFirstOrThrow();
     assert.deepEqual(row, { status: 'done', decided_by: 'bob' });
+    assert.equal(smtp.messages.length, 2, 'the approved resend sent once');
     // The accepted decision is audited after it applied: wait for it.
     const audit = await eventually(
       async () => {
