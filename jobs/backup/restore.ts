@@ -228,13 +228,12 @@ export async function verifyBackup(
         checks.push({ name: 'gcm-tag', ok: true, detail: `authentic, key ${rec.keyId ?? '(not recorded)'}` });
       if (fed.code !== 0) fail('toc', `pg_restore --list exited with ${fed.code}: ${fed.stderr}`);
       else {
-        const data = new Set(
-          [...fed.stdout.matchAll(/TABLE DATA (\S+) (\S+) /g)].flatMap((m) => [`${m[1]}.${m[2]}`, m[2]!]),
-        );
+        const entries = [...fed.stdout.matchAll(/TABLE DATA (\S+) (\S+) /g)];
+        const data = new Set(entries.flatMap((m) => [`${m[1]}.${m[2]}`, m[2]!]));
         checks.push({
           name: 'toc',
           ok: true,
-          detail: `pg_restore --list: ${data.size / 2} table(s) with data`,
+          detail: `pg_restore --list: ${entries.length} table(s) with data`,
         });
         const missing = Object.keys(rec.tableCounts).filter((t) => !data.has(t));
         if (missing.length) fail('tables', `no data in the dump for ${missing.join(', ')}`);
