@@ -1,14 +1,14 @@
 # The tidemark image, built from the npm package exactly as a user installs it.
 # Stage 1 builds and packs (npm pack runs prepack: the TypeScript build into dist/);
 # stage 2 installs that tarball alone, without the sources, dev dependencies or tsx workflow.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN mkdir /pkg && npm pack --pack-destination /pkg
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 WORKDIR /app
 COPY --from=build /pkg/ /tmp/pkg/
 RUN npm init -y >/dev/null \

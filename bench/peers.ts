@@ -247,7 +247,7 @@ async function peerHarness(
     recovery: graphile
       ? recoveryMode === 'force-unlock'
         ? 'force_unlock_workers(dead worker) after each kill; otherwise its locks hold for 4 hours'
-        : "none: the dead worker's locks hold for 4 hours (graphile-worker 0.17.3's default)"
+        : "none: the dead worker's locks hold for 4 hours (graphile-worker 0.18.0's default)"
       : `expiration: expireInSeconds ${config.pgBoss.expireInSeconds}, maintenance every ${config.pgBoss.maintenanceIntervalSeconds} s, retryLimit ${config.pgBoss.retryLimit}`,
     spawn: () =>
       spawnReady(

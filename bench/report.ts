@@ -197,7 +197,7 @@ export function markdown(
     '  per-window backfill in seconds. Every backfill runs over the same orders as the peers (3 a window).',
     '- `worker.rss_mb`: resident memory of the benchmark process, which is the worker (workflows and activities run in',
     '  it), after both backfills.',
-    '- `peers.*`: graphile-worker 0.17.3 and pg-boss 10.4.2 running the same hourly summary over the same windows and',
+    '- `peers.*`: graphile-worker 0.18.0 and pg-boss 12.38.0 running the same hourly summary over the same windows and',
     '  orders, one job per window deduplicated by `jobKey` / `singletonKey`, with their documented throughput settings',
     '  (bench/peers/). `windows_per_s` is from enqueueing to all done; `throughput_ratio` is tidemark batched against',
     '  it, `per_window_ratio` tidemark with a workflow per window.',

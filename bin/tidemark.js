@@ -2,6 +2,9 @@
 // The `tidemark` command. Installed from the package it runs the compiled CLI (dist/, node only);
 // in the source tree (cli/main.ts next to it) it runs the TypeScript through tsx.
 import { existsSync } from 'node:fs';
+import { requireSupportedNode } from './node-check.js';
+
+requireSupportedNode();
 
 const source = new URL('../cli/main.ts', import.meta.url);
 let cli;

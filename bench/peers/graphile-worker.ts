@@ -9,7 +9,7 @@
 // that a catastrophic failure (e.g. worker crash or kill) may result in the jobs being executed
 // again once they expire (after 4 hours by default)".
 //
-// A SIGKILLed worker (0.17.3): its locked jobs (the running ones and, with a local queue, the ones
+// A SIGKILLed worker (0.18.0): its locked jobs (the running ones and, with a local queue, the ones
 // fetched into it) keep locked_by/locked_at; no other worker takes them until the lock is 4 hours
 // old (get_job skips them; resetLockedAt frees them every 8-10 minutes once they are that old).
 // The documented way out before that is force_unlock_workers(worker ids) for workers known to

@@ -1,4 +1,4 @@
-// pg-boss (10.4.2, the last major that runs on Node 20) running the hourly sales summary: one job
+// pg-boss (12.38, its current release) running the hourly sales summary: one job
 // per window, deduplicated by singletonKey on a `short` queue (at most one queued job per key,
 // the counterpart of graphile-worker's jobKey), with the library's documented throughput settings.
 //
@@ -11,9 +11,10 @@
 // (without waiting for that completion), or fails all of it.
 //
 // A SIGKILLed worker: its batch stays `active` until the job's expiration (expireInSeconds) has
-// passed and a maintenance run (every maintenanceIntervalSeconds, in any running instance) fails
-// it by timeout; with retries left it is retried. The kill test sets both short.
-import PgBoss from 'pg-boss';
+// passed and a supervising instance's monitor pass (every max(monitorIntervalSeconds,
+// superviseIntervalSeconds) since v11) fails it by timeout; with retries left it is retried. The
+// kill test sets them short.
+import { PgBoss } from 'pg-boss';
 import type pg from 'pg';
 import { applyWindow, peerPool, type WindowPayload } from './summary.js';
 import type { Window } from './orders.js';
@@ -27,6 +28,7 @@ export interface PgBossSettings {
   pollingIntervalSeconds: number;
   /** How long a job may stay active: a dead worker's jobs wait this long before a retry. */
   expireInSeconds: number;
+  /** How often a supervising instance fails expired jobs (monitor, supervise and maintenance). */
   maintenanceIntervalSeconds: number;
   /** Retries after the first attempt: tidemark's test job allows 5 attempts, so 4. */
   retryLimit: number;
@@ -49,6 +51,8 @@ function boss(url: string, settings: PgBossSettings, supervise: boolean): PgBoss
     supervise,
     schedule: false,
     maintenanceIntervalSeconds: settings.maintenanceIntervalSeconds,
+    superviseIntervalSeconds: settings.maintenanceIntervalSeconds,
+    monitorIntervalSeconds: settings.maintenanceIntervalSeconds,
   });
   b.on('error', (err) => console.error(`[pg-boss] ${err.message}`));
   return b;
@@ -75,7 +79,7 @@ export async function startPgBossWorker(
   }
   return {
     async stop() {
-      await b.stop({ graceful: true, wait: true });
+      await b.stop({ graceful: true });
       await pool.end();
     },
   };
@@ -89,7 +93,6 @@ export async function pgBossEnqueuer(
   const b = boss(url, settings, false);
   await b.start();
   await b.createQueue(QUEUE, {
-    name: QUEUE,
     policy: 'short',
     expireInSeconds: settings.expireInSeconds,
     retryLimit: settings.retryLimit,
@@ -97,14 +100,14 @@ export async function pgBossEnqueuer(
   return {
     async enqueue(windows) {
       await b.insert(
+        QUEUE,
         windows.map((w) => ({
-          name: QUEUE,
           data: { start: w.start.toISOString(), end: w.end.toISOString() } satisfies WindowPayload,
           singletonKey: w.start.toISOString(),
         })),
       );
     },
-    release: () => b.stop({ graceful: false, wait: true }),
+    release: () => b.stop({ graceful: false }),
   };
 }
 

@@ -278,23 +278,31 @@ test('processes mode: plain processes on loopback, no partitions', async () => {
 });
 
 test('auto mode falls back to processes when not root, saying why', async () => {
-  // Run as an unprivileged user: `ip netns add` is refused, so the fallback is taken.
+  // The process loads its modules as root, then becomes an unprivileged user (nobody) before
+  // createHosts: `ip netns add` would be refused, so the fallback is taken. Dropping the
+  // privileges inside the process, not with runuser before it starts, keeps the test independent
+  // of whether that user can read the checkout (a clone in a mode-0700 folder) or its Node.js.
   const script = `import { createHosts } from ${JSON.stringify(hostsModule)};
+import { execFileSync } from 'node:child_process';
+const id = (flag) => Number(execFileSync('id', [flag, 'nobody'], { encoding: 'utf8' }).trim());
+process.setgroups([]);
+process.setgid(id('-g'));
+process.setuid(id('-u'));
 const hosts = await createHosts({ count: 1, ...${JSON.stringify(NET)} });
-console.log(JSON.stringify({ mode: hosts.mode, note: hosts.note, serverAddress: hosts.serverAddress }));
+console.log(JSON.stringify({ uid: process.getuid(), mode: hosts.mode, note: hosts.note, serverAddress: hosts.serverAddress }));
 await hosts.destroy();`;
   const { stdout } = await run(
-    'runuser',
-    ['-u', 'nobody', '--', process.execPath, '--import', 'tsx', '--input-type=module', '-e', script],
-    {
-      cwd: fileURLToPath(new URL('../..', import.meta.url)),
-    },
+    process.execPath,
+    ['--import', import.meta.resolve('tsx'), '--input-type=module', '-e', script],
+    { cwd: fileURLToPath(new URL('../..', import.meta.url)) },
   );
   const result = JSON.parse(stdout.trim().split('\n').pop()!) as {
+    uid: number;
     mode: string;
     note: string;
     serverAddress: string;
   };
+  assert.notEqual(result.uid, 0, 'createHosts ran as an unprivileged user');
   assert.equal(result.mode, 'processes');
   assert.equal(result.serverAddress, '127.0.0.1');
   assert.match(result.note, /not root/);
