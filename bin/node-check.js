@@ -2,8 +2,8 @@
 // package.json's engines. Plain JavaScript that any Node.js parses: it runs before anything that
 // an old Node.js would fail on with an error that says nothing of the version (the `tidemark`
 // command, `npm start` and `npm test` call it first).
-import { existsSync, readFileSync } from 'node:fs';
-import { pathToFileURL } from 'node:url';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
 const packageJson = new URL('../package.json', import.meta.url);
 
@@ -20,14 +20,13 @@ export function engineFloor(range) {
  */
 export function nodeVersionProblem(version, range, { inSource, execPath } = {}) {
   const floor = engineFloor(range);
-  const have = String(version)
-    .replace(/^v/, '')
-    .split('.')
-    .map((n) => Number.parseInt(n, 10));
+  const [release, prerelease] = String(version).replace(/^v/, '').split('-', 2);
+  const have = release.split('.').map((n) => Number.parseInt(n, 10) || 0);
   for (let i = 0; i < 3; i++) {
     if ((have[i] ?? 0) > floor[i]) return null;
     if ((have[i] ?? 0) < floor[i]) break;
-    if (i === 2) return null;
+    // A prerelease of the floor itself comes before it (22.18.0-rc.1 < 22.18.0), as npm ranks it.
+    if (i === 2 && !prerelease) return null;
   }
   const how = inSource
     ? 'In this repository, `. scripts/node.sh` puts Node.js 24 first on PATH (installed once from ' +
@@ -53,4 +52,13 @@ export function requireSupportedNode() {
   }
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) requireSupportedNode();
+const realpath = (file) => {
+  try {
+    return realpathSync(file);
+  } catch {
+    return file;
+  }
+};
+// Run as a script (`node bin/node-check.js`, through a symlinked folder too), not imported.
+if (process.argv[1] && realpath(process.argv[1]) === realpath(fileURLToPath(import.meta.url)))
+  requireSupportedNode();

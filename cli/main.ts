@@ -96,9 +96,6 @@ export function takeCatalogOption(argv: string[]): { argv: string[]; catalog: st
 
 /** Runs one command line; returns the exit code. Output goes through `io`. */
 export async function run(fullArgv: string[], io: CliIO): Promise<number> {
-  // The AWS SDK's notice that its 2027 releases need Node 22 (a note for whoever upgrades the
-  // image, said in the README) is not for a person restoring a backup: one command, no paragraph.
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
   let argv: string[];
   try {
     const taken = takeCatalogOption(fullArgv);
