@@ -19,7 +19,8 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import type { ConnectionOptions } from 'node:tls';
+import { isIP } from 'node:net';
+import { checkServerIdentity, type ConnectionOptions, type PeerCertificate } from 'node:tls';
 import pg from 'pg';
 
 export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
@@ -303,6 +304,27 @@ function checkKeyMode(key: { path: string; from: Origin }): void {
     );
 }
 
+/** An IPv6 address in one spelling (0:0:0:0:0:0:0:1 and ::1 alike). */
+const canonicalIPv6 = (ip: string): string => new URL(`http://[${ip}]/`).hostname;
+
+/**
+ * verify-full's check of the server's identity: node's own, but for an IPv6 literal, which is
+ * matched against the certificate's IP addresses here. Node.js 24.17 and newer (and 22.23.1)
+ * run the host through domainToASCII first, which turns '::1' into '', so an IPv6 host never
+ * matched an IP SAN (nodejs/node#64144) and verify-full to [::1] failed.
+ */
+export function serverIdentity(host: string, cert: PeerCertificate): Error | undefined {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  if (isIP(bare) === 6) {
+    const ips = (cert.subjectaltname ?? '')
+      .split(', ')
+      .filter((name) => name.startsWith('IP Address:') && isIP(name.slice(11)) === 6)
+      .map((name) => canonicalIPv6(name.slice(11)));
+    if (ips.includes(canonicalIPv6(bare))) return undefined;
+  }
+  return checkServerIdentity(bare, cert);
+}
+
 /** node TLS options for one attempt with TLS; `false` for a plain attempt. */
 function tlsOptions(target: PgTarget): ConnectionOptions {
   const t = target.tls;
@@ -325,11 +347,11 @@ function tlsOptions(target: PgTarget): ConnectionOptions {
     opts.ca = read(t.rootCert, 'sslrootcert');
     opts.rejectUnauthorized = true;
     // verify-ca, and require/prefer/allow with a root certificate: the chain, not the name.
-    if (t.mode !== 'verify-full') opts.checkServerIdentity = () => undefined;
+    opts.checkServerIdentity = t.mode === 'verify-full' ? serverIdentity : () => undefined;
   } else {
     opts.rejectUnauthorized = false;
   }
-  // verify-full: node checks the host (pg sets servername for names; an IP against the IP SANs).
+  // verify-full: the host is checked (pg sets servername for names; an IP against the IP SANs).
   return opts;
 }
 

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import type { PeerCertificate } from 'node:tls';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
 import {
@@ -13,6 +14,7 @@ import {
   PgSettingError,
   redactUrl,
   resolvePg,
+  serverIdentity,
 } from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
 import { redactor } from '../../activities/notify/channels.js';
@@ -72,7 +74,7 @@ test('each sslmode maps to the same attempts in node-postgres and the same PGSSL
     unknown
   >;
   assert.equal(vfull.rejectUnauthorized, true);
-  assert.equal(vfull.checkServerIdentity, undefined, 'verify-full keeps the host name check');
+  assert.equal(vfull.checkServerIdentity, serverIdentity, 'verify-full checks the host name (or IP)');
   for (const mode of ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full']) {
     const q = mode.startsWith('verify') ? `sslmode=${mode}&sslrootcert=${ca}` : `sslmode=${mode}`;
     const l = libpqConnection(url(q), env());
@@ -349,4 +351,29 @@ test('libpq-only connection settings: refused in the URL, kept from pg_dump when
   );
   assert.equal(l.env.PGHOSTADDR, undefined);
   assert.equal(l.env.PGTARGETSESSIONATTRS, undefined);
+});
+
+test('verify-full matches an IPv6 literal against the certificate IP addresses (Node.js 24.17+ no longer does)', () => {
+  // nodejs/node#64144: tls.checkServerIdentity runs the host through domainToASCII, which makes
+  // '::1' empty, so an IPv6 host never matches an IP Address SAN on Node.js 24.17 and newer.
+  const cert = {
+    subject: { CN: 'db' },
+    subjectaltname:
+      'DNS:localhost, IP Address:127.0.0.1, IP Address:0:0:0:0:0:0:0:1, IP Address:FD00:0:0:0:0:0:0:A',
+  } as unknown as PeerCertificate;
+  assert.equal(serverIdentity('::1', cert), undefined);
+  assert.equal(serverIdentity('[::1]', cert), undefined);
+  assert.equal(serverIdentity('0:0::1', cert), undefined);
+  assert.equal(serverIdentity('fd00::a', cert), undefined);
+  assert.equal(serverIdentity('127.0.0.1', cert), undefined);
+  assert.equal(serverIdentity('localhost', cert), undefined);
+  for (const wrong of ['::2', 'fd00::b', '127.0.0.2', 'db.example.com']) {
+    const err = serverIdentity(wrong, cert);
+    assert.ok(err instanceof Error, `${wrong} is refused`);
+    assert.equal((err as NodeJS.ErrnoException).code, 'ERR_TLS_CERT_ALTNAME_INVALID');
+  }
+  const verifyFull = attempts(
+    resolvePg(`postgres://u@[::1]:5432/db?sslmode=verify-full&sslrootcert=${ca}`, env()),
+  )[0];
+  assert.ok(verifyFull && verifyFull.checkServerIdentity === serverIdentity, 'verify-full uses it');
 });
