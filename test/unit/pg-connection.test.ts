@@ -367,11 +367,33 @@ test('verify-full matches an IPv6 literal against the certificate IP addresses (
   assert.equal(serverIdentity('fd00::a', cert), undefined);
   assert.equal(serverIdentity('127.0.0.1', cert), undefined);
   assert.equal(serverIdentity('localhost', cert), undefined);
-  for (const wrong of ['::2', 'fd00::b', '127.0.0.2', 'db.example.com']) {
+  // A zone id names an interface, not an address a certificate can hold: refused, as libpq
+  // (pg_dump) refuses it, with an error to catch rather than a throw in the TLS callback.
+  for (const wrong of [
+    '::2',
+    'fd00::b',
+    '127.0.0.2',
+    'db.example.com',
+    '::1%lo',
+    'fe80::1%eth0',
+    '::ffff:127.0.0.1',
+  ]) {
     const err = serverIdentity(wrong, cert);
     assert.ok(err instanceof Error, `${wrong} is refused`);
     assert.equal((err as NodeJS.ErrnoException).code, 'ERR_TLS_CERT_ALTNAME_INVALID');
   }
+  // Named as the IP it is, with the certificate's addresses (Node.js 24's own check speaks of
+  // a host name and the CN here).
+  assert.equal(
+    (serverIdentity('::2', cert) as Error & { reason: string }).reason,
+    "IP: ::2 is not in the cert's list: 127.0.0.1, ::1, fd00::a",
+  );
+  const mapped = { subjectaltname: 'IP Address:0:0:0:0:0:FFFF:7F00:1' } as unknown as PeerCertificate;
+  assert.equal(
+    serverIdentity('::ffff:127.0.0.1', mapped),
+    undefined,
+    'an IPv4-mapped address in either spelling',
+  );
   const verifyFull = attempts(
     resolvePg(`postgres://u@[::1]:5432/db?sslmode=verify-full&sslrootcert=${ca}`, env()),
   )[0];
