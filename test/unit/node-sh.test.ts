@@ -60,7 +60,7 @@ function checkout(t: TestContext, name = 'checkout'): Checkout {
   chmodSync(join(fakeBin, 'python3'), 0o755);
   const log = join(base, 'pip.log');
   writeFileSync(log, '');
-  const env = { ...process.env, PATH: `${fakeBin}:/usr/bin:/bin`, FAKE_LOG: log };
+  const env: NodeJS.ProcessEnv = { ...process.env, PATH: `${fakeBin}:/usr/bin:/bin`, FAKE_LOG: log };
   delete env.TIDEMARK_NODE;
   delete env.CDPATH;
   return { root, env, log };
