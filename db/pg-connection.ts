@@ -319,8 +319,9 @@ export function serverIdentity(host: string, cert: PeerCertificate): Error | und
   if (!bare.includes(':')) return checkServerIdentity(bare, cert);
   const ips = (cert.subjectaltname ?? '')
     .split(', ')
-    .filter((name) => name.startsWith('IP Address:') && isIP(name.slice(11)) !== 0)
-    .map((name) => name.slice(11))
+    .filter((name) => name.startsWith('IP Address:'))
+    .map((name) => name.slice('IP Address:'.length))
+    .filter((ip) => isIP(ip) !== 0)
     .map((ip) => (isIP(ip) === 6 ? canonicalIPv6(ip) : ip));
   if (isIP(bare) === 6 && !bare.includes('%') && ips.includes(canonicalIPv6(bare))) return undefined;
   const reason = `IP: ${bare} is not in the cert's list: ${ips.join(', ')}`;
