@@ -16,7 +16,7 @@ export default tseslint.config(
   },
   {
     // Workflow code is replayed: it may import @temporalio/workflow, @temporalio/common,
-    // its own folder, and only *types* from anywhere else.
+    // its own folder, the contract folder, and only *types* from anywhere else.
     files: ['workflows/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -25,10 +25,10 @@ export default tseslint.config(
           patterns: [
             {
               regex:
-                '^(?!@temporalio/(workflow|common)$|@opentelemetry/api$|@temporalio/interceptors-opentelemetry/lib/workflow/index\\.js$|\\./)',
+                '^(?!@temporalio/(workflow|common)$|@opentelemetry/api$|@temporalio/interceptors-opentelemetry/lib/workflow/index\\.js$|\\./|\\.\\./contract/)',
               allowTypeImports: true,
               message:
-                'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, types, or the tracing interceptors (workflows/tracing.ts).',
+                'workflows/ is deterministic: import only @temporalio/workflow, @temporalio/common, ./ files, ../contract/, types, or the tracing interceptors (workflows/tracing.ts).',
             },
           ],
         },

@@ -7,7 +7,7 @@
 import { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
-import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../workflows/types.js';
+import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../contract/workflows.js';
 import type { ActivityDeps } from './deps.js';
 import { noMetrics } from './metrics.js';
 import { jobOrFail } from './plan.js';

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
-import type { ActivityPolicy } from '../workflows/types.js';
+import type { ActivityPolicy } from '../contract/workflows.js';
 import type { CrashPoint } from './crash-points.js';
 import type { Logger } from './logger.js';
 import type { MetricsSink } from './metrics.js';

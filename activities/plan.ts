@@ -12,7 +12,13 @@ import {
   windowsInRange,
   type Window,
 } from '../schedules/windows.js';
-import type { BackfillPage, BackfillResult, TickPlan, TickResult, WindowSpec } from '../workflows/types.js';
+import type {
+  BackfillPage,
+  BackfillResult,
+  TickPlan,
+  TickResult,
+  WindowSpec,
+} from '../contract/workflows.js';
 import { alerting } from './alerts.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';

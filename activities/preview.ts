@@ -7,7 +7,7 @@ import pg from 'pg';
 import { literal } from '../db/connection.js';
 import type { Database } from '../db/schema.js';
 import type { TableWrite } from '../schedules/job.js';
-import type { PreviewRow, PreviewTable, RerunPreview } from '../workflows/types.js';
+import type { PreviewRow, PreviewTable, RerunPreview } from '../contract/workflows.js';
 
 /** Rows listed per table; the counts cover every change. */
 export const PREVIEW_ROWS = 20;

@@ -4,7 +4,7 @@
 import { SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { SPAN_ATTR } from '../workflows/span-attributes.js';
+import { SPAN_ATTR } from '../contract/span-attributes.js';
 
 const tracer = trace.getTracer('tidemark');
 

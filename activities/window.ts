@@ -29,9 +29,9 @@ import type {
   RerunPreview,
   WindowInput,
   WindowResult,
-} from '../workflows/types.js';
+} from '../contract/workflows.js';
 import { diff, previewDigest, snapshot } from './preview.js';
-import { previewLines } from '../workflows/preview-text.js';
+import { previewLines } from '../contract/preview-text.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
@@ -39,7 +39,7 @@ import { failureReason, noMetrics } from './metrics.js';
 import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 import { activitySpan } from './tracing.js';
-import { windowAttributes } from '../workflows/span-attributes.js';
+import { windowAttributes } from '../contract/span-attributes.js';
 
 /** Activity heartbeats when running under Temporal; a no-op when called directly or as a local activity. */
 function heartbeater(): (details?: unknown) => void {

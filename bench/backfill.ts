@@ -11,7 +11,7 @@ import { defineCatalog } from '../schedules/job.js';
 import { isoUtc } from '../schedules/windows.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';
-import type { BackfillResult } from '../workflows/types.js';
+import type { BackfillResult } from '../contract/workflows.js';
 import { benchServer, cpuOf, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
 import { checkTotals, loadPeerOrders, throughputLayout } from './peers.js';
 

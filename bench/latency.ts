@@ -16,7 +16,7 @@ import { defineCatalog } from '../schedules/job.js';
 import { desiredSchedule } from '../schedules/sync.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { createWorker } from '../workers/create-worker.js';
-import type { TickResult } from '../workflows/types.js';
+import type { TickResult } from '../contract/workflows.js';
 import { benchServer, log, sizeFrom, type Figure } from './figures.js';
 
 export interface LatencyOptions {

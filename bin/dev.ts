@@ -11,7 +11,7 @@ import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { connectTemporalClient, connectTemporalWorker } from '../config/temporal.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
-import { searchAttributes } from '../workflows/search-attributes.js';
+import { searchAttributes } from '../contract/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
 import { isoUtc } from '../schedules/windows.js';

@@ -2,7 +2,7 @@
 // (0 done, 1 failed, 2 usage) and --json output. `npx tidemark help` lists the commands.
 import { isEntryPoint } from '../config/entry.js';
 import { parseArgs } from 'node:util';
-import { redactorFromConfig } from '../activities/notify/channels.js';
+import { redactorFromConfig } from '../workers/channels.js';
 import { CatalogSourceError, loadCatalog, useCatalogFlag } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { UnknownJobError } from '../schedules/job.js';
@@ -22,7 +22,7 @@ import { quarantineCommand } from './commands/quarantine.js';
 import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './commands/rerun.js';
 import { runsCommand, statusCommand } from './commands/status.js';
 import { CliContext, EXIT, UsageError, type CliIO } from './context.js';
-import { DateArgumentError } from './dates.js';
+import { DateArgumentError } from '../operator/dates.js';
 import { failureMessage } from './failure.js';
 import { SERVICES } from './services.js';
 

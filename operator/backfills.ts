@@ -4,13 +4,13 @@
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { DateTime } from 'luxon';
 import type { Kysely } from 'kysely';
-import { parseWhen } from '../cli/dates.js';
+import { parseWhen } from './dates.js';
 import { doneWindows } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import { isClosed, isoUtc, windowsInRange, type Window } from '../schedules/windows.js';
-import { SA_JOB, SA_KIND } from '../workflows/search-attributes.js';
-import type { BackfillProgress, BackfillResult } from '../workflows/types.js';
+import { SA_JOB, SA_KIND } from '../contract/search-attributes.js';
+import type { BackfillProgress, BackfillResult } from '../contract/workflows.js';
 
 /** A preview counts windows up to here; a larger range is "more than" (and over any sane limit). */
 export const PREVIEW_CAP = 100_000;

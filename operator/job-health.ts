@@ -9,7 +9,7 @@ import { formatDuration } from '../schedules/duration.js';
 import type { Catalog, Job, Tick } from '../schedules/job.js';
 import { jobsOverview } from './overview.js';
 import { windowAt, windowStartAt, windowsInRange } from '../schedules/windows.js';
-import { SA_JOB, SA_KIND } from '../workflows/search-attributes.js';
+import { SA_JOB, SA_KIND } from '../contract/search-attributes.js';
 
 /** Counting missing windows stops here: past it the page says "more than". */
 export const MISSING_CAP = 100_000;

@@ -9,8 +9,8 @@ import type { Database } from '../db/schema.js';
 import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
-import { searchAttributes } from '../workflows/search-attributes.js';
-import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../workflows/types.js';
+import { searchAttributes } from '../contract/search-attributes.js';
+import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../contract/workflows.js';
 
 export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';

@@ -11,7 +11,7 @@ import {
   type ScheduleOptions,
 } from '@temporalio/client';
 import { AesGcmCodec, KEY_ID_METADATA } from '../codec/aes-gcm.js';
-import { searchAttributes } from '../workflows/search-attributes.js';
+import { searchAttributes } from '../contract/search-attributes.js';
 import type { Catalog, Job } from './job.js';
 import { isFallbackDemo } from '../config/catalog-source.js';
 import { watchQueueOf } from '../config/env.js';

@@ -24,7 +24,7 @@ import {
 import { startSmtp } from '../test/helpers/smtp.js';
 import { eventually, startTemporal, uniqueQueue } from '../test/helpers/temporal.js';
 import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
-import type { RerunState } from '../workflows/types.js';
+import type { RerunState } from '../contract/workflows.js';
 
 type Event = temporal.api.history.v1.IHistoryEvent;
 const { EventType } = proto.temporal.api.enums.v1;

@@ -15,7 +15,7 @@ import { decideUnknownEffect } from '../activities/decisions.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { nameOfSlackUser, type Directory } from '../config/people.js';
 import { decide, DecisionRefused } from '../operator/reruns.js';
-import { groupProof } from './group-proof.js';
+import { groupProof } from '../activities/group-proof.js';
 
 const { App, HTTPReceiver, LogLevel } = boltPkg;
 

@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { ActivityDeps } from '../activities/deps.js';
 import { consoleLogger, type LogFields, type Logger } from '../activities/logger.js';
-import { channelsFromConfig, redactorFromConfig } from '../activities/notify/channels.js';
+import { channelsFromConfig, redactorFromConfig } from './channels.js';
 import type { Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';

@@ -4,7 +4,7 @@ import { pino, stdTimeFunctions, type DestinationStream, type Logger as Pino } f
 import pretty from 'pino-pretty';
 import type { LogLevel as SdkLevel, Logger as SdkLogger, LogMetadata } from '@temporalio/worker';
 import type { Logger } from '../activities/logger.js';
-import { redactorFromConfig } from '../activities/notify/channels.js';
+import { redactorFromConfig } from './channels.js';
 import type { Config } from '../config/env.js';
 
 export type LogFormat = 'json' | 'pretty';

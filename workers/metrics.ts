@@ -10,8 +10,8 @@ import { windowsBehind } from '../activities/watch.js';
 import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';
-import { SA_JOB } from '../workflows/search-attributes.js';
-import type { BackfillProgress } from '../workflows/types.js';
+import { SA_JOB } from '../contract/search-attributes.js';
+import type { BackfillProgress } from '../contract/workflows.js';
 
 export interface MetricsOptions {
   db: Kysely<Database>;

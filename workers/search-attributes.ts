@@ -2,7 +2,7 @@
 // server). Idempotent: attributes that exist already are left as they are.
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES } from '../workflows/search-attributes.js';
+import { SEARCH_ATTRIBUTES } from '../contract/search-attributes.js';
 
 const TYPES = {
   KEYWORD: proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

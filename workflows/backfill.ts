@@ -19,7 +19,7 @@ import {
   type BackfillResult,
   type BackfillTotals,
   type WindowSpec,
-} from './types.js';
+} from '../contract/workflows.js';
 
 /** Windows planned per run before continuing as new (about 8 history events each). */
 export const BACKFILL_PAGE = 500;

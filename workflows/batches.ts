@@ -8,7 +8,13 @@ import { condition, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { startWindow } from './children.js';
 import { NON_RETRYABLE } from './policy.js';
-import type { ActivityPolicy, BackfillTotals, BatchOutcome, BatchResult, WindowSpec } from './types.js';
+import type {
+  ActivityPolicy,
+  BackfillTotals,
+  BatchOutcome,
+  BatchResult,
+  WindowSpec,
+} from '../contract/workflows.js';
 
 /**
  * A batch that stops heartbeating this long (its worker died) is retried elsewhere, resuming after

@@ -7,8 +7,13 @@ import {
   WorkflowIdReusePolicy,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { searchAttributes } from './search-attributes.js';
-import { WINDOW_REVISION, type ActivityPolicy, type Trigger, type WindowSpec } from './types.js';
+import { searchAttributes } from '../contract/search-attributes.js';
+import {
+  WINDOW_REVISION,
+  type ActivityPolicy,
+  type Trigger,
+  type WindowSpec,
+} from '../contract/workflows.js';
 import { window } from './window.js';
 
 /** `handle` is null when the window was already running elsewhere. */

@@ -8,7 +8,7 @@ import {
 } from '@temporalio/common';
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
-import type { ActivityPolicy, WindowInput, WindowResult } from './types.js';
+import type { ActivityPolicy, WindowInput, WindowResult } from '../contract/workflows.js';
 
 /** Failure types that mean bad input: retrying cannot help. */
 export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];

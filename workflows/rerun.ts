@@ -16,8 +16,8 @@ import {
 import type { Activities } from '../activities/index.js';
 import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
-import { searchAttributes } from './search-attributes.js';
-import { slackEscape } from './slack-text.js';
+import { searchAttributes } from '../contract/search-attributes.js';
+import { slackEscape } from '../contract/slack-text.js';
 import {
   WINDOW_REVISION,
   type RerunDecision,
@@ -28,10 +28,10 @@ import {
   type RerunPreview,
   type RerunState,
   type WindowRunResult,
-} from './types.js';
+} from '../contract/workflows.js';
 import { window } from './window.js';
 import { NON_RETRYABLE } from './policy.js';
-import { previewLines, slackPreview } from './preview-text.js';
+import { previewLines, slackPreview } from '../contract/preview-text.js';
 
 export const decideRerun = defineUpdate<
   { accepted: true; decision: RerunDecision['decision'] },

@@ -5,7 +5,7 @@ import { workflowInfo } from '@temporalio/workflow';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { startWindow } from './children.js';
 import { bookkeeping } from './policy.js';
-import type { TickInput, TickResult } from './types.js';
+import type { TickInput, TickResult } from '../contract/workflows.js';
 
 const SCHEDULED_START = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
 

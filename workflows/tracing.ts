@@ -13,7 +13,7 @@ import type {
   WorkflowInboundCallsInterceptor,
   WorkflowInterceptors,
 } from '@temporalio/workflow';
-import { windowAttributes } from './span-attributes.js';
+import { windowAttributes } from '../contract/span-attributes.js';
 
 /** Runs inside the package's RunWorkflow span (it comes after it): labels that span. */
 class WindowAttributesInterceptor implements WorkflowInboundCallsInterceptor {

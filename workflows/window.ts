@@ -12,7 +12,7 @@ import {
   type WindowInput,
   type WindowResult,
   type WindowRunResult,
-} from './types.js';
+} from '../contract/workflows.js';
 
 function effectActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({

@@ -4,16 +4,16 @@ import { doneWindows } from '../../db/ledger.js';
 import { formatDuration } from '../../schedules/duration.js';
 import type { Job } from '../../schedules/job.js';
 import { isClosed, isoUtc, windowKey, windowsInRange, type Window } from '../../schedules/windows.js';
-import { searchAttributes } from '../../workflows/search-attributes.js';
+import { searchAttributes } from '../../contract/search-attributes.js';
 import {
   MAX_BATCH,
   MAX_CONCURRENCY,
   type BackfillProgress,
   type BackfillResult,
-} from '../../workflows/types.js';
+} from '../../contract/workflows.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
-import { parseWhen } from '../dates.js';
+import { parseWhen } from '../../operator/dates.js';
 
 /** Every window of the range is still open: nothing to do until the first one closes. */
 export class WindowsNotClosed extends Error {

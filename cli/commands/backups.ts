@@ -20,7 +20,7 @@ import { DRILL_SUBJECT } from '../../jobs/backup/registry.js';
 import { buildDeps } from '../../workers/deps.js';
 import type { Command } from '../command.js';
 import { EXIT, table, UsageError, type CliContext } from '../context.js';
-import { parseWhen } from '../dates.js';
+import { parseWhen } from '../../operator/dates.js';
 
 const USAGE = [
   'backups list <job> [--json]',

@@ -10,7 +10,7 @@ import { buildDeps } from '../../workers/deps.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
-import { parseWhen } from '../dates.js';
+import { parseWhen } from '../../operator/dates.js';
 
 export const previewCommand: Command = {
   name: 'preview',

@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import { quarantinePages, toLine, writeDurably, type QuarantineRow } from '../../jobs/housekeeping/export.js';
 import type { Command } from '../command.js';
 import { UsageError } from '../context.js';
-import { parseWhen } from '../dates.js';
+import { parseWhen } from '../../operator/dates.js';
 
 async function* asLines(pages: AsyncIterable<QuarantineRow[]>): AsyncGenerator<string[]> {
   for await (const page of pages) yield page.map(toLine);

@@ -8,11 +8,11 @@ import {
   requestState,
   rerunResult,
 } from '../../operator/reruns.js';
-import { previewLines } from '../../workflows/preview-text.js';
-import type { RerunState } from '../../workflows/types.js';
+import { previewLines } from '../../contract/preview-text.js';
+import type { RerunState } from '../../contract/workflows.js';
 import type { Command } from '../command.js';
 import { table, UsageError, type CliContext } from '../context.js';
-import { parseWhen } from '../dates.js';
+import { parseWhen } from '../../operator/dates.js';
 
 const who = (by: unknown) => (typeof by === 'string' && by) || process.env.USER || 'cli';
 

@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import type { ActivityDeps } from '../../activities/deps.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { emailProvider } from '../../activities/notify/email.js';
-import { redactor } from '../../activities/notify/channels.js';
+import { redactor } from '../../workers/channels.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
 import type { EmailRequest } from '../../activities/notify/provider.js';

@@ -9,7 +9,7 @@ import type { ActivityDeps } from '../../activities/index.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
-import type { ActivityPolicy, TickResult, WindowResult } from '../../workflows/types.js';
+import type { ActivityPolicy, TickResult, WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from './db.js';
 import { windowPolicy } from './windows.js';
 

@@ -6,7 +6,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { isoUtc } from '../../schedules/windows.js';
-import type { WindowInput } from '../../workflows/types.js';
+import type { WindowInput } from '../../contract/workflows.js';
 
 const HOUR = 3_600_000;
 

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { Client, WorkflowFailedError } from '@temporalio/client';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
-import type { TickResult } from '../../workflows/types.js';
+import type { TickResult } from '../../contract/workflows.js';
 import type { WatchResult } from '../../activities/watch.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { chatTexts, depsWithChannels } from '../helpers/effects.js';

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { sql } from 'kysely';
 import type { PendingApproval } from '../../operator/reruns.js';
-import type { RerunResult } from '../../workflows/types.js';
+import type { RerunResult } from '../../contract/workflows.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';

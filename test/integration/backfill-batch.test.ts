@@ -16,7 +16,7 @@ import type {
   BackfillResult,
   TickResult,
   WindowRunResult,
-} from '../../workflows/types.js';
+} from '../../contract/workflows.js';
 import {
   gatedHandler,
   insertOrders,

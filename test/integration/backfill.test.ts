@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { BackfillProgress, BackfillResult, TickResult } from '../../workflows/types.js';
+import type { BackfillProgress, BackfillResult, TickResult } from '../../contract/workflows.js';
 import {
   gatedHandler,
   insertOrders,

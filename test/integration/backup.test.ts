@@ -23,7 +23,7 @@ import { pgRestore, startDump } from '../../jobs/backup/pg.js';
 import { lastDrill } from '../../jobs/backup/restore.js';
 import { decryptor } from '../../jobs/backup/streams.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startProxy, startS3, type TestS3 } from '../helpers/s3.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

@@ -8,7 +8,7 @@ import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import type { TickResult, WindowInput, WindowResult } from '../../workflows/types.js';
+import type { TickResult, WindowInput, WindowResult } from '../../contract/workflows.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { realStack, uniqueQueue, windowPolicy, withWorker } from '../helpers/temporal.js';

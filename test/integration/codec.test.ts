@@ -13,7 +13,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { temporalDataConverter } from '../../codec/index.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
-import type { RerunState, WindowRunResult } from '../../workflows/types.js';
+import type { RerunState, WindowRunResult } from '../../contract/workflows.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { allText, payloadsIn } from '../helpers/history.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';

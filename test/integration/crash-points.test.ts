@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { CRASH_POINT, type CrashPoint } from '../../activities/crash-points.js';
-import type { BackfillResult } from '../../workflows/types.js';
+import type { BackfillResult } from '../../contract/workflows.js';
 import { checkInvariants, violations } from '../helpers/invariants.js';
 import { loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';

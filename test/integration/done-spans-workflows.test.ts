@@ -8,7 +8,7 @@ import { compactDoneMarkers } from '../../db/compaction.js';
 import { jobHealth } from '../../operator/job-health.js';
 import { windowGrid } from '../../operator/window-grid.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { BackfillInput, BackfillResult } from '../../workflows/types.js';
+import type { BackfillInput, BackfillResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { approvedRerun } from '../helpers/reruns.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

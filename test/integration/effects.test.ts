@@ -10,7 +10,7 @@ import { recordEffects } from '../../db/effects.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog, type Catalog, type JobSpec } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import {
   attemptOutcomes,
   chatTexts,

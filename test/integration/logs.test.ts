@@ -10,7 +10,7 @@ import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
-import type { WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../contract/workflows.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { runToEnd } from '../helpers/spawn.js';

@@ -7,7 +7,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { marketplacePush } from '../../jobs/marketplace.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { startMarket, type TestMarket } from '../../bin/marketplace-simulator.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 

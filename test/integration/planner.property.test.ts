@@ -14,7 +14,7 @@ import { createActivities, type Activities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { Trigger } from '../../workflows/types.js';
+import type { Trigger } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
 

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import type { JobSpec } from '../../schedules/job.js';
-import { previewLines, slackPreview } from '../../workflows/preview-text.js';
+import { previewLines, slackPreview } from '../../contract/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { directActivities } from '../helpers/windows.js';

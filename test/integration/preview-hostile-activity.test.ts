@@ -5,7 +5,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import type { JobSpec } from '../../schedules/job.js';
-import { previewLines } from '../../workflows/preview-text.js';
+import { previewLines } from '../../contract/preview-text.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { directActivities } from '../helpers/windows.js';
@@ -184,7 +184,7 @@ test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Sla
   assert.equal(r.after!.gone, null);
   assert.equal(r.before!.gone, 'x');
   assert.equal(r.after!.big!.length, 123);
-  const slack = (await import('../../workflows/preview-text.js')).slackPreview(p, undefined);
+  const slack = (await import('../../contract/preview-text.js')).slackPreview(p, undefined);
   assert.ok(slack.length < 3000, `${slack.length}`);
   assert.doesNotMatch(slack, /<!channel>|<https:/);
   // The page shows the value as text (built without innerHTML); Slack gets it escaped.

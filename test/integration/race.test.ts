@@ -7,7 +7,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { BackfillResult, TickResult, WindowInput, WindowResult } from '../../workflows/types.js';
+import type { BackfillResult, TickResult, WindowInput, WindowResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue } from '../helpers/temporal.js';

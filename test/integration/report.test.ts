@@ -9,7 +9,7 @@ import { DateTime } from 'luxon';
 import { report } from '../../jobs/report/index.js';
 import { salesReportChart, salesReportColumns, salesReportQuery } from '../../jobs/sales-report.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { depsWithChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, type Order } from '../helpers/jobs.js';

@@ -10,7 +10,7 @@ import { loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { decide, DecisionRefused } from '../../operator/reruns.js';
-import type { RerunDecision, RerunPreview, RerunResult } from '../../workflows/types.js';
+import type { RerunDecision, RerunPreview, RerunResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
 import { Worker } from '@temporalio/worker';

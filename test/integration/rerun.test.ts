@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { decide as decideRequest, DecisionRefused } from '../../operator/reruns.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '../../workflows/types.js';
+import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, policy, rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

@@ -16,7 +16,7 @@ import pg from 'pg';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Catalog } from '../../schedules/job.js';
 import { isoUtc } from '../../schedules/windows.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';
 import { runToEnd } from '../helpers/spawn.js';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
 import { CRASH_POINT } from '../../activities/crash-points.js';
-import type { BackfillResult, WindowRunResult } from '../../workflows/types.js';
+import type { BackfillResult, WindowRunResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { eventually, realStack, uniqueQueue } from '../helpers/temporal.js';

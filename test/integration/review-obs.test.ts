@@ -17,7 +17,7 @@ import { defineCatalog } from '../../schedules/job.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 import { createMetrics } from '../../workers/metrics.js';
-import { searchAttributes } from '../../workflows/search-attributes.js';
+import { searchAttributes } from '../../contract/search-attributes.js';
 import { parseMetrics, valueOf } from '../helpers/metrics.js';
 import { salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';

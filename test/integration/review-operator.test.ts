@@ -10,7 +10,7 @@ import { rerunActivities } from '../../activities/rerun.js';
 import { decide as decideRequest, NotAWindowStart, requestRerun } from '../../operator/reruns.js';
 import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { RerunResult } from '../../workflows/types.js';
+import type { RerunResult } from '../../contract/workflows.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, rerunTools } from '../helpers/reruns.js';
 import { historyFromFile } from '../helpers/history.js';

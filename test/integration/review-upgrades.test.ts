@@ -42,7 +42,7 @@ test('hosts starting at once on a database that does not exist yet all go on: on
 
 /** `npm run migrate` with DATABASE_URL=url: its exit code and what it printed. */
 function migrateCli(url: string): { status: number | null; out: string } {
-  const r = spawnSync('npx', ['tsx', 'db/migrate-cli.ts'], {
+  const r = spawnSync('npx', ['tsx', 'bin/migrate.ts'], {
     cwd: fileURLToPath(new URL('../..', import.meta.url)),
     env: { ...process.env, DATABASE_URL: url },
     encoding: 'utf8',

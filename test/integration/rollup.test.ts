@@ -8,7 +8,7 @@ import { DateTime } from 'luxon';
 import { memoryLogger } from '../../activities/logger.js';
 import { eventRollup } from '../../jobs/event-rollup.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 

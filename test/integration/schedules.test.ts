@@ -12,7 +12,7 @@ import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
 import { describePlan, scheduleIdOf, syncSchedules, WATCH_SCHEDULE_ID } from '../../schedules/sync.js';
 import { windowAt } from '../../schedules/windows.js';
-import type { TickResult } from '../../workflows/types.js';
+import type { TickResult } from '../../contract/workflows.js';
 import { salesJob } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 

@@ -13,7 +13,7 @@ import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker
 import pg from 'pg';
 import { startPgCluster, type PgCluster } from '../../chaos/pg-cluster.js';
 import { startTemporalProcess, type TemporalProcess } from '../../chaos/temporal-process.js';
-import { SEARCH_ATTRIBUTES } from '../../workflows/search-attributes.js';
+import { SEARCH_ATTRIBUTES } from '../../contract/search-attributes.js';
 import { uniqueQueue } from '../helpers/temporal.js';
 
 /** Whether something accepts TCP connections on host:port right now. */

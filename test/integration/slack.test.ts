@@ -16,7 +16,7 @@ import { run as runCli } from '../../cli/main.js';
 import { loadConfig } from '../../config/env.js';
 import { directoryOf } from '../../config/people.js';
 import { buildCatalog } from '../../jobs/catalog.js';
-import type { RerunResult, RerunState } from '../../workflows/types.js';
+import type { RerunResult, RerunState } from '../../contract/workflows.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';

@@ -7,7 +7,7 @@ import { sql, type Kysely } from 'kysely';
 import { createDb } from '../../db/database.js';
 import type { Database } from '../../db/schema.js';
 import type { JobSpec } from '../../schedules/job.js';
-import type { WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../helpers/windows.js';
 

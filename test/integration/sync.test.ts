@@ -8,7 +8,7 @@ import pg from 'pg';
 import { closeSyncSources, dataSync } from '../../jobs/data-sync.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { chatTexts, depsWithChannels } from '../helpers/effects.js';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../contract/workflows.js';
 import {
   gatedHandler,
   insertOrders,

@@ -22,7 +22,7 @@ import { salesJob } from '../helpers/jobs.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 import { restoreCommand } from '../../web/routes/backups.js';
-import { redactor } from '../../activities/notify/channels.js';
+import { redactor } from '../../workers/channels.js';
 
 // The file's set-up runs inside the stack's own hook, so it sees the stack ready.
 const stack = realStack(async () => await setUp());

@@ -11,7 +11,7 @@ import { CRASH_POINT } from '../../activities/crash-points.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { WINDOW_REVISION, type ActivityPolicy, type WindowRunResult } from '../../workflows/types.js';
+import { WINDOW_REVISION, type ActivityPolicy, type WindowRunResult } from '../../contract/workflows.js';
 import { historyFromFile } from '../helpers/history.js';
 import { spawnWorker } from '../helpers/processes.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';

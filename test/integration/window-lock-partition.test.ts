@@ -17,7 +17,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowResult } from '../../workflows/types.js';
+import type { WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { gatedHandler, salesJob } from '../helpers/jobs.js';
 import { eventually, windowPolicy } from '../helpers/temporal.js';

@@ -6,8 +6,8 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, RetryState } from '@temporalio/common';
-import { redactor } from '../../activities/notify/channels.js';
-import { parseWhen } from '../../cli/dates.js';
+import { redactor } from '../../workers/channels.js';
+import { parseWhen } from '../../operator/dates.js';
 import { failureMessage } from '../../cli/failure.js';
 import { COMMANDS, run } from '../../cli/main.js';
 

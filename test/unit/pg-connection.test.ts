@@ -17,7 +17,7 @@ import {
   serverIdentity,
 } from '../../db/pg-connection.js';
 import { sibling } from '../../jobs/catalog.js';
-import { redactor } from '../../activities/notify/channels.js';
+import { redactor } from '../../workers/channels.js';
 import { secretsOf, type Config } from '../../config/env.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-pgtls-unit-'));

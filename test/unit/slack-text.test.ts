@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { slackEscape } from '../../workflows/slack-text.js';
+import { slackEscape } from '../../contract/slack-text.js';
 
 test('a rerun reason cannot mention a channel or hide a link in the Slack request', () => {
   assert.equal(

@@ -3,7 +3,7 @@
 // data and the checks are jobs/backup/restore.ts, the same code as `tidemark backups list|verify`.
 // Registered inside the authenticated scope (web/server.ts: session, and CSRF for the POST).
 import type { FastifyInstance } from 'fastify';
-import { redactorFromConfig } from '../../activities/notify/channels.js';
+import { redactorFromConfig } from '../../workers/channels.js';
 import {
   backupJobOf,
   lastDrill,

@@ -13,8 +13,8 @@ import {
 } from '../../operator/reruns.js';
 import { scheduleIdOf } from '../../schedules/sync.js';
 import { isoUtc, windowsInRange } from '../../schedules/windows.js';
-import { searchAttributes } from '../../workflows/search-attributes.js';
-import { MAX_BATCH } from '../../workflows/types.js';
+import { searchAttributes } from '../../contract/search-attributes.js';
+import { MAX_BATCH } from '../../contract/workflows.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
 

@@ -1,7 +1,7 @@
 // `npm run migrate`: applies the pending migrations to DATABASE_URL and says what it applied, so an
 // upgrade can migrate once before its workers roll (each worker also migrates at start).
 import { loadConfig } from '../config/env.js';
-import { createDb, ensureDatabase, migrate } from './database.js';
+import { createDb, ensureDatabase, migrate } from '../db/database.js';
 
 async function main(): Promise<void> {
   const { DATABASE_URL } = loadConfig();

@@ -1,10 +1,10 @@
 // Builds the configured channels and the secret redactor from the parsed configuration.
-import { secretsOf, type Config } from '../../config/env.js';
-import { emailProvider } from './email.js';
-import { httpApiProvider } from './http-api.js';
-import type { Channels } from './provider.js';
-import { slackProvider } from './slack.js';
-import { telegramProvider } from './telegram.js';
+import { secretsOf, type Config } from '../config/env.js';
+import { emailProvider } from '../activities/notify/email.js';
+import { httpApiProvider } from '../activities/notify/http-api.js';
+import type { Channels } from '../activities/notify/provider.js';
+import { slackProvider } from '../activities/notify/slack.js';
+import { telegramProvider } from '../activities/notify/telegram.js';
 
 export function channelsFromConfig(config: Config): Channels {
   return {

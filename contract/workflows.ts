@@ -243,7 +243,7 @@ export interface RerunDecision {
   readonly previewDigest?: string;
   /** Set by the Slack app when it found the user in this user group; worth nothing without groupProof. */
   readonly viaGroup?: string;
-  /** The Slack app's proof of the membership (slack/group-proof.ts), checked by a worker. */
+  /** The Slack app's proof of the membership (activities/group-proof.ts), checked by a worker. */
   readonly groupProof?: string;
 }
 

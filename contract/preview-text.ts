@@ -2,7 +2,7 @@
 // table its counts and first rows (a changed row shows only the columns that change), then the
 // external effects. Pure (the rerun workflow builds its Slack message with it).
 import { slackEscape } from './slack-text.js';
-import type { PreviewRow, PreviewTable, RerunPreview } from './types.js';
+import type { PreviewRow, PreviewTable, RerunPreview } from './workflows.js';
 
 const show = (v: string | null | undefined) => (v === null || v === undefined ? 'null' : v);
 
