@@ -6,7 +6,6 @@
 // A span holds no window count: it could not be split exactly for an irregular (calendar) grid, and
 // the grid gives it back when needed.
 import { sql, type Kysely } from 'kysely';
-import * as claimFunction from './20261130T2230_ledger_claim_function.js';
 
 export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`
@@ -18,11 +17,6 @@ export async function up(db: Kysely<unknown>): Promise<void> {
       constraint job_done_spans_pk primary key (job, span_start),
       constraint job_done_spans_half_open check (span_end > span_start)
     )`.execute(db);
-  await createClaimFunction(db);
-}
-
-/** This migration's claim function (also put back by the down of 20261201T2100_span_lock_horizon). */
-export async function createClaimFunction(db: Kysely<unknown>): Promise<void> {
   // The claim first takes the job's span lock shared (compaction takes it exclusive): a window is
   // never compacted between this check and the upsert below, and a span committed before the lock
   // was granted is seen (READ COMMITTED: each statement reads anew).
@@ -83,7 +77,34 @@ export async function down(db: Kysely<unknown>): Promise<void> {
     throw new Error(
       `migration 20261201T1000_done_spans down refused: job_done_spans holds ${spans} span${spans === 1 ? '' : 's'} of done markers (${jobs} job${jobs === 1 ? '' : 's'}); dropping the table would make those windows not done and they would run again. Delete its rows by hand first if that is what you want`,
     );
-  await claimFunction.down(db);
-  await claimFunction.up(db);
+  // Back to the claim of 20261130T2230_ledger_claim_function: copies of its down and up (a migration
+  // imports no other: a released one is frozen, what it imports is not).
+  await sql`drop function tidemark_claim_window(text, timestamptz, integer, timestamptz, text, text, text,
+    timestamptz, text, text)`.execute(db);
+  await sql`
+    create function tidemark_claim_window(
+      p_job text, p_start timestamptz, p_generation integer, p_end timestamptz, p_key text,
+      p_trigger text, p_workflow_id text, p_at timestamptz, p_lock_timeout_ms text, p_idle_timeout_ms text
+    ) returns integer language plpgsql volatile as $fn$
+    declare
+      claimed integer;
+    begin
+      if p_lock_timeout_ms is not null then
+        -- A statement cannot outlast its attempt either: a retry would wait behind its locks.
+        perform set_config('lock_timeout', p_lock_timeout_ms, true),
+                set_config('statement_timeout', p_lock_timeout_ms, true),
+                set_config('idle_in_transaction_session_timeout', p_idle_timeout_ms, true);
+      end if;
+      insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts,
+                               trigger, workflow_id, started_at)
+      values (p_job, p_start, p_generation, p_end, p_key, 'done', 1, p_trigger, p_workflow_id, p_at)
+      on conflict (job, window_start, generation) do update
+         set status = 'done', attempts = job_windows.attempts + 1, trigger = excluded.trigger,
+             workflow_id = excluded.workflow_id, started_at = excluded.started_at, reason = null
+       where job_windows.status <> 'done'
+      returning attempts into claimed;
+      return claimed;
+    end
+    $fn$`.execute(db);
   await sql`drop table job_done_spans`.execute(db);
 }

@@ -34,6 +34,17 @@ test('the list is every migration file, in file-name order', async () => {
   assert.deepEqual(Object.keys(migrations), files);
 });
 
+test('a migration imports no file of the project, so its own text is all it runs', async () => {
+  // A released migration is frozen, but what it imports is not: an edit there would change it.
+  const imports: string[] = [];
+  for (const name of Object.keys(migrations)) {
+    const text = await readFile(new URL(`${name}.ts`, dir), 'utf8');
+    for (const [, spec] of text.matchAll(/\b(?:from|import)\s*\(?\s*['"]([^'"]+)['"]/g))
+      if (spec!.startsWith('.') || spec!.startsWith('/')) imports.push(`${name} imports ${spec}`);
+  }
+  assert.deepEqual(imports, []);
+});
+
 test('a released migration file is never edited, and every release point is in the list', async () => {
   const names = Object.keys(migrations);
   for (const r of releases) {
