@@ -13,7 +13,7 @@ import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { maintenance } from '../../jobs/maintenance/index.js';
 import { defineCatalog } from '../../schedules/job.js';
-import type { WindowRunResult } from '../../workflows/types.js';
+import type { WindowRunResult } from '../../contract/workflows.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -26,8 +26,14 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
   const root = await mkdtemp(join(tmpdir(), 'tidemark-maint-'));
   const [logs, temp, outside] = [join(root, 'logs'), join(root, 'tmp'), join(root, 'outside')];
   try {
-    // Redis: five cache keys and one of another pattern; three will sit idle.
-    for (let i = 0; i < 5; i++) await redis.set(`${prefix}:cache:${i}`, 'v');
+    // Redis: five cache keys and one of another pattern. Three have sat idle for two hours
+    // (RESTORE ... IDLETIME sets a key's idle clock), two were written just now: an hour's limit
+    // tells them apart however slowly the machine runs the test.
+    await redis.set(`${prefix}:value`, 'v');
+    const value = (await redis.dumpBuffer(`${prefix}:value`))!;
+    await redis.del(`${prefix}:value`);
+    for (let i = 0; i < 3; i++) await redis.restore(`${prefix}:cache:${i}`, 0, value, 'IDLETIME', 7_200);
+    for (const i of [3, 4]) await redis.set(`${prefix}:cache:${i}`, 'v');
     await redis.set(`${prefix}:keep:0`, 'v');
     // Logs: the live file and three older archives; keep 2.
     await mkdir(logs);
@@ -60,7 +66,7 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
         name: job,
         grid: 'day',
         start: '2026-11-27T00:00:00Z',
-        redis: [{ url: REDIS_URL, pattern: `${prefix}:cache:*`, maxIdleSeconds: 2 }],
+        redis: [{ url: REDIS_URL, pattern: `${prefix}:cache:*`, maxIdleSeconds: 3_600 }],
         logs: [{ dir: logs, file: 'app.log', keep: 2 }],
         temp: [{ dir: temp, maxAgeMs: 86_400_000 }],
         sessions: [{ table: 'sessions', expiresColumn: 'expires_at' }],
@@ -97,8 +103,6 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
       taskQueue,
       { db: stack.t.db, catalog, logger: memoryLogger(), now: () => new Date() },
       async () => {
-        await new Promise((r) => setTimeout(r, 2_500));
-        for (const i of [3, 4]) await redis.get(`${prefix}:cache:${i}`); // touched just now: not idle
         assert.equal((await run()).outcome, 'processed');
         assert.equal((await run()).outcome, 'already-done');
       },
