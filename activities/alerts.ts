@@ -14,7 +14,7 @@ import { undeliveredAlerts } from '../db/notices.js';
 import type { Database } from '../db/schema.js';
 import type { Job } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
-import type { EmailRequest, SlackRequest, TelegramRequest } from './notify/provider.js';
+import type { EmailRequest, SlackRequest, TelegramRequest } from '../contract/effects.js';
 
 export const INCIDENT_KIND = Object.freeze({
   windowFailed: 'window-failed',

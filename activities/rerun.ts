@@ -5,7 +5,7 @@ import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
 import { expandWindow } from '../db/compaction.js';
 import { isDone } from '../db/ledger.js';
-import type { SlackRequest } from './notify/provider.js';
+import type { SlackRequest } from '../contract/effects.js';
 import { isGroupProof, type GroupClaim } from './group-proof.js';
 import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
 import type { RerunRequest } from '../contract/workflows.js';

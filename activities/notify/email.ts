@@ -3,7 +3,8 @@
 // message whose reply was lost was stored, so such a send is `unknown`, never retried blindly.
 import { createHash } from 'node:crypto';
 import nodemailer from 'nodemailer';
-import { EffectError, type EmailRequest, type Provider } from './provider.js';
+import type { EmailRequest } from '../../contract/effects.js';
+import { EffectError, type Provider } from './provider.js';
 
 export interface SmtpSettings {
   host: string;

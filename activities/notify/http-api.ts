@@ -3,17 +3,8 @@
 // a plain webhook would act twice, so its unknown outcome follows the effect's policy. Where the
 // API can say what happened (`statusUrl`), the guard asks it before acting again.
 import { fetchFailure, retryAfter } from './http.js';
+import type { HttpRequest } from '../../contract/effects.js';
 import { callSignal, EffectError, type CallOptions, type Provider } from './provider.js';
-
-export interface HttpRequest {
-  method: 'POST' | 'PUT' | 'PATCH';
-  url: string;
-  body: unknown;
-  /** GET here answers 200 when the request was applied, 404 when it was not. */
-  statusUrl?: string;
-  /** The target drops a repeated request with the same `Idempotency-Key`: a resend after a lost reply is safe. */
-  honoursIdempotencyKey?: boolean;
-}
 
 export function httpApiProvider(
   opts: { timeoutMs?: number; headers?: Record<string, string> } = {},

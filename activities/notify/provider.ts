@@ -1,5 +1,5 @@
 // What an external channel looks like to the effect guard, and how its failures are told apart.
-import type { HttpRequest } from './http-api.js';
+import type { EmailRequest, HttpRequest, SlackRequest, TelegramRequest } from '../../contract/effects.js';
 
 /**
  * How a failed effect attempt ended, as far as the caller can know:
@@ -52,26 +52,6 @@ export interface Provider<Req = unknown> {
   check?(request: Req, providerKey: string, call?: CallOptions): Promise<'done' | 'absent' | 'cannot-tell'>;
   /** True when `check` can say for this request; then a lost reply is asked about before any resend. */
   canCheck?(request: Req): boolean;
-}
-
-export interface EmailRequest {
-  to: string[];
-  subject: string;
-  text: string;
-  html?: string;
-  /** `cid` makes an attachment an inline image, shown by `<img src="cid:...">` in the HTML. */
-  attachments?: { filename: string; contentBase64: string; contentType: string; cid?: string }[];
-}
-/** A Slack message; with `ts` it replaces the message posted earlier (chat.update). */
-export interface SlackRequest {
-  channel: string;
-  text: string;
-  blocks?: unknown[];
-  ts?: string;
-}
-export interface TelegramRequest {
-  chatId: string;
-  text: string;
 }
 
 /** The channels a worker can use; a channel missing here is not configured. */

@@ -1,6 +1,7 @@
 // Slack messages through the Web API (chat.postMessage). The base URL is configurable so tests
 // run it against a real HTTP server on loopback. Slack has no idempotency key for messages.
-import { EffectError, type Provider, type SlackRequest } from './provider.js';
+import type { SlackRequest } from '../../contract/effects.js';
+import { EffectError, type Provider } from './provider.js';
 import { honourRateLimit, postJson } from './http.js';
 
 /** Slack errors after which the message may have been posted. */

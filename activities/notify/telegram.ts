@@ -1,6 +1,7 @@
 // Telegram messages through the Bot API (sendMessage). The token is part of the URL by the
 // API's design; errors name the call, never the URL. No idempotency key exists for messages.
-import { EffectError, type Provider, type TelegramRequest } from './provider.js';
+import type { TelegramRequest } from '../../contract/effects.js';
+import { EffectError, type Provider } from './provider.js';
 import { honourRateLimit, postJson, retryAfter } from './http.js';
 
 export function telegramProvider(opts: {

@@ -7,7 +7,7 @@ import { emailProvider } from '../../activities/notify/email.js';
 import { redactor } from '../../workers/channels.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
-import type { EmailRequest } from '../../activities/notify/provider.js';
+import type { EmailRequest } from '../../contract/effects.js';
 import type { Database } from '../../db/schema.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import type { Catalog, WindowContext, WindowHandler } from '../../schedules/job.js';

@@ -14,7 +14,8 @@ import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisio
 import type { ActivityDeps } from '../../activities/deps.js';
 import { raiseNow } from '../../activities/direct-alerts.js';
 import { effectActivities } from '../../activities/effects.js';
-import { httpApiProvider, type HttpRequest } from '../../activities/notify/http-api.js';
+import type { HttpRequest } from '../../contract/effects.js';
+import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { EffectError } from '../../activities/notify/provider.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { telegramProvider } from '../../activities/notify/telegram.js';
