@@ -3,7 +3,7 @@
 // every key decrypts (rotation: put the new one first, keep the old ones while histories need them).
 // An error names the variable and the key id and says the fix; it never prints a key.
 import { readFileSync } from 'node:fs';
-import { ConfigError } from '../config/errors.js';
+import { ConfigError } from '../contract/config-error.js';
 
 export interface PayloadKey {
   readonly id: string;

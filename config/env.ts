@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { payloadKeysFrom } from '../codec/keys.js';
 import { parseDuration } from '../schedules/duration.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../contract/config-error.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
 import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
 

@@ -16,7 +16,7 @@ import {
   type LoadClientProfileOptions,
 } from '@temporalio/envconfig';
 import type { NativeConnection } from '@temporalio/worker';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../contract/config-error.js';
 
 /** Where each connection setting came from, and what the connection needs (no secret in it). */
 export interface TemporalSettings {

@@ -5,7 +5,7 @@
 // rotated list is picked up without a restart.
 import { readFileSync } from 'node:fs';
 import { parseKeyList, type PayloadKeys } from '../../codec/keys.js';
-import { ConfigError } from '../../config/errors.js';
+import { ConfigError } from '../../contract/config-error.js';
 
 export type BackupKeySource = { readonly env: string } | { readonly file: string };
 export type BackupKeys = PayloadKeys;
