@@ -5,13 +5,12 @@ import { UnknownJobError, type Job } from '../schedules/job.js';
 import {
   isAligned,
   isClosed,
-  isoUtc,
   windowAt,
-  windowKey,
   windowsFrom,
   windowsInRange,
   type Window,
 } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 import type {
   BackfillPage,
   BackfillResult,

@@ -5,7 +5,8 @@ import type { Client } from '@temporalio/client';
 import { readWatermark } from '../db/ledger.js';
 import type { Job } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
-import { isoUtc, windowAt, windowsFrom, windowStartAt } from '../schedules/windows.js';
+import { windowAt, windowsFrom, windowStartAt } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { alerting } from './alerts.js';
 import type { ActivityDeps } from './deps.js';
 

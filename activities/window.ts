@@ -22,7 +22,8 @@ import {
   type WindowRef,
 } from '../db/ledger.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
-import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
+import { isAligned, isClosed, windowAt } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 import type {
   PreviewInput,
   PreviewTable,

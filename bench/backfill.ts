@@ -8,7 +8,7 @@ import { createActivities } from '../activities/index.js';
 import { memoryLogger } from '../activities/logger.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
 import { defineCatalog } from '../schedules/job.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';
 import type { BackfillResult } from '../contract/workflows.js';

@@ -22,7 +22,7 @@ import { windowDetail } from '../operator/window-detail.js';
 import { windowGrid } from '../operator/window-grid.js';
 import { defineCatalog, type Catalog } from '../schedules/job.js';
 import { createMetrics } from '../workers/metrics.js';
-import { isoUtc, windowKey } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;

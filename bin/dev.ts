@@ -14,7 +14,7 @@ import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan, scheduleIdOf } from '../schedules/sync.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { buildDeps } from '../workers/deps.js';
 import { createMetrics } from '../workers/metrics.js';
 import { freeLoopbackAddress, readiness, startProbeServer } from '../workers/probes.js';

@@ -4,7 +4,7 @@ import { sql, type Kysely, type Transaction } from 'kysely';
 import { coveredBy, inSpan, SPAN_LOCK_CLASS, SPAN_LOCK_HORIZON, spansIn } from './compaction.js';
 import { literal } from './connection.js';
 import type { Database, RunKind } from './schema.js';
-import { parseWindowKey } from '../schedules/windows.js';
+import { parseWindowKey } from '../contract/window-key.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
 

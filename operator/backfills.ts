@@ -8,7 +8,8 @@ import { parseWhen } from './dates.js';
 import { doneWindows } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog, Job } from '../schedules/job.js';
-import { isClosed, isoUtc, windowsInRange, type Window } from '../schedules/windows.js';
+import { isClosed, windowsInRange, type Window } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { SA_JOB, SA_KIND } from '../contract/search-attributes.js';
 import type { BackfillProgress, BackfillResult } from '../contract/workflows.js';
 

@@ -2,7 +2,7 @@
 // window already done (skipped in a moment) would only flatten it, so they are left out.
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 
 export interface RunDuration {
   window: string | null;

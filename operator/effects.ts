@@ -11,7 +11,8 @@ import { requesterProblem } from '../config/people.js';
 import { getEffect } from '../db/effects.js';
 import type { Database, EffectPolicy, EffectStatus } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';
-import { isoUtc, windowAt } from '../schedules/windows.js';
+import { windowAt } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export interface EffectInDoubt {

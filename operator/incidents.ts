@@ -2,7 +2,7 @@
 import type { Kysely } from 'kysely';
 import { openIncidents } from '../db/effects.js';
 import type { Database } from '../db/schema.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { urlsAsOrigins } from './shown.js';
 
 export interface OpenIncident {

@@ -8,7 +8,7 @@ import { backupJobOf, lastDrill } from '../jobs/backup/restore.js';
 import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../schedules/sync.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import type { LedgerRow } from './window-grid.js';
 
 export async function jobsOverview(db: Kysely<Database>, client: Client, catalog: Catalog, now = new Date()) {

@@ -8,7 +8,8 @@ import { directoryOf, requesterProblem } from '../config/people.js';
 import type { Database } from '../db/schema.js';
 import { parseDuration } from '../schedules/duration.js';
 import type { Job } from '../schedules/job.js';
-import { isAligned, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
+import { isAligned, windowAt } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../contract/workflows.js';
 

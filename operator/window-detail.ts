@@ -11,7 +11,8 @@ import { inSpan } from '../db/compaction.js';
 import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
-import { isAligned, isClosed, isoUtc, windowAt, windowKey } from '../schedules/windows.js';
+import { isAligned, isClosed, windowAt } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 import {
   compactedRow,
   firstWindowOf,

@@ -10,7 +10,8 @@ import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
-import { isClosed, isoUtc, windowAt, windowKey, windowsInRange, type Window } from '../schedules/windows.js';
+import { isClosed, windowAt, windowsInRange, type Window } from '../schedules/windows.js';
+import { isoUtc, windowKey } from '../contract/window-key.js';
 
 export const WINDOW_STATES = [
   'done',

@@ -1,7 +1,8 @@
 // Preview of a job: when its tick fires next and which windows come next, before anything runs.
 import { Cron } from 'croner';
 import { describeTick, type Job, type Tick } from './job.js';
-import { isoUtc, windowAt, windowsFrom } from './windows.js';
+import { windowAt, windowsFrom } from './windows.js';
+import { isoUtc } from '../contract/window-key.js';
 
 export interface JobPreview {
   job: string;

@@ -19,7 +19,7 @@ import type { Database } from '../db/schema.js';
 import { overviewRows } from '../operator/job-health.js';
 import type { Catalog } from '../schedules/job.js';
 import { parseDuration } from '../schedules/duration.js';
-import { isoUtc } from '../schedules/windows.js';
+import { isoUtc } from '../contract/window-key.js';
 import { createMetrics } from '../workers/metrics.js';
 import { metricsText } from '../workers/probes.js';
 import type { WebDeps } from './deps.js';

@@ -11,7 +11,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { policyOf } from '../../activities/deps.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineJob } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import { findTemporalCli } from '../../scripts/temporal-cli.js';
 import { bundleWorkflows } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';

@@ -3,7 +3,8 @@
 import { doneWindows } from '../../db/ledger.js';
 import { formatDuration } from '../../schedules/duration.js';
 import type { Job } from '../../schedules/job.js';
-import { isClosed, isoUtc, windowKey, windowsInRange, type Window } from '../../schedules/windows.js';
+import { isClosed, windowsInRange, type Window } from '../../schedules/windows.js';
+import { isoUtc, windowKey } from '../../contract/window-key.js';
 import { searchAttributes } from '../../contract/search-attributes.js';
 import {
   MAX_BATCH,

@@ -1,5 +1,5 @@
 // rerun, approve, reject, reruns: run a completed window again, after an approval.
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import {
   decide,
   notAWindowStart,

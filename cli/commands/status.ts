@@ -1,7 +1,7 @@
 // status and runs: a job's recent windows (outcome, duration, counts, effects) and run records.
 import type { RunKind } from '../../db/schema.js';
 import { compactedSpans, recentRuns, recentWindows } from '../../operator/overview.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 

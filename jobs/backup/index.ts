@@ -14,7 +14,7 @@ import { pgClient } from '../../db/pg-connection.js';
 import type { Database } from '../../db/schema.js';
 import { JobDefinitionError, type JobSpec, type WindowHandler } from '../../schedules/job.js';
 import { windowIndex } from '../../schedules/window-index.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import type { Destination } from './destination.js';
 import { pgRestore, startDump, type Dump } from './pg.js';
 import { countRows } from './counts.js';

@@ -2,7 +2,7 @@
 // sessions in PostgreSQL. Each task reports what it removed; each is safe to run twice.
 import { sql } from 'kysely';
 import type { JobSpec, WindowHandler } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import { cleanTemp, rotateLog, type LogRotation, type TempCleanup } from './files.js';
 import { cleanRedis, type RedisCleanup } from './redis-cache.js';
 

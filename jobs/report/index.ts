@@ -5,7 +5,8 @@ import type { Transaction } from 'kysely';
 import { DateTime } from 'luxon';
 import type { Database } from '../../db/schema.js';
 import type { Job, JobSpec, WindowHandler } from '../../schedules/job.js';
-import { isoUtc, windowAt, type Window } from '../../schedules/windows.js';
+import { windowAt, type Window } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import { renderReport, type ReportColumn, type ReportRow } from './render.js';
 
 export interface ReportOptions extends Omit<JobSpec, 'handler' | 'seed'> {

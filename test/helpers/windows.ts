@@ -5,7 +5,7 @@ import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import type { WindowInput } from '../../contract/workflows.js';
 
 const HOUR = 3_600_000;

@@ -6,7 +6,7 @@ import { run } from '../../cli/main.js';
 import { loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

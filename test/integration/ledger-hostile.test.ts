@@ -8,7 +8,7 @@ import { withConnection } from '../../db/connection.js';
 import { createDb } from '../../db/database.js';
 import { claimWindow, finishWindow, readWatermark, watermarkOf } from '../../db/ledger.js';
 import type { JobSpec } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import type { WindowInput, WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../helpers/windows.js';

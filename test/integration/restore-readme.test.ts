@@ -15,7 +15,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Catalog } from '../../schedules/job.js';
-import { isoUtc } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startS3, type TestS3 } from '../helpers/s3.js';

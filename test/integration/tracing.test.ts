@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { trace } from '@opentelemetry/api';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { workflowsPath } from '../../workers/create-worker.js';
-import { windowKey } from '../../schedules/windows.js';
+import { windowKey } from '../../contract/window-key.js';
 import { clientInterceptors, tracing, workerTracing, workflowTracingModule } from '../../workers/tracing.js';
 import { loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';

@@ -7,7 +7,6 @@ import { describe, test } from 'node:test';
 import fc from 'fast-check';
 import {
   isAligned,
-  isoUtc,
   parseGrid,
   windowAt,
   windowEndAfter,
@@ -15,6 +14,7 @@ import {
   windowsFrom,
   type Grid,
 } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import {
   DAY,
   calendarWindowOf,

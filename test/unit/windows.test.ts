@@ -6,17 +6,15 @@ import { DateTime } from 'luxon';
 import {
   closedWindows,
   isAligned,
-  isoUtc,
   parseGrid,
   windowAt,
   windowEndAfter,
-  parseWindowKey,
-  windowKey,
   windowStartAt,
   windowsFrom,
   windowsInRange,
   type Grid,
 } from '../../schedules/windows.js';
+import { isoUtc, parseWindowKey, windowKey } from '../../contract/window-key.js';
 import { DAY, firstAtOrAfter, occurrences, segmentsOf } from '../helpers/zone-reference.js';
 
 const grid = (text: string): Grid => {

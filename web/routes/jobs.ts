@@ -12,7 +12,8 @@ import {
   RequestRefused,
 } from '../../operator/reruns.js';
 import { scheduleIdOf } from '../../schedules/sync.js';
-import { isoUtc, windowsInRange } from '../../schedules/windows.js';
+import { windowsInRange } from '../../schedules/windows.js';
+import { isoUtc } from '../../contract/window-key.js';
 import { searchAttributes } from '../../contract/search-attributes.js';
 import { MAX_BATCH } from '../../contract/workflows.js';
 import type { WebDeps } from '../deps.js';
