@@ -1,7 +1,15 @@
 // The page's sparkline of a job's recent window durations: a line oldest to newest, each failed
 // run a red dot on it, no axes (the <title> and the page's text carry the figures).
-import type { RunDuration } from '../operator/durations.js';
 import { chartSvg, svgWithTitle, type ChartOption } from './render.js';
+
+/** One window run as the sparkline draws it (operator/durations.ts reads them from the ledger). */
+export interface RunDuration {
+  window: string | null;
+  generation: number | null;
+  outcome: 'processed' | 'failed';
+  durationMs: number;
+  finishedAt: string;
+}
 
 export const SPARKLINE_SIZE = { width: 160, height: 40 };
 export const FAILED_COLOUR = '#dc2626';

@@ -2,15 +2,8 @@
 // window already done (skipped in a moment) would only flatten it, so they are left out.
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
+import type { RunDuration } from '../charts/sparkline.js';
 import { isoUtc } from '../contract/window-key.js';
-
-export interface RunDuration {
-  window: string | null;
-  generation: number | null;
-  outcome: 'processed' | 'failed';
-  durationMs: number;
-  finishedAt: string;
-}
 
 /** The last `limit` processed or failed window runs of `job`, oldest first. */
 export async function recentDurations(db: Kysely<Database>, job: string, limit = 48): Promise<RunDuration[]> {
