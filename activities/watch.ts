@@ -4,7 +4,7 @@
 import type { Client } from '@temporalio/client';
 import { readWatermark } from '../db/ledger.js';
 import type { Job } from '../schedules/job.js';
-import { scheduleIdOf } from '../schedules/sync.js';
+import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { windowAt, windowsFrom, windowStartAt } from '../schedules/windows.js';
 import { isoUtc } from '../contract/window-key.js';
 import { alerting } from './alerts.js';

@@ -7,7 +7,7 @@ import { readWatermark } from '../db/ledger.js';
 import { backupJobOf, lastDrill } from '../jobs/backup/restore.js';
 import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
-import { scheduleIdOf } from '../schedules/sync.js';
+import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { isoUtc } from '../contract/window-key.js';
 import type { LedgerRow } from './window-grid.js';
 

@@ -16,12 +16,8 @@ import type { Catalog, Job } from './job.js';
 import { isFallbackDemo } from '../config/catalog-source.js';
 import { watchQueueOf } from '../config/env.js';
 
-export const SCHEDULE_PREFIX = 'tidemark:';
-export const scheduleIdOf = (job: string): string => `${SCHEDULE_PREFIX}${job}`;
-/** Incidents that belong to no job (the watch, listing schedules) use this name; no job can have it. */
-export const SYSTEM_JOB = '_system';
-/** The watch's schedule; job names start with a letter, so it cannot collide with one. */
-export const WATCH_SCHEDULE_ID = `${SCHEDULE_PREFIX}_watch`;
+import { SCHEDULE_PREFIX, SYSTEM_JOB, WATCH_SCHEDULE_ID, scheduleIdOf } from '../contract/schedule-ids.js';
+
 const SPEC_MEMO = 'tidemarkSpec';
 
 export interface SyncPlan {

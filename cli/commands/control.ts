@@ -1,6 +1,6 @@
 // trigger, pause and resume: a job's schedule, by hand.
 import { ScheduleNotFoundError } from '@temporalio/client';
-import { scheduleIdOf } from '../../schedules/sync.js';
+import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import type { Command } from '../command.js';
 import { UsageError, type CliContext } from '../context.js';
 

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../../config/env.js';
 import { createDb, poolOf } from '../../db/database.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { scheduleIdOf } from '../../schedules/sync.js';
+import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack } from '../helpers/temporal.js';
 import { startWebServer } from '../../web/server.js';

@@ -11,7 +11,7 @@ import {
   RequestNotRecorded,
   RequestRefused,
 } from '../../operator/reruns.js';
-import { scheduleIdOf } from '../../schedules/sync.js';
+import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { windowsInRange } from '../../schedules/windows.js';
 import { isoUtc } from '../../contract/window-key.js';
 import { searchAttributes } from '../../contract/search-attributes.js';
