@@ -13,7 +13,7 @@ import { sql } from 'kysely';
 import { memoryLogger } from '../activities/logger.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
 import { defineCatalog } from '../schedules/job.js';
-import { desiredSchedule } from '../schedules/sync.js';
+import { desiredSchedule } from '../workers/schedule-sync.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { createWorker } from '../workers/create-worker.js';
 import type { TickResult } from '../contract/workflows.js';

@@ -13,7 +13,7 @@ import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js'
 import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
-import { describePlan } from '../schedules/sync.js';
+import { describePlan } from '../workers/schedule-sync.js';
 import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { isoUtc } from '../contract/window-key.js';
 import { buildDeps } from '../workers/deps.js';

@@ -10,7 +10,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import { sql } from 'kysely';
 import { CRASH_POINT, type CrashPoint } from '../activities/crash-points.js';
 import { policyOf } from '../activities/deps.js';
-import { desiredSchedule } from '../schedules/sync.js';
+import { desiredSchedule } from '../workers/schedule-sync.js';
 import { checkInvariants, type CheckResult } from '../test/helpers/invariants.js';
 import { LIVE_JOB, chaosCatalog, laneJob, laneStart } from './catalog.js';
 import { FAULT_KINDS, between, pick, planKinds, rng, type FaultKind } from './faults.js';

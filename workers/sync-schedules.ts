@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { ActivityDeps } from '../activities/deps.js';
 import { raiseNow, resolveNow } from '../activities/direct-alerts.js';
 import type { Catalog } from '../schedules/job.js';
-import { syncSchedules, type SyncPlan } from '../schedules/sync.js';
+import { syncSchedules, type SyncPlan } from './schedule-sync.js';
 import { SYSTEM_JOB } from '../contract/schedule-ids.js';
 
 export async function syncSchedulesWithAlerts(

@@ -4,7 +4,7 @@ import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisio
 import { listEffects, openIncidents } from '../../db/effects.js';
 import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
 import { formatPreview, previewJob } from '../../schedules/preview.js';
-import { describePlan } from '../../schedules/sync.js';
+import { describePlan } from '../../workers/schedule-sync.js';
 import { isoUtc } from '../../contract/window-key.js';
 import { buildDeps } from '../../workers/deps.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';

@@ -10,7 +10,7 @@ import { loadConfig } from '../../config/env.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog, type JobSpec } from '../../schedules/job.js';
 import { previewJob } from '../../schedules/preview.js';
-import { describePlan, syncSchedules } from '../../schedules/sync.js';
+import { describePlan, syncSchedules } from '../../workers/schedule-sync.js';
 import { scheduleIdOf, WATCH_SCHEDULE_ID } from '../../contract/schedule-ids.js';
 import { windowAt } from '../../schedules/windows.js';
 import type { TickResult } from '../../contract/workflows.js';

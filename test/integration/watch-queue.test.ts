@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig, pollQueues, watchQueueOf } from '../../config/env.js';
 import { openIncidents } from '../../db/effects.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { syncSchedules } from '../../schedules/sync.js';
+import { syncSchedules } from '../../workers/schedule-sync.js';
 import { WATCH_SCHEDULE_ID, scheduleIdOf } from '../../contract/schedule-ids.js';
 import { createWorker } from '../../workers/create-worker.js';
 import { startChat } from '../helpers/chat.js';

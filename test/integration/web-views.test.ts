@@ -8,7 +8,7 @@ import type { Browser } from 'playwright-core';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { syncSchedules } from '../../schedules/sync.js';
+import { syncSchedules } from '../../workers/schedule-sync.js';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { memoryLogger } from '../../activities/logger.js';
 import { defineCatalog } from '../../schedules/job.js';
-import { syncSchedules } from '../../schedules/sync.js';
+import { syncSchedules } from '../../workers/schedule-sync.js';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';

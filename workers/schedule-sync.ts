@@ -12,7 +12,7 @@ import {
 } from '@temporalio/client';
 import { AesGcmCodec, KEY_ID_METADATA } from '../codec/aes-gcm.js';
 import { searchAttributes } from '../contract/search-attributes.js';
-import type { Catalog, Job } from './job.js';
+import type { Catalog, Job } from '../schedules/job.js';
 import { isFallbackDemo } from '../config/catalog-source.js';
 import { watchQueueOf } from '../config/env.js';
 
