@@ -2,14 +2,13 @@
 // job is one entry here (and its kind's file, when it is a new kind). The entries below are the
 // demo instances `npm start` runs.
 import { join, resolve } from 'node:path';
-import { loadConfig, type Config } from '../config/env.js';
 import { defineCatalog, type Catalog } from '../schedules/job.js';
 import { localDestination } from './backup/destination.js';
 import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';
 import { seedCrm, seedEvents, seedFiles, seedPrices } from './demo.js';
 import { eventRollup } from './event-rollup.js';
-import { withHousekeeping } from './housekeeping/index.js';
+import { withHousekeeping, type HousekeepingSettings } from './housekeeping/index.js';
 import { maintenance } from './maintenance/index.js';
 import { marketplacePush } from './marketplace.js';
 import { report } from './report/index.js';
@@ -24,12 +23,18 @@ export function sibling(url: string, suffix: string): string {
   return u.toString();
 }
 
-export function buildCatalog(config: Config = loadConfig()): Catalog {
+/** The settings the demo catalog reads; config/env.ts's Config has them (config/catalog-source.ts passes it). */
+export interface DemoSettings extends HousekeepingSettings {
+  readonly DATABASE_URL: string;
+  readonly TIDEMARK_DEMO_MARKETPLACE_URL: string;
+}
+
+export function buildCatalog(config: DemoSettings): Catalog {
   const stateDir = resolve(config.TIDEMARK_STATE_DIR);
   return withHousekeeping(catalog(config, stateDir), config);
 }
 
-function catalog(config: Config, stateDir: string): Catalog {
+function catalog(config: DemoSettings, stateDir: string): Catalog {
   const crmUrl = sibling(config.DATABASE_URL, '_demo_crm');
   return defineCatalog([
     salesSummary({

@@ -4,7 +4,6 @@
 import { resolve } from 'node:path';
 import { sql } from 'kysely';
 import { z } from 'zod';
-import type { Config } from '../../config/env.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { foldCounts } from '../../db/counts.js';
 import { parseDuration } from '../../schedules/duration.js';
@@ -189,15 +188,17 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
   };
 }
 
+/** The settings housekeeping reads: config/env.ts's TIDEMARK_STATE_DIR and TIDEMARK_HOUSEKEEPING*. */
+export interface HousekeepingSettings {
+  readonly TIDEMARK_STATE_DIR: string;
+  readonly TIDEMARK_HOUSEKEEPING: 'on' | 'off';
+  readonly TIDEMARK_HOUSEKEEPING_RETENTION?: HousekeepingOptions['retention'];
+  readonly TIDEMARK_HOUSEKEEPING_BATCH_SIZE?: number;
+}
+
 /** Housekeeping as the configuration sets it (TIDEMARK_HOUSEKEEPING*), or undefined when it is off. */
 export function housekeepingFromConfig(
-  config: Pick<
-    Config,
-    | 'TIDEMARK_STATE_DIR'
-    | 'TIDEMARK_HOUSEKEEPING'
-    | 'TIDEMARK_HOUSEKEEPING_RETENTION'
-    | 'TIDEMARK_HOUSEKEEPING_BATCH_SIZE'
-  >,
+  config: HousekeepingSettings,
   overrides: Partial<HousekeepingOptions> = {},
 ): JobSpec | undefined {
   if (config.TIDEMARK_HOUSEKEEPING === 'off') return undefined;
@@ -215,7 +216,7 @@ export function housekeepingFromConfig(
  * `catalog` with the housekeeping job added, unless the configuration turns it off or the
  * catalog declares it itself (to set its options in code).
  */
-export function withHousekeeping(catalog: Catalog, config: Config): Catalog {
+export function withHousekeeping(catalog: Catalog, config: HousekeepingSettings): Catalog {
   if (catalog.has(HOUSEKEEPING_JOB)) return catalog;
   const job = housekeepingFromConfig(config);
   return job ? defineCatalog([...catalog.jobs, job]) : catalog;

@@ -34,7 +34,7 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
   assert.equal(sync.code, 0, sync.err);
   assert.ok((sync.json() as { create: string[] }).create.includes('tidemark:sales-hourly'));
   // Keep the other demo jobs quiet during the test.
-  for (const job of buildCatalog().jobs.filter((j) => j.name !== 'sales-hourly'))
+  for (const job of buildCatalog(loadConfig()).jobs.filter((j) => j.name !== 'sales-hourly'))
     assert.equal((await cli(['pause', job.name, '--reason', 'test'])).code, 0);
 
   assert.equal((await cli(['pause', 'sales-hourly', '--reason', 'database maintenance'])).code, 0);

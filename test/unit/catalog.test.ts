@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildCatalog } from '../../jobs/catalog.js';
+import { loadConfig } from '../../config/env.js';
 import {
   defaultTick,
   describeTick,
@@ -109,7 +110,7 @@ describe('defaults', () => {
     assert.equal(describeTick(defaultTick(g('1m'), 10_000)), 'every 1m at +10s (UTC)');
   });
   test('the shipped catalog is valid', () => {
-    const catalog = buildCatalog();
+    const catalog = buildCatalog(loadConfig({}));
     assert.ok(catalog.jobs.length >= 1);
     assert.ok(catalog.has('sales-hourly'));
   });
