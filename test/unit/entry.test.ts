@@ -17,7 +17,8 @@ test('the worker entry point run from a path with a space still runs (and says w
       cwd: repo,
       env: { ...process.env, TIDEMARK_LOG_LEVEL: 'verbose' },
       encoding: 'utf8',
-      timeout: 60_000,
+      // A guard against a hang, not a measure: tsx compiles the worker first, slow beside other work.
+      timeout: 240_000,
     });
     assert.equal(r.status, 1, `exit status (stdout: ${r.stdout}, stderr: ${r.stderr})`);
     assert.match(r.stdout, /TIDEMARK_LOG_LEVEL/);
