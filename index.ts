@@ -18,14 +18,12 @@ export {
 } from './schedules/job.js';
 export { CatalogSourceError, catalogPath, loadCatalog, CONFIG_FILES } from './config/catalog-source.js';
 export { loadConfig, ConfigError, type Config } from './config/env.js';
+export { describeTemporal, resolveTemporal, type TemporalSettings } from './config/temporal.js';
 export {
   connectTemporalClient,
   connectTemporalWorker,
-  describeTemporal,
-  resolveTemporal,
   TemporalConnectError,
-  type TemporalSettings,
-} from './config/temporal.js';
+} from './workers/temporal-connection.js';
 export { buildCatalog as demoCatalog } from './jobs/catalog.js';
 
 // What a handler receives and returns.

@@ -8,7 +8,7 @@ import type { Worker } from '@temporalio/worker';
 import { temporalDataConverter } from '../codec/index.js';
 import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
-import { connectTemporalClient, connectTemporalWorker } from '../config/temporal.js';
+import { connectTemporalClient, connectTemporalWorker } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { searchAttributes } from '../contract/search-attributes.js';

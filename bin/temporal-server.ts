@@ -4,7 +4,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ConfigError, type Config } from '../config/env.js';
-import { connectTemporal, describeTemporal, type TemporalSettings } from '../config/temporal.js';
+import { describeTemporal, type TemporalSettings } from '../config/temporal.js';
+import { connectTemporal } from '../workers/temporal-connection.js';
 import { findTemporalCli } from '../scripts/temporal-cli.js';
 
 export interface TemporalServer {

@@ -3,7 +3,7 @@
 import type { Client, Connection } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import { loadConfig, type Config } from '../config/env.js';
-import { connectTemporalClient } from '../config/temporal.js';
+import { connectTemporalClient } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { buildCatalog } from '../jobs/catalog.js';

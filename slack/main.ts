@@ -1,7 +1,8 @@
 // Entry point of the Slack app alone (npm run slack): for hosts that serve Slack's requests.
 import { isEntryPoint } from '../config/entry.js';
 import { loadConfig } from '../config/env.js';
-import { connectTemporalClient, describeTemporal } from '../config/temporal.js';
+import { describeTemporal } from '../config/temporal.js';
+import { connectTemporalClient } from '../workers/temporal-connection.js';
 import { directoryOf } from '../config/people.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';

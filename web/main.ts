@@ -1,7 +1,8 @@
 // `tidemark web`: the management page alone, for hosts that serve it (npm start runs it too).
 import { loadCatalog } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
-import { connectTemporalClient, describeTemporal } from '../config/temporal.js';
+import { describeTemporal } from '../config/temporal.js';
+import { connectTemporalClient } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';

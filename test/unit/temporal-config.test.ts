@@ -8,14 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { ConfigError, loadConfig, secretsOf } from '../../config/env.js';
+import { describeTemporal, resolveTemporal, temporalConnectionOptions } from '../../config/temporal.js';
 import {
   connectTemporal,
-  describeTemporal,
   explainConnectError,
-  resolveTemporal,
   TemporalConnectError,
-  temporalConnectionOptions,
-} from '../../config/temporal.js';
+} from '../../workers/temporal-connection.js';
 import { selfSigned } from '../helpers/certs.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-temporal-config-'));
@@ -457,7 +455,7 @@ test('a server that refuses the credentials (401): the message names the credent
   try {
     const failure = async (env: NodeJS.ProcessEnv, kind: 'client' | 'worker'): Promise<Error> => {
       const s = resolveTemporal({ TEMPORAL_ADDRESS: proxy.address, TEMPORAL_TLS: 'false', ...env });
-      const { connectTemporalWorker } = await import('../../config/temporal.js');
+      const { connectTemporalWorker } = await import('../../workers/temporal-connection.js');
       const connecting =
         kind === 'client'
           ? connectTemporal(s, { connectTimeout: 10_000 })
@@ -509,7 +507,7 @@ test('a plain connection to a server that speaks TLS says so and names TEMPORAL_
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const address = `127.0.0.1:${(server.address() as { port: number }).port}`;
   try {
-    const { connectTemporalWorker } = await import('../../config/temporal.js');
+    const { connectTemporalWorker } = await import('../../workers/temporal-connection.js');
     const s = resolveTemporal({ TEMPORAL_ADDRESS: address });
     for (const connecting of [
       () => connectTemporal(s, { connectTimeout: 5_000 }),
