@@ -2,7 +2,7 @@
 // baseline measured in the same run and the ratio to it.
 import { readFileSync } from 'node:fs';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { findTemporalCli } from '../scripts/temporal-cli.js';
+import { findTemporalCli } from '../bin/temporal-cli.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 
 export interface Figure {

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { ConfigError, type Config } from '../config/env.js';
 import { describeTemporal, type TemporalSettings } from '../config/temporal.js';
 import { connectTemporal } from '../workers/temporal-connection.js';
-import { findTemporalCli } from '../scripts/temporal-cli.js';
+import { findTemporalCli } from './temporal-cli.js';
 
 export interface TemporalServer {
   address: string;

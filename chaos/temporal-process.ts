@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
-import { findTemporalCli } from '../scripts/temporal-cli.js';
+import { findTemporalCli } from '../bin/temporal-cli.js';
 import { freePort } from '../test/helpers/net.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { alive, mark, ownedTempDir, sweepLeftovers } from './leftovers.js';

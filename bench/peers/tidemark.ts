@@ -12,7 +12,7 @@ import { policyOf } from '../../activities/deps.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineJob } from '../../schedules/job.js';
 import { isoUtc } from '../../contract/window-key.js';
-import { findTemporalCli } from '../../scripts/temporal-cli.js';
+import { findTemporalCli } from '../../bin/temporal-cli.js';
 import { bundleWorkflows } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
 import { spawnReady } from '../../test/helpers/spawn.js';

@@ -3,7 +3,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, connect, type Server } from 'node:net';
 import { CreateBucketCommand, S3Client } from '@aws-sdk/client-s3';
-import { ensureVenvProgram, MOTO_SPEC } from '../../scripts/temporal-cli.js';
+import { ensureVenvProgram, MOTO_SPEC } from '../../bin/temporal-cli.js';
 import { freePort } from './net.js';
 
 export interface TestS3 {

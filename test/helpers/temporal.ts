@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities/index.js';
-import { findTemporalCli } from '../../scripts/temporal-cli.js';
+import { findTemporalCli } from '../../bin/temporal-cli.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
 import type { ActivityPolicy, TickResult, WindowResult } from '../../contract/workflows.js';

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../config/env.js';
 import { directoryOf, nameOfSlackUser, requesterProblem } from '../../config/people.js';
 import { DatabaseError, ensureDatabase, redactUrl } from '../../db/database.js';
-import { findTemporalCli, TemporalCliMissingError } from '../../scripts/temporal-cli.js';
+import { findTemporalCli, TemporalCliMissingError } from '../../bin/temporal-cli.js';
 
 test('defaults when nothing is set', () => {
   const c = loadConfig({});
