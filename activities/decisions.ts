@@ -4,7 +4,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { closeIncident, decideEffect, getEffect, leaseLeftMs, settleEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
-import { raiseNow, resolveNow } from './direct-alerts.js';
+import { deliverNow, raiseNow, resolveNow } from './direct-alerts.js';
 import { EFFECT_FAILURE, effectActivities, type EffectResult } from './effects.js';
 
 export class DecisionError extends Error {
@@ -70,13 +70,16 @@ export async function decideUnknownEffect(
  * is unknown here (no Temporal retry follows to ask; the next decision does).
  */
 async function performByHand(deps: ActivityDeps, key: string): Promise<EffectResult> {
-  return await effectActivities(deps)
+  const result: EffectResult = await effectActivities(deps)
     .performEffect({ key })
     .catch((err: unknown) => {
       if (err instanceof ApplicationFailure && err.type === EFFECT_FAILURE.inDoubt)
         return { key, outcome: 'unknown' as const, providerId: null, error: err.message };
       throw err;
     });
+  // Found sent twice: the finding's alert goes out from here, as the window's would from its workflow.
+  if (result.alerts) await deliverNow(deps, result.alerts);
+  return result;
 }
 
 /** A new incident and a new alert: the open one already alerted, and a repeat would stay silent. */

@@ -4,13 +4,17 @@ import { alerting, type RaiseInput } from './alerts.js';
 import type { ActivityDeps } from './deps.js';
 import { effectActivities } from './effects.js';
 
-/** Performs deliveries here; a failed one is logged and stays recorded on its effect row. */
+/**
+ * Performs deliveries here; a failed one is logged and stays recorded on its effect row. A
+ * delivery found sent twice hands back its finding's own alert, delivered here too.
+ */
 export async function deliverNow(deps: ActivityDeps, keys: readonly string[]): Promise<void> {
   const { performEffect } = effectActivities(deps);
   for (const key of keys) {
-    await performEffect({ key }).catch((err: unknown) =>
+    const result = await performEffect({ key }).catch((err: unknown) =>
       deps.logger.error(`ALERT delivery ${key} failed: ${(err as Error).message}`),
     );
+    if (result?.alerts) await deliverNow(deps, result.alerts);
   }
 }
 

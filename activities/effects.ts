@@ -13,9 +13,9 @@ import {
   settleEffect,
   type EffectRow,
 } from '../db/effects.js';
+import { alerting } from './alerts.js';
 import { beginPointOf, CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
-import { raiseNow } from './direct-alerts.js';
 import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
 import { effectSpan, labelEffect } from './tracing.js';
 
@@ -24,6 +24,12 @@ export interface EffectResult {
   readonly outcome: 'done' | 'already-done' | 'unknown' | 'skipped';
   readonly providerId: string | null;
   readonly error: string | null;
+  /**
+   * Effect keys of alert deliveries for a finding this attempt recorded (the effect was performed
+   * twice). The caller delivers them like every other alert: a workflow through its activities,
+   * a process such as the CLI with deliverNow.
+   */
+  readonly alerts?: readonly string[];
 }
 
 export const EFFECT_FAILURE = Object.freeze({
@@ -152,9 +158,10 @@ export function effectActivities(deps: ActivityDeps) {
 
   /**
    * This attempt's send succeeded, and the effect was done already. If another attempt's own send
-   * did it (not a status check confirming this one), it was performed twice: a person hears it.
+   * did it (not a status check confirming this one), it was performed twice: the finding is
+   * recorded, and the deliveries of its alert are returned for the caller to perform.
    */
-  async function doneAlready(row: EffectRow, fence: number): Promise<void> {
+  async function doneAlready(row: EffectRow, fence: number): Promise<readonly string[]> {
     const others = await db
       .selectFrom('effect_attempts')
       .select('fence')
@@ -164,18 +171,22 @@ export function effectActivities(deps: ActivityDeps) {
       .execute();
     if (others.length === 0) {
       logger.warn(`EFFECT done key=${row.effect_key} by attempt ${fence}, confirmed already by the provider`);
-      return;
+      return [];
     }
     const error = `effect ${row.effect_key} was performed twice: by attempt ${fence} and by attempt ${others.map((o) => o.fence).join(', ')} (a lease that passed while an attempt was still sending, a resend, or a status URL that lagged)`;
     logger.error(`EFFECT sent twice key=${row.effect_key}: ${error}`);
-    await raiseNow(deps, {
-      job: row.job,
-      subject: `${row.effect_key}:sent-twice`,
-      kind: 'finding',
-      error,
-    }).catch((err: unknown) =>
-      logger.error(`EFFECT sent twice key=${row.effect_key}: alert failed: ${(err as Error).message}`),
-    );
+    try {
+      const { deliveries } = await alerting(deps).activities.raiseIncident({
+        job: row.job,
+        subject: `${row.effect_key}:sent-twice`,
+        kind: 'finding',
+        error,
+      });
+      return deliveries;
+    } catch (err) {
+      logger.error(`EFFECT sent twice key=${row.effect_key}: alert failed: ${(err as Error).message}`);
+      return [];
+    }
   }
 
   /**
@@ -347,11 +358,17 @@ export function effectActivities(deps: ActivityDeps) {
     await deps.hooks?.afterEffect?.(row.effect_key);
     await reached(deps, CRASH_POINT.afterProvider, row.effect_key);
     const kept = await settleDone(row, fence, startedAt, sent, lease);
-    if (!kept) await doneAlready(row, fence);
+    const alerts = kept ? [] : await doneAlready(row, fence);
     logger.info(
       `EFFECT done key=${row.effect_key} channel=${row.channel} provider-id=${sent.providerId ?? '-'}`,
     );
-    return { key: row.effect_key, outcome: 'done', providerId: sent.providerId, error: null };
+    return {
+      key: row.effect_key,
+      outcome: 'done',
+      providerId: sent.providerId,
+      error: null,
+      ...(alerts.length > 0 ? { alerts } : {}),
+    };
   }
 
   return {

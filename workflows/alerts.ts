@@ -19,7 +19,18 @@ const delivery = proxyActivities<Activities>({
 
 export async function deliver(keys: readonly string[] | undefined): Promise<void> {
   if (!keys || keys.length === 0) return;
-  await Promise.allSettled(keys.map((key) => delivery.performEffect({ key })));
+  const results = await Promise.allSettled(keys.map((key) => delivery.performEffect({ key })));
+  await deliver(findingAlerts(results));
+}
+
+/**
+ * The alerts of findings that effect attempts recorded (an effect performed twice), for the
+ * caller to deliver like every other alert.
+ */
+export function findingAlerts(
+  results: readonly PromiseSettledResult<{ readonly alerts?: readonly string[] }>[],
+): readonly string[] {
+  return results.flatMap((r) => (r.status === 'fulfilled' ? (r.value.alerts ?? []) : []));
 }
 
 /** One attempt each at alerts that were not delivered before; the watch spaces the next ones out. */
@@ -29,7 +40,8 @@ const redelivery = proxyActivities<Activities>({
 });
 
 export async function redeliver(keys: readonly string[]): Promise<void> {
-  await Promise.allSettled(keys.map((key) => redelivery.performEffect({ key })));
+  const results = await Promise.allSettled(keys.map((key) => redelivery.performEffect({ key })));
+  await deliver(findingAlerts(results));
 }
 
 export async function raise(input: RaiseInput): Promise<void> {

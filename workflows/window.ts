@@ -108,6 +108,7 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
     try {
       const r = await performEffect({ key: effectKey });
       effectOutcomes.push({ key: effectKey, outcome: r.outcome, error: r.error });
+      await deliver(r.alerts);
       if (r.outcome === 'unknown') {
         await raise({
           job: input.job,

@@ -765,7 +765,7 @@ test('review: an effect whose attempt died (an operator\'s resend killed mid-sen
   assert.equal((await effectRow(t.db, live)).status, 'begun');
 });
 
-test('review: a send known to have happened twice (a lagging status URL said "absent") is alerted, not only logged', () =>
+test('a send known to have happened twice is recorded as a finding whose alert the caller delivers', () =>
   withApi(async (api) => {
     const key = 'edges/review-known-twice:push';
     await recordHttp(api, key, { statusUrl: true });
@@ -774,10 +774,25 @@ test('review: a send known to have happened twice (a lagging status URL said "ab
     await expireLease(key);
     const alertsSince = watchAlerts();
     // Another worker finds the lease passed, asks the status URL (it lags: 404) and sends again.
-    assert.equal((await perform(key)).outcome, 'done');
+    const second = await perform(key);
+    assert.equal(second.outcome, 'done');
+    assert.equal(second.alerts, undefined, 'the attempt that sent second found nothing twice');
     answer();
-    assert.equal((await first).outcome, 'done');
+    const late = await first;
+    assert.equal(late.outcome, 'done');
     assert.equal(api.posts.length, 2, 'the target received it twice');
+    // The finding is recorded, and its alert handed back: the effect activity sends no alert itself.
+    const incident = await t.db
+      .selectFrom('incidents')
+      .select(['kind', 'last_error'])
+      .where('subject', '=', `${key}:sent-twice`)
+      .executeTakeFirstOrThrow();
+    assert.equal(incident.kind, 'finding');
+    assert.match(incident.last_error, /performed twice/);
+    assert.deepEqual(alertsSince(), [], 'no alert sent from inside the effect activity');
+    assert.equal(late.alerts?.length, 1, inspect(late));
+    // The caller (a workflow, or deliverNow in a process) delivers it like every other alert.
+    for (const delivery of late.alerts!) assert.equal((await perform(delivery)).outcome, 'done');
     const alerts = alertsSince();
     assert.equal(alerts.filter((m) => m.includes(key) && /twice/.test(m)).length, 1, inspect(alerts));
   }));
