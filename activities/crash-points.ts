@@ -2,7 +2,6 @@
 // no window or effect is lost or repeated whatever instant a process dies at. They are reached
 // only through the injected `deps.hooks.crashPoint`; production wiring never installs it, so
 // in production each is one optional call that does nothing.
-import type { ActivityDeps } from './deps.js';
 
 export const CRASH_POINT = Object.freeze({
   /** A window attempt resolved its window, before its transaction claims it. */
@@ -38,7 +37,12 @@ const isAlertDelivery = (effectKey: string): boolean => effectKey.startsWith('al
 export const beginPointOf = (effectKey: string): CrashPoint =>
   isAlertDelivery(effectKey) ? CRASH_POINT.inAlertDelivery : CRASH_POINT.afterBegin;
 
+/** The test seam as the activities' dependencies carry it (ActivityDeps.hooks.crashPoint). */
+export interface CrashSeam {
+  readonly hooks?: { crashPoint?: (point: CrashPoint, key: string) => Promise<void> | void };
+}
+
 /** Reports reaching `point` (for `key`) to the test seam, if one is installed. */
-export async function reached(deps: ActivityDeps, point: CrashPoint, key: string): Promise<void> {
+export async function reached(deps: CrashSeam, point: CrashPoint, key: string): Promise<void> {
   await deps.hooks?.crashPoint?.(point, key);
 }

@@ -1,7 +1,6 @@
 // People: one name per person across the CLI (--by or $USER), the management page and Slack
 // (configured as name=SlackUserId), so a requester is recognised whichever way they decide.
 // Requester and approver are recorded by name; a Slack user without a name is nobody.
-import type { Config } from './env.js';
 
 export interface Person {
   readonly name: string;
@@ -48,7 +47,10 @@ export function parsePeople(text: string | undefined, pairsOnly: boolean): Perso
  * The directory of a configuration; throws when one name has two Slack ids, one id two names, or
  * two names differ only in case.
  */
-export function directoryOf(config: Pick<Config, 'TIDEMARK_APPROVERS' | 'TIDEMARK_PEOPLE'>): Directory {
+export function directoryOf(config: {
+  readonly TIDEMARK_APPROVERS: readonly Person[];
+  readonly TIDEMARK_PEOPLE: readonly Person[];
+}): Directory {
   const byName = new Map<string, Person>();
   for (const p of [...config.TIDEMARK_APPROVERS, ...config.TIDEMARK_PEOPLE]) {
     const known = byName.get(p.name);
