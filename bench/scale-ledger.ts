@@ -2,7 +2,7 @@
 // generate_series (three years of a minutely job and two hourly ones, their run records, effects,
 // attempts, incidents, quarantine), a named list of operations that call the real functions, and
 // a capture of the statements each one sends (pg's query, patched while it runs) to run again
-// under EXPLAIN. Shared by test/integration/scale.test.ts (plans and buffers) and bench/scale.ts
+// under EXPLAIN. Shared by test/system/scale.test.ts (plans and buffers) and bench/scale.ts
 // (time). A new hot query is one more entry in `operations`.
 import type { Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
