@@ -87,7 +87,7 @@ test('the tidemark command and the npm scripts stop at once on a Node.js below e
   }
   const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
   // Inline, not in pre-scripts alone: npm skips pre-scripts under ignore-scripts.
-  for (const name of ['start', 'test', 'test:smoke'])
+  for (const name of ['start', 'test', 'test:system', 'test:smoke'])
     assert.match(scripts[name]!, /^node bin\/node-check\.js && /, `npm run ${name} checks first`);
   assert.ok(pkg.files.includes('bin/node-check.js'), 'the package carries the check its command runs');
 });
