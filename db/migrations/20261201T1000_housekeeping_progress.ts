@@ -12,7 +12,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     primary key (window_key, tbl)
   )`.execute(db);
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  await sql`drop table housekeeping_progress`.execute(db);
-}

@@ -21,8 +21,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     db,
   );
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  await sql`drop index incidents_subject_idx`.execute(db);
-  await sql`drop index job_runs_kind_id_idx`.execute(db);
-}

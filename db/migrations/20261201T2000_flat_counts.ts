@@ -158,16 +158,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`insert into effect_counts (status, channel, n)
     select status, channel, count(*) from effects group by status, channel`.execute(db);
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const op of ['insert', 'update', 'delete']) {
-    await sql`drop trigger ${sql.raw(`job_windows_count_${op}`)} on job_windows`.execute(db);
-    await sql`drop trigger ${sql.raw(`effects_count_${op}`)} on effects`.execute(db);
-  }
-  await sql`drop function tidemark_count_windows()`.execute(db);
-  await sql`drop function tidemark_count_effects()`.execute(db);
-  await sql`drop function tidemark_fold_window_counts(text)`.execute(db);
-  await sql`drop function tidemark_fold_effect_counts()`.execute(db);
-  await sql`drop table job_window_counts`.execute(db);
-  await sql`drop table effect_counts`.execute(db);
-}

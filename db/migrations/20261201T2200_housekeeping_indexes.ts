@@ -20,13 +20,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   );
   await sql`create index if not exists quarantine_created_idx on quarantine (created_at)`.execute(db);
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const index of [
-    'quarantine_created_idx',
-    'incidents_closed_idx',
-    'effect_attempts_finished_idx',
-    'job_runs_finished_idx',
-  ])
-    await sql`drop index ${sql.id(index)}`.execute(db);
-}

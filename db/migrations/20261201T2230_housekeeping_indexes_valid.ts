@@ -22,7 +22,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   for (const [name, def] of Object.entries(INDEXES))
     await sql`create index if not exists ${sql.id(name)} ${sql.raw(def)}`.execute(db);
 }
-
-export async function down(): Promise<void> {
-  // Nothing to undo: 20261201T2200's down drops the indexes.
-}

@@ -62,11 +62,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
   await sql`insert into job_span_backlog (job, span_start, span_end, sign)
             select job, span_start, span_end, 1 from job_done_spans`.execute(db);
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  for (const op of ['insert', 'update', 'delete']) {
-    await sql`drop trigger ${sql.raw(`job_done_spans_backlog_${op}`)} on job_done_spans`.execute(db);
-  }
-  await sql`drop function tidemark_span_backlog()`.execute(db);
-  await sql`drop table job_span_backlog`.execute(db);
-}

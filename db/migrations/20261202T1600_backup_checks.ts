@@ -23,8 +23,3 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await sql`create index backup_checks_job_kind_at_idx on backup_checks (job, kind, at desc)`.execute(db);
 }
-
-export async function down(db: Kysely<unknown>): Promise<void> {
-  await db.schema.dropTable('backup_checks').execute();
-  await db.schema.alterTable('backups').dropColumn('key_id').dropColumn('dumped_at').execute();
-}

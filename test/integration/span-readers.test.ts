@@ -1,7 +1,6 @@
 // Done spans, second review: readers that must not lose a compacted window (the status command, effects
 // in doubt, a rerun's preview of the sales summary), compaction not starved by a busy job's current
-// windows (the claim takes the span lock only for windows that could be in a span), and a down
-// migration that refuses to drop spans (done markers) it would lose.
+// windows (the claim takes the span lock only for windows that could be in a span).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
@@ -14,7 +13,6 @@ import { effectsInDoubt } from '../../operator/effects.js';
 import { defineCatalog, type WindowContext } from '../../schedules/job.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, salesJob } from '../helpers/jobs.js';
-import { migrateTo } from '../helpers/schema-catalog.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -241,39 +239,4 @@ test('a rerun (its preview) of a compacted sales window replaces generation 0, n
     .where('job', '=', job)
     .executeTakeFirstOrThrow();
   assert.deepEqual([Number(day.order_count), Number(day.total)], [2, 15], 'the day counts its orders once');
-});
-
-test('the done spans migration will not go down while spans hold done markers', async () => {
-  const d = await createTestDb();
-  try {
-    await d.db
-      .insertInto('job_done_spans')
-      .values([
-        { job: 'a', span_start: at(0), span_end: at(5) },
-        { job: 'b', span_start: at(0), span_end: at(9) },
-      ])
-      .execute();
-    await assert.rejects(migrateTo(d.db, '20261201T0400_job_runs_window_idx'), (err: Error) => {
-      assert.match(err.message, /job_done_spans holds 2 spans/);
-      assert.match(err.message, /done markers/);
-      return true;
-    });
-    const fn = await sql<{ def: string }>`
-      select pg_get_functiondef('tidemark_claim_window'::regproc) as def`.execute(d.db);
-    assert.match(fn.rows[0]!.def, /job_done_spans/, 'the claim still reads the spans');
-    assert.equal(
-      (await d.db.selectFrom('job_done_spans').select('job').execute()).length,
-      2,
-      'the spans are kept',
-    );
-    await d.db.deleteFrom('job_done_spans').execute();
-    await migrateTo(d.db, '20261201T0400_job_runs_window_idx');
-    const left = await sql<{ t: string | null }>`select to_regclass('job_done_spans')::text as t`.execute(
-      d.db,
-    );
-    assert.equal(left.rows[0]!.t, null, 'with no spans it goes down');
-    await migrateTo(d.db, 'latest');
-  } finally {
-    await d.drop();
-  }
 });
