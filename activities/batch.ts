@@ -4,7 +4,7 @@
 // a later attempt (the worker died) resumes after the last window it heard of, and windows done
 // since then answer `already-done` from the ledger. Anything with follow-up work (effects or
 // alerts to drive, a failure to retry and alert) is left to the window's own workflow.
-import { Context } from '@temporalio/activity';
+import type { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
 import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
 import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../contract/workflows.js';
@@ -12,20 +12,13 @@ import type { ActivityDeps } from './deps.js';
 import { noMetrics } from './metrics.js';
 import { jobOrFail } from './plan.js';
 import { windowActivities } from './window.js';
+import { activityContext } from './context.js';
 
 /** How often the batch tells Temporal it is alive (the SDK sends at most one per throttle interval). */
 const BEAT_MS = 1_000;
 
-function activityContext(): Context | null {
-  try {
-    return Context.current();
-  } catch {
-    return null;
-  }
-}
-
 /** The outcomes heartbeated by an earlier attempt of this batch, if they fit it. */
-function resumed(ctx: Context | null, input: BatchInput): BatchOutcome[] {
+function resumed(ctx: Context | undefined, input: BatchInput): BatchOutcome[] {
   const details = ctx?.info.heartbeatDetails as { outcomes?: BatchOutcome[] } | undefined;
   const outcomes = Array.isArray(details?.outcomes) ? details.outcomes : [];
   const fits =

@@ -3,7 +3,6 @@
 // outcome, resolved by the provider's idempotency where it has one, else by the declared
 // policy (`ask`: no automatic resend, an operator decides). Racing attempts are fenced: every
 // change of state raises the fence, and acting needs a claim on the fence that was read.
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import {
   claimEffect,
@@ -18,6 +17,7 @@ import { beginPointOf, CRASH_POINT, reached } from './crash-points.js';
 import type { ActivityDeps } from './deps.js';
 import { EffectError, type CallOptions, type Provider } from './notify/provider.js';
 import { effectSpan, labelEffect } from './tracing.js';
+import { activityContext } from './context.js';
 
 export interface EffectResult {
   readonly key: string;
@@ -50,11 +50,7 @@ const CHANGED = Symbol('changed');
 const DEFAULT_LEASE_MS = 60_000;
 
 function leaseMs(): number {
-  try {
-    return Context.current().info.startToCloseTimeoutMs || DEFAULT_LEASE_MS;
-  } catch {
-    return DEFAULT_LEASE_MS;
-  }
+  return activityContext()?.info.startToCloseTimeoutMs || DEFAULT_LEASE_MS;
 }
 
 /**

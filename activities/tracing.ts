@@ -2,9 +2,9 @@
 // and a child span per external effect. Keys, names and outcomes only: never a request, a reply or
 // an error's text. With tracing off the global tracer is OpenTelemetry's no-op: nothing is kept.
 import { SpanStatusCode, trace, type Attributes, type Span } from '@opentelemetry/api';
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { SPAN_ATTR } from '../contract/span-attributes.js';
+import { activityContext } from './context.js';
 
 const tracer = trace.getTracer('tidemark');
 
@@ -13,11 +13,7 @@ const failureType = (err: unknown): string =>
   err instanceof ApplicationFailure && err.type ? err.type : err instanceof Error ? err.name : 'Error';
 
 function runningActivity(): string | undefined {
-  try {
-    return Context.current().info.activityType;
-  } catch {
-    return undefined;
-  }
+  return activityContext()?.info.activityType;
 }
 
 async function within<T extends { outcome: string }>(

@@ -1,7 +1,6 @@
 // The window activity: the job's handler, the window's done marker and the watermark advance,
 // committed in one transaction. Two attempts racing produce one effect; the loser reports
 // `already-done` and changes nothing.
-import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
 import { sealedTransaction, withConnection } from '../db/connection.js';
@@ -41,16 +40,13 @@ import { CLOCK_SKEW_TOLERANCE_MS, FAILURE, badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 import { activitySpan } from './tracing.js';
 import { windowAttributes } from '../contract/span-attributes.js';
+import { activityContext } from './context.js';
 
 /** Activity heartbeats when running under Temporal; a no-op when called directly or as a local activity. */
 function heartbeater(): (details?: unknown) => void {
-  try {
-    const ctx = Context.current();
-    if (ctx.info.isLocal) return () => undefined;
-    return (details) => ctx.heartbeat(details);
-  } catch {
-    return () => undefined;
-  }
+  const ctx = activityContext();
+  if (!ctx || ctx.info.isLocal) return () => undefined;
+  return (details) => ctx.heartbeat(details);
 }
 
 function attemptInfo(): {
@@ -59,17 +55,14 @@ function attemptInfo(): {
   runId: string | null;
   isLocal: boolean;
 } {
-  try {
-    const info = Context.current().info;
-    return {
-      attempt: info.attempt,
-      workflowId: info.workflowExecution?.workflowId ?? null,
-      runId: info.workflowExecution?.runId ?? null,
-      isLocal: info.isLocal,
-    };
-  } catch {
-    return { attempt: 1, workflowId: null, runId: null, isLocal: false };
-  }
+  const info = activityContext()?.info;
+  if (!info) return { attempt: 1, workflowId: null, runId: null, isLocal: false };
+  return {
+    attempt: info.attempt,
+    workflowId: info.workflowExecution?.workflowId ?? null,
+    runId: info.workflowExecution?.runId ?? null,
+    isLocal: info.isLocal,
+  };
 }
 
 /** The fields every outcome line carries besides its text. */
