@@ -187,25 +187,6 @@ test("a query issued before connect() resolves is answered after allow's second 
   }
 });
 
-test("allow's second (TLS) connection keeps what was set on the client before connect(): type parsers, listeners", async () => {
-  // The private cluster refuses plain connections to postgres: allow's plain attempt fails, TLS follows.
-  const c = pgClient(`postgres://postgres@127.0.0.1:${cluster.port}/postgres?sslmode=allow`);
-  c.setTypeParser(pg.types.builtins.INT4, (v) => `int4 ${v}`);
-  const notices: string[] = [];
-  c.on('notice', (n) => notices.push(n.message ?? ''));
-  await within('connect()', c.connect());
-  try {
-    const { rows } = await c.query<{ n: string; ssl: boolean }>(
-      'select 7::int4 as n, ssl from pg_stat_ssl where pid = pg_backend_pid()',
-    );
-    assert.deepEqual(rows[0], { n: 'int4 7', ssl: true });
-    await c.query(`do $$ begin raise notice 'still listening'; end $$`);
-    assert.deepEqual(notices, ['still listening']);
-  } finally {
-    await c.end();
-  }
-});
-
 test('prefer whose TLS fails verification goes on in plain on a new connection (as libpq), queued work included', async () => {
   // template1 takes TLS and plain; the root certificate given does not match the server's.
   const u = `postgres://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&sslrootcert=${wrongCa}`;
