@@ -18,13 +18,11 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { localDestination } from '../jobs/backup/destination.js';
 import { databaseBackup } from '../jobs/backup/index.js';
-import {
-  backupJobOf,
-  listBackups,
-  restoreBackup,
-  verifyBackup,
-  writePlainDump,
-} from '../jobs/backup/restore.js';
+import { listBackups } from '../jobs/backup/listing.js';
+import { writePlainDump } from '../jobs/backup/plain-dump.js';
+import { backupJobOf } from '../jobs/backup/registry.js';
+import { restoreBackup } from '../jobs/backup/restore.js';
+import { verifyBackup } from '../jobs/backup/verify.js';
 import { defineCatalog } from '../schedules/job.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { figure, type Figure } from './figures.js';

@@ -4,19 +4,13 @@
 import { resolve } from 'node:path';
 import { INCIDENT_KIND } from '../../activities/alerts.js';
 import { raiseNow, resolveNow } from '../../activities/direct-alerts.js';
-import {
-  backupJobOf,
-  listBackups,
-  pickBackup,
-  restoreBackup,
-  runDrill,
-  verifyBackup,
-  writePlainDump,
-  type BackupJob,
-  type BackupRecord,
-  type Progress,
-} from '../../jobs/backup/restore.js';
-import { DRILL_SUBJECT } from '../../jobs/backup/registry.js';
+import type { Progress } from '../../jobs/backup/checked-stream.js';
+import { runDrill } from '../../jobs/backup/drill.js';
+import { listBackups, pickBackup, type BackupRecord } from '../../jobs/backup/listing.js';
+import { writePlainDump } from '../../jobs/backup/plain-dump.js';
+import { backupJobOf, DRILL_SUBJECT, type BackupJob } from '../../jobs/backup/registry.js';
+import { restoreBackup } from '../../jobs/backup/restore.js';
+import { verifyBackup } from '../../jobs/backup/verify.js';
 import { buildDeps } from '../../workers/deps.js';
 import type { Command } from '../command.js';
 import { EXIT, table, UsageError, type CliContext } from '../context.js';

@@ -20,7 +20,7 @@ import { pgRestore, startDump, type Dump } from './pg.js';
 import { countRows } from './counts.js';
 import { backupKeys, type BackupKeySource } from './keys.js';
 import { DRILL_FAILED, DRILL_SUBJECT, registerBackupJob } from './registry.js';
-import { exclusively, refuseSourceAsScratch } from './restore.js';
+import { exclusively, refuseSourceAsScratch } from './target.js';
 import { decryptor, Digest, encryptor, type KeyLookup } from './streams.js';
 
 export interface BackupOptions extends Omit<JobSpec, 'handler' | 'seed'> {

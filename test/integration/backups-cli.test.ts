@@ -326,8 +326,10 @@ test('an interrupted restore (Ctrl-C) stops pg_restore, drops the database it cr
     );
     const catalog = defineCatalog([backupJob('bk-int', { database: big.url })]);
     await backUp(catalog, 'bk-int', 0);
-    const { backupJobOf, listBackups, restoreBackup, writePlainDump } =
-      await import('../../jobs/backup/restore.js');
+    const { backupJobOf } = await import('../../jobs/backup/registry.js');
+    const { listBackups } = await import('../../jobs/backup/listing.js');
+    const { restoreBackup } = await import('../../jobs/backup/restore.js');
+    const { writePlainDump } = await import('../../jobs/backup/plain-dump.js');
     const bj = backupJobOf(catalog.get('bk-int'))!;
     const [rec] = await listBackups(ledger.db, 'bk-int');
     assert.ok(rec!.bytes > 512 * 1024, `${rec!.bytes} bytes: several chunks`);

@@ -20,7 +20,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { databaseBackup, keepSet, type BackupOptions } from '../../jobs/backup/index.js';
 import { localDestination, s3Destination } from '../../jobs/backup/destination.js';
 import { pgRestore, startDump } from '../../jobs/backup/pg.js';
-import { lastDrill } from '../../jobs/backup/restore.js';
+import { lastDrill } from '../../jobs/backup/drill.js';
 import { decryptor } from '../../jobs/backup/streams.js';
 import { defineCatalog } from '../../schedules/job.js';
 import type { WindowRunResult } from '../../contract/workflows.js';

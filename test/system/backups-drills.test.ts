@@ -16,7 +16,7 @@ import { CliContext } from '../../cli/context.js';
 import { loadConfig } from '../../config/env.js';
 import { localDestination, type Destination } from '../../jobs/backup/destination.js';
 import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
-import { lastDrill } from '../../jobs/backup/restore.js';
+import { lastDrill } from '../../jobs/backup/drill.js';
 import { previousRelease } from '../../db/migrations/releases.js';
 import { defineCatalog, type Catalog } from '../../schedules/job.js';
 import { capturedIo } from '../helpers/cli-io.js';

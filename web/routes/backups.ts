@@ -1,17 +1,14 @@
 // A backup job's backups for the page, and Verify. Restore stays a CLI operation (it writes into a
 // database the page should not be able to reach): the page shows the exact command to run. The
-// data and the checks are jobs/backup/restore.ts, the same code as `tidemark backups list|verify`.
+// data and the checks are jobs/backup/listing.ts and verify.ts, the same code as `tidemark backups
+// list|verify`.
 // Registered inside the authenticated scope (web/server.ts: session, and CSRF for the POST).
 import type { FastifyInstance } from 'fastify';
 import { redactorFromConfig } from '../../workers/channels.js';
-import {
-  backupJobOf,
-  lastDrill,
-  listBackups,
-  verifyBackup,
-  VerifyAbortedError,
-  type BackupJob,
-} from '../../jobs/backup/restore.js';
+import { lastDrill } from '../../jobs/backup/drill.js';
+import { listBackups } from '../../jobs/backup/listing.js';
+import { backupJobOf, type BackupJob } from '../../jobs/backup/registry.js';
+import { verifyBackup, VerifyAbortedError } from '../../jobs/backup/verify.js';
 import { UnknownJobError, type Job } from '../../schedules/job.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
