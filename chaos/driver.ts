@@ -16,6 +16,7 @@ import { LIVE_JOB, chaosCatalog, laneJob, laneStart } from './catalog.js';
 import { FAULT_KINDS, between, pick, planKinds, rng, type FaultKind } from './faults.js';
 import { emptyFigures, percentile, type ChaosResults, type KindFigures } from './report.js';
 import { TASK_QUEUE, startStack, type Stack } from './stack.js';
+import { Mutex, persist, until } from './waits.js';
 
 export interface ChaosOptions {
   /** Faults to inject (the run ends when it has); ignored by a soak run. */
@@ -50,54 +51,6 @@ const iso = (d: Date): string => d.toISOString().replace('.000Z', 'Z');
 interface Win {
   start: Date;
   end: Date;
-}
-
-/** Serialises the faults that stop a whole server, and partitions (at most one host at a time). */
-class Mutex {
-  private tail = Promise.resolve();
-  async run<T>(fn: () => Promise<T>): Promise<T> {
-    const prev = this.tail;
-    let release!: () => void;
-    this.tail = new Promise<void>((r) => (release = r));
-    await prev;
-    try {
-      return await fn();
-    } finally {
-      release();
-    }
-  }
-}
-
-/** Retries `fn` while a server it needs is down (a restart in progress), up to `ms`. */
-async function persist<T>(what: string, fn: () => Promise<T>, ms = 120_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    try {
-      return await fn();
-    } catch (err) {
-      if (Date.now() > deadline) throw new Error(`${what}: ${(err as Error).message}`, { cause: err });
-      await sleep(500);
-    }
-  }
-}
-
-async function until<T>(
-  what: string,
-  ms: number,
-  probe: () => Promise<T | undefined>,
-): Promise<T | undefined> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    let v: T | undefined;
-    try {
-      v = await probe();
-    } catch {
-      v = undefined; // a server restarting: try again
-    }
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) return undefined;
-    await sleep(100);
-  }
 }
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResults> {
