@@ -337,12 +337,114 @@ class Run {
     return rows.rows.map((r) => r.application_name.replace('tidemark-chaos-', ''));
   }
 
+  /** The crash point armed before the round's work starts, if its kind arms one then. */
+  private async armFor(point: CrashPoint | undefined, job: string): Promise<string | undefined> {
+    return point === CRASH_POINT.inAlertDelivery
+      ? await this.arm(CRASH_POINT.afterBegin, job) // the e-mail in doubt whose incident alerts
+      : point && point !== CRASH_POINT.backfillPage
+        ? await this.arm(point, job)
+        : undefined;
+  }
+
+  /** One host's clock moved 1 to 5 s either way (its worker restarts with it). */
+  private async skewClock(r: () => number, note: () => void): Promise<void> {
+    const host = pick(
+      r,
+      this.stack.hosts.names.filter((h) => !this.opts.soakMs || h !== STEADY_HOST),
+    );
+    const offset = (r() < 0.5 ? -1 : 1) * between(r, 1, 5) * 1000;
+    await this.stack.workers.setClockOffset(host, offset);
+    this.opts.log(`clock-skew: ${host} now ${offset > 0 ? '+' : ''}${offset / 1000} s`);
+    note();
+  }
+
+  /**
+   * The fault of `kind` aimed at the round's work, started as the work starts: a crash point
+   * armed (`armed`) waited for until a worker dies at it, a backfill's second page, the Temporal
+   * server killed, PostgreSQL backends terminated or the server restarted, a host cut off. Each
+   * injection calls `note`. Resolved at once for a kind injected before the work (or none).
+   */
+  private strike(
+    kind: FaultKind | null,
+    armed: string | undefined,
+    round: { job: string; keys: readonly string[]; random: () => number },
+    note: () => void,
+  ): Promise<void> {
+    const { job, keys, random: r } = round;
+    const point = crashPointOf(kind);
+    if (point === CRASH_POINT.backfillPage) {
+      // The second page: planned by the run the backfill continued as new into.
+      return (async () => {
+        await until('first page', CLAIM_MS, async () =>
+          (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
+        );
+        if (await this.claimed(await this.arm(point, job), CLAIM_MS)) note();
+      })();
+    } else if (point === CRASH_POINT.inAlertDelivery) {
+      return (async () => {
+        if (!(await this.claimed(armed!, CLAIM_MS))) return;
+        note(); // crash:afterBegin, counted under this round's kind
+        if (await this.claimed(await this.arm(point, undefined), CLAIM_MS)) note();
+      })();
+    } else if (armed) {
+      return this.claimed(armed, CLAIM_MS).then((hit) => {
+        if (hit) note();
+      });
+    } else if (kind === 'temporal-restart') {
+      return this.serverFaults.run(async () => {
+        // In the middle of the catch-up: once its first window is done.
+        await until('first window', CLAIM_MS, async () =>
+          (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
+        );
+        await this.stack.temporal.kill();
+        note();
+        await sleep(between(r, 500, 3000));
+        await this.stack.temporal.start();
+      });
+    } else if (kind === 'pg-terminate' || kind === 'pg-restart') {
+      const mode = r() < 0.5 ? 'immediate' : 'fast';
+      return this.serverFaults.run(async () => {
+        const busy = await until('a worker in a transaction', 30_000, async () =>
+          (await this.backendsInTransaction()).length > 0 ? true : undefined,
+        );
+        if (!busy) return;
+        if (kind === 'pg-restart') {
+          note(); // recovery counts from the moment the server goes down, like a Temporal kill's
+          await this.stack.pg.restart(mode);
+        } else if (
+          (await this.stack.pg.terminateBackends({
+            applicationNamePrefix: 'tidemark-chaos-',
+            inTransaction: true,
+          })) > 0
+        ) {
+          note();
+        }
+      });
+    } else if (kind === 'partition') {
+      const seconds = between(r, this.opts.partitionSeconds[0], this.opts.partitionSeconds[1]);
+      return this.partitions.run(async () => {
+        // A host that holds a window (its transaction open) is cut off.
+        const host = await until(
+          'a host holding a window',
+          30_000,
+          async () => (await this.backendsInTransaction())[0],
+        );
+        if (!host) return;
+        await this.cut(host, true);
+        note();
+        this.opts.log(`partition: ${host} cut off for ${seconds} s`);
+        await sleep(seconds * 1000);
+        await this.cut(host, false);
+      });
+    }
+    return Promise.resolve();
+  }
+
   /** One round: new work for the lane, a fault of `kind` (none when null), recovery, the check. */
   private async round(lane: (typeof this.lanes)[number], kind: FaultKind | null): Promise<void> {
     const r = lane.random;
     const job = lane.job;
     const injectedAt: number[] = [];
-    const retried: string[] = [];
     let keys: string[] = [];
     // A server fault or partition aims at the round's work but may land after it finished: each
     // one asks, as it happens, whether any of the round's windows or the job's effects was open.
@@ -353,11 +455,10 @@ class Run {
         if (kind && AIMED_AT_WORK.has(kind)) idle.push(this.idle(job, keys));
       }
     };
-    const isCrash = kind?.startsWith('crash:');
-    const point = isCrash ? (kind!.slice('crash:'.length) as CrashPoint) : undefined;
+    const point = crashPointOf(kind);
     const count = kind === 'temporal-restart' ? 4 : kind === 'pg-terminate' || kind === 'pg-restart' ? 3 : 2;
     let work: Promise<unknown>;
-    let fault: Promise<void> = Promise.resolve();
+    let armed: string | undefined;
 
     if (point === CRASH_POINT.inGenerationSwap) {
       // A rerun of a done window: its next generation replaces the previous contribution.
@@ -365,12 +466,9 @@ class Run {
       const w = this.laneWindows(lane)[index]!;
       const generation = (lane.generations.get(index) ?? 0) + 1;
       lane.generations.set(index, generation);
-      const armed = await this.arm(point, job);
+      armed = await this.armFor(point, job);
       keys = [`${job}/${iso(w.start)}#${generation}`];
       work = this.runWindow(job, w, generation, 'rerun');
-      fault = this.claimed(armed, CLAIM_MS).then((hit) => {
-        if (hit) note();
-      });
     } else {
       const from = lane.windows;
       lane.windows += count;
@@ -401,93 +499,15 @@ class Run {
           for (const id of copies) await this.runEnded(id, SETTLE_MS);
         });
       } else {
-        if (kind === 'clock-skew') {
-          const host = pick(
-            r,
-            this.stack.hosts.names.filter((h) => !this.opts.soakMs || h !== STEADY_HOST),
-          );
-          const offset = (r() < 0.5 ? -1 : 1) * between(r, 1, 5) * 1000;
-          await this.stack.workers.setClockOffset(host, offset);
-          this.opts.log(`clock-skew: ${host} now ${offset > 0 ? '+' : ''}${offset / 1000} s`);
-          note();
-        }
-        const armed =
-          point === CRASH_POINT.inAlertDelivery
-            ? await this.arm(CRASH_POINT.afterBegin, job) // the e-mail in doubt whose incident alerts
-            : point && point !== CRASH_POINT.backfillPage
-              ? await this.arm(point, job)
-              : undefined;
+        if (kind === 'clock-skew') await this.skewClock(r, note);
+        armed = await this.armFor(point, job);
         // A backfill a window a page (it continues as new between pages); two for a restart's.
         work = byBackfill
           ? this.backfill(job, first, last, kind === 'temporal-restart' ? 2 : 1)
           : this.tick(job, last);
-        if (point === CRASH_POINT.backfillPage) {
-          // The second page: planned by the run the backfill continued as new into.
-          fault = (async () => {
-            await until('first page', CLAIM_MS, async () =>
-              (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
-            );
-            if (await this.claimed(await this.arm(point, job), CLAIM_MS)) note();
-          })();
-        } else if (point === CRASH_POINT.inAlertDelivery) {
-          fault = (async () => {
-            if (!(await this.claimed(armed!, CLAIM_MS))) return;
-            note(); // crash:afterBegin, counted under this round's kind
-            if (await this.claimed(await this.arm(point, undefined), CLAIM_MS)) note();
-          })();
-        } else if (armed) {
-          fault = this.claimed(armed, CLAIM_MS).then((hit) => {
-            if (hit) note();
-          });
-        } else if (kind === 'temporal-restart') {
-          fault = this.serverFaults.run(async () => {
-            // In the middle of the catch-up: once its first window is done.
-            await until('first window', CLAIM_MS, async () =>
-              (await this.statusOf(keys[0]!)) === 'done' ? true : undefined,
-            );
-            await this.stack.temporal.kill();
-            note();
-            await sleep(between(r, 500, 3000));
-            await this.stack.temporal.start();
-          });
-        } else if (kind === 'pg-terminate' || kind === 'pg-restart') {
-          const mode = r() < 0.5 ? 'immediate' : 'fast';
-          fault = this.serverFaults.run(async () => {
-            const busy = await until('a worker in a transaction', 30_000, async () =>
-              (await this.backendsInTransaction()).length > 0 ? true : undefined,
-            );
-            if (!busy) return;
-            if (kind === 'pg-restart') {
-              note(); // recovery counts from the moment the server goes down, like a Temporal kill's
-              await this.stack.pg.restart(mode);
-            } else if (
-              (await this.stack.pg.terminateBackends({
-                applicationNamePrefix: 'tidemark-chaos-',
-                inTransaction: true,
-              })) > 0
-            ) {
-              note();
-            }
-          });
-        } else if (kind === 'partition') {
-          const seconds = between(r, this.opts.partitionSeconds[0], this.opts.partitionSeconds[1]);
-          fault = this.partitions.run(async () => {
-            // A host that holds a window (its transaction open) is cut off.
-            const host = await until(
-              'a host holding a window',
-              30_000,
-              async () => (await this.backendsInTransaction())[0],
-            );
-            if (!host) return;
-            await this.cut(host, true);
-            note();
-            this.opts.log(`partition: ${host} cut off for ${seconds} s`);
-            await sleep(seconds * 1000);
-            await this.cut(host, false);
-          });
-        }
       }
     }
+    const fault = this.strike(kind, armed, { job, keys, random: r }, note);
     await Promise.all([work, fault]);
     // Settled, however slowly: a busy machine makes recovery slow, not work lost. Only work that
     // has not settled after SETTLE_MS counts as lost; a round past STALL_MS is said and counted.
@@ -499,36 +519,14 @@ class Run {
     }, STALL_MS);
     const ok = await this.settled(job, keys, SETTLE_MS).finally(() => clearTimeout(stall));
     const recoveredAt = Date.now();
-    if (kind === 'duplicates') {
-      // A retry of each done window: the ledger must answer "already done", with no second effect.
-      for (const key of keys) {
-        const start = new Date(key.slice(job.length + 1));
-        await this.runWindow(job, { start, end: new Date(start.getTime() + HOUR) }, 0, 'manual');
-        // Its run ends (it found the window done) before the check looks for a second effect.
-        const outcome = await this.outcomeOf(key, 60_000);
-        // A window whose effect is in doubt (unknown, alerted) reports that again as its run's
-        // failure ("committed, but 1 effect(s) are not done"): not processed again either.
-        if (
-          outcome !== 'already-done' &&
-          !/^failed: .*committed, but \d+ effect\(s\) are not done/.test(outcome)
-        )
-          retried.push(
-            `window ${key}: presented again once done, its run ended ${outcome}, not already-done`,
-          );
-      }
-    }
+    const retried = kind === 'duplicates' ? await this.presentedAgain(job, keys) : [];
     this.rounds++;
     if (!kind) {
       await this.check(job, this.laneWindows(lane), 'warm-up');
       return;
     }
     for (const text of retried) this.violation(kind, text, 'other');
-    this.injected += injectedAt.length;
-    const fig = this.figures.get(kind)!;
-    fig.rounds++;
-    fig.injected += injectedAt.length;
-    fig.injected_idle += (await Promise.all(idle)).filter(Boolean).length;
-    if (injectedAt.length) fig.recoveryMs.push(...injectedAt.map((t) => recoveredAt - t));
+    await this.charge(kind, injectedAt, idle, recoveredAt);
     if (!ok)
       this.violation(
         kind,
@@ -540,6 +538,28 @@ class Run {
       this.opts.log(
         `round ${this.rounds}: ${this.injected} faults injected, ${this.violations.length} violations`,
       );
+  }
+
+  /**
+   * A retry of each done window: the ledger must answer "already done", with no second effect.
+   * What it answered otherwise, one line a window.
+   */
+  private async presentedAgain(job: string, keys: readonly string[]): Promise<string[]> {
+    const retried: string[] = [];
+    for (const key of keys) {
+      const start = new Date(key.slice(job.length + 1));
+      await this.runWindow(job, { start, end: new Date(start.getTime() + HOUR) }, 0, 'manual');
+      // Its run ends (it found the window done) before the check looks for a second effect.
+      const outcome = await this.outcomeOf(key, 60_000);
+      // A window whose effect is in doubt (unknown, alerted) reports that again as its run's
+      // failure ("committed, but 1 effect(s) are not done"): not processed again either.
+      if (
+        outcome !== 'already-done' &&
+        !/^failed: .*committed, but \d+ effect\(s\) are not done/.test(outcome)
+      )
+        retried.push(`window ${key}: presented again once done, its run ended ${outcome}, not already-done`);
+    }
+    return retried;
   }
 
   private async cut(host: string, off: boolean): Promise<void> {
@@ -566,6 +586,21 @@ class Run {
       const fig = this.figures.get(kind)!;
       (fig[figure] as number)++;
     }
+  }
+
+  /** A fault round's figures: its injections, those that met no work open, each one's recovery. */
+  private async charge(
+    kind: FaultKind,
+    injectedAt: readonly number[],
+    idle: readonly Promise<boolean>[],
+    recoveredAt: number,
+  ): Promise<void> {
+    this.injected += injectedAt.length;
+    const fig = this.figures.get(kind)!;
+    fig.rounds++;
+    fig.injected += injectedAt.length;
+    fig.injected_idle += (await Promise.all(idle)).filter(Boolean).length;
+    if (injectedAt.length) fig.recoveryMs.push(...injectedAt.map((t) => recoveredAt - t));
   }
 
   private async check(
@@ -734,4 +769,9 @@ class Run {
       resources: this.samples,
     };
   }
+}
+
+/** The crash point a kind names (crash:<point>), or undefined for the other kinds. */
+function crashPointOf(kind: FaultKind | null): CrashPoint | undefined {
+  return kind?.startsWith('crash:') ? (kind.slice('crash:'.length) as CrashPoint) : undefined;
 }
