@@ -10,7 +10,7 @@ import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
 import { describeTick, type Catalog } from '../schedules/job.js';
 import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { isoUtc } from '../contract/window-key.js';
-import type { LedgerRow } from './window-grid.js';
+import type { LedgerRow } from './window-ledger.js';
 
 export async function jobsOverview(db: Kysely<Database>, client: Client, catalog: Catalog, now = new Date()) {
   const rows = [];

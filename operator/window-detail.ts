@@ -13,15 +13,9 @@ import { msUntilAllowed } from '../schedules/hours.js';
 import type { Job } from '../schedules/job.js';
 import { isAligned, isClosed, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
-import {
-  compactedRow,
-  firstWindowOf,
-  runningWindows,
-  waitingForHours,
-  windowLabels,
-  windowState,
-  type LedgerRow,
-} from './window-grid.js';
+import { windowLabels } from './window-labels.js';
+import { compactedRow, firstWindowOf, type LedgerRow } from './window-ledger.js';
+import { runningWindows, waitingForHours, windowState } from './window-state.js';
 import { urlsAsOrigins, urlsAsOriginsIn } from './shown.js';
 
 export class UnknownWindowError extends Error {
