@@ -204,7 +204,7 @@ export function markdown(
     "- `*.double_applied`, `*.lost`: each system's worker, in a child process, SIGKILLed in the middle of 100 windows",
     '  (each kill right after a commit is seen, five of them), restarted each time; then windows whose totals were',
     '  applied twice, or never, against the orders. Peers are at-least-once by design.',
-    "- `scale.*`: the product's hot operations (bench/scale-ledger.ts, each calling the real function) timed on a ledger",
+    "- `scale.*`: the product's hot operations (bench/scale-operations.ts, each calling the real function) timed on a ledger",
     '  of the last day alone (`*_day_ms`, the baseline: what each shows is there in both) and on three years of',
     '  history (`*_ms`, median of 21 after a warm-up). The',
     '  seed (generate_series, `seed_s`): a minutely job (1,576,800 windows) and two hourly ones (26,280 each), every',

@@ -1,4 +1,4 @@
-// Flat costs at years of history: the product's hot operations (bench/scale-ledger.ts) timed on a
+// Flat costs at years of history: the product's hot operations (bench/scale-operations.ts) timed on a
 // ledger of one day and on three years of history (a minutely job and two hourly ones), in one run on
 // one PostgreSQL and one Temporal dev server. `scale.<op>_ms` is the median over the repetitions on
 // three years, its baseline `scale.<op>_day_ms` the same on the last day alone (what the operation
@@ -7,15 +7,8 @@
 // `npx tsx bench/scale.ts` (BENCH_QUICK=1: one year, fewer repetitions, printed only).
 import { createTestDb } from '../test/helpers/db.js';
 import { benchServer, figure, log, QUICK, sizeFrom, type Figure } from './figures.js';
-import {
-  HISTORY_FROM,
-  operations,
-  RECENT_FROM,
-  SCALE_NOW,
-  scaleCatalog,
-  seedHistory,
-  type ScaleContext,
-} from './scale-ledger.js';
+import { HISTORY_FROM, RECENT_FROM, SCALE_NOW, scaleCatalog, seedHistory } from './scale-ledger.js';
+import { operations, type ScaleContext } from './scale-operations.js';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 

@@ -6,21 +6,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import {
-  capture,
-  explainAll,
-  HISTORY_FROM,
-  nodes,
-  operations,
-  planProblems,
-  RECENT_FROM,
-  SCALE_NOW,
-  scaleCatalog,
-  seedHistory,
-  type Explained,
-  type Operation,
-  type ScaleContext,
-} from '../../bench/scale-ledger.js';
+import { HISTORY_FROM, RECENT_FROM, SCALE_NOW, scaleCatalog, seedHistory } from '../../bench/scale-ledger.js';
+import { operations, type Operation, type ScaleContext } from '../../bench/scale-operations.js';
+import { capture, explainAll, nodes, planProblems, type Explained } from '../../bench/scale-plans.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startTemporal } from '../helpers/temporal.js';
 
