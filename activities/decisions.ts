@@ -5,7 +5,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { closeIncident, decideEffect, getEffect, leaseLeftMs, settleEffect } from '../db/effects.js';
 import type { ActivityDeps } from './deps.js';
 import { deliverNow, raiseNow, resolveNow } from './direct-alerts.js';
-import { EFFECT_FAILURE, effectActivities, type EffectResult } from './effects.js';
+import { EFFECT_FAILURE } from '../contract/failures.js';
+import { effectActivities, type EffectResult } from './effects.js';
 
 export class DecisionError extends Error {
   readonly code = 'DECISION';

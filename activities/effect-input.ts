@@ -1,7 +1,8 @@
 // Checks the effects a handler returned before they are recorded with its window: a mistake
 // here is bad input (not retryable), refused inside the window's transaction so nothing commits.
 import type { WindowEffect } from '../schedules/job.js';
-import { FAILURE, badInput } from './errors.js';
+import { FAILURE } from '../contract/failures.js';
+import { badInput } from './errors.js';
 
 const CHANNELS: readonly string[] = ['email', 'slack', 'telegram', 'http'];
 const POLICIES: readonly string[] = ['ask', 'resend', 'skip'];

@@ -4,6 +4,7 @@
 // policy (`ask`: no automatic resend, an operator decides). Racing attempts are fenced: every
 // change of state raises the fence, and acting needs a claim on the fence that was read.
 import { ApplicationFailure } from '@temporalio/common';
+import { EFFECT_FAILURE } from '../contract/failures.js';
 import {
   claimEffect,
   getEffect,
@@ -31,15 +32,6 @@ export interface EffectResult {
    */
   readonly alerts?: readonly string[];
 }
-
-export const EFFECT_FAILURE = Object.freeze({
-  notSent: 'EffectNotSent',
-  inProgress: 'EffectInProgress',
-  rejected: 'EffectRejected',
-  notConfigured: 'ChannelNotConfigured',
-  unknownEffect: 'UnknownEffect',
-  inDoubt: 'EffectInDoubt',
-} as const);
 
 /** The label of an attempt that only asked the provider, which confirmed an earlier send. */
 const CONFIRMED = 'done (confirmed by the provider)';

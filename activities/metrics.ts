@@ -1,7 +1,7 @@
 // What the activities tell the process's metrics: each window's outcome as the activity decided it.
 // Entry points hand in a Prometheus-backed sink (workers/metrics.ts); without one nothing is counted.
 import { ApplicationFailure } from '@temporalio/common';
-import { FAILURE } from './errors.js';
+import { FAILURE } from '../contract/failures.js';
 
 export type WindowOutcome = 'processed' | 'skipped' | 'failed';
 

@@ -21,7 +21,8 @@ import type {
 import { alerting } from './alerts.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 import { policyOf, type ActivityDeps } from './deps.js';
-import { FAILURE, badInput } from './errors.js';
+import { FAILURE } from '../contract/failures.js';
+import { badInput } from './errors.js';
 import { noMetrics } from './metrics.js';
 
 export function jobOrFail(deps: ActivityDeps, name: string): Job {

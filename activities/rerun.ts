@@ -11,7 +11,8 @@ import { isAligned, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
 import type { RerunRequest } from '../contract/workflows.js';
 import { policyOf, type ActivityDeps } from './deps.js';
-import { FAILURE, badInput } from './errors.js';
+import { FAILURE } from '../contract/failures.js';
+import { badInput } from './errors.js';
 import { jobOrFail } from './plan.js';
 
 export function rerunActivities(deps: ActivityDeps) {

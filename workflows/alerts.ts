@@ -3,6 +3,7 @@
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure } from '@temporalio/common';
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { EFFECT_REFUSALS } from '../contract/failures.js';
 import type { RaiseInput } from '../activities/alerts.js';
 import { bookkeeping } from './policy.js';
 
@@ -13,7 +14,7 @@ const delivery = proxyActivities<Activities>({
     maximumAttempts: 5,
     initialInterval: '500ms',
     maximumInterval: '5s',
-    nonRetryableErrorTypes: ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect'],
+    nonRetryableErrorTypes: [...EFFECT_REFUSALS],
   },
 });
 

@@ -7,7 +7,7 @@ import { ActivityFailure, ChildWorkflowFailure } from '@temporalio/common';
 import { condition, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
 import { startWindow } from './children.js';
-import { NON_RETRYABLE } from './policy.js';
+import { BAD_INPUT } from '../contract/failures.js';
 import type {
   ActivityPolicy,
   BackfillTotals,
@@ -33,7 +33,7 @@ function batchActivity(policy: ActivityPolicy, windows: readonly WindowSpec[]) {
       maximumAttempts: 10,
       initialInterval: '1s',
       maximumInterval: '30s',
-      nonRetryableErrorTypes: NON_RETRYABLE,
+      nonRetryableErrorTypes: [...BAD_INPUT],
     },
     summary: `${windows.length} windows [${windows[0]!.start}, ${windows.at(-1)!.end})`,
   });

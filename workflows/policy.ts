@@ -8,20 +8,18 @@ import {
 } from '@temporalio/common';
 import { proxyActivities, proxyLocalActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.js';
+import { BAD_INPUT } from '../contract/failures.js';
 import type { ActivityPolicy, WindowInput, WindowResult } from '../contract/workflows.js';
 
-/** Failure types that mean bad input: retrying cannot help. */
-export const NON_RETRYABLE = ['UnknownJob', 'BadWindow', 'WindowNotClosed', 'CountMismatch', 'BadRange'];
-
 /** The job's retry policy; its intervals were validated as durations when the job was defined. */
-export function retryOf(policy: ActivityPolicy, extraNonRetryable: string[] = []): RetryPolicy {
+export function retryOf(policy: ActivityPolicy, extraNonRetryable: readonly string[] = []): RetryPolicy {
   const r = policy.retry;
   return {
     maximumAttempts: r.maximumAttempts,
     backoffCoefficient: r.backoffCoefficient,
     initialInterval: r.initialInterval as Duration,
     maximumInterval: r.maximumInterval as Duration,
-    nonRetryableErrorTypes: [...NON_RETRYABLE, ...extraNonRetryable],
+    nonRetryableErrorTypes: [...BAD_INPUT, ...extraNonRetryable],
   };
 }
 
@@ -36,7 +34,7 @@ export const bookkeeping = proxyActivities<Activities>({
     maximumAttempts: 10,
     initialInterval: '1s',
     maximumInterval: '30s',
-    nonRetryableErrorTypes: NON_RETRYABLE,
+    nonRetryableErrorTypes: [...BAD_INPUT],
   },
 });
 

@@ -30,7 +30,7 @@ import {
   type WindowRunResult,
 } from '../contract/workflows.js';
 import { window } from './window.js';
-import { NON_RETRYABLE } from './policy.js';
+import { BAD_INPUT, DECISION_FAILURE } from '../contract/failures.js';
 import { previewLines, slackPreview } from '../contract/preview-text.js';
 
 export const decideRerun = defineUpdate<
@@ -58,7 +58,7 @@ function previewing(timeoutMs: number) {
       maximumAttempts: 3,
       initialInterval: '1s',
       maximumInterval: '5s',
-      nonRetryableErrorTypes: NON_RETRYABLE,
+      nonRetryableErrorTypes: [...BAD_INPUT],
     },
   });
 }
@@ -145,7 +145,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         if (needsGroup(d) && patched('issue8-group-proof') && !(await vouchedFor(d)))
           throw ApplicationFailure.nonRetryable(
             `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
-            'NotAnApprover',
+            DECISION_FAILURE.notAnApprover,
           );
         // An approval approves the change it was shown: computed again now, it must be the same
         // (the data may have moved since). If not, the new preview is shown and nothing applies.
@@ -162,7 +162,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             .catch((err: unknown) => {
               throw ApplicationFailure.nonRetryable(
                 `the preview could not be checked again (${causeOf(err)}); nothing was decided: try again`,
-                'PreviewNotChecked',
+                DECISION_FAILURE.previewNotChecked,
               );
             });
           preview = fresh;
@@ -172,7 +172,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             shownTo.set(d.by, fresh.digest);
             throw ApplicationFailure.nonRetryable(
               `the data changed since the preview ${which}; nothing was decided. Now: ${previewLines(fresh, { rows: 5 }).join(' / ')}. Look, then approve again (if every preview differs, a column of a declared table takes a new value at every run: declare it in the job's writes[].volatile)`,
-              'PreviewChanged',
+              DECISION_FAILURE.previewChanged,
             );
           }
           // The run commits only this change (the data may move again before it runs).
@@ -192,7 +192,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
           .catch((err: unknown) => {
             throw ApplicationFailure.nonRetryable(
               `the decision could not be recorded (${causeOf(err)}); nothing was decided: try again`,
-              'DecisionNotRecorded',
+              DECISION_FAILURE.decisionNotRecorded,
             );
           });
       } finally {

@@ -5,6 +5,7 @@ import { ApplicationFailure, patched, proxyActivities, sleep, workflowInfo } fro
 import type { Activities } from '../activities/index.js';
 import { deliver, describeFailure, raise } from './alerts.js';
 import { waitingForClose } from './closing.js';
+import { EFFECT_REFUSALS, FAILURE } from '../contract/failures.js';
 import { bookkeeping, retryOf, runsLocally, windowActivity, windowLocalActivity } from './policy.js';
 import {
   type ActivityPolicy,
@@ -17,7 +18,7 @@ import {
 function effectActivity(policy: ActivityPolicy) {
   return proxyActivities<Activities>({
     startToCloseTimeout: policy.effectTimeoutMs ?? 60_000,
-    retry: retryOf(policy, ['EffectRejected', 'ChannelNotConfigured', 'UnknownEffect']),
+    retry: retryOf(policy, EFFECT_REFUSALS),
   });
 }
 
@@ -146,7 +147,7 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
   if (open.length > 0) {
     throw ApplicationFailure.nonRetryable(
       `window ${key} committed, but ${open.length} effect(s) are not done: ${open.map((o) => `${o.key} ${o.outcome}`).join(', ')}`,
-      'EffectsIncomplete',
+      FAILURE.effectsIncomplete,
     );
   }
   return { ...result, effectOutcomes };
