@@ -5,10 +5,6 @@ import type { CliIO } from './cli/context.js';
 
 // Jobs and the catalog.
 export {
-  defineJob,
-  defineCatalog,
-  JobDefinitionError,
-  UnknownJobError,
   type Catalog,
   type Job,
   type JobSpec,
@@ -16,6 +12,7 @@ export {
   type RetrySpec,
   type Tick,
 } from './schedules/job.js';
+export { defineJob, defineCatalog, JobDefinitionError, UnknownJobError } from './schedules/define.js';
 export { CatalogSourceError, catalogPath, loadCatalog, CONFIG_FILES } from './config/catalog-source.js';
 export { loadConfig, ConfigError, type Config } from './config/env.js';
 export { describeTemporal, resolveTemporal, type TemporalSettings } from './config/temporal.js';

@@ -1,7 +1,8 @@
 // Planning activities: which windows a tick or a backfill should start, and their records.
 import { doneStarts, doneWindows, failedStarts, recordRun, watermarkOf } from '../db/ledger.js';
 import { msUntilAllowed } from '../schedules/hours.js';
-import { UnknownJobError, type Job } from '../schedules/job.js';
+import { type Job } from '../schedules/job.js';
+import { UnknownJobError } from '../schedules/define.js';
 import {
   isAligned,
   isClosed,

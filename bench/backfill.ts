@@ -7,7 +7,7 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { createActivities } from '../activities/index.js';
 import { memoryLogger } from '../activities/logger.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
-import { defineCatalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import { isoUtc } from '../contract/window-key.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { installRuntime } from '../workers/runtime.js';

@@ -12,7 +12,7 @@ import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { memoryLogger } from '../activities/logger.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
-import { defineCatalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import { desiredSchedule } from '../workers/schedule-sync.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { createWorker } from '../workers/create-worker.js';

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { housekeeping } from '../jobs/housekeeping/index.js';
-import { defineJob } from '../schedules/job.js';
+import { defineJob } from '../schedules/define.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { figure, type Figure } from './figures.js';
 

@@ -23,7 +23,7 @@ import { writePlainDump } from '../jobs/backup/plain-dump.js';
 import { backupJobOf } from '../jobs/backup/registry.js';
 import { restoreBackup } from '../jobs/backup/restore.js';
 import { verifyBackup } from '../jobs/backup/verify.js';
-import { defineCatalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { figure, type Figure } from './figures.js';
 

@@ -4,7 +4,8 @@
 // test/system/scale.test.ts (plans and buffers) and bench/scale.ts (time).
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
-import { defineCatalog, type Catalog } from '../schedules/job.js';
+import { type Catalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;

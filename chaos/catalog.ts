@@ -5,7 +5,8 @@
 // Every window sends a report e-mail (an external effect); alerts go to a Telegram chat.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { summariseWindow } from '../jobs/sales-summary.js';
-import { defineCatalog, type Catalog, type JobSpec, type WindowContext } from '../schedules/job.js';
+import { type Catalog, type JobSpec, type WindowContext } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 
 export const LIVE_JOB = 'chaos-live';
 export const laneJob = (lane: number): string => `chaos-l${lane}`;

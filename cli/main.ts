@@ -5,7 +5,7 @@ import { parseArgs } from 'node:util';
 import { redactorFromConfig } from '../workers/channels.js';
 import { CatalogSourceError, loadCatalog, useCatalogFlag } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
-import { UnknownJobError } from '../schedules/job.js';
+import { UnknownJobError } from '../schedules/define.js';
 import type { Command } from './command.js';
 import { backfillCommand } from './commands/backfill.js';
 import { backupsCommand } from './commands/backups.js';

@@ -9,7 +9,8 @@ import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { buildCatalog } from '../jobs/catalog.js';
 import { withHousekeeping } from '../jobs/housekeeping/index.js';
-import { defineCatalog, type Catalog, type Job, type JobSpec } from '../schedules/job.js';
+import { type Catalog, type Job, type JobSpec } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import type { Config } from './env.js';
 
 export const CONFIG_FILES = Object.freeze([

@@ -2,7 +2,8 @@
 // job is one entry here (and its kind's file, when it is a new kind). The entries below are the
 // demo instances `npm start` runs.
 import { join, resolve } from 'node:path';
-import { defineCatalog, type Catalog } from '../schedules/job.js';
+import { type Catalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import { localDestination } from './backup/destination.js';
 import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';

@@ -1,6 +1,7 @@
 // Preview of a job: when its tick fires next and which windows come next, before anything runs.
 import { Cron } from 'croner';
-import { describeTick, type Job, type Tick } from './job.js';
+import { type Job, type Tick } from './job.js';
+import { describeTick } from './define.js';
 import { windowAt, windowsFrom } from './windows.js';
 import { isoUtc } from '../contract/window-key.js';
 

@@ -8,7 +8,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { Client, type WorkflowHandle } from '@temporalio/client';
 import proto, { type temporal } from '@temporalio/proto';
 import { ENCRYPTED_ENCODING, payloadCodecOf, temporalDataConverter } from '../codec/index.js';
-import { defineCatalog } from '../schedules/job.js';
+import { defineCatalog } from '../schedules/define.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { depsWithChannels, summaryWithMail } from '../test/helpers/effects.js';
 import { startChat } from '../test/helpers/chat.js';

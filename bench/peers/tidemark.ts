@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { policyOf } from '../../activities/deps.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineJob } from '../../schedules/job.js';
+import { defineJob } from '../../schedules/define.js';
 import { isoUtc } from '../../contract/window-key.js';
 import { findTemporalCli } from '../../bin/temporal-cli.js';
 import { bundleWorkflows } from '../../workers/create-worker.js';

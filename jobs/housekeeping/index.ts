@@ -7,13 +7,8 @@ import { z } from 'zod';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { foldCounts } from '../../db/counts.js';
 import { parseDuration } from '../../schedules/duration.js';
-import {
-  defineCatalog,
-  JobDefinitionError,
-  type Catalog,
-  type JobSpec,
-  type WindowPreparer,
-} from '../../schedules/job.js';
+import { type Catalog, type JobSpec, type WindowPreparer } from '../../schedules/job.js';
+import { defineCatalog, JobDefinitionError } from '../../schedules/define.js';
 import { ensureWritable } from './export.js';
 import {
   BUDGET_SPENT,

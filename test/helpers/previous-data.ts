@@ -2,7 +2,8 @@
 // the previous release's code, and what the data-migration test runs again with the current code.
 import { localDestination } from '../../jobs/backup/destination.js';
 import { databaseBackup } from '../../jobs/backup/index.js';
-import { defineCatalog, type Catalog } from '../../schedules/job.js';
+import { type Catalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { summaryWithMail } from './effects.js';
 import { salesJob } from './jobs.js';
 

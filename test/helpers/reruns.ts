@@ -6,7 +6,7 @@ import type { Kysely, Transaction } from 'kysely';
 import type { ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { RerunInput, RerunState, WindowRunResult } from '../../contract/workflows.js';
 import type { TestDb } from './db.js';
 import { insertOrders, ordersBetween, salesJob, type Order } from './jobs.js';

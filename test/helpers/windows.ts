@@ -4,7 +4,8 @@ import type { Kysely } from 'kysely';
 import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
-import { defineCatalog, type JobSpec } from '../../schedules/job.js';
+import { type JobSpec } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { isoUtc } from '../../contract/window-key.js';
 import type { WindowInput } from '../../contract/workflows.js';
 

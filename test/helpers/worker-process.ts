@@ -11,7 +11,7 @@ import { telegramProvider } from '../../activities/notify/telegram.js';
 import { eventRollup } from '../../jobs/event-rollup.js';
 import { housekeeping } from '../../jobs/housekeeping/index.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createWorker } from '../../workers/create-worker.js';
 
 const spec = JSON.parse(process.env.TEST_JOB ?? '{}') as {

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { alerting } from '../../activities/alerts.js';
 import { memoryLogger } from '../../activities/logger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
 

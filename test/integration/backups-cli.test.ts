@@ -12,7 +12,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { loadConfig } from '../../config/env.js';
 import { type BackupOptions } from '../../jobs/backup/index.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { BackupFixture, rows } from '../helpers/backups.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 

@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { localDestination, type Destination } from '../../jobs/backup/destination.js';
 import { startDump } from '../../jobs/backup/pg.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { BackupFixture, rows } from '../helpers/backups.js';
 import { type TestDb } from '../helpers/db.js';
 

@@ -24,7 +24,8 @@ import { decideEffect, recordEffects, type NewEffect } from '../../db/effects.js
 import { readWatermark } from '../../db/ledger.js';
 import type { EffectPolicy } from '../../db/schema.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type WindowEffect } from '../../schedules/job.js';
+import { type WindowEffect } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { startChat, type ChatAnswer, type TestChat } from '../helpers/chat.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { chatTexts, depsWithChannels, effectAttempts, effectRow } from '../helpers/effects.js';

@@ -13,7 +13,7 @@ import fc from 'fast-check';
 import { createActivities, type Activities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { Trigger } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';

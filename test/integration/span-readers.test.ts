@@ -10,7 +10,8 @@ import { compactDoneMarkers } from '../../db/compaction.js';
 import { watermarkOf } from '../../db/ledger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { effectsInDoubt } from '../../operator/effects.js';
-import { defineCatalog, type WindowContext } from '../../schedules/job.js';
+import { type WindowContext } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { insertOrders, salesJob } from '../helpers/jobs.js';
 

@@ -16,7 +16,7 @@ import { windowActivities } from '../../activities/window.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
 import type { Database } from '../../db/schema.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { gatedHandler, salesJob } from '../helpers/jobs.js';

@@ -9,7 +9,7 @@ import { sql } from 'kysely';
 import type { PendingApproval } from '../../operator/reruns.js';
 import type { RerunResult } from '../../contract/workflows.js';
 import { memoryLogger } from '../../activities/logger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

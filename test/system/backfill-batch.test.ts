@@ -9,7 +9,8 @@ import { memoryLogger } from '../../activities/logger.js';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { readWatermark } from '../../db/ledger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type Catalog, type JobSpec } from '../../schedules/job.js';
+import { type Catalog, type JobSpec } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type {
   BackfillInput,
   BackfillProgress,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { BackfillProgress, BackfillResult, TickResult } from '../../contract/workflows.js';
 import {
   gatedHandler,

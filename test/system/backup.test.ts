@@ -22,7 +22,7 @@ import { localDestination, s3Destination } from '../../jobs/backup/destination.j
 import { pgRestore, startDump } from '../../jobs/backup/pg.js';
 import { lastDrill } from '../../jobs/backup/drill.js';
 import { decryptor } from '../../jobs/backup/streams.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { startProxy, startS3, type TestS3 } from '../helpers/s3.js';

@@ -18,7 +18,8 @@ import { localDestination, type Destination } from '../../jobs/backup/destinatio
 import { databaseBackup, type BackupOptions } from '../../jobs/backup/index.js';
 import { lastDrill } from '../../jobs/backup/drill.js';
 import { previousRelease } from '../../db/migrations/releases.js';
-import { defineCatalog, type Catalog } from '../../schedules/job.js';
+import { type Catalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { capturedIo } from '../helpers/cli-io.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';
 import { migrateTo } from '../helpers/schema-catalog.js';

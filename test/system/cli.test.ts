@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { run } from '../../cli/main.js';
 import { loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { isoUtc } from '../../contract/window-key.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';

@@ -10,7 +10,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { AesGcmCodec, payloadKeysFrom, temporalDataConverter } from '../../codec/index.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { syncSchedules } from '../../workers/schedule-sync.js';
 import { scheduleIdOf, WATCH_SCHEDULE_ID } from '../../contract/schedule-ids.js';
 import { allText, payloadsIn } from '../helpers/history.js';

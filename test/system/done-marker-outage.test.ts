@@ -18,7 +18,7 @@ import { effectActivities, type EffectResult } from '../../activities/effects.js
 import { createDb, ensureDatabase, migrate } from '../../db/database.js';
 import { recordEffects } from '../../db/effects.js';
 import type { Database, EffectPolicy } from '../../db/schema.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { chatTexts, depsWithChannels, effectAttempts, effectRow } from '../helpers/effects.js';
 import { salesJob } from '../helpers/jobs.js';

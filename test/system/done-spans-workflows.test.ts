@@ -7,7 +7,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { jobHealth } from '../../operator/job-health.js';
 import { windowGrid } from '../../operator/window-grid.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { BackfillInput, BackfillResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { approvedRerun } from '../helpers/reruns.js';

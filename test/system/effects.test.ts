@@ -9,7 +9,8 @@ import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { recordEffects } from '../../db/effects.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog, type Catalog, type JobSpec } from '../../schedules/job.js';
+import { type Catalog, type JobSpec } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import {
   attemptOutcomes,

@@ -16,7 +16,7 @@ import type { Database } from '../../db/schema.js';
 import { claimWindow, failAttempt, watermarkOf } from '../../db/ledger.js';
 import { housekeeping, HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 import { jobHealth } from '../../operator/job-health.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createMetrics } from '../../workers/metrics.js';
 import { createTestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';

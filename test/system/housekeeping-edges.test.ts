@@ -13,7 +13,7 @@ import { run as cli } from '../../cli/main.js';
 import { quarantinePages, QUARANTINE_PAGE } from '../../jobs/housekeeping/export.js';
 import { HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js';
 import { findOld, KINDS, removeBatch, TABLE_OF, type BatchScope } from '../../jobs/housekeeping/tables.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 
 const stack = realStack();

@@ -11,7 +11,7 @@ import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { run as cli } from '../../cli/main.js';
 import { HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../helpers/temporal.js';
 import { capturedIo } from '../helpers/cli-io.js';

@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { maintenance } from '../../jobs/maintenance/index.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';
 

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { httpApiProvider } from '../../activities/notify/http-api.js';
 import { marketplacePush } from '../../jobs/marketplace.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { startMarket, type TestMarket } from '../../bin/marketplace-simulator.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

@@ -7,7 +7,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { windowsBehind } from '../../activities/watch.js';
 import { recordEffects } from '../../db/effects.js';
 import { readWatermark } from '../../db/ledger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createMetrics, type Metrics } from '../../workers/metrics.js';
 import { startProbeServer, type ProbeServer } from '../../workers/probes.js';
 import { searchAttributes } from '../../contract/search-attributes.js';

@@ -23,7 +23,7 @@ import { localDestination } from '../../jobs/backup/destination.js';
 import { databaseBackup } from '../../jobs/backup/index.js';
 import { startDump, pgRestore } from '../../jobs/backup/pg.js';
 import { closeSyncSources, dataSync } from '../../jobs/data-sync.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { selfSigned, signCert } from '../helpers/certs.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';

@@ -7,7 +7,7 @@ import type { ActivityDeps } from '../../activities/index.js';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { decide } from '../../operator/reruns.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { depsWithChannels, loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { rerunTools } from '../helpers/reruns.js';

@@ -13,7 +13,7 @@ import type { Worker } from '@temporalio/worker';
 import { parse } from 'yaml';
 import { memoryLogger } from '../../activities/logger.js';
 import { createDb } from '../../db/database.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createMetrics } from '../../workers/metrics.js';
 import { readiness, startProbeServer, type Readiness } from '../../workers/probes.js';
 import { salesJob } from '../helpers/jobs.js';

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { createActivities } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { BackfillResult, TickResult, WindowInput, WindowResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';

@@ -8,7 +8,7 @@ import { parse } from 'csv-parse/sync';
 import { DateTime } from 'luxon';
 import { report } from '../../jobs/report/index.js';
 import { salesReportChart, salesReportColumns, salesReportQuery } from '../../jobs/sales-report.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { depsWithChannels } from '../helpers/effects.js';

@@ -7,7 +7,7 @@ import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { sql } from 'kysely';
 import { memoryLogger } from '../../activities/logger.js';
 import { decide as decideRequest, DecisionRefused } from '../../operator/reruns.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '../../contract/workflows.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, policy, rerunTools } from '../helpers/reruns.js';

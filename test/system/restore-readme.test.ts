@@ -194,7 +194,7 @@ async function scenario(
     catalogPath,
     `import { databaseBackup } from ${moduleUrl('jobs/backup/index.ts')};
 import { ${destination} } from ${moduleUrl('jobs/backup/destination.ts')};
-import { defineCatalog } from ${moduleUrl('schedules/job.ts')};
+import { defineCatalog } from ${moduleUrl('schedules/define.ts')};
 
 export default defineCatalog([
   databaseBackup({

@@ -8,7 +8,7 @@ import type { Database } from '../../db/schema.js';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { claimWindow } from '../../db/ledger.js';
 import { jobHealth } from '../../operator/job-health.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { createTestDb } from '../helpers/db.js';
 import { salesJob } from '../helpers/jobs.js';
 import { migrateTo } from '../helpers/schema-catalog.js';

@@ -9,7 +9,7 @@ import { failAttempt, watermarkOf } from '../../db/ledger.js';
 import { jobHealth } from '../../operator/job-health.js';
 import { windowDetail } from '../../operator/window-detail.js';
 import { windowGrid } from '../../operator/window-grid.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { salesJob } from '../helpers/jobs.js';
 import { eventually, realStack } from '../helpers/temporal.js';
 

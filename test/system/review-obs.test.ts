@@ -13,7 +13,7 @@ import { OpenTelemetryActivityInboundInterceptor } from '@temporalio/interceptor
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities/index.js';
 import { loadConfig } from '../../config/env.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 import { createMetrics } from '../../workers/metrics.js';

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { rerunActivities } from '../../activities/rerun.js';
 import { decide as decideRequest, NotAWindowStart, requestRerun } from '../../operator/reruns.js';
 import { loadConfig } from '../../config/env.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { RerunResult } from '../../contract/workflows.js';
 import { insertOrders, reference, salesJob, summaryOf } from '../helpers/jobs.js';
 import { holding, rerunTools } from '../helpers/reruns.js';

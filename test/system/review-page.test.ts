@@ -5,7 +5,7 @@ import { request } from 'node:http';
 import { test } from 'node:test';
 import { loadConfig } from '../../config/env.js';
 import { createDb, poolOf } from '../../db/database.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { salesJob } from '../helpers/jobs.js';
 import { realStack } from '../helpers/temporal.js';

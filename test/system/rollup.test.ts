@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import { DateTime } from 'luxon';
 import { memoryLogger } from '../../activities/logger.js';
 import { eventRollup } from '../../jobs/event-rollup.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { spawnWorker, workerProcessEnv } from '../helpers/processes.js';
 import { realStack, uniqueQueue, withWorker } from '../helpers/temporal.js';

@@ -10,7 +10,7 @@ import { memoryLogger } from '../../activities/logger.js';
 import { emailProvider } from '../../activities/notify/email.js';
 import { slackProvider } from '../../activities/notify/slack.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { startSlackApp, type SlackAppOptions } from '../../slack/app.js';
 import { run as runCli } from '../../cli/main.js';
 import { loadConfig } from '../../config/env.js';

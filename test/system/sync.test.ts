@@ -7,7 +7,7 @@ import { sql, type Kysely } from 'kysely';
 import pg from 'pg';
 import { closeSyncSources, dataSync } from '../../jobs/data-sync.js';
 import type { Database } from '../../db/schema.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowRunResult } from '../../contract/workflows.js';
 import { startChat, type TestChat } from '../helpers/chat.js';
 import { createTestDb, type TestDb } from '../helpers/db.js';

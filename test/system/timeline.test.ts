@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { readWatermark } from '../../db/ledger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import type { WindowResult } from '../../contract/workflows.js';
 import {
   gatedHandler,

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ConfigError, loadConfig, pollQueues, watchQueueOf } from '../../config/env.js';
 import { openIncidents } from '../../db/effects.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { syncSchedules } from '../../workers/schedule-sync.js';
 import { WATCH_SCHEDULE_ID, scheduleIdOf } from '../../contract/schedule-ids.js';
 import { createWorker } from '../../workers/create-worker.js';

@@ -7,7 +7,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { loadConfig } from '../../config/env.js';
 import { claimEffect, recordEffects } from '../../db/effects.js';
 import { recordRun } from '../../db/ledger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { chartsRoutes } from '../../web/routes/charts.js';
 import { effectsRoutes } from '../../web/routes/effects.js';
 import type { WebDeps } from '../../web/deps.js';

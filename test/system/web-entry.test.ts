@@ -16,7 +16,7 @@ const dir = mkdtempSync(join(tmpdir(), 'tidemark-web-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('tidemark web --catalog serves that catalog on TIDEMARK_WEB_HOST until SIGTERM', async (t) => {
-  const job = pathToFileURL(fileURLToPath(new URL('../../schedules/job.ts', import.meta.url))).href;
+  const job = pathToFileURL(fileURLToPath(new URL('../../schedules/define.ts', import.meta.url))).href;
   const catalog = join(dir, 'catalog.ts');
   writeFileSync(
     catalog,

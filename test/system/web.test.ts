@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { memoryLogger } from '../../activities/logger.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { syncSchedules } from '../../workers/schedule-sync.js';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import { launchBrowser, loggedInPage, screenshot } from '../helpers/browser.js';

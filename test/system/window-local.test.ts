@@ -10,7 +10,7 @@ import { Worker } from '@temporalio/worker';
 import { CRASH_POINT } from '../../activities/crash-points.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { WINDOW_REVISION, type ActivityPolicy, type WindowRunResult } from '../../contract/workflows.js';
 import { historyFromFile } from '../helpers/history.js';
 import { spawnWorker } from '../helpers/processes.js';

@@ -15,7 +15,7 @@ import { HOUSEKEEPING_JOB } from '../../jobs/housekeeping/index.js';
 const dir = mkdtempSync(join(tmpdir(), 'tidemark-catalog-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 const config = loadConfig({});
-const jobModule = pathToFileURL(join(process.cwd(), 'schedules/job.ts')).href;
+const jobModule = pathToFileURL(join(process.cwd(), 'schedules/define.ts')).href;
 
 function file(name: string, text: string): string {
   const path = join(dir, name);

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { loadConfig } from '../../config/env.js';
+import { type JobSpec } from '../../schedules/job.js';
 import {
   defaultTick,
   describeTick,
@@ -10,8 +11,7 @@ import {
   defineJob,
   JobDefinitionError,
   UnknownJobError,
-  type JobSpec,
-} from '../../schedules/job.js';
+} from '../../schedules/define.js';
 import { formatPreview, previewJob } from '../../schedules/preview.js';
 import { parseGrid, type Grid } from '../../schedules/windows.js';
 

@@ -8,7 +8,7 @@ import type { ActivityDeps } from '../../activities/deps.js';
 import { memoryLogger } from '../../activities/logger.js';
 import { loadConfig } from '../../config/env.js';
 import type { Database } from '../../db/schema.js';
-import { defineCatalog } from '../../schedules/job.js';
+import { defineCatalog } from '../../schedules/define.js';
 import { buildDeps } from '../../workers/deps.js';
 
 test('crash points: a frozen map of names, each its own key', () => {

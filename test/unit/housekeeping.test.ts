@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig } from '../../config/env.js';
 import { buildCatalog } from '../../jobs/catalog.js';
 import { DEFAULT_RETENTION, HOUSEKEEPING_JOB, housekeeping } from '../../jobs/housekeeping/index.js';
-import { defineJob, JobDefinitionError } from '../../schedules/job.js';
+import { defineJob, JobDefinitionError } from '../../schedules/define.js';
 
 test('housekeeping is on in the demo catalog, daily at a quiet hour, and TIDEMARK_HOUSEKEEPING=off turns it off', () => {
   const job = buildCatalog(loadConfig({})).get(HOUSEKEEPING_JOB);

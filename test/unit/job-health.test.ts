@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { rangeOfId } from '../../operator/backfills.js';
 import { cronWords, scheduleOf } from '../../operator/job-health.js';
-import { defineJob } from '../../schedules/job.js';
+import { defineJob } from '../../schedules/define.js';
 
 const handler = async () => ({ input: 0, applied: 0, quarantined: 0 });
 

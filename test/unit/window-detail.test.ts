@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { requestSummary, windowStartOf } from '../../operator/window-detail.js';
-import { defineJob } from '../../schedules/job.js';
+import { defineJob } from '../../schedules/define.js';
 
 test("an HTTP effect's request shows its method and origin only: a webhook's path or query may be its secret", () => {
   const summary = requestSummary('http', {

@@ -9,7 +9,8 @@ import { lastDrill } from '../../jobs/backup/drill.js';
 import { listBackups } from '../../jobs/backup/listing.js';
 import { backupJobOf, type BackupJob } from '../../jobs/backup/registry.js';
 import { verifyBackup, VerifyAbortedError } from '../../jobs/backup/verify.js';
-import { UnknownJobError, type Job } from '../../schedules/job.js';
+import { type Job } from '../../schedules/job.js';
+import { UnknownJobError } from '../../schedules/define.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
 

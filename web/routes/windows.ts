@@ -1,6 +1,6 @@
 // A job's window grid and one window's detail, as JSON for the page (data in operator/).
 import type { FastifyInstance } from 'fastify';
-import { UnknownJobError } from '../../schedules/job.js';
+import { UnknownJobError } from '../../schedules/define.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
 import { UnknownWindowError, windowDetail } from '../../operator/window-detail.js';
