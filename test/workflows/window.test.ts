@@ -2,7 +2,9 @@
 // its activities answer, hours of waiting included, in seconds.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { ApplicationFailure } from '@temporalio/common';
 import type { EffectResult } from '../../activities/effects.js';
+import { FAILURE } from '../../contract/failures.js';
 import type { WindowInput, WindowResult, WindowRunResult } from '../../contract/workflows.js';
 import { timeSkipping, withStandIns } from '../helpers/time-skipping.js';
 import { windowPolicy } from '../helpers/windows.js';
@@ -111,4 +113,29 @@ test('an effect whose outcome is unknown opens an incident, delivers its alert, 
   assert.match(String((failure as { cause?: Error }).cause?.message), /1 effect\(s\) are not done/);
   assert.deepEqual(raised, [{ kind: 'effect-unknown', subject: `${w.key}:push` }]);
   assert.deepEqual(performed, [`${w.key}:push`, 'alert:1:opened:email:ops']);
+});
+
+test('a window not closed yet by the worker clock is called again after the delay the activity asked for', async () => {
+  const w = input('skewed');
+  const calls: number[] = [];
+  const result = await withStandIns(
+    stack.env,
+    {
+      processWindow: async (i: WindowInput) => {
+        calls.push(await stack.env.currentTimeMs());
+        if (calls.length === 1)
+          throw ApplicationFailure.create({
+            type: FAILURE.windowNotClosedYet,
+            nonRetryable: false,
+            details: [{ retryInMs: 90_000 }],
+            message: 'closes in 89 s by this worker clock',
+          });
+        return processed(i.key);
+      },
+    },
+    (taskQueue) => run(taskQueue, w),
+  );
+  assert.equal(result.outcome, 'processed', 'a wait, never a failure');
+  assert.equal(calls.length, 2);
+  assert.ok(calls[1]! - calls[0]! >= 90_000, `called again after ${calls[1]! - calls[0]!} ms`);
 });
