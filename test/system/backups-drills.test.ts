@@ -1,7 +1,7 @@
 // Drills and the page's Verify under attack: the page's Verify when the browser goes away (and two at
 // once), a window's drill that passes after an on-demand drill failed while the window ran, and an
 // on-demand drill whose backup retention removed while the drill was starting. The windows run the
-// job's handler in a transaction of the ledger as backups-review.test.ts does; the page is the real
+// job's handler in a transaction of the ledger as backups-cli.test.ts does; the page is the real
 // web server.
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
