@@ -1,8 +1,9 @@
 // The window's activity runs as a local activity when the job neither heartbeats nor waits for
 // allowed hours: one workflow task per window instead of two plus an activity task. The job's
-// retry policy still decides the attempts; windows started before the change replay unchanged.
+// retry policy still decides the attempts; windows started before the change replay unchanged. A
+// local attempt that allows one attempt and dies with its worker is not run again.
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import { ActivityFailure, WorkflowFailedError } from '@temporalio/client';
 import { RetryState } from '@temporalio/common';
 import proto, { type temporal } from '@temporalio/proto';
@@ -13,9 +14,10 @@ import { summariseWindow } from '../../jobs/sales-summary.js';
 import { defineCatalog } from '../../schedules/define.js';
 import { WINDOW_REVISION, type ActivityPolicy, type WindowRunResult } from '../../contract/workflows.js';
 import { historyFromFile } from '../helpers/history.js';
-import { spawnWorker } from '../helpers/processes.js';
+import { spawnWorker, type WorkerProcess, workerProcessEnv } from '../helpers/processes.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../helpers/jobs.js';
-import { realStack, sharedBundle, uniqueQueue, withWorker } from '../helpers/temporal.js';
+import { realStack, sharedBundle, uniqueQueue, withWorker, eventually } from '../helpers/temporal.js';
+import { hourlyWindow, windowPolicy } from '../helpers/windows.js';
 
 const stack = realStack();
 const EventType = proto.temporal.api.enums.v1.EventType;
@@ -258,4 +260,78 @@ test('windows run on 0dd8bbd (done or still running), 4020cb1 and 8a01876 replay
     const history = await historyFromFile(new URL(`../fixtures/${name}.history.json`, import.meta.url));
     await Worker.runReplayHistory({ workflowBundle: await sharedBundle() }, history);
   }
+});
+
+// A window that allows one attempt, run locally, whose worker is SIGKILLed mid-attempt. On a Temporal
+// dev server and database of its own.
+describe('a local attempt allowing one attempt, lost with its worker', () => {
+  const stack = realStack();
+
+  const exited = (w: WorkerProcess) => w.child.signalCode !== null || w.child.exitCode !== null;
+
+  test('a local window attempt allowing one attempt, lost with its worker: not run again on the next worker, the window fails', async () => {
+    const job = 'rv-once';
+    const start = '2026-07-04T00:00:00Z';
+    const end = '2026-07-04T01:00:00Z';
+    const key = `${job}/${start}`;
+    const taskQueue = uniqueQueue(job);
+    await insertOrders(stack.t.db, ordersBetween(job, start, end, 10));
+    // Every worker that reaches the handler of this window dies there (a poison window: say it runs
+    // the worker out of memory). The job allows one attempt.
+    const env = workerProcessEnv(stack, taskQueue, {
+      name: job,
+      grid: '1h',
+      start,
+      holdMs: 0,
+      crashAt: { point: CRASH_POINT.inHandler, nth: 1 },
+    });
+    const workers: WorkerProcess[] = [];
+    try {
+      const first = await spawnWorker('rv-once-1', env);
+      workers.push(first);
+      const run = stack.env.client.workflow
+        .execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [hourlyWindow(job, Date.parse(start), 0, windowPolicy(1, 15_000))],
+        })
+        .then(
+          (r: WindowRunResult) => ({ ok: r }),
+          (err: unknown) => ({ err }),
+        );
+      await eventually(async () => (exited(first) ? true : undefined), 60_000, 'the first worker to die');
+      assert.match(first.output(), /CRASH point=inHandler/);
+      const second = await spawnWorker('rv-once-2', env);
+      workers.push(second);
+      // One attempt was allowed and it was spent: the window ends failed (its attempt timed out, as a
+      // regular activity's does) and alerts; the second worker never runs the handler.
+      const secondDied = eventually(async () => (exited(second) ? 'died' : undefined), 120_000, 'x').catch(
+        () => 'alive',
+      );
+      const outcome = await Promise.race([run, secondDied]);
+      assert.notEqual(outcome, 'died', `the handler ran again on the next worker:\n${second.output()}`);
+      assert.ok('err' in (outcome as object), JSON.stringify(outcome));
+      assert.ok((outcome as { err: unknown }).err instanceof WorkflowFailedError);
+      assert.doesNotMatch(second.output(), /CRASH point=inHandler/);
+      // Recorded and alerted as a failed window, not left running.
+      const row = await stack.t.db
+        .selectFrom('job_windows')
+        .select(['status', 'reason'])
+        .where('window_key', '=', key)
+        .executeTakeFirstOrThrow();
+      assert.equal(row.status, 'failed');
+      assert.match(row.reason ?? '', /lost with their worker/);
+      const incidents = await stack.t.db
+        .selectFrom('incidents')
+        .select(['subject', 'kind'])
+        .where('job', '=', job)
+        .execute();
+      assert.deepEqual(
+        incidents.map((i) => ({ ...i })),
+        [{ subject: key, kind: 'window-failed' }],
+      );
+    } finally {
+      for (const w of workers) await w.stop('SIGKILL');
+    }
+  });
 });
