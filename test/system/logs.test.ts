@@ -1,16 +1,23 @@
 // Logs on a real stack: the outcome lines of real window runs as JSON (their text as msg, the
 // outcome as fields), secrets redacted; and `npm run worker` printing JSON lines, SDK lines included.
+// A source URL's password in a handler's error stays out of the log line, the activity's span and the
+// history; `npm run worker` with a bad variable says why as a JSON error line.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { constants } from 'node:os';
 import { PassThrough } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
+import { node } from '@opentelemetry/sdk-node';
+import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OpenTelemetryActivityInboundInterceptor } from '@temporalio/interceptors-opentelemetry';
+import { Worker } from '@temporalio/worker';
 import { loadConfig } from '../../config/env.js';
 import { defineCatalog } from '../../schedules/define.js';
 import { buildDeps } from '../../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../../workers/log.js';
 import type { WindowResult } from '../../contract/workflows.js';
+import { createActivities } from '../../activities/index.js';
 import { gatedHandler, insertOrders, ordersBetween, salesJob } from '../helpers/jobs.js';
 import { freePort } from '../helpers/net.js';
 import { runToEnd } from '../helpers/spawn.js';
@@ -22,6 +29,7 @@ import {
   withWorker,
   tickAt,
   windowByHand,
+  sharedBundle,
 } from '../helpers/temporal.js';
 
 const stack = realStack();
@@ -275,4 +283,105 @@ test('npm run worker that cannot start: why, as a JSON error line on stdout, exi
   assert.equal(failed?.level, 'error', out);
   assert.match(failed!.msg, /^worker stopped: .*connect/i);
   assert.ok(!`${out}${err}`.includes(DB_PASSWORD), `${out}\n${err}`);
+});
+
+// A window whose handler fails with the password of a source database's URL in its error. The logs
+// redact it (any URL's password is a secret there); the activity's span, which the tracing
+// interceptor fills from the thrown error, must not carry it either, nor the window's history. And
+// `npm run worker` with a bad variable. On a Temporal dev server, database and in-memory tracer
+// provider of their own.
+describe("a failing window's secret in the log line, the span and the history; a worker that cannot start", () => {
+  const exporter = new InMemorySpanExporter();
+  const provider = new node.NodeTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  // Registered for these tests only (the tests above run without a tracer provider, as before).
+  before(() => {
+    provider.register();
+  });
+  after(() => provider.shutdown());
+  const stack = realStack();
+
+  const SOURCE_PASSWORD = 'src-pass-7741';
+
+  test("a handler's error with a source URL's password: redacted in the log line, the activity's span and the history", async () => {
+    const job = 'obs-leak';
+    const catalog = defineCatalog([
+      salesJob(job, {
+        start: '2026-03-02T09:00:00Z',
+        handler: async () => {
+          throw new Error(`could not reach postgres://app:${SOURCE_PASSWORD}@db.internal/sales`);
+        },
+      }),
+    ]);
+    const config = loadConfig({ DATABASE_URL: stack.t.url });
+    const stream = new PassThrough();
+    let out = '';
+    stream.on('data', (d) => (out += d));
+    const log = createLog({ ...logOptionsFromConfig(config), destination: stream });
+    const deps = buildDeps(config, { db: stack.t.db, catalog, logger: log.logger });
+    const taskQueue = uniqueQueue('obs-leak');
+    // A traced worker's activity interceptor (workers/tracing.ts), on this file's in-memory provider.
+    const worker = await Worker.create({
+      connection: stack.env.nativeConnection,
+      namespace: stack.env.namespace ?? 'default',
+      taskQueue,
+      workflowBundle: await sharedBundle(),
+      activities: createActivities(deps),
+      interceptors: { activity: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx) })] },
+      shutdownGraceTime: '1s',
+    });
+    const key = `${job}/2026-03-02T09:00:00Z`;
+    const history = await worker.runUntil(async () => {
+      await stack.env.client.workflow
+        .execute('window', {
+          taskQueue,
+          workflowId: key,
+          args: [
+            {
+              job,
+              start: '2026-03-02T09:00:00Z',
+              end: '2026-03-02T10:00:00Z',
+              generation: 0,
+              key,
+              trigger: 'manual',
+              policy: windowPolicy(1, 30_000),
+            },
+          ],
+        })
+        .catch(() => undefined);
+      return await stack.env.client.workflow.getHandle(key).fetchHistory();
+    });
+    const span = await eventually(
+      async () => exporter.getFinishedSpans().find((s) => s.name === 'RunActivity:processWindow'),
+      20_000,
+      'the processWindow span',
+    );
+    await eventually(async () => (out.includes('FAILED job=') ? true : undefined), 20_000, 'the FAILED line');
+    assert.ok(out.includes('postgres://app:***@db.internal/sales'), `the log line redacts it:\n${out}`);
+    const spanText = JSON.stringify({
+      status: span.status,
+      events: span.events,
+      attributes: span.attributes,
+    });
+    assert.ok(spanText.includes('could not reach'), `the span records the failure: ${spanText}`);
+    assert.ok(!spanText.includes(SOURCE_PASSWORD), `the source's password in the span: ${spanText}`);
+    assert.ok(!JSON.stringify(history).includes(SOURCE_PASSWORD), "the source's password in the history");
+  });
+
+  test('npm run worker with a bad variable: why, as a JSON error line on stdout like any other failure, exit code 1', async () => {
+    const { code, out, err } = await runToEnd('npm', ['run', '--silent', 'worker'], {
+      DATABASE_URL: stack.t.url,
+      TIDEMARK_LOG_LEVEL: 'verbose',
+    });
+    assert.equal(code, 1, `${out}\n${err}`);
+    const last = out.trim().split('\n').at(-1) ?? '';
+    const line = (() => {
+      try {
+        return JSON.parse(last) as { level?: string; msg?: string };
+      } catch {
+        return {};
+      }
+    })();
+    assert.equal(line.level, 'error', `a JSON error line on stdout; stdout:\n${out}\nstderr:\n${err}`);
+    assert.match(line.msg ?? '', /^worker stopped: .*TIDEMARK_LOG_LEVEL/);
+  });
 });

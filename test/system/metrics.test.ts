@@ -1,8 +1,9 @@
 // /metrics on the real stack: after known runs (the design's timeline, a failing window, a running
 // backfill) the counters, the duration histogram and the gauges read from the ledger and from
-// Temporal hold exactly what happened.
+// Temporal hold exactly what happened. A backfill whose progress query gets no answer does not hold
+// the scrape up.
 import assert from 'node:assert/strict';
-import { after, test } from 'node:test';
+import { after, describe, test } from 'node:test';
 import { memoryLogger } from '../../activities/logger.js';
 import { windowsBehind } from '../../activities/watch.js';
 import { recordEffects } from '../../db/effects.js';
@@ -264,5 +265,46 @@ test('pollers per task queue: a queue that no worker polls (the lag watch with e
     );
     assert.equal(valueOf(s, 'tidemark_task_queue_pollers', { task_queue: forgotten }), 0);
     assert.equal(valueOf(s, 'tidemark_metrics_source_up', { source: 'temporal' }), 1);
+  });
+});
+
+// A backfill whose progress query gets no answer (no worker polls its queue): Temporal still answers,
+// and the other gauges stay. On a Temporal dev server and database of its own.
+describe('a backfill whose progress query gets no answer', () => {
+  const stack = realStack();
+
+  test('a backfill whose progress query gets no answer: counted running, Temporal up, the scrape not held to the timeout', async () => {
+    const client = stack.env.client;
+    const job = 'obs-bf';
+    const catalog = defineCatalog([salesJob(job, { start: '2026-03-01T00:00:00Z' })]);
+    await client.workflow.start('backfill', {
+      // Nobody polls it: the backfill runs, its query waits for a worker.
+      taskQueue: uniqueQueue('obs-nobody'),
+      workflowId: `${job}/backfill-unanswered`,
+      args: [{ job, from: '2026-03-01T00:00:00Z', to: '2026-03-01T02:00:00Z', concurrency: 1 }],
+      typedSearchAttributes: searchAttributes('backfill', job),
+    });
+    await eventually(
+      async () => {
+        for await (const w of client.workflow.list({
+          query: `TidemarkKind = "backfill" AND TidemarkJob = "${job}"`,
+        }))
+          return w;
+        return undefined;
+      },
+      20_000,
+      'the backfill listed',
+    );
+    const metrics = createMetrics({ db: stack.t.db, catalog, client, timeoutMs: 5_000 });
+    const started = Date.now();
+    const samples = parseMetrics(await metrics.registry.metrics());
+    const took = Date.now() - started;
+    assert.equal(
+      valueOf(samples, 'tidemark_metrics_source_up', { source: 'temporal' }),
+      1,
+      'Temporal answers',
+    );
+    assert.equal(valueOf(samples, 'tidemark_backfills_running', { job }), 1);
+    assert.ok(took < 4_000, `the scrape took ${took} ms`);
   });
 });

@@ -1,7 +1,8 @@
 // Tracing configured by the standard OTEL_* environment: a worker process started with them sends
 // one window's span tree (tick -> window -> processWindow, and its e-mail effect) to a real OTLP/HTTP
 // receiver on loopback. Runs started with tracing off replay with it on, and back. Without them,
-// this process has no tracer provider and its bundle no tracing interceptors.
+// this process has no tracer provider and its bundle no tracing interceptors. With the collector down,
+// a command's spans are lost, the command is not.
 import assert from 'node:assert/strict';
 import { readFile, rm, writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
@@ -18,8 +19,9 @@ import { clientInterceptors, tracing, workerTracing, workflowTracingModule } fro
 import { loopbackChannels } from '../helpers/effects.js';
 import { insertOrders, ordersBetween } from '../helpers/jobs.js';
 import { workerProcessEnv } from '../helpers/processes.js';
-import { spawnReady } from '../helpers/spawn.js';
+import { spawnReady, runToEnd } from '../helpers/spawn.js';
 import { eventually, realStack, sharedBundle, uniqueQueue } from '../helpers/temporal.js';
+import { freePort } from '../helpers/net.js';
 
 const stack = realStack();
 const channels = loopbackChannels();
@@ -307,3 +309,34 @@ function untracedBundle(): Promise<string> {
 function pick(attributes: Span['attributes']): Span['attributes'] {
   return Object.fromEntries(Object.entries(attributes).filter(([k]) => k.startsWith('tidemark.')));
 }
+
+// A command run with tracing on while the collector is down: its spans are lost, the command is not.
+// On a Temporal dev server and database of its own.
+describe('tracing on with the collector down', () => {
+  const stack = realStack();
+
+  test('tracing on, the collector down: a CLI command that started a workflow still exits 0', async () => {
+    const { code, out, err } = await runToEnd(
+      process.execPath,
+      [
+        'bin/tidemark.js',
+        'backfill',
+        'sales-hourly',
+        '--from',
+        '2026-03-01T00:00:00Z',
+        '--to',
+        '2026-03-01T02:00:00Z',
+        '--no-wait',
+      ],
+      {
+        DATABASE_URL: stack.t.url,
+        TEMPORAL_ADDRESS: stack.env.address,
+        TIDEMARK_TASK_QUEUE: uniqueQueue('obs-cli'),
+        // Nothing listens there.
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+      },
+    );
+    assert.match(out, /backfill sales-hourly\/backfill-.* started/, `${out}\n${err}`);
+    assert.equal(code, 0, `the backfill started, yet the command failed:\n${out}\n${err}`);
+  });
+});
