@@ -1,15 +1,17 @@
-// Hostile review of the page on fastify (issue 12): answers the page's own handlers never see (a
-// URL the router cannot decode) and input Temporal refuses, through the real server.
+// The page's HTTP server (fastify), through the real server: answers the page's own handlers never see
+// (a URL the router cannot decode), input Temporal or PostgreSQL refuses, a provider's secrets and
+// markup, the update stream's snapshot shared by open pages, a job whose Schedule does not exist yet,
+// login throttling; a body over the limit, and the update stream of a session that ends.
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
-import { test } from 'node:test';
+import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/env.js';
 import { createDb, poolOf } from '../../db/database.js';
 import { defineCatalog } from '../../schedules/define.js';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
-import { salesJob } from '../helpers/jobs.js';
-import { realStack } from '../helpers/temporal.js';
 import { startWebServer } from '../../web/server.js';
+import { salesJob } from '../helpers/jobs.js';
+import { realStack, uniqueQueue } from '../helpers/temporal.js';
 import { launchBrowser, loggedInPage } from '../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../helpers/web.js';
 
@@ -379,4 +381,73 @@ test('guessing the token is throttled: past 20 logins a minute from one address,
   } finally {
     await web.stop();
   }
+});
+
+// A body over the limit, and the update stream of a session that expires or logs out. On a Temporal
+// dev server and database of their own.
+describe('a body over the limit, and the update stream of a session that ends', () => {
+  const stack = realStack();
+  const TOKEN = 'review-operator-token-1';
+  const bearer = { authorization: `Bearer ${TOKEN}` };
+  test('Review of item 19: a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
+    const job = 'review-big-body';
+    const catalog = defineCatalog([salesJob(job, { start: '2026-06-07T00:00:00Z', lateness: '0m' })]);
+    const web = await startWeb(stack, {
+      token: TOKEN,
+      catalog,
+      env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job) },
+    });
+    try {
+      const post = async (body: string | Buffer) => {
+        const r = await fetch(`${web.url}/api/jobs/${job}/backfill`, {
+          method: 'POST',
+          headers: { ...bearer, 'content-type': 'application/json' },
+          body,
+        });
+        return { status: r.status, connection: r.headers.get('connection'), text: await r.text() };
+      };
+      for (let i = 0; i < 3; i++) {
+        const big = await post(Buffer.alloc(200_000, 0x20));
+        assert.equal(big.status, 413, big.text);
+        assert.equal(big.connection, 'close');
+        const next = await post('{"from": "x", "to": "y"}').catch((e: Error) => ({
+          status: 0,
+          connection: null,
+          text: String(e.cause ?? e),
+        }));
+        assert.equal(next.status, 400, `the request after a 413: ${next.text}`);
+      }
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test('Review of item 19: the update stream of a session that expires or logs out ends, so the page hears it', async () => {
+    const job = 'review-sse';
+    const catalog = defineCatalog([salesJob(job, { start: '2026-06-08T00:00:00Z', lateness: '0m' })]);
+    let now = new Date('2026-11-30T12:00:00Z');
+    const web = await startWeb(stack, {
+      token: TOKEN,
+      catalog,
+      env: { TIDEMARK_TASK_QUEUE: uniqueQueue(job), TIDEMARK_WEB_SESSION_TTL: '1h' },
+      now: () => now,
+    });
+    try {
+      const cookie = sessionCookie(await postLogin(web.url, TOKEN));
+      const events = await fetch(`${web.url}/api/events`, { headers: { cookie } });
+      const reader = events.body!.getReader();
+      assert.equal((await reader.read()).done, false, 'a first update');
+      now = new Date('2026-11-30T13:00:01Z');
+      const deadline = Date.now() + 10_000;
+      let ended = false;
+      while (!ended && Date.now() < deadline)
+        ended = await Promise.race([
+          reader.read().then((r) => r.done),
+          new Promise<boolean>((r) => setTimeout(() => r(false), deadline - Date.now())),
+        ]);
+      assert.ok(ended, 'the stream of an expired session ended');
+    } finally {
+      await web.stop();
+    }
+  });
 });
