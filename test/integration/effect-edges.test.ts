@@ -262,7 +262,7 @@ async function claimAfter(lock: { release(): Promise<void> }, rival: Promise<unk
 // Item 1: attempt 2 reads "begun, lease passed" and decides to act; attempt 1 then commits done;
 // attempt 2's claim must fail. The row lock queues attempt 1's settle before attempt 2's claim.
 for (const scenario of ['policy resend', 'a status check that said absent'] as const) {
-  test(`item 1: a lease race with ${scenario}: the late claim loses, one provider call`, () =>
+  test(`a lease race with ${scenario}: the late claim loses, one provider call`, () =>
     withApi(async (api) => {
       const key = `edges/race-${scenario.replace(/\W+/g, '-')}:push`;
       await recordHttp(api, key, scenario === 'policy resend' ? { policy: 'resend' } : { statusUrl: true });
@@ -278,7 +278,7 @@ for (const scenario of ['policy resend', 'a status check that said absent'] as c
     }));
 }
 
-test('item 1: a worker that finds the lease passed while the first attempt commits done: the effect stays done', () =>
+test('a worker that finds the lease passed while the first attempt commits done: the effect stays done', () =>
   withApi(async (api) => {
     const key = 'edges/race-resolver:push';
     await recordHttp(api, key);
@@ -291,7 +291,7 @@ test('item 1: a worker that finds the lease passed while the first attempt commi
     assert.equal(api.posts.length, 1);
   }));
 
-test('item 1: an operator resend while the first attempt is still alive: its late answer wins, one provider call', () =>
+test('an operator resend while the first attempt is still alive: its late answer wins, one provider call', () =>
   withApi(async (api) => {
     const key = 'edges/race-operator:push';
     await recordHttp(api, key);
@@ -317,7 +317,7 @@ test('item 1: an operator resend while the first attempt is still alive: its lat
     assert.equal((await effectRow(t.db, key)).status, 'done');
   }));
 
-test('item 2: a lease that passed where the channel is not configured is unknown, never failed', async () => {
+test('a lease that passed where the channel is not configured is unknown, never failed', async () => {
   const key = 'edges/no-provider:alert';
   await recordSlack(key, 'alert', 'hello');
   await leaveAs(key, 'begun', { lease_until: new Date(Date.now() - 540_000) });
@@ -340,7 +340,7 @@ for (const [api, answer] of [
   ['telegram', 'bad-gateway'],
   ['telegram', 'gateway-timeout'],
 ] as const) {
-  test(`item 3: ${api} answering ${answer} is an unknown outcome, not "not sent"`, async () => {
+  test(`${api} answering ${answer} is an unknown outcome, not "not sent"`, async () => {
     chat.plan[api].push(answer as ChatAnswer);
     const provider =
       api === 'slack'
@@ -355,7 +355,7 @@ for (const [api, answer] of [
   });
 }
 
-test('item 3: through the guard, a Slack 500 leaves the message unknown (policy ask), not failed and resent', async () => {
+test('through the guard, a Slack 500 leaves the message unknown (policy ask), not failed and resent', async () => {
   const key = 'edges/slack-500:post';
   await recordSlack(key, 'post', 'maybe');
   const before = chat.requests.length;
@@ -367,7 +367,7 @@ test('item 3: through the guard, a Slack 500 leaves the message unknown (policy 
   assert.equal((await effectRow(t.db, key)).status, 'unknown');
 });
 
-test('item 4: a resend decision is used by one resend; unknown again, it alerts again and is not resent on its own', () =>
+test('a resend decision is used by one resend; unknown again, it alerts again and is not resent on its own', () =>
   withApi(async (api) => {
     const key = 'edges/resend-once:push';
     await recordHttp(api, key);
@@ -392,7 +392,7 @@ test('item 4: a resend decision is used by one resend; unknown again, it alerts 
     assert.equal(api.posts.length, 2, 'no resend without a new decision');
   }));
 
-test('item 5: a plain webhook whose reply is lost follows its policy (ask): not resent', () =>
+test('a plain webhook whose reply is lost follows its policy (ask): not resent', () =>
   withApi(async (api) => {
     const key = 'edges/plain-webhook:push';
     await recordHttp(api, key);
@@ -414,7 +414,7 @@ async function lostReplyThenDone(api: Api, key: string): Promise<void> {
   assert.equal((await perform(key)).outcome, 'done');
 }
 
-test('item 5: a webhook declared to honour Idempotency-Key is resent with the same key', () =>
+test('a webhook declared to honour Idempotency-Key is resent with the same key', () =>
   withApi(async (api) => {
     const key = 'edges/idempotent-webhook:push';
     await recordHttp(api, key, { honoursIdempotencyKey: true });
@@ -422,7 +422,7 @@ test('item 5: a webhook declared to honour Idempotency-Key is resent with the sa
     assert.deepEqual(api.posts, [key, key]);
   }));
 
-test('item 5: a webhook whose lost reply can be checked at its status URL is asked before any resend', () =>
+test('a webhook whose lost reply can be checked at its status URL is asked before any resend', () =>
   withApi(async (api) => {
     const key = 'edges/checked-webhook:push';
     await recordHttp(api, key, { statusUrl: true });
@@ -477,7 +477,7 @@ async function refused(job: string, effects: unknown[], match: RegExp[]): Promis
   await nothingCommitted(job);
 }
 
-test('item 6: two effects with one name in a window are refused, naming job, window and effect; nothing committed', async () => {
+test('two effects with one name in a window are refused, naming job, window and effect; nothing committed', async () => {
   const mail = (text: string) => ({
     name: 'report',
     channel: 'email',
@@ -490,14 +490,14 @@ test('item 6: two effects with one name in a window are refused, naming job, win
   );
 });
 
-test('item 5: an http effect whose honoursIdempotencyKey is not a boolean is refused, naming the field', async () => {
+test('an http effect whose honoursIdempotencyKey is not a boolean is refused, naming the field', async () => {
   const request = { method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, honoursIdempotencyKey: 'yes' };
   await refused('edges-bad-http', [{ name: 'push', channel: 'http', request }], [/honoursIdempotencyKey/]);
 });
 
-// ---- Review of items 1-6 (hostile review): edges the first pass did not cover ----
+// ---- Late answers around an operator's decision, checkable webhooks, bad declarations, lost replies ----
 
-test('review: a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', () =>
+test('a late "done" while an operator\'s resend holds the effect is kept; the effect is done, nobody is asked again', () =>
   withApi(async (api) => {
     const key = 'edges/review-late-done-over-resend:push';
     await recordHttp(api, key);
@@ -523,7 +523,7 @@ test('review: a late "done" while an operator\'s resend holds the effect is kept
     );
   }));
 
-test('review: a late "done" after an operator skipped it turns the effect done', () =>
+test('a late "done" after an operator skipped it turns the effect done', () =>
   withApi(async (api) => {
     const key = 'edges/review-late-done-over-skip:push';
     await recordHttp(api, key);
@@ -535,7 +535,7 @@ test('review: a late "done" after an operator skipped it turns the effect done',
     assert.equal(api.posts.length, 1);
   }));
 
-test('review: an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', () =>
+test('an operator resend of a checkable webhook whose reply is lost is unknown again, and the status URL is asked before the next resend', () =>
   withApi(async (api) => {
     const key = 'edges/review-resend-checkable:push';
     await recordHttp(api, key, { statusUrl: true });
@@ -559,7 +559,7 @@ test('review: an operator resend of a checkable webhook whose reply is lost is u
     assert.equal(api.posts.length, 1, 'not sent again');
   }));
 
-test('review: a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', () =>
+test('a checkable webhook whose reply stays lost after the attempts are used up can be decided by a person', () =>
   withApi(async (api) => {
     const key = 'edges/review-checkable-exhausted:push';
     await recordHttp(api, key, { statusUrl: true });
@@ -592,7 +592,7 @@ for (const [field, effect] of [
   ['policy', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: {} }, { policy: 'resnd' })],
   ['request', bad({ method: 'POST', url: 'http://127.0.0.1:9/x', body: { n: 1n } })],
 ] as const) {
-  test(`review: an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
+  test(`an effect with a bad ${field} (${inspect(effect, { breakLength: Infinity })}) is refused before anything commits`, async () => {
     const job = `edges-bad-${field.toLowerCase()}-${Math.random().toString(36).slice(2, 8)}`;
     await refused(
       job,
@@ -602,7 +602,7 @@ for (const [field, effect] of [
   });
 }
 
-test('review: two effects whose names differ only in type (1 and "1") share a key: refused, not dropped', async () => {
+test('two effects whose names differ only in type (1 and "1") share a key: refused, not dropped', async () => {
   const mail = (name: unknown) => ({
     name,
     channel: 'email',
@@ -611,11 +611,11 @@ test('review: two effects whose names differ only in type (1 and "1") share a ke
   await refused('edges-name-types', [mail(1), mail('1')], [/name/]);
 });
 
-test('review: an effect on a channel that does not exist is refused before anything commits', async () => {
+test('an effect on a channel that does not exist is refused before anything commits', async () => {
   await refused('edges-bad-channel', [{ name: 'sms', channel: 'sms', request: { to: '+1' } }], [/channel/]);
 });
 
-test('review: a webhook token in the URL path never reaches the effect row, its attempts or the logs', () =>
+test('a webhook token in the URL path never reaches the effect row, its attempts or the logs', () =>
   withApi(async (api) => {
     const key = 'edges/review-secret-path:push';
     const secret = 'XsEcReTtOkEn123456';
@@ -635,7 +635,7 @@ test('review: a webhook token in the URL path never reaches the effect row, its 
     assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
   }));
 
-test('review: a resend decided where the channel is not configured is refused and not left to resend later', async () => {
+test('a resend decided where the channel is not configured is refused and not left to resend later', async () => {
   const key = 'edges/review-decide-unconfigured:post';
   await recordSlack(key, 'post', 'decide me');
   await leaveAs(key, 'unknown', { last_error: 'no reply' });
@@ -655,7 +655,7 @@ test('review: a resend decided where the channel is not configured is refused an
   assert.equal(chat.requests.length, before, 'nothing sent');
 });
 
-test('review: a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', () =>
+test('a lost reply is recorded unknown even where a resend is allowed (policy resend, an idempotent target), never failed', () =>
   withApi(async (api) => {
     for (const opts of [{ policy: 'resend' as const }, { honoursIdempotencyKey: true }]) {
       const key = `edges/review-lost-reply-${Object.keys(opts)[0]}:push`;
@@ -675,7 +675,7 @@ test('review: a lost reply is recorded unknown even where a resend is allowed (p
     }
   }));
 
-test('review: an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', () =>
+test('an operator retry whose reply is lost leaves the effect unknown and asks a person, not "the next attempt" that never comes', () =>
   withApi(async (api) => {
     const key = 'edges/review-retry-lost:push';
     await recordHttp(api, key, { statusUrl: true });
@@ -692,7 +692,7 @@ test('review: an operator retry whose reply is lost leaves the effect unknown an
     assert.equal(api.posts.length, 1);
   }));
 
-test('review: an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', () =>
+test('an operator resend that loses its claim to the first attempt\'s late "done" closes the incident, not leaves it with nothing to decide', () =>
   withApi(async (api) => {
     const key = 'edges/review-resend-loses-claim:push';
     await recordHttp(api, key);
@@ -747,7 +747,7 @@ test('review: an operator resend that loses its claim to the first attempt\'s la
     assert.deepEqual(open, [], `the incident closes: ${inspect(r)}`);
   }));
 
-test('review: an effect whose attempt died (an operator\'s resend killed mid-send) is unknown to the next decision, not stuck "begun"', async () => {
+test('an effect whose attempt died (an operator\'s resend killed mid-send) is unknown to the next decision, not stuck "begun"', async () => {
   const key = 'edges/review-killed-resend:post';
   await recordSlack(key, 'post', 'killed');
   // The resend claimed it, then its process was killed: begun, and its lease has passed. No

@@ -201,7 +201,7 @@ test('a window that was never processed cannot be rerun', async () => {
   );
 });
 
-test('Issue 8 item 15: a second open request for a window is refused; two corrections are generations 1 and 2, each applied', async () => {
+test('a second open request for a window is refused; two corrections are generations 1 and 2, each applied', async () => {
   const job = 'rerun-twice';
   const W = { start: '2026-04-14T10:00:00Z', end: '2026-04-14T11:00:00Z' };
   const { taskQueue, orders, deps } = await rerunJob(job, W, 10);
@@ -269,7 +269,7 @@ test('Issue 8 item 15: a second open request for a window is refused; two correc
   });
 });
 
-test('Issue 8 item 16: a generation with no good orders contributes zero; the next one subtracts only it', async () => {
+test('a generation with no good orders contributes zero; the next one subtracts only it', async () => {
   const job = 'rerun-empty-gen';
   const W = { start: '2026-04-15T10:00:00Z', end: '2026-04-15T11:00:00Z' };
   const { taskQueue, orders, deps } = await rerunJob(job, W, 6);
@@ -297,7 +297,7 @@ test('Issue 8 item 16: a generation with no good orders contributes zero; the ne
   });
 });
 
-test('Issue 8 item 17: an approval after the timeout fired is refused and audited as refused', async () => {
+test('an approval after the timeout fired is refused and audited as refused', async () => {
   const job = 'rerun-late-approval';
   const W = { start: '2026-04-16T10:00:00Z', end: '2026-04-16T11:00:00Z' };
   const { taskQueue, deps } = await rerunJob(job, W, 4);
@@ -331,7 +331,7 @@ test('Issue 8 item 17: an approval after the timeout fired is refused and audite
   });
 });
 
-test('Issue 8 item 17: a decision whose audit cannot be written is not applied, and the user is told so', async () => {
+test('a decision whose audit cannot be written is not applied, and the user is told so', async () => {
   const job = 'rerun-audit-fails';
   const W = { start: '2026-04-17T10:00:00Z', end: '2026-04-17T11:00:00Z' };
   const { taskQueue, deps } = await rerunJob(job, W, 4);
@@ -371,7 +371,7 @@ test('Issue 8 item 17: a decision whose audit cannot be written is not applied, 
   }
 });
 
-test('Issue 8 item 18: approver-group membership is not a claim a Temporal client can make', async () => {
+test('approver-group membership is not a claim a Temporal client can make', async () => {
   const job = 'rerun-group-claim';
   const W = { start: '2026-04-18T10:00:00Z', end: '2026-04-18T11:00:00Z' };
   const { taskQueue, deps } = await rerunJob(job, W, 4);
@@ -412,7 +412,7 @@ test('Issue 8 item 18: approver-group membership is not a claim a Temporal clien
   );
 });
 
-test('Issue 8 item 15: a pending request whose workflow was terminated does not hold the window', async () => {
+test('a pending request whose workflow was terminated does not hold the window', async () => {
   const job = 'rerun-terminated';
   const W = { start: '2026-04-19T10:00:00Z', end: '2026-04-19T11:00:00Z' };
   const { taskQueue, deps } = await rerunJob(job, W, 3, { temporal: true });
@@ -447,7 +447,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
   const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTools(stack);
   const TOKEN = 'review-operator-token-1';
   const bearer = { authorization: `Bearer ${TOKEN}` };
-  test('Review of items 15, 19: a rerun the page asks for but the worker refuses is an error on the page, not "ok"', async () => {
+  test('a rerun the page asks for but the worker refuses is an error on the page, not "ok"', async () => {
     const job = 'review-page-rerun';
     const W = { start: '2026-06-01T10:00:00Z', end: '2026-06-01T11:00:00Z' };
     const { taskQueue, deps } = await rerunJob(job, W, 4, { temporal: true });
@@ -508,7 +508,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
     }
   });
 
-  test('Review of item 15: an approved request whose workflow ended does not hold its window for ever', async () => {
+  test('an approved request whose workflow ended does not hold its window for ever', async () => {
     const job = 'review-approved-ended';
     const W = { start: '2026-06-02T10:00:00Z', end: '2026-06-02T11:00:00Z' };
     const { taskQueue, orders, deps } = await rerunJob(job, W, 5, { temporal: true });
@@ -565,7 +565,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
     });
   });
 
-  test('Review of item 15: one request recorded by two overlapping attempts is one request, not refused by itself', async () => {
+  test('one request recorded by two overlapping attempts is one request, not refused by itself', async () => {
     const job = 'review-same-request';
     const W = { start: '2026-06-04T10:00:00Z', end: '2026-06-04T11:00:00Z' };
     const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
@@ -592,7 +592,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
     });
   });
 
-  test('Review of item 17: a decision before the request is recorded is refused, so a refused request has no accepted approval', async () => {
+  test('a decision before the request is recorded is refused, so a refused request has no accepted approval', async () => {
     const job = 'review-early-decision';
     const W = { start: '2026-06-05T10:00:00Z', end: '2026-06-05T11:00:00Z' };
     const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
@@ -632,7 +632,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
     });
   });
 
-  test('Review of item 17: a decision on a request that has already timed out (its workflow closed) is refused and audited', async () => {
+  test('a decision on a request that has already timed out (its workflow closed) is refused and audited', async () => {
     const job = 'review-closed-decision';
     const W = { start: '2026-06-06T10:00:00Z', end: '2026-06-06T11:00:00Z' };
     const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
@@ -656,7 +656,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
     });
   });
 
-  test("Review of items 17, 18: a rerun approved and run before this change replays on today's code", async () => {
+  test("a rerun approved and run before audit-first decisions (recorded on 61971a3) replays on today's code", async () => {
     // Recorded on 61971a3 (before items 17 and 18): approved by bob, generation 1 run, done. A worker
     // deployed while such a request is still running must replay it, not fail it for nondeterminism.
     const history = await historyFromFile(

@@ -411,7 +411,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
   }
 });
 
-test('Review of issue 8 item 17: an effect decision that applied but whose audit failed is not reported as refused', async () => {
+test('an effect decision that applied but whose audit failed is not reported as refused', async () => {
   // The audit refuses an accepted decision by bob (a stand-in for the database failing the write).
   await sql`alter table approval_audit add constraint test_no_bob check (not (accepted and actor = 'bob')) not valid`.execute(
     stack.t.db,
@@ -444,7 +444,7 @@ test('Review of issue 8 item 17: an effect decision that applied but whose audit
   }
 });
 
-test('Issue 8 item 18: one identity across the CLI and Slack: alice may not approve in Slack what she asked for in the CLI', async () => {
+test('one identity across the CLI and Slack: alice may not approve in Slack what she asked for in the CLI', async () => {
   // The CLI knows the jobs of the real catalog.
   const job = 'sales-hourly';
   const W = { start: '2026-04-14T10:00:00Z', end: '2026-04-14T11:00:00Z' };
@@ -519,7 +519,7 @@ test('Issue 8 item 18: one identity across the CLI and Slack: alice may not appr
   }
 });
 
-test('Issue 12: the Slack request carries the preview (bounded, escaped); approving it from Slack applies that change', async () => {
+test('a rerun request in Slack carries the preview (bounded, escaped); approving it from Slack applies that change', async () => {
   const job = 'slack-preview';
   const W = { start: '2026-04-15T10:00:00Z', end: '2026-04-15T11:00:00Z' };
   const catalog = defineCatalog([

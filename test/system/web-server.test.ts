@@ -389,7 +389,7 @@ describe('a body over the limit, and the update stream of a session that ends', 
   const stack = realStack();
   const TOKEN = 'review-operator-token-1';
   const bearer = { authorization: `Bearer ${TOKEN}` };
-  test('Review of item 19: a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
+  test('a body over the limit is a 413 that closes its connection, so the next request does not fail', async () => {
     const job = 'review-big-body';
     const catalog = defineCatalog([salesJob(job, { start: '2026-06-07T00:00:00Z', lateness: '0m' })]);
     const web = await startWeb(stack, {
@@ -422,7 +422,7 @@ describe('a body over the limit, and the update stream of a session that ends', 
     }
   });
 
-  test('Review of item 19: the update stream of a session that expires or logs out ends, so the page hears it', async () => {
+  test('the update stream of a session that expires or logs out ends, so the page hears it', async () => {
     const job = 'review-sse';
     const catalog = defineCatalog([salesJob(job, { start: '2026-06-08T00:00:00Z', lateness: '0m' })]);
     let now = new Date('2026-11-30T12:00:00Z');
