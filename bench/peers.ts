@@ -5,7 +5,7 @@
 //    checked against the orders afterwards;
 //  - killTest: a worker in a child process SIGKILLed several times in the middle of the windows,
 //    restarted each time; then windows applied twice and windows lost, against the orders.
-// Callers: bench/run.ts (raw figures; it computes the ratios) and test/integration/peers.test.ts.
+// Callers: bench/run.ts (raw figures; it computes the ratios) and test/integration/bench/peers.test.ts.
 // killTest('tidemark') starts its own Temporal dev server: call it once the process has installed
 // its SDK runtime (bench/run.ts's backfill does), or the SDK's default one is created. tidemark's
 // throughput on the same orders: load throughputLayout(n) with loadPeerOrders into its database.

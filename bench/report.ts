@@ -218,7 +218,7 @@ export function markdown(
     '  minutely job; `window_detail`, `window_effects`, `effects_in_doubt`, `incidents_open` as the page shows them;',
     '  `metrics_scrape` the /metrics PostgreSQL gauges (effects by state from kept counts, effect_counts);',
     "  `alert_window_attempts` the window's attempts an alert's raise reads (by the primary key its key names).",
-    '  test/system/scale.test.ts checks the same statements under EXPLAIN (plans and shared buffers).',
+    '  test/system/bench/scale.test.ts checks the same statements under EXPLAIN (plans and shared buffers).',
     '- `size.*`: bench/ledger-size.ts (`node --import tsx bench/ledger-size.ts`): three years of one minutely job',
     '  (1,576,800 done windows, a window and a tick run record each), the database size after VACUUM FULL as seeded and',
     '  after one window of the built-in housekeeping job (its batched deletions and the folding of done markers older',

@@ -1,7 +1,7 @@
 // Years of history in the ledger: a seed made with generate_series (three years of a minutely job
 // and two hourly ones, their run records, effects, attempts, incidents, quarantine) for the
 // product's hot operations (bench/scale-operations.ts) to run over. Shared by
-// test/system/scale.test.ts (plans and buffers) and bench/scale.ts (time).
+// test/system/bench/scale.test.ts (plans and buffers) and bench/scale.ts (time).
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
 import { type Catalog } from '../schedules/job.js';

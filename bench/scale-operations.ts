@@ -1,5 +1,5 @@
 // The product's hot operations over years of history, each calling the real function as the
-// product does: a named list that test/system/scale.test.ts runs under EXPLAIN and
+// product does: a named list that test/system/bench/scale.test.ts runs under EXPLAIN and
 // bench/scale.ts times. A new hot query is one more entry in `operations`.
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';

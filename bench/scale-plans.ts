@@ -1,6 +1,6 @@
 // The statements an operation sends, captured (pg's query, patched while it runs) and run again
 // under EXPLAIN (ANALYZE, BUFFERS), and what in a plan grows with the history: a sequential scan
-// of a big table, a sort of many rows. Used by test/system/scale.test.ts.
+// of a big table, a sort of many rows. Used by test/system/bench/scale.test.ts.
 import pg from 'pg';
 
 export interface Captured {

@@ -2,7 +2,7 @@
 // ledger of one day and on three years of history (a minutely job and two hourly ones), in one run on
 // one PostgreSQL and one Temporal dev server. `scale.<op>_ms` is the median over the repetitions on
 // three years, its baseline `scale.<op>_day_ms` the same on the last day alone (what the operation
-// has to show is there in both: the ratio is what the history adds, as test/system/scale.test.ts
+// has to show is there in both: the ratio is what the history adds, as test/system/bench/scale.test.ts
 // checks it). Run alone with
 // `npx tsx bench/scale.ts` (BENCH_QUICK=1: one year, fewer repetitions, printed only).
 import { createTestDb } from '../test/helpers/db.js';

@@ -185,7 +185,7 @@ export function renderReliability(r: ChaosResults, command: string): string {
     'order and every choice its rounds make (host, offset, duration, restart mode; each lane has its own',
     'generator). How far each lane gets, and how processes interleave on a busy machine, it cannot. Needs root',
     'for the namespaces (without it the hosts are plain processes and a partition is a frozen process;',
-    'the output says so). Runs as root in CI; `npm run test:system` runs a 20-fault version (test/system/chaos.test.ts).',
+    'the output says so). Runs as root in CI; `npm run test:system` runs a 20-fault version (test/system/chaos/chaos.test.ts).',
     '',
     '## Worker resources',
     '',

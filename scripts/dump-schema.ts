@@ -1,6 +1,6 @@
 // `npm run schema:dump`: migrates a fresh scratch database (on TEST_DATABASE_URL's server, else
 // postgres://postgres@127.0.0.1:5432) to the latest and writes its schema to db/schema.sql, the file
-// test/integration/schema-dump.test.ts compares. Run it after adding a migration; needs pg_dump 15.
+// test/integration/db/schema-dump.test.ts compares. Run it after adding a migration; needs pg_dump 15.
 import { writeFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { migratedSchema, SCHEMA_FILE } from '../test/helpers/schema-dump.js';

@@ -2,7 +2,7 @@
 // migration file it shipped. Workers of the previous release keep running while a new one migrates
 // (workers migrate at start), so a release may only add (expand); a drop or a narrowing (contract)
 // ships only once no running code uses the object, and is listed in `contractions` below.
-// test/integration/migrations-*.test.ts and test/system/migrations-data.test.ts check all three against the files and the catalog.
+// test/integration/db/migrations-*.test.ts and test/system/db/migrations-data.test.ts check all three against the files and the catalog.
 
 /** A shipped schema: its last migration, and the files' SHA-256 (a shipped file is never edited). */
 export interface Release {

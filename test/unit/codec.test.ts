@@ -1,6 +1,6 @@
 // The AES-256-GCM payload codec and its keys from the environment: round trip, the samples' wire
-// format, tampering, unknown key ids, pass-through of plain payloads, and configuration errors that
-// name the variable and never print a key.
+// format, tampering, unknown key ids, pass-through of plain payloads, configuration errors that
+// name the variable and never print a key, and every key among the secrets the logs redact.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -137,4 +137,28 @@ test('the payload keys and the codec token are secrets; a bad codec origin names
     loadConfig({ TIDEMARK_CODEC_ORIGINS: 'http://a.example:8233, https://b.example' }).TIDEMARK_CODEC_ORIGINS,
     ['http://a.example:8233', 'https://b.example'],
   );
+});
+
+// Every configured key is a secret the logs redact, however the keys were written (one a line in the
+// variable, as the file allows, or in the file).
+test("every payload key is among the secrets: keys one a line in the variable, and the file's keys", () => {
+  const [a, b, c] = [0, 1, 2].map(() => randomBytes(32).toString('base64'));
+  const dir = mkdtempSync(join(tmpdir(), 'codec-review-'));
+  try {
+    const file = join(dir, 'keys');
+    writeFileSync(file, `k3:${c}\r\n`);
+    const env = { TIDEMARK_PAYLOAD_KEYS: `k1:${a}\nk2:${b}`, TIDEMARK_PAYLOAD_KEYS_FILE: file };
+    // The codec takes all three keys...
+    assert.deepEqual([...payloadKeysFrom(env)!.byId.keys()], ['k1', 'k2', 'k3']);
+    // ...and each one alone is redacted wherever it would be printed.
+    const secrets = secretsOf(loadConfig(env));
+    for (const [id, key] of [
+      ['k1', a],
+      ['k2', b],
+      ['k3', c],
+    ] as const)
+      assert.ok(secrets.includes(key!), `key ${id} is not among the secrets`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

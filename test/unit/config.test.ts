@@ -60,7 +60,7 @@ test('TEMPORAL_CLI that does not run is refused with the ways to install one', (
   }
 });
 
-test('Issue 8 item 18: approvers and people by name, with their Slack ids; one person, one name', () => {
+test('approvers and people by name, with their Slack ids; one person, one name', () => {
   const c = loadConfig({ TIDEMARK_APPROVERS: 'bob=U0BOB1234,carol', TIDEMARK_PEOPLE: 'alice=U0ALICE12' });
   const d = directoryOf(c);
   assert.deepEqual(d.approvers, ['bob', 'carol']);
@@ -83,7 +83,7 @@ test('Issue 8 item 18: approvers and people by name, with their Slack ids; one p
   );
 });
 
-test('Review of issue 8 item 18: two names that differ only in case are one person, refused', () => {
+test('two names that differ only in case are one person, refused', () => {
   // Otherwise alice asks in the CLI and approves in Slack as Alice (her Slack id's name).
   assert.throws(
     () => loadConfig({ TIDEMARK_APPROVERS: 'alice,bob', TIDEMARK_PEOPLE: 'Alice=U0ALICE12' }),
