@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -17,6 +16,7 @@ import { createDb, ensureDatabase } from '../../db/database.js';
 import { pgClient, pgPool } from '../../db/pg-connection.js';
 import { startDump } from '../../jobs/backup/pg.js';
 import { selfSigned } from '../helpers/certs.js';
+import { countingProxy, noTlsServer, type CountingProxy } from '../helpers/net.js';
 
 const sharedUrl = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 const PW_USER = 'fallback_pw_user';
@@ -26,33 +26,8 @@ let dir: string;
 let wrongCa: string;
 /** TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only; a password user (scram). */
 let cluster: PgCluster;
-let proxy: { port: number; accepted: () => number; close: () => Promise<void> };
-
-/** A TCP proxy on loopback in front of the shared server that counts the connections it accepts. */
-async function countingProxy(host: string, port: number): Promise<typeof proxy> {
-  let accepted = 0;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((inbound) => {
-    accepted++;
-    const outbound = createConnection({ host, port });
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    inbound.pipe(outbound).pipe(inbound);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    accepted: () => accepted,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
+/** A loopback TCP proxy in front of the shared server that counts the connections it accepts. */
+let proxy: CountingProxy;
 
 /** Backends of the shared server with this application_name. */
 async function backends(applicationName: string): Promise<number> {
@@ -247,46 +222,6 @@ test('options=-c%20... in the URL reaches node-postgres and pg_dump alike (the q
   dump.stream.on('error', () => undefined).resume();
   await within('pg_dump', dump.done);
 });
-
-/** A loopback server that answers every TLS request with "N" and records what the client sends next. */
-async function noTlsServer(): Promise<{
-  port: number;
-  connections: () => number;
-  startups: () => number;
-  close: () => Promise<void>;
-}> {
-  let connections = 0;
-  let startups = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((s) => {
-    connections++;
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.on('close', () => sockets.delete(s));
-    let first = true;
-    s.on('data', (b: Buffer) => {
-      if (first && b.length >= 8 && b.readUInt32BE(4) === 80877103) {
-        first = false;
-        s.write('N');
-        return;
-      }
-      // A startup message after "no TLS": the client went on in plain. Refuse it like a server would.
-      startups++;
-      s.destroy();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    connections: () => connections,
-    startups: () => startups,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
 
 test('a server that says "no TLS": require and verify-* never send a plain startup (node-postgres and psql); prefer does, on the same connection', async () => {
   const fake = await noTlsServer();
