@@ -1,4 +1,4 @@
-// The second attempt of sslmode=prefer/allow (db/pg-connection.ts, TidemarkPgClient) measured
+// The second attempt of sslmode=prefer/allow (db/pg-socket.ts, under TidemarkPgClient) measured
 // against libpq: how many connections it opens, what happens to the work queued on the client
 // meanwhile, and which password pg_dump gets. The shared server (ssl = off) is only read from, through a
 // loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
@@ -21,13 +21,19 @@ import { countingProxy, noTlsServer, type CountingProxy } from '../helpers/net.j
 const sharedUrl = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 const PW_USER = 'fallback_pw_user';
 const PW = 'pw-not-in-the-url';
+/** A password user over TLS from 127.0.0.1, trusted in plain: what libpq's prefer does after a failed password. */
+const TLS_PW_USER = 'fallback_tls_pw_user';
 
 let dir: string;
 let wrongCa: string;
-/** TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only; a password user (scram). */
+/**
+ * TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only;
+ * a password user (scram); a user with a password over TLS, trusted in plain.
+ */
 let cluster: PgCluster;
-/** A loopback TCP proxy in front of the shared server that counts the connections it accepts. */
+/** Loopback TCP proxies that count the connections they accept: to the shared server, to the cluster. */
 let proxy: CountingProxy;
+let clusterProxy: CountingProxy;
 
 /** Backends of the shared server with this application_name. */
 async function backends(applicationName: string): Promise<number> {
@@ -79,6 +85,8 @@ before(async () => {
     },
     hba: [
       'hostnossl postgres all 127.0.0.0/8 reject',
+      `hostssl all ${TLS_PW_USER} 127.0.0.0/8 scram-sha-256`,
+      `hostnossl all ${TLS_PW_USER} 127.0.0.0/8 trust`,
       `hostnossl all ${PW_USER} 127.0.0.0/8 scram-sha-256`,
       'host all all 127.0.0.0/8 trust',
       // ::1 takes TLS only (as a managed server with forced TLS); the password user with scram.
@@ -90,12 +98,15 @@ before(async () => {
   const admin = new pg.Client({ host: cluster.dataDir, port: cluster.port, user: 'postgres' });
   await admin.connect();
   await admin.query(`create role ${PW_USER} login password '${PW}'`);
+  await admin.query(`create role ${TLS_PW_USER} login password '${PW}'`);
   await admin.end();
   proxy = await countingProxy(sharedUrl.hostname, Number(sharedUrl.port || 5432));
+  clusterProxy = await countingProxy('127.0.0.1', cluster.port);
 });
 
 after(async () => {
   await proxy?.close();
+  await clusterProxy?.close();
   await cluster?.destroy();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -160,6 +171,71 @@ test("a query issued before connect() resolves is answered after allow's second 
   } finally {
     await c.end();
   }
+});
+
+test("allow's second (TLS) connection keeps what was set on the client before connect(): type parsers, listeners", async () => {
+  // The private cluster refuses plain connections to postgres: allow's plain attempt fails, TLS follows.
+  const c = pgClient(`postgres://postgres@127.0.0.1:${cluster.port}/postgres?sslmode=allow`);
+  c.setTypeParser(pg.types.builtins.INT4, (v) => `int4 ${v}`);
+  const notices: string[] = [];
+  c.on('notice', (n) => notices.push(n.message ?? ''));
+  await within('connect()', c.connect());
+  try {
+    const { rows } = await c.query<{ n: string; ssl: boolean }>(
+      'select 7::int4 as n, ssl from pg_stat_ssl where pid = pg_backend_pid()',
+    );
+    assert.deepEqual(rows[0], { n: 'int4 7', ssl: true });
+    await c.query(`do $$ begin raise notice 'still listening'; end $$`);
+    assert.deepEqual(notices, ['still listening']);
+  } finally {
+    await c.end();
+  }
+});
+
+/** What psql, then pgClient, make of a URL through clusterProxy: [connections opened, session's ssl or error]. */
+async function psqlAndPg(u: string): Promise<[psql: [number, string], ours: [number, string]]> {
+  const query = 'select ssl from pg_stat_ssl where pid = pg_backend_pid()';
+  const counted = async (run: () => Promise<string>): Promise<[number, string]> => {
+    const before = clusterProxy.accepted();
+    const answer = await within(u, run());
+    return [clusterProxy.accepted() - before, answer];
+  };
+  const psql = () =>
+    promisify(execFile)('psql', [u.replace(/^postgres:/, 'postgresql:'), '-Atc', query]).then(
+      ({ stdout }) => stdout.trim(),
+      (e: { stderr: string }) => e.stderr,
+    );
+  const ours = async () => {
+    const c = pgClient(u);
+    await c.connect();
+    try {
+      return (await c.query<{ ssl: boolean }>(query)).rows[0]!.ssl ? 't' : 'f';
+    } finally {
+      await c.end();
+    }
+  };
+  return [
+    await counted(psql),
+    await counted(() => ours().catch((e: Error & { code?: string }) => `${e.code}: ${e.message}`)),
+  ];
+}
+
+test('prefer: a refusal after authentication (a missing database) is final, on the one TLS connection, as psql', async () => {
+  const [psql, ours] = await psqlAndPg(
+    `postgres://postgres@127.0.0.1:${clusterProxy.port}/fallback_missing_${process.pid}?sslmode=prefer`,
+  );
+  assert.match(psql[1], /database "fallback_missing_\d+" does not exist/);
+  assert.match(ours[1], /^3D000: database "fallback_missing_\d+" does not exist/);
+  assert.deepEqual([psql[0], ours[0]], [1, 1], 'connections opened by psql, by pgClient');
+});
+
+test('prefer: a password refused over TLS is tried again in plain on a new connection, as psql', async () => {
+  // Over TLS the user needs a password (this one is wrong); in plain it is trusted.
+  const [psql, ours] = await psqlAndPg(
+    `postgres://${TLS_PW_USER}:wrong@127.0.0.1:${clusterProxy.port}/template1?sslmode=prefer`,
+  );
+  assert.deepEqual(psql, [2, 'f']);
+  assert.deepEqual(ours, [2, 'f']);
 });
 
 test('prefer whose TLS fails verification goes on in plain on a new connection (as libpq), queued work included', async () => {
