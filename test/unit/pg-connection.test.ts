@@ -1,9 +1,10 @@
 // The one mapping of a postgres:// URL + PGSSL* environment to node-postgres options and to the
 // libpq environment of pg_dump/pg_restore: the same sslmode, files and precedence on both sides.
 import assert from 'node:assert/strict';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { PeerCertificate } from 'node:tls';
 import { after, test } from 'node:test';
 import { inspect } from 'node:util';
@@ -211,6 +212,16 @@ test('a client made for a URL shows neither the password nor the key when printe
   assert.doesNotMatch(printed, /BEGIN client\.key/);
 });
 
+test('a client with two attempts (prefer, allow) shows neither the password nor the key when printed', () => {
+  for (const mode of ['prefer', 'allow']) {
+    const c = pgClient(`postgres://u:pw-Zq81x@db.example/app?sslmode=${mode}&sslcert=${cert}&sslkey=${key}`);
+    const printed = `${inspect(c, { depth: 8 })} ${JSON.stringify(Object.keys(c))}`;
+    assert.match(printed, /TidemarkPgClient/, 'the printout is of the client');
+    assert.doesNotMatch(printed, /pw-Zq81x/, mode);
+    assert.doesNotMatch(printed, /BEGIN client\.key/, mode);
+  }
+});
+
 test('pg_dump gets the password node-postgres uses: the URL query password, the user info password, else PGPASSWORD', () => {
   assert.equal(
     libpqConnection('postgres://u@h/app', env({ PGPASSWORD: 'from-env' })).env.PGPASSWORD,
@@ -398,4 +409,26 @@ test('verify-full matches an IPv6 literal against the certificate IP addresses (
     resolvePg(`postgres://u@[::1]:5432/db?sslmode=verify-full&sslrootcert=${ca}`, env()),
   )[0];
   assert.ok(verifyFull && verifyFull.checkServerIdentity === serverIdentity, 'verify-full uses it');
+});
+
+test("the node-postgres client code uses pg's public API only: no private members, no patched methods", () => {
+  // A pg release may rework its private code (Connection.connect, _queryQueue, ...) in any minor
+  // version; tidemark's clients must not depend on it.
+  const db = join(dirname(fileURLToPath(import.meta.url)), '../../db');
+  const files = readdirSync(db).filter((f) => /^pg-.*\.ts$/.test(f));
+  assert.ok(files.includes('pg-connection.ts'), `the pg modules are found in ${db}`);
+  const forbidden: [RegExp, string][] = [
+    [/\._[A-Za-z]\w*/, 'an underscore (private) member'],
+    [/\.connection\b/, "pg.Client's connection object"],
+    [/Reflect\.ownKeys|getOwnPropertyDescriptor/, "copying another object's own fields"],
+    [/\.(once|on|connect|emit)\s*=[^=]/, 'a replaced method'],
+    [/attachListeners|sslconnect/, "pg's internal Connection protocol"],
+  ];
+  for (const f of files) {
+    const source = readFileSync(join(db, f), 'utf8');
+    for (const [pattern, what] of forbidden) {
+      const hit = pattern.exec(source);
+      assert.equal(hit, null, `${f} uses ${what}: ${hit?.[0]}`);
+    }
+  }
 });

@@ -1,11 +1,10 @@
-// The second attempt of sslmode=prefer/allow (db/pg-connection.ts, TidemarkPgClient) measured
+// The second attempt of sslmode=prefer/allow (db/pg-socket.ts, under TidemarkPgClient) measured
 // against libpq: how many connections it opens, what happens to the work queued on the client
 // meanwhile, and which password pg_dump gets. The shared server (ssl = off) is only read from, through a
 // loopback TCP proxy that counts connections; the TLS cases run on a private cluster.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -17,42 +16,24 @@ import { createDb, ensureDatabase } from '../../../db/database.js';
 import { pgClient, pgPool } from '../../../db/pg-connection.js';
 import { startDump } from '../../../jobs/backup/pg.js';
 import { selfSigned } from '../../helpers/certs.js';
+import { countingProxy, noTlsServer, type CountingProxy } from '../../helpers/net.js';
 
 const sharedUrl = new URL(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 const PW_USER = 'fallback_pw_user';
 const PW = 'pw-not-in-the-url';
+/** A password user over TLS from 127.0.0.1, trusted in plain: what libpq's prefer does after a failed password. */
+const TLS_PW_USER = 'fallback_tls_pw_user';
 
 let dir: string;
 let wrongCa: string;
-/** TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only; a password user (scram). */
+/**
+ * TLS on; over 127.0.0.1 database postgres by TLS only, template1 by TLS or plain; over ::1 TLS only;
+ * a password user (scram); a user with a password over TLS, trusted in plain.
+ */
 let cluster: PgCluster;
-let proxy: { port: number; accepted: () => number; close: () => Promise<void> };
-
-/** A TCP proxy on loopback in front of the shared server that counts the connections it accepts. */
-async function countingProxy(host: string, port: number): Promise<typeof proxy> {
-  let accepted = 0;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((inbound) => {
-    accepted++;
-    const outbound = createConnection({ host, port });
-    for (const s of [inbound, outbound]) {
-      sockets.add(s);
-      s.on('error', () => undefined);
-      s.on('close', () => sockets.delete(s));
-    }
-    inbound.pipe(outbound).pipe(inbound);
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    accepted: () => accepted,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
+/** Loopback TCP proxies that count the connections they accept: to the shared server, to the cluster. */
+let proxy: CountingProxy;
+let clusterProxy: CountingProxy;
 
 /** Backends of the shared server with this application_name. */
 async function backends(applicationName: string): Promise<number> {
@@ -104,6 +85,8 @@ before(async () => {
     },
     hba: [
       'hostnossl postgres all 127.0.0.0/8 reject',
+      `hostssl all ${TLS_PW_USER} 127.0.0.0/8 scram-sha-256`,
+      `hostnossl all ${TLS_PW_USER} 127.0.0.0/8 trust`,
       `hostnossl all ${PW_USER} 127.0.0.0/8 scram-sha-256`,
       'host all all 127.0.0.0/8 trust',
       // ::1 takes TLS only (as a managed server with forced TLS); the password user with scram.
@@ -115,12 +98,15 @@ before(async () => {
   const admin = new pg.Client({ host: cluster.dataDir, port: cluster.port, user: 'postgres' });
   await admin.connect();
   await admin.query(`create role ${PW_USER} login password '${PW}'`);
+  await admin.query(`create role ${TLS_PW_USER} login password '${PW}'`);
   await admin.end();
   proxy = await countingProxy(sharedUrl.hostname, Number(sharedUrl.port || 5432));
+  clusterProxy = await countingProxy('127.0.0.1', cluster.port);
 });
 
 after(async () => {
   await proxy?.close();
+  await clusterProxy?.close();
   await cluster?.destroy();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -187,6 +173,71 @@ test("a query issued before connect() resolves is answered after allow's second 
   }
 });
 
+test("allow's second (TLS) connection keeps what was set on the client before connect(): type parsers, listeners", async () => {
+  // The private cluster refuses plain connections to postgres: allow's plain attempt fails, TLS follows.
+  const c = pgClient(`postgres://postgres@127.0.0.1:${cluster.port}/postgres?sslmode=allow`);
+  c.setTypeParser(pg.types.builtins.INT4, (v) => `int4 ${v}`);
+  const notices: string[] = [];
+  c.on('notice', (n) => notices.push(n.message ?? ''));
+  await within('connect()', c.connect());
+  try {
+    const { rows } = await c.query<{ n: string; ssl: boolean }>(
+      'select 7::int4 as n, ssl from pg_stat_ssl where pid = pg_backend_pid()',
+    );
+    assert.deepEqual(rows[0], { n: 'int4 7', ssl: true });
+    await c.query(`do $$ begin raise notice 'still listening'; end $$`);
+    assert.deepEqual(notices, ['still listening']);
+  } finally {
+    await c.end();
+  }
+});
+
+/** What psql, then pgClient, make of a URL through clusterProxy: [connections opened, session's ssl or error]. */
+async function psqlAndPg(u: string): Promise<[psql: [number, string], ours: [number, string]]> {
+  const query = 'select ssl from pg_stat_ssl where pid = pg_backend_pid()';
+  const counted = async (run: () => Promise<string>): Promise<[number, string]> => {
+    const before = clusterProxy.accepted();
+    const answer = await within(u, run());
+    return [clusterProxy.accepted() - before, answer];
+  };
+  const psql = () =>
+    promisify(execFile)('psql', [u.replace(/^postgres:/, 'postgresql:'), '-Atc', query]).then(
+      ({ stdout }) => stdout.trim(),
+      (e: { stderr: string }) => e.stderr,
+    );
+  const ours = async () => {
+    const c = pgClient(u);
+    await c.connect();
+    try {
+      return (await c.query<{ ssl: boolean }>(query)).rows[0]!.ssl ? 't' : 'f';
+    } finally {
+      await c.end();
+    }
+  };
+  return [
+    await counted(psql),
+    await counted(() => ours().catch((e: Error & { code?: string }) => `${e.code}: ${e.message}`)),
+  ];
+}
+
+test('prefer: a refusal after authentication (a missing database) is final, on the one TLS connection, as psql', async () => {
+  const [psql, ours] = await psqlAndPg(
+    `postgres://postgres@127.0.0.1:${clusterProxy.port}/fallback_missing_${process.pid}?sslmode=prefer`,
+  );
+  assert.match(psql[1], /database "fallback_missing_\d+" does not exist/);
+  assert.match(ours[1], /^3D000: database "fallback_missing_\d+" does not exist/);
+  assert.deepEqual([psql[0], ours[0]], [1, 1], 'connections opened by psql, by pgClient');
+});
+
+test('prefer: a password refused over TLS is tried again in plain on a new connection, as psql', async () => {
+  // Over TLS the user needs a password (this one is wrong); in plain it is trusted.
+  const [psql, ours] = await psqlAndPg(
+    `postgres://${TLS_PW_USER}:wrong@127.0.0.1:${clusterProxy.port}/template1?sslmode=prefer`,
+  );
+  assert.deepEqual(psql, [2, 'f']);
+  assert.deepEqual(ours, [2, 'f']);
+});
+
 test('prefer whose TLS fails verification goes on in plain on a new connection (as libpq), queued work included', async () => {
   // template1 takes TLS and plain; the root certificate given does not match the server's.
   const u = `postgres://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&sslrootcert=${wrongCa}`;
@@ -247,46 +298,6 @@ test('options=-c%20... in the URL reaches node-postgres and pg_dump alike (the q
   dump.stream.on('error', () => undefined).resume();
   await within('pg_dump', dump.done);
 });
-
-/** A loopback server that answers every TLS request with "N" and records what the client sends next. */
-async function noTlsServer(): Promise<{
-  port: number;
-  connections: () => number;
-  startups: () => number;
-  close: () => Promise<void>;
-}> {
-  let connections = 0;
-  let startups = 0;
-  const sockets = new Set<Socket>();
-  const server = createServer((s) => {
-    connections++;
-    sockets.add(s);
-    s.on('error', () => undefined);
-    s.on('close', () => sockets.delete(s));
-    let first = true;
-    s.on('data', (b: Buffer) => {
-      if (first && b.length >= 8 && b.readUInt32BE(4) === 80877103) {
-        first = false;
-        s.write('N');
-        return;
-      }
-      // A startup message after "no TLS": the client went on in plain. Refuse it like a server would.
-      startups++;
-      s.destroy();
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return {
-    port: (server.address() as AddressInfo).port,
-    connections: () => connections,
-    startups: () => startups,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
 
 test('a server that says "no TLS": require and verify-* never send a plain startup (node-postgres and psql); prefer does, on the same connection', async () => {
   const fake = await noTlsServer();
