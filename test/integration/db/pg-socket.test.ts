@@ -2,8 +2,8 @@
 // TLS": a connection killed by the server ends as it does on pg's own socket (sslmode=disable).
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { pgClient } from '../../db/pg-connection.js';
-import { createTestDb, type TestDb } from '../helpers/db.js';
+import { pgClient } from '../../../db/pg-connection.js';
+import { createTestDb, type TestDb } from '../../helpers/db.js';
 
 let t: TestDb;
 before(async () => {
