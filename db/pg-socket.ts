@@ -24,7 +24,7 @@
 // of the server's "terminating connection".
 import { EventEmitter } from 'node:events';
 import { isIP, Socket } from 'node:net';
-import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
+import { connect as tlsConnect, TLSSocket, type ConnectionOptions, type PeerCertificate } from 'node:tls';
 
 /** One of libpq's attempts: TLS with these options, or false for plain. */
 export type Attempt = ConnectionOptions | false;
@@ -110,6 +110,16 @@ export class SslModeSocket extends EventEmitter {
 
   get writable(): boolean {
     return this.#socket?.writable ?? false;
+  }
+
+  /**
+   * pg's SCRAM-SHA-256-PLUS (enableChannelBinding) hashes the server certificate of its stream:
+   * the TLS connection's. In plain, pg's own error (a server offers -PLUS over TLS only).
+   */
+  getPeerCertificate(detailed?: boolean): PeerCertificate {
+    if (!(this.#socket instanceof TLSSocket))
+      throw new Error('SASL: Mechanism SCRAM-SHA-256-PLUS requires a certificate');
+    return this.#socket.getPeerCertificate(detailed);
   }
 
   /** pg's call, as on a net.Socket; 'connect' once pg may send its startup message. */

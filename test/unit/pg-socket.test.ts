@@ -328,11 +328,11 @@ test("COPY FROM through prefer's socket: pg-copy-streams waits for 'drain' after
   }
 });
 
-test("the socket has every member node-postgres, pg-pool and pg-copy-streams' COPY FROM use on a connection's stream", () => {
+test("the socket has every member node-postgres (its SCRAM channel binding included), pg-pool and pg-copy-streams' COPY FROM use on a connection's stream", () => {
   const require = createRequire(import.meta.url);
   const pgLib = dirname(require.resolve('pg'));
   const files = [
-    ...['connection', 'client', 'query'].map((f) => join(pgLib, `${f}.js`)),
+    ...['connection', 'client', 'query', 'crypto/sasl'].map((f) => join(pgLib, `${f}.js`)),
     require.resolve('pg-pool'),
     join(dirname(require.resolve('pg-copy-streams')), 'copy-from.js'),
   ];

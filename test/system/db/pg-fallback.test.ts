@@ -238,6 +238,26 @@ test('prefer: a password refused over TLS is tried again in plain on a new conne
   assert.deepEqual(ours, [2, 'f']);
 });
 
+test('SCRAM channel binding (enableChannelBinding) over TLS under prefer and allow, as under require', async () => {
+  // pg hashes the server certificate of the connection's stream for SCRAM-SHA-256-PLUS: under
+  // prefer and allow that stream is db/pg-socket.ts's, which must answer for the TLS connection.
+  // ::1 takes TLS only, with scram for this user: allow's TLS is its second attempt.
+  for (const mode of ['require', 'prefer', 'allow']) {
+    const c = pgClient(`postgres://${PW_USER}:${PW}@[::1]:${cluster.port}/template1?sslmode=${mode}`, {
+      enableChannelBinding: true,
+    });
+    await within(`connect() with sslmode=${mode}`, c.connect());
+    try {
+      const { rows } = await c.query<{ ssl: boolean }>(
+        'select ssl from pg_stat_ssl where pid = pg_backend_pid()',
+      );
+      assert.equal(rows[0]!.ssl, true, mode);
+    } finally {
+      await c.end();
+    }
+  }
+});
+
 test('prefer whose TLS fails verification goes on in plain on a new connection (as libpq), queued work included', async () => {
   // template1 takes TLS and plain; the root certificate given does not match the server's.
   const u = `postgres://postgres@127.0.0.1:${cluster.port}/template1?sslmode=prefer&sslrootcert=${wrongCa}`;
