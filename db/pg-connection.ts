@@ -1,10 +1,10 @@
 // node-postgres clients and pools for a database URL, with libpq's sslmode semantics: the settings
 // are read once (db/pg-target.ts) and the same values reach pg_dump/pg_restore (db/pg-libpq.ts).
-import type { Duplex } from 'node:stream';
+import { Readable, type Duplex } from 'node:stream';
 import pg from 'pg';
 import { attempts } from './pg-attempts.js';
 import { explainConnectError } from './pg-errors.js';
-import { SslModeSocket, type Attempt } from './pg-socket.js';
+import { COPY_TO_REFUSED, SslModeSocket, type Attempt } from './pg-socket.js';
 import { resolvePg, type PgTarget } from './pg-target.js';
 
 export { attempts } from './pg-attempts.js';
@@ -61,6 +61,7 @@ export class TidemarkPgClient extends pg.Client {
     this.#socket = socket;
     this.#tls = plan[0] !== false;
     this.#unreadable = unreadable;
+    if (socket) this.query = refusingCopyTo(this.query.bind(this));
   }
 
   override connect(): Promise<pg.Client>;
@@ -82,6 +83,19 @@ export class TidemarkPgClient extends pg.Client {
       throw explainConnectError(err, this.#target, this.#socket?.tls ?? this.#tls);
     }
   }
+}
+
+/**
+ * COPY TO (pg-copy-streams' Readable CopyStreamQuery, COPY BOTH too) reads pg's stream as a
+ * Readable, which the socket of prefer/allow is not. It is refused before pg queues it: once
+ * queued, its refusal would come too late (pg's reader already detached), wedging the client.
+ */
+function refusingCopyTo(query: pg.Client['query']): pg.Client['query'] {
+  return ((config: unknown, ...rest: unknown[]) => {
+    if (config instanceof Readable && config.constructor.name === 'CopyStreamQuery')
+      throw new Error(COPY_TO_REFUSED);
+    return (query as (...a: unknown[]) => unknown)(config, ...rest);
+  }) as pg.Client['query'];
 }
 
 /** node-postgres config for a URL: connection string without TLS parameters, TLS from the resolved settings. */

@@ -29,19 +29,14 @@ import { connect as tlsConnect, TLSSocket, type ConnectionOptions, type PeerCert
 /** One of libpq's attempts: TLS with these options, or false for plain. */
 export type Attempt = ConnectionOptions | false;
 
+/** Why a prefer/allow connection refuses COPY TO (db/pg-connection.ts refuses it before pg queues it). */
+export const COPY_TO_REFUSED =
+  'COPY TO through pg-copy-streams reads the connection as a Readable stream, which a connection with ' +
+  'sslmode=prefer or allow (two attempts, db/pg-socket.ts) does not offer: give that client sslmode=disable, require or verify-full';
+
 /** Int32 length 8, Int32 80877103: the SSLRequest message. */
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f]);
 const [ERROR_RESPONSE, AUTHENTICATION, YES, NO] = [0x45, 0x52, 0x53, 0x4e]; // 'E', 'R', 'S', 'N'
-
-const NETWORK_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-]);
 
 /** How an attempt was refused: the server's ErrorResponse as received, or its connection's error. */
 interface Refusal {
@@ -160,10 +155,7 @@ export class SslModeSocket extends EventEmitter {
 
   /** Not a Readable (pg needs none): pg-copy-streams' COPY TO, which pauses and reads pg's stream, is refused. */
   pause(): never {
-    throw new Error(
-      'COPY TO through pg-copy-streams reads the connection as a Readable stream, which a connection with ' +
-        'sslmode=prefer or allow (two attempts, db/pg-socket.ts) does not offer: give that client sslmode=disable, require or verify-full',
-    );
+    throw new Error(COPY_TO_REFUSED);
   }
 
   setNoDelay(noDelay = true): this {
@@ -291,8 +283,10 @@ export class SslModeSocket extends EventEmitter {
     if (this.#ending) return;
     const [tcp, socket] = [this.#tcp!, this.#socket];
     const first = this.#refused;
-    const network = !refusal.reply && !!refusal.code && NETWORK_CODES.has(refusal.code);
-    if (!first && this.#next < this.#plan.length && !network) {
+    // Reached from the TLS handshake, an "N" and the server's refusal of the startup only (a TCP
+    // error before those goes to pg as it is): libpq makes its next attempt after any of them, a
+    // handshake the server cut off (ECONNRESET) included.
+    if (!first && this.#next < this.#plan.length) {
       this.#refused = refusal;
       this.#attempt();
       socket?.destroy();

@@ -6,6 +6,14 @@
 reporter=tap
 [ -t 1 ] && reporter=spec
 here=$(cd "$(dirname "$0")" && pwd)
+# --test-global-setup (the system tier's shared Temporal server) needs Node.js 24; an older runner
+# goes without it, and each test file starts a server of its own.
+if ! node --help | grep -q -- --test-global-setup; then
+  for a; do
+    shift
+    case $a in --test-global-setup=*) ;; *) set -- "$@" "$a" ;; esac
+  done
+fi
 exec node --import tsx --test --test-reporter="$reporter" --test-reporter-destination=stdout \
   --test-reporter="$here/test-failures.mjs" --test-reporter-destination=stderr \
   --test-concurrency=2 --test-timeout=300000 "$@"

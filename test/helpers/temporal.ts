@@ -1,8 +1,10 @@
 // A real Temporal dev server (the CLI's start-dev) per test file, and workers on it.
 import './no-user-temporal-config.js';
 import { randomBytes } from 'node:crypto';
+import { basename } from 'node:path';
 import { after, before } from 'node:test';
 import type { Client } from '@temporalio/client';
+import { msToTs } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { DefaultLogger, Runtime, type Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { ActivityDeps } from '../../activities/index.js';
@@ -11,6 +13,7 @@ import { bundleWorkflows, createWorker } from '../../workers/create-worker.js';
 import { ensureSearchAttributes } from '../../workers/search-attributes.js';
 import type { ActivityPolicy, TickResult, WindowResult } from '../../contract/workflows.js';
 import { createTestDb, type TestDb } from './db.js';
+import { SHARED_TEMPORAL } from './shared-temporal.js';
 import { windowPolicy } from './windows.js';
 
 // Quiet SDK logs in tests: only warnings and errors.
@@ -19,7 +22,15 @@ Runtime.install({ logger: new DefaultLogger('WARN') });
 let bundle: Promise<WorkflowBundleWithSourceMap> | undefined;
 export const sharedBundle = (): Promise<WorkflowBundleWithSourceMap> => (bundle ??= bundleWorkflows());
 
-export async function startTemporal(): Promise<TestWorkflowEnvironment> {
+/**
+ * A Temporal server for a test file: a namespace of its own on the tier's shared dev server when
+ * the runner started one (test/helpers/shared-temporal.ts), else a dev server of its own. `own`
+ * asks for a server of its own always: for a file that stops or reconfigures the server, or
+ * hands its address to processes that do not take the namespace from TEMPORAL_NAMESPACE.
+ */
+export async function startTemporal(opts: { own?: boolean } = {}): Promise<TestWorkflowEnvironment> {
+  const shared = process.env[SHARED_TEMPORAL];
+  if (shared && !opts.own) return await sharedNamespace(shared);
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
       executable: { type: 'existing-path', path: findTemporalCli() },
@@ -27,6 +38,24 @@ export async function startTemporal(): Promise<TestWorkflowEnvironment> {
     },
   });
   await ensureSearchAttributes(env.connection, env.namespace ?? 'default');
+  return env;
+}
+
+/**
+ * A new namespace on the shared server, named after the test file. It becomes the process's
+ * TEMPORAL_NAMESPACE too, so the product's own clients (loadConfig) and the processes a test
+ * spawns with this environment work in it.
+ */
+async function sharedNamespace(address: string): Promise<TestWorkflowEnvironment> {
+  const file = basename(process.argv[1] ?? 'test').replace(/\.test\.[cm]?[jt]s$/, '');
+  const namespace = `${file.replace(/[^a-z0-9-]/gi, '-')}-${randomBytes(3).toString('hex')}`;
+  const env = await TestWorkflowEnvironment.createFromExistingServer({ address, namespace });
+  await env.connection.workflowService.registerNamespace({
+    namespace,
+    workflowExecutionRetentionPeriod: msToTs('1 day'),
+  });
+  await ensureSearchAttributes(env.connection, namespace);
+  process.env.TEMPORAL_NAMESPACE = namespace;
   return env;
 }
 
@@ -104,16 +133,19 @@ export async function eventually<T>(
 }
 
 /**
- * A test file's real stack: its own Temporal dev server and its own migrated database,
- * started before its tests and torn down after them.
+ * A test file's real stack: its own Temporal namespace or server (startTemporal) and its own
+ * migrated database, started before its tests and torn down after them.
  */
-export function realStack(setup?: (stack: { env: TestWorkflowEnvironment; t: TestDb }) => Promise<void>): {
+export function realStack(
+  setup?: (stack: { env: TestWorkflowEnvironment; t: TestDb }) => Promise<void>,
+  opts: { own?: boolean } = {},
+): {
   readonly env: TestWorkflowEnvironment;
   readonly t: TestDb;
 } {
   const stack = {} as { env: TestWorkflowEnvironment; t: TestDb };
   before(async () => {
-    [stack.env, stack.t] = await Promise.all([startTemporal(), createTestDb()]);
+    [stack.env, stack.t] = await Promise.all([startTemporal(opts), createTestDb()]);
     // The file's own set-up that needs the stack runs in the same hook, so it always sees it ready.
     await setup?.(stack);
   });

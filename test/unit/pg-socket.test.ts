@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { TLSSocket } from 'node:tls';
+import { to as copyTo } from 'pg-copy-streams';
 import { copyRows } from '../../db/copy.js';
 import { pgClient } from '../../db/pg-connection.js';
 import { SslModeSocket } from '../../db/pg-socket.js';
@@ -19,8 +20,8 @@ const SSL_REQUEST_CODE = 80877103;
 
 /** What the server does with one connection. */
 interface Step {
-  /** The answer to an SSLRequest (default "N"). */
-  ssl?: 'S' | 'N';
+  /** The answer to an SSLRequest (default "N"); 'S-then-close' closes before the TLS handshake. */
+  ssl?: 'S' | 'N' | 'S-then-close';
   /** Ask for an MD5 password after the startup (a new salt each connection). */
   md5?: boolean;
   /** accept: AuthenticationOk, ReadyForQuery; or an ErrorResponse (after AuthenticationOk when `authenticated`). */
@@ -100,6 +101,7 @@ async function scripted(steps: Step[]): Promise<{ url: string; seen: Seen[]; clo
             const first = got.subarray(0, len);
             got = got.subarray(len);
             if (len === 8 && first.readUInt32BE(4) === SSL_REQUEST_CODE) {
+              if (step.ssl === 'S-then-close') return void s.end('S');
               s.write(step.ssl ?? 'N');
               if (step.ssl !== 'S') continue;
               s.off('data', onData);
@@ -219,6 +221,20 @@ test('prefer: a startup refused over TLS is sent again in plain on a second conn
   }
 });
 
+test('prefer: a TLS handshake the server cuts off goes on in plain on a second connection, as libpq', async () => {
+  const server = await scripted([{ ssl: 'S-then-close', startup: 'accept' }, { startup: 'accept' }]);
+  const c = pgClient(`${server.url}?sslmode=prefer`);
+  try {
+    await c.connect();
+    assert.equal(await answeredBy(c), 'answered by connection 2');
+    assert.equal(server.seen.length, 2);
+    assert.equal(server.seen[1]!.tls, false);
+  } finally {
+    await c.end();
+    await server.close();
+  }
+});
+
 test('prefer: a password refused over TLS is asked for again in plain (as libpq), and pg answers the new salt', async () => {
   const wrong = { code: '28P01', message: 'password authentication failed for user "tidemark"' };
   const server = await scripted([
@@ -322,6 +338,24 @@ test("COPY FROM through prefer's socket: pg-copy-streams waits for 'drain' after
       200_000,
     );
     assert.equal(server.seen[0]!.copied, 200_000);
+  } finally {
+    await c.end();
+    await server.close();
+  }
+});
+
+test('COPY TO on a prefer connection is refused before pg queues it, naming the sslmodes that work; the client goes on', async () => {
+  const server = await scripted([{ startup: 'accept' }]);
+  const c = pgClient(`${server.url}?sslmode=prefer`);
+  try {
+    await c.connect();
+    const busy = answeredBy(c); // COPY TO asked for while another query runs: it would queue
+    assert.throws(
+      () => c.query(copyTo('COPY t TO STDOUT')),
+      /COPY TO .*sslmode=prefer or allow.*sslmode=disable, require or verify-full/,
+    );
+    assert.equal(await busy, 'answered by connection 1');
+    assert.equal(await answeredBy(c), 'answered by connection 1', 'the client is not wedged');
   } finally {
     await c.end();
     await server.close();
