@@ -22,12 +22,16 @@ export interface WorkerProcess {
  * running `testJob` (its TEST_JOB: name, grid, start, holdMs, and the test's faults).
  */
 export const workerProcessEnv = (
-  stack: { readonly env: { readonly address: string }; readonly t: { readonly url: string } },
+  stack: {
+    readonly env: { readonly address: string; readonly namespace?: string };
+    readonly t: { readonly url: string };
+  },
   taskQueue: string,
   testJob: Record<string, unknown>,
 ): Record<string, string> => ({
   DATABASE_URL: stack.t.url,
   TEMPORAL_ADDRESS: stack.env.address,
+  TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
   TIDEMARK_TASK_QUEUE: taskQueue,
   TEST_JOB: JSON.stringify(testJob),
 });

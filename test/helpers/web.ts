@@ -23,6 +23,7 @@ export function startWeb(
     ...process.env,
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     ...opts.env,
   });
   return startWebServer({

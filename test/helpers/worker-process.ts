@@ -142,7 +142,7 @@ const hooks = {
 const connection = await NativeConnection.connect({ address: process.env.TEMPORAL_ADDRESS! });
 const worker = await createWorker({
   connection,
-  namespace: 'default',
+  namespace: process.env.TEMPORAL_NAMESPACE || 'default',
   taskQueue: process.env.TIDEMARK_TASK_QUEUE!,
   ...(process.env.WORKFLOW_BUNDLE
     ? { bundle: { code: await readFile(process.env.WORKFLOW_BUNDLE, 'utf8') } }

@@ -25,6 +25,7 @@ test('operate a job from the CLI: sync, pause, resume, backfill (dry run, progre
   Object.assign(process.env, {
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     TIDEMARK_TASK_QUEUE: taskQueue,
     TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test',
     TIDEMARK_APPROVERS: 'bob,carol',
@@ -187,6 +188,7 @@ test('a failed backfill shows its cause; a backfill over open windows says when 
   Object.assign(process.env, {
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     TIDEMARK_TASK_QUEUE: taskQueue,
     TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test',
   });

@@ -26,7 +26,7 @@ import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { eventually, realStack, sharedBundle, uniqueQueue, windowPolicy } from '../../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
 
-const stack = realStack();
+const stack = realStack(undefined, { own: true });
 const k1 = `k1:${randomBytes(32).toString('base64')}`;
 const k2 = `k2:${randomBytes(32).toString('base64')}`;
 const WEB_UI = 'http://127.0.0.1:8233';
@@ -441,7 +441,7 @@ test('turning encryption on and rotating keys: running and finished workflows st
 // What the codec leaves behind that a key rotation or a keyless process trips over, on a Temporal dev
 // server and database of their own.
 describe('what the codec leaves behind for a key rotation or a keyless process', () => {
-  const stack = realStack();
+  const stack = realStack(undefined, { own: true });
   const k1 = `k1:${randomBytes(32).toString('base64')}`;
   const k2 = `k2:${randomBytes(32).toString('base64')}`;
 

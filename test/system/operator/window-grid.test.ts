@@ -532,6 +532,7 @@ test('the routes: the grid and a detail; 400 naming from/to, 404 naming the job 
     ...process.env,
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
   });
   const app = Fastify();
   // The page's server turns an HttpError into { error } with its status; so does this stand-in.

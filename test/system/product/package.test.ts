@@ -90,6 +90,7 @@ test(
       HOME: process.env.HOME,
       DATABASE_URL: url,
       TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
       TIDEMARK_TASK_QUEUE: uniqueQueue('package'),
       TIDEMARK_STATE_DIR: join(project, '.tidemark'),
     };

@@ -225,6 +225,7 @@ export default defineCatalog([
       DATABASE_URL: ledger.url,
       TIDEMARK_CATALOG: catalogPath,
       TEMPORAL_ADDRESS: temporal.address,
+      TEMPORAL_NAMESPACE: temporal.namespace ?? 'default',
       TIDEMARK_TASK_QUEUE: uniqueQueue('restore-readme'),
       RESTORE_URL: restoreUrl,
     },

@@ -454,6 +454,7 @@ test('one identity across the CLI and Slack: alice may not approve in Slack what
   const env = {
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     TIDEMARK_TASK_QUEUE: taskQueue,
     TIDEMARK_STATE_DIR: '/tmp/tidemark-slack-test',
     TIDEMARK_APPROVERS: 'bob=UBOB',

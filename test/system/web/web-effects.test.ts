@@ -43,6 +43,7 @@ const catalog = defineCatalog([
 const pageEnv = () => ({
   DATABASE_URL: stack.t.url,
   TEMPORAL_ADDRESS: stack.env.address,
+  TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
   SMTP_HOST: '127.0.0.1',
   SMTP_PORT: String(channels.smtp.port),
   TELEGRAM_BOT_TOKEN: '123:test',

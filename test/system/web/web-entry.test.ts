@@ -30,6 +30,7 @@ test('tidemark web --catalog serves that catalog on TIDEMARK_WEB_HOST until SIGT
       ...process.env,
       DATABASE_URL: stack.t.url,
       TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
       TIDEMARK_WEB_PORT: String(port),
       TIDEMARK_WEB_TOKEN: token,
       // Another loopback address: the page listens where it is told (0.0.0.0 in a container), only there.

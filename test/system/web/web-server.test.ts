@@ -199,6 +199,7 @@ test("open pages share the update stream's snapshot: three tabs connecting toget
     ...process.env,
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
   });
   const token = 'tabs-token-0123456789';
   const web = await startWebServer({ port: 0, token, db, client: stack.env.client, catalog, config });

@@ -187,7 +187,7 @@ test('the window grid and the window detail in the browser', async () => {
       );
       assert.equal(
         await page.locator('a', { hasText: 'Temporal Web UI' }).getAttribute('href'),
-        `http://temporal-ui.test:8233/namespaces/default/workflows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`,
+        `http://temporal-ui.test:8233/namespaces/${stack.env.namespace ?? 'default'}/workflows/${encodeURIComponent(`${job}/${EFFECT_WINDOW}`)}`,
       );
       assert.ok(await page.locator('button', { hasText: 'Request a rerun' }).isVisible());
       await checkAccessibility(page, 'the window detail');

@@ -185,6 +185,7 @@ test('npm run worker: JSON lines on stdout, its own lines and the SDK lines with
       ...process.env,
       DATABASE_URL: url.toString(),
       TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
       TIDEMARK_TASK_QUEUE: taskQueue,
       TIDEMARK_SDK_LOG_LEVEL: 'DEBUG',
       TIDEMARK_LOG_FORMAT: '',

@@ -98,6 +98,7 @@ test('the worker prints its metrics address and serves its own and the SDK metri
       ...process.env,
       DATABASE_URL: stack.t.url,
       TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
       TIDEMARK_TASK_QUEUE: uniqueQueue('probes'),
       TIDEMARK_METRICS_HOST: '127.0.0.1',
       TIDEMARK_METRICS_PORT: '0',

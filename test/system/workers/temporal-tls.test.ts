@@ -25,23 +25,25 @@ let nginx: ChildProcess | undefined;
 let proxyAddress = '';
 const workers: ChildProcess[] = [];
 
-const stack = realStack(async ({ env }) => {
-  const pemFile = { keyType: 'rsa', certSuffix: '.pem' } as const;
-  const good = selfSigned(dir, 'good-ca', { ...pemFile, subject: '/CN=tidemark test good CA' });
-  const wrong = selfSigned(dir, 'wrong-ca', { ...pemFile, subject: '/CN=tidemark test wrong CA' });
-  signCert(dir, good, 'server', {
-    ...pemFile,
-    subject: '/CN=localhost',
-    san: 'IP:127.0.0.1,DNS:localhost',
-    usage: 'serverAuth',
-  });
-  signCert(dir, good, 'client', { ...pemFile, subject: '/CN=tidemark-worker', usage: 'clientAuth' });
-  signCert(dir, wrong, 'intruder', { ...pemFile, subject: '/CN=intruder', usage: 'clientAuth' });
-  const port = await freePort();
-  proxyAddress = `127.0.0.1:${port}`;
-  writeFileSync(
-    pem('nginx.conf'),
-    `worker_processes 1;
+// A server of its own: its messages name the namespace (default), and nginx proxies it.
+const stack = realStack(
+  async ({ env }) => {
+    const pemFile = { keyType: 'rsa', certSuffix: '.pem' } as const;
+    const good = selfSigned(dir, 'good-ca', { ...pemFile, subject: '/CN=tidemark test good CA' });
+    const wrong = selfSigned(dir, 'wrong-ca', { ...pemFile, subject: '/CN=tidemark test wrong CA' });
+    signCert(dir, good, 'server', {
+      ...pemFile,
+      subject: '/CN=localhost',
+      san: 'IP:127.0.0.1,DNS:localhost',
+      usage: 'serverAuth',
+    });
+    signCert(dir, good, 'client', { ...pemFile, subject: '/CN=tidemark-worker', usage: 'clientAuth' });
+    signCert(dir, wrong, 'intruder', { ...pemFile, subject: '/CN=intruder', usage: 'clientAuth' });
+    const port = await freePort();
+    proxyAddress = `127.0.0.1:${port}`;
+    writeFileSync(
+      pem('nginx.conf'),
+      `worker_processes 1;
 pid ${dir}/nginx.pid;
 error_log ${dir}/error.log info;
 events { worker_connections 256; }
@@ -71,9 +73,11 @@ http {
   }
 }
 `,
-  );
-  await startNginx();
-});
+    );
+    await startNginx();
+  },
+  { own: true },
+);
 
 /** nginx with the config written above (again after stopNginx: the same port); resolves once it listens. */
 async function startNginx(): Promise<void> {

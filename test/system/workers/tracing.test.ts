@@ -336,6 +336,7 @@ describe('tracing on with the collector down', () => {
       {
         DATABASE_URL: stack.t.url,
         TEMPORAL_ADDRESS: stack.env.address,
+        TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
         TIDEMARK_TASK_QUEUE: uniqueQueue('obs-cli'),
         // Nothing listens there.
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,

@@ -72,7 +72,7 @@ test('with every job worker gone, a watch-only worker still runs the scheduled w
     const [queue] = pollQueues(config);
     const worker = await createWorker({
       connection: stack.env.nativeConnection,
-      namespace: 'default',
+      namespace: stack.env.namespace ?? 'default',
       taskQueue: queue!,
       deps,
       bundle: await sharedBundle(),

@@ -137,6 +137,7 @@ test('tidemark rerun --preview prints the change without requesting it; the requ
   const env = {
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     TIDEMARK_TASK_QUEUE: taskQueue,
     TIDEMARK_STATE_DIR: '/tmp/tidemark-preview-test',
     TIDEMARK_APPROVERS: 'bob=UBOB',

@@ -202,6 +202,7 @@ test('a worker killed in the middle of a local attempt: another worker runs it a
   const env = (crashAt?: { point: string; nth: number }): Record<string, string> => ({
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
     TIDEMARK_TASK_QUEUE: taskQueue,
     TEST_JOB: JSON.stringify({ name: job, grid: '1h', start, holdMs: 0, ...(crashAt ? { crashAt } : {}) }),
   });
