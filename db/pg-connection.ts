@@ -61,7 +61,7 @@ export class TidemarkPgClient extends pg.Client {
     this.#socket = socket;
     this.#tls = plan[0] !== false;
     this.#unreadable = unreadable;
-    if (socket) this.query = refusingCopyTo(this.query.bind(this));
+    if (socket) this.query = refusingCopyTo(this);
   }
 
   override connect(): Promise<pg.Client>;
@@ -90,11 +90,14 @@ export class TidemarkPgClient extends pg.Client {
  * Readable, which the socket of prefer/allow is not. It is refused before pg queues it: once
  * queued, its refusal would come too late (pg's reader already detached), wedging the client.
  */
-function refusingCopyTo(query: pg.Client['query']): pg.Client['query'] {
+function refusingCopyTo(client: pg.Client): pg.Client['query'] {
   return ((config: unknown, ...rest: unknown[]) => {
     if (config instanceof Readable && config.constructor.name === 'CopyStreamQuery')
       throw new Error(COPY_TO_REFUSED);
-    return (query as (...a: unknown[]) => unknown)(config, ...rest);
+    // The class's query, looked up at each call (not bound once): a wrapper set on pg's prototype
+    // later (the scale bench's statement capture) still sees this client's queries.
+    const query = (Object.getPrototypeOf(client) as pg.Client).query as (...a: unknown[]) => unknown;
+    return query.call(client, config, ...rest);
   }) as pg.Client['query'];
 }
 
