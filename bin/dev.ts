@@ -68,7 +68,7 @@ export async function runDev(): Promise<void> {
 
   try {
     await ensureDatabase(config.DATABASE_URL);
-    const db = createDb(config.DATABASE_URL);
+    const db = createDb(config.DATABASE_URL, { schema: config.TIDEMARK_SCHEMA });
     cleanups.push(() => db.destroy());
     const applied = await migrate(db);
     log(

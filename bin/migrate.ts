@@ -4,9 +4,9 @@ import { loadConfig } from '../config/env.js';
 import { createDb, ensureDatabase, migrate } from '../db/database.js';
 
 async function main(): Promise<void> {
-  const { DATABASE_URL } = loadConfig();
+  const { DATABASE_URL, TIDEMARK_SCHEMA } = loadConfig();
   await ensureDatabase(DATABASE_URL);
-  const db = createDb(DATABASE_URL, { max: 1 });
+  const db = createDb(DATABASE_URL, { max: 1, schema: TIDEMARK_SCHEMA });
   try {
     const applied = await migrate(db);
     console.log(

@@ -51,7 +51,7 @@ export class CliContext {
   async db(): Promise<Kysely<Database>> {
     if (!this.dbHandle) {
       await ensureDatabase(this.config.DATABASE_URL);
-      this.dbHandle = createDb(this.config.DATABASE_URL, { max: 2 });
+      this.dbHandle = createDb(this.config.DATABASE_URL, { max: 2, schema: this.config.TIDEMARK_SCHEMA });
       await migrate(this.dbHandle);
     }
     return this.dbHandle;

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { payloadKeysFrom } from '../codec/keys.js';
 import { parseDuration } from '../schedules/duration.js';
 import { ConfigError } from '../contract/config-error.js';
+import { checkSchemaName, DEFAULT_SCHEMA } from '../db/ledger-schema.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
 import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
 
@@ -17,6 +18,8 @@ const schema = z.object({
       'must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/tidemark',
     )
     .default('postgres://postgres@127.0.0.1:5432/tidemark'),
+  /** The schema of DATABASE_URL's database that holds tidemark's own tables (db/ledger-schema.ts). */
+  TIDEMARK_SCHEMA: z.string().default(DEFAULT_SCHEMA),
   /**
    * Temporal's own settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
    * TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE) are resolved in config/temporal.ts; loadConfig() sets these
@@ -295,6 +298,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'TIDEMARK_WATCH_TASK_QUEUE',
       'must differ from TIDEMARK_TASK_QUEUE, so the watch still runs when every job worker is gone',
     );
+  checkSchemaName(parsed.data.TIDEMARK_SCHEMA);
   try {
     directoryOf(parsed.data);
   } catch (err) {

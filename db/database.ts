@@ -3,6 +3,7 @@
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Migrator, type Migration, type MigrationResult } from 'kysely/migration';
 import pg from 'pg';
+import { DEFAULT_SCHEMA, LedgerSchema, ledger, schemaOf } from './ledger-schema.js';
 import { migrations } from './migrations/index.js';
 import { pgClient, pgPool, redactUrl } from './pg-connection.js';
 import type { Database } from './schema.js';
@@ -49,8 +50,11 @@ export function poolOf(db: Kysely<Database>): pg.Pool {
   return pool;
 }
 
-/** A kysely instance on a pool whose connections honour the URL's and PG* TLS settings (db/pg-connection.ts). */
-export function createDb(url: string, opts: { max?: number } = {}): Kysely<Database> {
+/**
+ * A kysely instance on a pool whose connections honour the URL's and PG* TLS settings
+ * (db/pg-connection.ts), its builder's queries naming the ledger's schema (db/ledger-schema.ts).
+ */
+export function createDb(url: string, opts: { max?: number; schema?: string } = {}): Kysely<Database> {
   const pool = pgPool(url, { max: opts.max ?? 10, types: customTypes });
   // An idle client that loses its connection must not crash the process.
   pool.on('error', () => undefined);
@@ -58,7 +62,10 @@ export function createDb(url: string, opts: { max?: number } = {}): Kysely<Datab
   // backend): the pool removes its own listener while a client is checked out, and an 'error'
   // event with none kills the process. The transaction still fails on its next statement.
   pool.on('connect', (client) => client.on('error', () => undefined));
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  const db = new Kysely<Database>({
+    dialect: new PostgresDialect({ pool }),
+    plugins: [new LedgerSchema(opts.schema ?? DEFAULT_SCHEMA)],
+  });
   pools.set(db, pool);
   return db;
 }
@@ -139,18 +146,37 @@ export async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
-/** Applies every pending migration; throws with the failing migration's name. */
+/**
+ * Applies every pending migration in the ledger's schema (created when missing); throws with the
+ * failing migration's name. kysely's own table lies in the schema too.
+ */
 export async function migrate(
   db: Kysely<Database>,
   list: Readonly<Record<string, Migration>> = migrations,
 ): Promise<string[]> {
+  const schema = schemaOf(db);
+  // The shipped migrations name their tables bare: the builder's plugin qualifies them, and inside
+  // the migrations' own transaction the raw SQL (triggers, functions) resolves in the schema too.
+  const inSchema = (m: Migration): Migration => ({
+    up: async (trx) => {
+      await sql`select set_config('search_path', ${schema}, true)`.execute(trx);
+      await m.up(trx);
+    },
+  });
   // A newer release may have migrated the database already (its roll has begun; this is a worker of
   // the previous version restarting, or one rolled back to): its migrations only expanded the schema,
   // so they are taken as done here, not refused as "missing" (which kept the worker from starting).
   // One applied between the read and the migration lock: read again.
   for (let attempt = 1; ; attempt++) {
     const newer = await newerMigrations(db, list);
-    const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...list, ...newer }) } });
+    const all = Object.fromEntries(
+      Object.entries({ ...list, ...newer }).map(([name, m]) => [name, inSchema(m)]),
+    );
+    const migrator = new Migrator({
+      db,
+      migrationTableSchema: schema,
+      provider: { getMigrations: async () => all },
+    });
     const { error, results } = await migrator.migrateToLatest();
     if (attempt < 5 && /previously executed migration .* is missing/.test(String((error as Error)?.message)))
       continue;
@@ -163,11 +189,12 @@ async function newerMigrations(
   db: Kysely<Database>,
   list: Readonly<Record<string, Migration>>,
 ): Promise<Record<string, Migration>> {
-  const present = await sql<{ t: string | null }>`select to_regclass('kysely_migration')::text as t`.execute(
-    db,
-  );
+  const t = ledger(db);
+  const present = await sql<{
+    t: string | null;
+  }>`select to_regclass(${`${t.schema}.kysely_migration`})::text as t`.execute(db);
   if (!present.rows[0]?.t) return {};
-  const ran = await sql<{ name: string }>`select name from kysely_migration`.execute(db);
+  const ran = await sql<{ name: string }>`select name from ${t.object('kysely_migration')}`.execute(db);
   const newer: Record<string, Migration> = {};
   for (const { name } of ran.rows)
     if (!(name in list))

@@ -42,7 +42,8 @@ const ident = (qualified: string): RawBuilder<unknown> => sql.id(...qualified.sp
 const sources = new Map<string, Kysely<Database>>();
 function sourceDb(url: string): Kysely<Database> {
   let db = sources.get(url);
-  if (!db) sources.set(url, (db = createDb(url, { max: 4 })));
+  // The source is another database: its tables are named as the sync names them, never the ledger's.
+  if (!db) sources.set(url, (db = createDb(url, { max: 4 }).withoutPlugins()));
   return db;
 }
 

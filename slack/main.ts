@@ -17,7 +17,7 @@ export async function runSlack(): Promise<void> {
   if (!config.SLACK_SIGNING_SECRET || !config.SLACK_BOT_TOKEN)
     throw new Error('set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN to run the Slack app');
   await ensureDatabase(config.DATABASE_URL);
-  const db = createDb(config.DATABASE_URL, { max: 4 });
+  const db = createDb(config.DATABASE_URL, { max: 4, schema: config.TIDEMARK_SCHEMA });
   await migrate(db);
   const { connection, client: temporal } = await connectTemporalClient(config);
   const deps = buildDeps(config, {

@@ -17,7 +17,7 @@ export async function runWeb(): Promise<void> {
     );
   const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
-  const db = createDb(config.DATABASE_URL, { max: 4 });
+  const db = createDb(config.DATABASE_URL, { max: 4, schema: config.TIDEMARK_SCHEMA });
   await migrate(db);
   const { connection, client } = await connectTemporalClient(config);
   const web = await startWebServer({

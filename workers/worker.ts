@@ -31,7 +31,7 @@ export async function runWorker(): Promise<void> {
   log = createLog(logOptionsFromConfig(config));
   installRuntime(config.TIDEMARK_SDK_LOG_LEVEL, { logger: log.sdk, sdkMetrics });
   await ensureDatabase(config.DATABASE_URL);
-  const db = createDb(config.DATABASE_URL);
+  const db = createDb(config.DATABASE_URL, { schema: config.TIDEMARK_SCHEMA });
   const temporalLine = describeTemporal(config.temporal);
   let connection: NativeConnection | undefined;
   let clientConnection: Connection | undefined;

@@ -23,6 +23,7 @@ import * as housekeepingIndexes from './20261201T2200_housekeeping_indexes.js';
 import * as housekeepingIndexesValid from './20261201T2230_housekeeping_indexes_valid.js';
 import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
 import * as backupChecks from './20261202T1600_backup_checks.js';
+import * as functionsSearchPath from './20261204T0900_ledger_functions_search_path.js';
 
 export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
@@ -48,4 +49,5 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T2230_housekeeping_indexes_valid': housekeepingIndexesValid,
   '20261201T2300_span_count_backlog': spanCountBacklog,
   '20261202T1600_backup_checks': backupChecks,
+  '20261204T0900_ledger_functions_search_path': functionsSearchPath,
 });

@@ -21,6 +21,12 @@ export async function createTestDb(opts: { migrated?: boolean } = {}): Promise<T
   u.pathname = `/${name}`;
   const url = u.toString();
   await ensureDatabase(url);
+  // No schema on the search path: a statement that names a table bare (and would rely on the
+  // connection's search_path, which a user's role may set) fails here instead of passing.
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(name)} SET search_path TO ''`);
+  await admin.end();
   const db = createDb(url, { max: 20 });
   if (opts.migrated !== false) await migrate(db);
   return {
