@@ -26,8 +26,8 @@ export class BackupFixture {
   async start(tag: string): Promise<this> {
     [this.ledger, this.source] = await Promise.all([createTestDb(), createTestDb({ migrated: false })]);
     this.dir = await mkdtemp(join(tmpdir(), `${tag}-`));
-    await sql`create table items (id int primary key, label text not null)`.execute(this.source.db);
-    await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(
+    await sql`create table public.items (id int primary key, label text not null)`.execute(this.source.db);
+    await sql`insert into public.items select n, 'item ' || n from generate_series(1, 300) n`.execute(
       this.source.db,
     );
     return this;
@@ -61,7 +61,7 @@ export class BackupFixture {
       database: this.source.url,
       destination: localDestination(join(this.dir, name)),
       retention: { daily: 30, weekly: 0, monthly: 0 },
-      tables: ['items'],
+      tables: ['public.items'],
       ...opts,
     });
 
@@ -109,7 +109,10 @@ export class BackupFixture {
   };
 }
 
-export async function rows(url: string, q = 'select id, label from items order by id'): Promise<unknown[]> {
+export async function rows(
+  url: string,
+  q = 'select id, label from public.items order by id',
+): Promise<unknown[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {

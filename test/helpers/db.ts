@@ -4,7 +4,13 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
 import { createDb, ensureDatabase, migrate } from '../../db/database.js';
+import { DEFAULT_SCHEMA, ledger } from '../../db/ledger-schema.js';
 import type { Database } from '../../db/schema.js';
+
+/** The schema of the test databases' ledger: tidemark's default, so moving the default moves the tests. */
+export const SCHEMA = DEFAULT_SCHEMA;
+/** The ledger's qualified names for the tests' raw SQL: `sql\`select ... from ${tm.job_windows}\``. */
+export const tm = ledger(SCHEMA);
 
 const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 

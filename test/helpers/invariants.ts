@@ -4,7 +4,9 @@
 import { sql, type Kysely } from 'kysely';
 import type { ParsedMail } from 'mailparser';
 import type { Database } from '../../db/schema.js';
+import { demo } from '../../jobs/demo-schema.js';
 import type { ChatMessage } from './chat.js';
+import { tm } from './db.js';
 
 export interface Sinks {
   readonly emails: readonly ParsedMail[];
@@ -60,12 +62,12 @@ export async function checkInvariants(
   const other: string[] = [];
 
   const doneRows = await sql<{ window_start: Date; status: string; window_key: string }>`
-    select window_start, status, window_key from job_windows where job = ${job} and generation = 0`.execute(
+    select window_start, status, window_key from ${tm.job_windows} where job = ${job} and generation = 0`.execute(
     db,
   );
   const statusAt = new Map(doneRows.rows.map((r) => [r.window_start.getTime(), r.status]));
   const openIncidents = await sql<{ subject: string; kind: string }>`
-    select subject, kind from incidents where job = ${job} and closed_at is null`.execute(db);
+    select subject, kind from ${tm.incidents} where job = ${job} and closed_at is null`.execute(db);
   const openSubjects = new Set(openIncidents.rows.map((r) => r.subject));
 
   // Applied exactly once: each window's own contribution, and the job's daily totals, equal a
@@ -81,14 +83,14 @@ export async function checkInvariants(
     const ref = await sql<{ day: string; n: number; total: string }>`
       select to_char(placed_at at time zone 'UTC', 'YYYY-MM-DD') as day, count(*)::int as n,
              coalesce(sum(amount), 0)::text as total
-        from orders where placed_at >= ${w.start} and placed_at < ${w.end} and amount >= 0
+        from ${demo.orders} where placed_at >= ${w.start} and placed_at < ${w.end} and amount >= 0
        group by 1`.execute(db);
     // The newest done generation's contribution is the window's (a rerun replaces the one before).
     const got = await sql<{ n: number; total: string }>`
       select coalesce(sum(order_count), 0)::int as n, coalesce(sum(total), 0)::text as total
-        from sales_window_totals
+        from ${demo.sales_window_totals}
        where job = ${job} and window_start = ${w.start}
-         and generation = (select max(generation) from job_windows
+         and generation = (select max(generation) from ${tm.job_windows}
                             where job = ${job} and window_start = ${w.start} and status = 'done')`.execute(
       db,
     );
@@ -107,7 +109,7 @@ export async function checkInvariants(
   }
   const days = await sql<{ day: string; order_count: number; total: string }>`
     select to_char(day, 'YYYY-MM-DD') as day, order_count, total::text as total
-      from daily_sales where job = ${job}`.execute(db);
+      from ${demo.daily_sales} where job = ${job}`.execute(db);
   const seenDays = new Set<string>();
   for (const d of days.rows) {
     seenDays.add(d.day);
@@ -127,7 +129,7 @@ export async function checkInvariants(
     prefixEnd = w.end;
   }
   const wm = await sql<{ watermark: Date }>`
-    select watermark from job_watermarks where job = ${job}`.execute(db);
+    select watermark from ${tm.job_watermarks} where job = ${job}`.execute(db);
   const watermark = wm.rows[0]?.watermark ?? null;
   const expected = prefixEnd ?? windows[0]?.start ?? null;
   if (watermark && expected && watermark.getTime() !== expected.getTime())
@@ -137,7 +139,7 @@ export async function checkInvariants(
 
   // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
   const effects = await sql<{ effect_key: string; channel: string; status: string; request: unknown }>`
-    select effect_key, channel, status, request from effects where job = ${job}`.execute(db);
+    select effect_key, channel, status, request from ${tm.effects} where job = ${job}`.execute(db);
   const received = (channel: string, request: unknown): number => {
     const r = request as { subject?: string; text?: string };
     if (channel === 'email') return sinks.emails.filter((m) => m.subject === r.subject).length;
@@ -185,7 +187,7 @@ export async function checkInvariants(
   // Every incident alerted once when it opened and, once closed, its recovery sent once. The
   // messages name their incident on an `incident: <id>` line.
   const incidents = await sql<{ id: string; subject: string; kind: string; closed_at: Date | null }>`
-    select id::text as id, subject, kind, closed_at from incidents where job = ${job}`.execute(db);
+    select id::text as id, subject, kind, closed_at from ${tm.incidents} where job = ${job}`.execute(db);
   const messagesOf = (id: string, recovered: boolean): number =>
     sinks.chat.filter(
       (m) =>

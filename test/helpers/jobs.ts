@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import type { JobSpec, WindowHandler } from '../../schedules/job.js';
+import { DEMO_SCHEMA } from '../../jobs/demo-schema.js';
 
 /** A gate: `hold(key)` makes that window's handler wait until `release(key)`. */
 export function gatedHandler(inner: WindowHandler = summariseWindow) {
@@ -53,6 +54,7 @@ export interface Order {
 export async function insertOrders(db: Kysely<Database>, orders: Order[]): Promise<Order[]> {
   if (orders.length > 0) {
     await db
+      .withSchema(DEMO_SCHEMA)
       .insertInto('orders')
       .values(orders.map((o) => ({ order_key: o.key, placed_at: o.at, amount: o.amount })))
       .execute();
@@ -96,6 +98,7 @@ export async function summaryOf(
   job: string,
 ): Promise<{ count: number; totalCents: number }> {
   const rows = await db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('daily_sales')
     .select(['order_count', 'total'])
     .where('job', '=', job)

@@ -2,6 +2,7 @@
 // what a later schema changed that code written for the earlier one would notice.
 import { sql, type Kysely } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
+import { schemaOf } from '../../db/ledger-schema.js';
 import { migrations } from '../../db/migrations/index.js';
 import type { Database } from '../../db/schema.js';
 
@@ -18,28 +19,30 @@ export interface SchemaCatalog {
 
 const skipped = `('kysely_migration', 'kysely_migration_lock')`;
 
+/** The catalog of the schema `db` writes its ledger to. */
 export async function snapshotCatalog(db: Kysely<Database>): Promise<SchemaCatalog> {
+  const schema = schemaOf(db);
   const cols = await sql<{ key: string; type: string; not_null: boolean; def: string | null }>`
     select c.relname || '.' || a.attname as key, format_type(a.atttypid, a.atttypmod) as type, a.attnotnull as not_null,
            coalesce(pg_get_expr(d.adbin, d.adrelid),
                     case when a.attidentity <> '' then 'identity' when a.attgenerated <> '' then 'generated' end) as def
       from pg_attribute a join pg_class c on c.oid = a.attrelid join pg_namespace n on n.oid = c.relnamespace
       left join pg_attrdef d on d.adrelid = a.attrelid and d.adnum = a.attnum
-     where n.nspname = 'public' and c.relkind in ('r', 'p') and a.attnum > 0 and not a.attisdropped
+     where n.nspname = ${schema} and c.relkind in ('r', 'p') and a.attnum > 0 and not a.attisdropped
        and c.relname not in ${sql.raw(skipped)}`.execute(db);
   const fns = await sql<{ key: string; result: string }>`
     select p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')' as key,
            pg_get_function_result(p.oid) as result
-      from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'`.execute(db);
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = ${schema}`.execute(db);
   const cons = await sql<{ key: string; kind: string; def: string }>`
     select c.relname || '.' || k.conname as key, k.contype::text as kind, pg_get_constraintdef(k.oid) as def
       from pg_constraint k join pg_class c on c.oid = k.conrelid join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = 'public' and c.relname not in ${sql.raw(skipped)}`.execute(db);
+     where n.nspname = ${schema} and c.relname not in ${sql.raw(skipped)}`.execute(db);
   const idx = await sql<{ key: string; unique: boolean; def: string }>`
     select c.relname || '.' || i.relname as key, x.indisunique as unique, pg_get_indexdef(x.indexrelid) as def
       from pg_index x join pg_class i on i.oid = x.indexrelid join pg_class c on c.oid = x.indrelid
       join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname = 'public' and c.relname not in ${sql.raw(skipped)}`.execute(db);
+     where n.nspname = ${schema} and c.relname not in ${sql.raw(skipped)}`.execute(db);
   return {
     columns: new Map(cols.rows.map((r) => [r.key, { type: r.type, notNull: r.not_null, default: r.def }])),
     functions: new Map(fns.rows.map((r) => [r.key, r.result])),
@@ -103,9 +106,25 @@ export function breakingChanges(before: SchemaCatalog, after: SchemaCatalog): st
   return found;
 }
 
-/** A migrator over the real migrations plus `extra` (scratch migrations a test builds, never shipped). */
+/**
+ * A migrator over the real migrations plus `extra` (scratch migrations a test builds, never shipped),
+ * run as migrate() runs them: kysely's table in the ledger's schema, each migration with the schema
+ * as its transaction's search_path.
+ */
 export function migratorOf(db: Kysely<Database>, extra: Record<string, Migration> = {}): Migrator {
-  return new Migrator({ db, provider: { getMigrations: async () => ({ ...migrations, ...extra }) } });
+  const schema = schemaOf(db);
+  const all = Object.fromEntries(
+    Object.entries({ ...migrations, ...extra }).map(([name, m]): [string, Migration] => [
+      name,
+      {
+        up: async (trx) => {
+          await sql`select set_config('search_path', ${schema}, true)`.execute(trx);
+          await m.up(trx);
+        },
+      },
+    ]),
+  );
+  return new Migrator({ db, migrationTableSchema: schema, provider: { getMigrations: async () => all } });
 }
 
 /** Migrates to `target` (a migration name, or the latest with `extra`), failing with the migration's error. */
