@@ -8,7 +8,7 @@ import { sql } from 'kysely';
 import { alerting } from '../../../activities/alerts.js';
 import { memoryLogger } from '../../../activities/logger.js';
 import { defineCatalog } from '../../../schedules/define.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
 import { salesJob } from '../../helpers/jobs.js';
 
 let t: TestDb;
@@ -26,7 +26,7 @@ before(async () => {
       end if;
       return new;
     end $$`.execute(t.db);
-  await sql`create trigger cut_alert before insert on effects for each row execute function cut_alert()`.execute(
+  await sql`create trigger cut_alert before insert on ${tm.effects} for each row execute function cut_alert()`.execute(
     t.db,
   );
 });

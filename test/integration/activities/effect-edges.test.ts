@@ -27,7 +27,7 @@ import { summariseWindow } from '../../../jobs/sales-summary.js';
 import { type WindowEffect } from '../../../schedules/job.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { startChat, type ChatAnswer, type TestChat } from '../../helpers/chat.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { chatTexts, depsWithChannels, effectAttempts, effectRow } from '../../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { listenOnLoopback } from '../../helpers/net.js';
@@ -65,7 +65,7 @@ function depsAt(aheadMs = 0, extra: Partial<ActivityDeps> = {}): ActivityDeps {
 
 /** Makes the effect's lease pass on the database's clock, as if its attempt had outlived it. */
 async function expireLease(key: string): Promise<void> {
-  await sql`update effects set lease_until = now() - interval '1 second' where effect_key = ${key}`.execute(
+  await sql`update ${tm.effects} set lease_until = now() - interval '1 second' where effect_key = ${key}`.execute(
     t.db,
   );
 }
@@ -167,7 +167,7 @@ async function holdRow(key: string): Promise<{ release(): Promise<void> }> {
   const c = new pg.Client({ connectionString: t.url });
   await c.connect();
   await c.query('begin');
-  await c.query('select 1 from effects where effect_key = $1 for update', [key]);
+  await c.query(`select 1 from ${SCHEMA}.effects where effect_key = $1 for update`, [key]);
   return {
     async release() {
       await c.query('commit');
@@ -838,7 +838,7 @@ test("lease deadline: a provider call that would outlive the attempt's lease is 
     const row = await effectRow(t.db, key);
     assert.equal(row.status, 'unknown', 'cut short after sending: maybe sent, never "failed"');
     const live = await sql<{ live: boolean }>`
-      select (lease_until is not null and lease_until > now()) as live from effects where effect_key = ${key}`.execute(
+      select (lease_until is not null and lease_until > now()) as live from ${tm.effects} where effect_key = ${key}`.execute(
       t.db,
     );
     assert.equal(live.rows[0]!.live, false, 'no lease is left behind');

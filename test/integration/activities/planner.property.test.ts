@@ -17,6 +17,7 @@ import { defineCatalog } from '../../../schedules/define.js';
 import type { Trigger } from '../../../contract/workflows.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
 import { salesJob } from '../../helpers/jobs.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 let t: TestDb;
 before(async () => {
@@ -168,8 +169,9 @@ async function runScenario(s: Scenario): Promise<void> {
     now: () => new Date(clock),
   });
 
-  await t.db.deleteFrom('orders').execute();
+  await t.db.withSchema(DEMO_SCHEMA).deleteFrom('orders').execute();
   await t.db
+    .withSchema(DEMO_SCHEMA)
     .insertInto('orders')
     .values(
       [...amounts].map(([i, amount]) => ({
@@ -295,6 +297,7 @@ async function runScenario(s: Scenario): Promise<void> {
     // contribution rows and the processed-run records agree with it.
     for (const [k, n] of successes) assert.equal(n, 1, `${when}: ${n} successful handler calls for ${k}`);
     const contributions = await t.db
+      .withSchema(DEMO_SCHEMA)
       .selectFrom('sales_window_totals')
       .select(['window_start', 'generation'])
       .where('job', '=', job)
@@ -311,7 +314,12 @@ async function runScenario(s: Scenario): Promise<void> {
     const processedKeys = processed.map((r) => `${indexOf(r.window_start!)}#${r.generation}`).sort();
     assert.deepEqual(processedKeys, [...successes.keys()].sort(), `${when}: processed runs`);
     // Totals: each done window counts once, with the amount its latest generation read.
-    const sales = await t.db.selectFrom('daily_sales').select(['total']).where('job', '=', job).execute();
+    const sales = await t.db
+      .withSchema(DEMO_SCHEMA)
+      .selectFrom('daily_sales')
+      .select(['total'])
+      .where('job', '=', job)
+      .execute();
     const total = sales.reduce((sum, r) => sum + Math.round(Number(r.total) * 100), 0);
     const expected = [...contributed.values()].reduce((sum, a) => sum + a * 100, 0);
     assert.equal(total, expected, `${when}: totals`);
@@ -411,6 +419,7 @@ async function runScenario(s: Scenario): Promise<void> {
       const i = FIRST + (op.pick % (LAST - FIRST));
       amounts.set(i, op.amount);
       await t.db
+        .withSchema(DEMO_SCHEMA)
         .updateTable('orders')
         .set({ amount: op.amount })
         .where('order_key', '=', `${job}-${i}`)

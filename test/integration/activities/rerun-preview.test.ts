@@ -16,6 +16,7 @@ import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { directActivities } from '../../helpers/windows.js';
 import { holding, policy } from '../../helpers/reruns.js';
 import { eventually } from '../../helpers/temporal.js';
+import { demo, DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 let t: TestDb;
 before(async () => {
@@ -72,7 +73,12 @@ test('the preview runs the handler in a transaction that rolls back: the late or
   const acts = activitiesFor([salesJob(job, { start: W.start, lateness: '0m', writes })]);
   await insertOrders(t.db, ordersBetween(job, W.start, W.end, 10));
   await processed(acts, job, W);
-  const [day] = await t.db.selectFrom('daily_sales').selectAll().where('job', '=', job).execute();
+  const [day] = await t.db
+    .withSchema(DEMO_SCHEMA)
+    .selectFrom('daily_sales')
+    .selectAll()
+    .where('job', '=', job)
+    .execute();
   await insertOrders(t.db, [{ key: `${job}-late`, at: '2026-05-01T10:59:00Z', amount: 250.5 }]);
   const ledger = await ledgerOf(job);
 
@@ -221,7 +227,7 @@ test('a large change is bounded: 20 rows per table with the counts, a few on Sla
         const counts = await summariseWindow(ctx);
         // A rerun that writes a summary row per day for 30 days (the last 10 with `extra`).
         if (ctx.generation > 0)
-          await sql`insert into daily_sales (job, day, order_count, total)
+          await sql`insert into ${demo.daily_sales} (job, day, order_count, total)
                     select ${job}, d::date, 1, case when d > '2026-01-20' then ${extra} else 5 end from generate_series('2026-01-01'::date, '2026-01-30'::date, '1 day') d`.execute(
             ctx.trx,
           );
@@ -255,7 +261,7 @@ test('a preview waits for rows another transaction holds at most 10 s, then says
   await insertOrders(t.db, ordersBetween(job, W.start, W.end, 2));
   await processed(acts, job, W);
   const release = await holding(t.db, (trx) =>
-    sql`select 1 from daily_sales where job = ${job} for update`.execute(trx),
+    sql`select 1 from ${demo.daily_sales} where job = ${job} for update`.execute(trx),
   );
   try {
     await assert.rejects(
@@ -274,17 +280,17 @@ test('a preview waits for rows another transaction holds at most 10 s, then says
 
 test('a column that takes a new value at every run (clock_timestamp) is declared volatile: previews of the same data agree', async () => {
   const W = { start: '2026-05-09T10:00:00Z', end: '2026-05-09T11:00:00Z' };
-  await sql`create table if not exists pv_stamped (job text, day date, n int, stamped_at timestamptz, primary key (job, day))`.execute(
+  await sql`create table if not exists public.pv_stamped (job text, day date, n int, stamped_at timestamptz, primary key (job, day))`.execute(
     t.db,
   );
   const stamping = (name: string, volatile?: string[]) =>
     salesJob(name, {
       start: W.start,
       lateness: '0m',
-      writes: [{ table: 'pv_stamped', key: ['job', 'day'], ...(volatile ? { volatile } : {}) }],
+      writes: [{ table: 'public.pv_stamped', key: ['job', 'day'], ...(volatile ? { volatile } : {}) }],
       handler: async (ctx) => {
         const counts = await summariseWindow(ctx);
-        await sql`insert into pv_stamped values (${ctx.job.name}, ${ctx.window.start}::date, ${ctx.generation}, clock_timestamp())
+        await sql`insert into public.pv_stamped values (${ctx.job.name}, ${ctx.window.start}::date, ${ctx.generation}, clock_timestamp())
                   on conflict (job, day) do update set n = excluded.n, stamped_at = excluded.stamped_at`.execute(
           ctx.trx,
         );
@@ -304,7 +310,7 @@ test('a column that takes a new value at every run (clock_timestamp) is declared
   const c = await acts.previewWindow({ job: 'pv-stamp-v', windowStart: W.start });
   const d = await acts.previewWindow({ job: 'pv-stamp-v', windowStart: W.start });
   assert.equal(c.digest, d.digest);
-  const row = c.tables!.find((x) => x.table === 'pv_stamped')!.rows[0]!;
+  const row = c.tables!.find((x) => x.table === 'public.pv_stamped')!.rows[0]!;
   assert.deepEqual([row.before!.n, row.after!.n], ['0', '1']);
   assert.equal(row.after!.stamped_at, undefined, 'the volatile column is not listed');
 });
@@ -355,8 +361,11 @@ describe('what a handler can make outlast the preview, and what its rows carry o
     ).map((m) => `${m.generation}:${m.status}`);
 
   const summaryOf = async (job: string) =>
-    (await sql<{ n: number }>`select order_count::int as n from daily_sales where job = ${job}`.execute(t.db))
-      .rows[0]?.n;
+    (
+      await sql<{
+        n: number;
+      }>`select order_count::int as n from ${demo.daily_sales} where job = ${job}`.execute(t.db)
+    ).rows[0]?.n;
 
   test('a handler that sends COMMIT in the preview: nothing of it is committed, the rerun still runs', async () => {
     const job = 'hp-commit';
@@ -388,15 +397,17 @@ describe('what a handler can make outlast the preview, and what its rows carry o
   test("a secret in a row the handler writes stays out of the preview's values", async () => {
     const job = 'hp-secret';
     const W = { start: '2026-08-02T10:00:00Z' };
-    await sql`create table hp_tokens (job text, day date, token text, primary key (job, day))`.execute(t.db);
+    await sql`create table public.hp_tokens (job text, day date, token text, primary key (job, day))`.execute(
+      t.db,
+    );
     const acts = activitiesFor([
       salesJob(job, {
         start: W.start,
         lateness: '0m',
-        writes: [{ table: 'hp_tokens', key: ['job', 'day'] }],
+        writes: [{ table: 'public.hp_tokens', key: ['job', 'day'] }],
         handler: async (ctx) => {
           const counts = await summariseWindow(ctx);
-          await sql`insert into hp_tokens values (${job}, '2026-08-02', ${`token ${SECRET} gen ${ctx.generation}`})
+          await sql`insert into public.hp_tokens values (${job}, '2026-08-02', ${`token ${SECRET} gen ${ctx.generation}`})
                   on conflict (job, day) do update set token = excluded.token`.execute(ctx.trx);
           return counts;
         },
@@ -437,17 +448,17 @@ describe('what a handler can make outlast the preview, and what its rows carry o
   test('twenty changed rows of 10 MB values, bytea, numerics, zones, NULLs and Slack markup: a small, exact, escaped preview', async () => {
     const job = 'hp-odd';
     const W = { start: '2026-08-04T10:00:00Z' };
-    await sql`create table hp_odd (job text, n int, big text, bin bytea, amount numeric(30, 9), at timestamptz,
+    await sql`create table public.hp_odd (job text, n int, big text, bin bytea, amount numeric(30, 9), at timestamptz,
               gone text, label text, primary key (job, n))`.execute(t.db);
     const acts = activitiesFor([
       salesJob(job, {
         start: W.start,
         lateness: '0m',
-        writes: [{ table: 'hp_odd', key: ['job', 'n'] }],
+        writes: [{ table: 'public.hp_odd', key: ['job', 'n'] }],
         handler: async (ctx) => {
           const counts = await summariseWindow(ctx);
           // 10 MB per value, made by the server (stored compressed, so the probe stays light on disk).
-          await sql`insert into hp_odd
+          await sql`insert into public.hp_odd
                   select ${job}, n, repeat(${String(ctx.generation)}, 10 * 1024 * 1024), decode(${`00ff0${ctx.generation}`}, 'hex'),
                          12345678901234567890.123456789 + ${ctx.generation},
                          '2026-08-04 12:00:00+05:30'::timestamptz + make_interval(hours => ${ctx.generation}),
@@ -543,7 +554,7 @@ describe('what a handler can make outlast the preview, and what its rows carry o
     const job = 'hp-wide';
     const W = { start: '2026-08-06T10:00:00Z' };
     const columns = Array.from({ length: 400 }, (_, i) => `c${i}`);
-    await sql`${sql.raw(`create table hp_wide (job text, n int, ${columns.map((c) => `${c} text`).join(', ')}, primary key (job, n))`)}`.execute(
+    await sql`${sql.raw(`create table public.hp_wide (job text, n int, ${columns.map((c) => `${c} text`).join(', ')}, primary key (job, n))`)}`.execute(
       t.db,
     );
     const acts = activitiesFor([
@@ -551,13 +562,13 @@ describe('what a handler can make outlast the preview, and what its rows carry o
         start: W.start,
         lateness: '0m',
         writes: [
-          { table: 'hp_wide', key: ['job', 'n'] },
+          { table: 'public.hp_wide', key: ['job', 'n'] },
           { table: 'daily_sales', key: ['job', 'day'] },
         ],
         handler: async (ctx) => {
           const counts = await summariseWindow(ctx);
           const v = `repeat(${ctx.generation}::text, 200)`;
-          await sql`${sql.raw(`insert into hp_wide select ${pgLiteral(job)}, n, ${columns.map(() => v).join(', ')}
+          await sql`${sql.raw(`insert into public.hp_wide select ${pgLiteral(job)}, n, ${columns.map(() => v).join(', ')}
             from generate_series(1, 20) n
             on conflict (job, n) do update set ${columns.map((c) => `${c} = excluded.${c}`).join(', ')}`)}`.execute(
             ctx.trx,

@@ -18,7 +18,7 @@ import { createDb } from '../../../db/database.js';
 import type { Database } from '../../../db/schema.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import type { WindowResult } from '../../../contract/workflows.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
 import { gatedHandler, salesJob } from '../../helpers/jobs.js';
 import { eventually, windowPolicy } from '../../helpers/temporal.js';
 
@@ -127,7 +127,7 @@ test("a retry behind a partitioned host's window transaction gives up within its
     const next = (await envB2.run(windowActivities(hostDeps(hostB)).processWindow, input)) as WindowResult;
     assert.equal(next.outcome, 'processed', inspect({ b, next }));
     const { rows } = await sql<{ status: string }>`
-      select status from job_windows where job = ${job}`.execute(t.db);
+      select status from ${tm.job_windows} where job = ${job}`.execute(t.db);
     assert.deepEqual(rows, [{ status: 'done' }]);
   } finally {
     gate.release(input.key);

@@ -10,6 +10,7 @@ import { applyWindow, peerPool } from '../../../bench/peers/summary.js';
 import { createTestDb } from '../../helpers/db.js';
 // Installs the quiet SDK runtime before anything starts a Temporal connection.
 import '../../helpers/temporal.js';
+import { demo } from '../../../jobs/demo-schema.js';
 
 const FIRST = new Date('2025-01-01T00:00:00Z');
 const HOUR = 3_600_000;
@@ -30,9 +31,9 @@ test('the totals check fails a run that applied nothing, and one that applied a 
     for (let i = 0; i < 6; i++) await applyWindow(pool, 'twice', window(i)[0]!, window(i)[1]!);
     await applyWindow(pool, 'twice', window(2)[0]!, window(2)[1]!);
     await assert.rejects(checkTotals(t.db, 'twice', layout), /totals of twice differ/);
-    const rows = await sql<{ n: number }>`select count(*)::int n from daily_sales where job = 'once'`.execute(
-      t.db,
-    );
+    const rows = await sql<{
+      n: number;
+    }>`select count(*)::int n from ${demo.daily_sales} where job = 'once'`.execute(t.db);
     assert.equal(rows.rows[0]!.n, 1, 'six hourly windows of one day: one daily row');
   } finally {
     await pool.end();

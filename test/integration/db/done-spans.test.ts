@@ -7,7 +7,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { compactDoneMarkers, expandWindow } from '../../../db/compaction.js';
 import { doneWindows, isDone, watermarkOf } from '../../../db/ledger.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { eventually } from '../../helpers/temporal.js';
 
 const HOUR = 3_600_000;
@@ -24,7 +24,7 @@ after(async () => t?.drop());
 /** Windows [from, to) of the hourly job as markers (generation 0) with `status`. */
 async function mark(job: string, from: number, to: number, status = 'done', generation = 0): Promise<void> {
   await sql`
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
+    insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
     select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', ${generation}::int,
            ${at(0)}::timestamptz + (i + 1) * interval '1 hour', ${job} || '/' || i, ${status}, 1, 'manual', now(), now()
       from generate_series(${from}::int, ${to - 1}::int) i`.execute(t.db);
@@ -33,7 +33,7 @@ async function mark(job: string, from: number, to: number, status = 'done', gene
 /** A job whose watermark is `watermark` (compaction never passes it). */
 async function jobAt(job: string, watermark: Date): Promise<void> {
   await watermarkOf(t.db, job, watermark);
-  await sql`update job_watermarks set watermark = ${watermark} where job = ${job}`.execute(t.db);
+  await sql`update ${tm.job_watermarks} set watermark = ${watermark} where job = ${job}`.execute(t.db);
 }
 
 async function spans(job: string): Promise<string[]> {
@@ -49,7 +49,7 @@ async function spans(job: string): Promise<string[]> {
 
 const markerCount = async (job: string) =>
   Number(
-    (await sql<{ n: string }>`select count(*) as n from job_windows where job = ${job}`.execute(t.db))
+    (await sql<{ n: string }>`select count(*) as n from ${tm.job_windows} where job = ${job}`.execute(t.db))
       .rows[0]!.n,
   );
 
@@ -58,7 +58,7 @@ async function claim(c: pg.Client, job: string, i: number, hours = 1): Promise<n
   await c.query('begin');
   try {
     const r = await c.query<{ a: number | null }>(
-      `select tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '5000', '60000') as a`,
+      `select ${SCHEMA}.tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '5000', '60000') as a`,
       [job, at(i), at(i + hours), `${job}/${i}`],
     );
     await c.query('commit');
@@ -106,7 +106,7 @@ test('failed windows, other generations, open rerun requests and gaps break span
   // Left as markers: the failed one, both generations of 20, 25 (open request), 40..44.
   assert.equal(await markerCount(job), 1 + 2 + 1 + 5);
   // Window 10 done later: the spans either side join.
-  await sql`update job_windows set status = 'done' where job = ${job} and window_start = ${at(10)}`.execute(
+  await sql`update ${tm.job_windows} set status = 'done' where job = ${job} and window_start = ${at(10)}`.execute(
     t.db,
   );
   await compactDoneMarkers(t.db, { cutoff: at(42) });
@@ -226,10 +226,10 @@ test('a compaction killed mid-batch rolls back whole; the next run completes it'
   try {
     // Window 499's marker locked: the batch's delete waits on it, holding what it deleted so far.
     await blocker.query('begin');
-    await blocker.query(`select 1 from job_windows where job = $1 and window_start = $2 for update`, [
-      job,
-      at(499),
-    ]);
+    await blocker.query(
+      `select 1 from ${SCHEMA}.job_windows where job = $1 and window_start = $2 for update`,
+      [job, at(499)],
+    );
     const run = compactDoneMarkers(t.db, { cutoff: FAR, lockTimeoutMs: 120_000 });
     const pid = await eventually(
       async () => {

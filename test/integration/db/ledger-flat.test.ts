@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { watermarkOf } from '../../../db/ledger.js';
 import type { Database } from '../../../db/schema.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-01-01T00:00:00Z');
@@ -21,7 +21,7 @@ after(async () => t?.drop());
 /** Marks windows [from, to) of the job done (generation 0) in one statement. */
 async function doneWindows(db: Kysely<Database>, job: string, from: number, to: number): Promise<void> {
   await sql`
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
+    insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
     select ${job}, ${new Date(T0)}::timestamptz + i * interval '1 hour', 0,
            ${new Date(T0)}::timestamptz + (i + 1) * interval '1 hour', ${job} || ':' || i, 'done', 1, 'manual', now(), now()
       from generate_series(${from}::int, ${to - 1}::int) i`.execute(db);
@@ -53,13 +53,13 @@ test('moving the watermark reads the windows it passes, not the job history (no 
   // A year of done windows after a gap at window 0: the watermark cannot move past the gap.
   await doneWindows(t.db, job, 1, 8_761);
   const stuck = await rowsRead((trx) =>
-    sql`select tidemark_advance_watermark(${job}, ${new Date(T0)}::timestamptz)`.execute(trx),
+    sql`select ${tm.fn('tidemark_advance_watermark')}(${job}, ${new Date(T0)}::timestamptz)`.execute(trx),
   );
   assert.ok(stuck <= 2, `a watermark that cannot move read ${stuck} windows`);
   // Window 0 done: the watermark passes all 8,761 in one walk, one lookup each.
   await doneWindows(t.db, job, 0, 1);
   const walked = await rowsRead((trx) =>
-    sql`select tidemark_advance_watermark(${job}, ${new Date(T0)}::timestamptz)`.execute(trx),
+    sql`select ${tm.fn('tidemark_advance_watermark')}(${job}, ${new Date(T0)}::timestamptz)`.execute(trx),
   );
   assert.ok(walked <= 8_762, `passing 8,761 windows read ${walked}`);
   assert.equal(
@@ -69,7 +69,9 @@ test('moving the watermark reads the windows it passes, not the job history (no 
   // Next to it, one more window: one lookup, not the 8,761 behind.
   await doneWindows(t.db, job, 8_761, 8_762);
   const next = await rowsRead((trx) =>
-    sql`select tidemark_advance_watermark(${job}, ${new Date(T0 + 8_761 * HOUR)}::timestamptz)`.execute(trx),
+    sql`select ${tm.fn('tidemark_advance_watermark')}(${job}, ${new Date(T0 + 8_761 * HOUR)}::timestamptz)`.execute(
+      trx,
+    ),
   );
   assert.ok(next <= 3, `one window past the watermark read ${next}`);
 });
@@ -82,11 +84,11 @@ test('the finish of a window in a job with a long history reads a handful of win
   // A claimed window two past the watermark's next (a gap): the finish must not scan the history.
   const start = new Date(T0 + 5_001 * HOUR);
   const read = await rowsRead(async (trx) => {
-    await sql`insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+    await sql`insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
       values (${job}, ${start}, 0, ${new Date(start.getTime() + HOUR)}, 'k', 'done', 1, 'manual', now())`.execute(
       trx,
     );
-    await sql`select tidemark_finish_window(${job}, ${start}::timestamptz, 0, 1, 1, 0, now(), now(), 'wf', 1, '{}'::jsonb)`.execute(
+    await sql`select ${tm.fn('tidemark_finish_window')}(${job}, ${start}::timestamptz, 0, 1, 1, 0, now(), now(), 'wf', 1, '{}'::jsonb)`.execute(
       trx,
     );
   });

@@ -14,7 +14,7 @@ import { readWatermark, watermarkOf, claimWindow, finishWindow } from '../../../
 import type { JobSpec } from '../../../schedules/job.js';
 import { isoUtc } from '../../../contract/window-key.js';
 import type { WindowInput, WindowResult } from '../../../contract/workflows.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../../helpers/windows.js';
 
 const HOUR = 3_600_000;
@@ -23,7 +23,7 @@ let t: TestDb;
 
 before(async () => {
   t = await createTestDb();
-  await sql`create table landed (k text primary key, note text, at timestamptz, doc jsonb, n numeric)`.execute(
+  await sql`create table public.landed (k text primary key, note text, at timestamptz, doc jsonb, n numeric)`.execute(
     t.db,
   );
 });
@@ -113,18 +113,24 @@ test("rows a handler COPYs commit with the window's done marker: a failed attemp
     }),
   ]);
   await assert.rejects(acts.processWindow(windowOf(job, 0)), /source went away/);
-  assert.equal((await sql<{ n: number }>`select count(*)::int n from landed`.execute(t.db)).rows[0]!.n, 0);
+  assert.equal(
+    (await sql<{ n: number }>`select count(*)::int n from public.landed`.execute(t.db)).rows[0]!.n,
+    0,
+  );
   const r = await acts.processWindow(windowOf(job, 0));
   assert.equal(r.outcome, 'processed');
   assert.deepEqual(r.counts, { input: 3, applied: 3, quarantined: 0 });
   const rows = await sql<{ k: string; note: string | null; at: Date | null; doc: unknown; n: string | null }>`
-    select k, note, at, doc, n::text as n from landed order by k`.execute(t.db);
+    select k, note, at, doc, n::text as n from public.landed order by k`.execute(t.db);
   const want = [...awkward]
     .sort((a, b) => (a[0] < b[0] ? -1 : 1))
     .map(([k, note, at, doc, n]) => ({ k, note, at: at ? new Date(at) : null, doc, n }));
   assert.deepEqual(rows.rows, want);
   assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'already-done');
-  assert.equal((await sql<{ n: number }>`select count(*)::int n from landed`.execute(t.db)).rows[0]!.n, 3);
+  assert.equal(
+    (await sql<{ n: number }>`select count(*)::int n from public.landed`.execute(t.db)).rows[0]!.n,
+    3,
+  );
 });
 
 test('a row with the wrong number of values is refused by position; nothing is copied, the window is not done', async () => {
@@ -132,13 +138,14 @@ test('a row with the wrong number of values is refused by position; nothing is c
   const acts = activities([
     jobOf(job, async (ctx) => {
       const rows = Array.from({ length: 5000 }, (_, i) => (i === 4321 ? [`r${i}`] : [`r${i}`, 'ok']));
-      const n = await ctx.copyRows('landed', ['k', 'note'], rows);
+      const n = await ctx.copyRows('public.landed', ['k', 'note'], rows);
       return { input: n, applied: n, quarantined: 0 };
     }),
   ]);
   await assert.rejects(acts.processWindow(windowOf(job, 0)), /row 4321 has 1 values for 2 columns/);
   assert.equal(
-    (await sql<{ n: number }>`select count(*)::int n from landed where k like 'r%'`.execute(t.db)).rows[0]!.n,
+    (await sql<{ n: number }>`select count(*)::int n from public.landed where k like 'r%'`.execute(t.db))
+      .rows[0]!.n,
     0,
   );
   const marker = await t.db
@@ -151,8 +158,8 @@ test('a row with the wrong number of values is refused by position; nothing is c
 
 test('COPY into a temporary table, then one set-based merge: the staging pattern for rows a window does not own', async () => {
   const job = 'staged';
-  await sql`create table stock (sku text primary key, qty integer not null)`.execute(t.db);
-  await sql`insert into stock values ('a', 1), ('b', 2)`.execute(t.db);
+  await sql`create table public.stock (sku text primary key, qty integer not null)`.execute(t.db);
+  await sql`insert into public.stock values ('a', 1), ('b', 2)`.execute(t.db);
   const acts = activities([
     jobOf(job, async (ctx) => {
       await sql`create temporary table stock_in (sku text, qty integer) on commit drop`.execute(ctx.trx);
@@ -164,13 +171,16 @@ test('COPY into a temporary table, then one set-based merge: the staging pattern
           ['c', 30],
         ],
       );
-      await sql`insert into stock select sku, qty from stock_in
+      await sql`insert into public.stock select sku, qty from stock_in
                 on conflict (sku) do update set qty = excluded.qty`.execute(ctx.trx);
       return { input: n, applied: n, quarantined: 0 };
     }),
   ]);
   assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
-  const rows = await sql<{ sku: string; qty: number }>`select sku, qty from stock order by sku`.execute(t.db);
+  const rows = await sql<{
+    sku: string;
+    qty: number;
+  }>`select sku, qty from public.stock order by sku`.execute(t.db);
   assert.deepEqual(rows.rows, [
     { sku: 'a', qty: 1 },
     { sku: 'b', qty: 20 },
@@ -179,12 +189,12 @@ test('COPY into a temporary table, then one set-based merge: the staging pattern
 });
 
 test('on a held connection a transaction is one whatever its first and last statements; a stray BEGIN is refused', async () => {
-  await sql`create table held (n integer)`.execute(t.db);
+  await sql`create table public.held (n integer)`.execute(t.db);
   // No statement carries BEGIN or COMMIT: both are sent on their own, and a failure rolls back.
   await assert.rejects(
     withConnection(t.db, (conn) =>
       conn.transaction().execute(async (trx) => {
-        await sql`insert into held values (1)`.execute(trx);
+        await sql`insert into public.held values (1)`.execute(trx);
         throw new Error('handler failed');
       }),
     ),
@@ -192,26 +202,28 @@ test('on a held connection a transaction is one whatever its first and last stat
   );
   await withConnection(t.db, (conn) =>
     conn.transaction().execute(async (trx) => {
-      await sql`insert into held values (2)`.execute(trx);
+      await sql`insert into public.held values (2)`.execute(trx);
     }),
   );
   // A statement that carries BEGIN where no transaction was begun would leave one open for good.
   await assert.rejects(
-    withConnection(t.db, (conn) => sql`${sql.raw('begin; insert into held values (3)')}`.execute(conn)),
+    withConnection(t.db, (conn) =>
+      sql`${sql.raw('begin; insert into public.held values (3)')}`.execute(conn),
+    ),
     /carries BEGIN runs only first in a transaction/,
   );
   // The last statement carrying COMMIT: committed once, and a failure after it rolls nothing back.
   await assert.rejects(
     withConnection(t.db, (conn) =>
       conn.transaction().execute(async (trx) => {
-        await sql`${sql.raw('begin; insert into held values (4)')}`.execute(trx);
-        await sql`${sql.raw('insert into held values (5); commit')}`.execute(trx);
+        await sql`${sql.raw('begin; insert into public.held values (4)')}`.execute(trx);
+        await sql`${sql.raw('insert into public.held values (5); commit')}`.execute(trx);
         throw new Error('after the commit');
       }),
     ),
     /after the commit/,
   );
-  const rows = await sql<{ n: number }>`select n from held order by n`.execute(t.db);
+  const rows = await sql<{ n: number }>`select n from public.held order by n`.execute(t.db);
   assert.deepEqual(
     rows.rows.map((r) => r.n),
     [2, 4, 5],
@@ -228,7 +240,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
 
   before(async () => {
     t = await createTestDb();
-    await sql`create table hostile (k text primary key, v text)`.execute(t.db);
+    await sql`create table public.hostile (k text primary key, v text)`.execute(t.db);
   });
   after(async () => t?.drop());
 
@@ -260,7 +272,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
   const ODD = [
     "it's",
     'back\\slash',
-    "\\'; drop table hostile; --",
+    "\\'; drop table public.hostile; --",
     "E'\\x00'",
     '$$ dollar $$',
     'ünï 🌊 \u2028',
@@ -293,12 +305,12 @@ describe('odd values, handlers that misuse the window transaction, connections k
       assert.equal(run.workflow_id, odd);
       assert.deepEqual(run.details, { input: 0, applied: 0, quarantined: 0, ...details });
     }
-    assert.equal(await count('hostile'), 0);
+    assert.equal(await count('public.hostile'), 0);
     assert.equal((await readWatermark(t.db, job))?.getTime(), T0 + ODD.length * HOUR);
   });
 
   test('claim and finish write odd job names and keys as literals', async () => {
-    for (const job of ["o'k", 'b\\s', "'); drop table hostile; --"]) {
+    for (const job of ["o'k", 'b\\s', "'); drop table public.hostile; --"]) {
       const w = { job, start: new Date(T0), end: new Date(T0 + HOUR), generation: 0, key: `${job}\\'/k` };
       await watermarkOf(t.db, job, new Date(T0));
       const wm = await withConnection(t.db, (conn) =>
@@ -331,7 +343,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
       assert.equal(m.window_key, w.key);
       assert.equal(m.status, 'done');
     }
-    await sql`select 1 from hostile`.execute(t.db);
+    await sql`select 1 from public.hostile`.execute(t.db);
   });
 
   test("the window's transaction bounds do not stay on the pooled connection", async () => {
@@ -358,14 +370,14 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const job = 'swallow';
     const acts = activities([
       jobOf(job, async (ctx) => {
-        await sql`insert into hostile values (${'swallow'}, 'a')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'swallow'}, 'a')`.execute(ctx.trx);
         await sql`select 1/0`.execute(ctx.trx).catch(() => undefined);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
     await assert.rejects(acts.processWindow(windowOf(job, 0)));
     assert.equal((await markerOf(job, 0))?.status, 'failed');
-    assert.equal(await count('hostile', sql`k = 'swallow'`), 0);
+    assert.equal(await count('public.hostile', sql`k = 'swallow'`), 0);
     assert.equal(await idleInTransaction(), 0);
   });
 
@@ -374,10 +386,12 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const acts = activities([
       jobOf(job, async (ctx) => {
         await sql`rollback`.execute(ctx.trx).catch(() => undefined);
-        await sql`insert into hostile values (${'after-rollback'}, 'b')`
+        await sql`insert into public.hostile values (${'after-rollback'}, 'b')`
           .execute(ctx.trx)
           .catch(() => undefined);
-        await ctx.copyRows('hostile', ['k', 'v'], [['after-rollback-copy', 'b']]).catch(() => undefined);
+        await ctx
+          .copyRows('public.hostile', ['k', 'v'], [['after-rollback-copy', 'b']])
+          .catch(() => undefined);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
@@ -387,8 +401,8 @@ describe('odd values, handlers that misuse the window transaction, connections k
     );
     assert.equal((await markerOf(job, 0))?.status, 'failed');
     // Nothing the handler wrote after the rollback committed on its own.
-    assert.equal(await count('hostile', sql`k like 'after-rollback%'`), 0);
-    assert.equal(await count('job_runs', sql`job = ${job} and outcome = 'processed'`), 0);
+    assert.equal(await count('public.hostile', sql`k like 'after-rollback%'`), 0);
+    assert.equal(await count(`${SCHEMA}.job_runs`, sql`job = ${job} and outcome = 'processed'`), 0);
     assert.equal(await idleInTransaction(), 0);
   });
 
@@ -399,7 +413,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const acts = activities([
       jobOf(job, async (ctx) => {
         await sql`commit`.execute(ctx.trx).catch(() => undefined);
-        await sql`insert into hostile values (${'after-commit'}, 'c')`
+        await sql`insert into public.hostile values (${'after-commit'}, 'c')`
           .execute(ctx.trx)
           .catch(() => undefined);
         return { input: 1, applied: 1, quarantined: 0 };
@@ -410,8 +424,8 @@ describe('odd values, handlers that misuse the window transaction, connections k
       /the handler tried to end the window's transaction \("commit"\)/,
     );
     assert.equal((await markerOf(job, 0))?.status, 'failed');
-    assert.equal(await count('hostile', sql`k = 'after-commit'`), 0);
-    assert.equal(await count('job_runs', sql`job = ${job} and outcome = 'processed'`), 0);
+    assert.equal(await count('public.hostile', sql`k = 'after-commit'`), 0);
+    assert.equal(await count(`${SCHEMA}.job_runs`, sql`job = ${job} and outcome = 'processed'`), 0);
     assert.equal(await idleInTransaction(), 0);
   });
 
@@ -419,15 +433,23 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const job = 'carried-commit';
     const acts = activities([
       jobOf(job, async (ctx) => {
-        await sql`${sql.raw("insert into hostile values ('carried-1', 'c'); commit")}`.execute(ctx.trx);
-        await sql`insert into hostile values (${'carried-2'}, 'c')`.execute(ctx.trx).catch(() => undefined);
+        await sql`${sql.raw("insert into public.hostile values ('carried-1', 'c'); commit")}`.execute(
+          ctx.trx,
+        );
+        await sql`insert into public.hostile values (${'carried-2'}, 'c')`
+          .execute(ctx.trx)
+          .catch(() => undefined);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
     await assert.rejects(acts.processWindow(windowOf(job, 0)), /"commit" would end the window's transaction/);
     assert.equal((await markerOf(job, 0))?.status, 'failed');
-    assert.equal(await count('hostile', sql`k like 'carried-%'`), 0, 'not even the statement carrying it');
-    assert.equal(await count('job_runs', sql`job = ${job} and outcome = 'processed'`), 0);
+    assert.equal(
+      await count('public.hostile', sql`k like 'carried-%'`),
+      0,
+      'not even the statement carrying it',
+    );
+    assert.equal(await count(`${SCHEMA}.job_runs`, sql`job = ${job} and outcome = 'processed'`), 0);
     assert.equal(await idleInTransaction(), 0);
   });
 
@@ -435,17 +457,19 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const job = 'savepoint';
     const acts = activities([
       jobOf(job, async (ctx) => {
-        await sql`insert into hostile values (${'sp-1'}, 's')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'sp-1'}, 's')`.execute(ctx.trx);
         await sql`savepoint s`.execute(ctx.trx);
-        await sql`insert into hostile values (${'sp-1'}, 'dup')`.execute(ctx.trx).catch(() => undefined);
+        await sql`insert into public.hostile values (${'sp-1'}, 'dup')`
+          .execute(ctx.trx)
+          .catch(() => undefined);
         await sql`rollback to savepoint s`.execute(ctx.trx);
         await sql`release savepoint s`.execute(ctx.trx);
-        await sql`insert into hostile values (${'sp-2'}, 's')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'sp-2'}, 's')`.execute(ctx.trx);
         return { input: 2, applied: 2, quarantined: 0 };
       }),
     ]);
     assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
-    assert.equal(await count('hostile', sql`k like 'sp-%'`), 2);
+    assert.equal(await count('public.hostile', sql`k like 'sp-%'`), 2);
   });
 
   test("ctx.copyRows kept past the handler's return copies nothing outside the window", async () => {
@@ -453,13 +477,13 @@ describe('odd values, handlers that misuse the window transaction, connections k
     let stash: ((rows: unknown[][]) => Promise<number>) | undefined;
     const acts = activities([
       jobOf(job, async (ctx) => {
-        stash = (rows) => ctx.copyRows('hostile', ['k', 'v'], rows);
+        stash = (rows) => ctx.copyRows('public.hostile', ['k', 'v'], rows);
         return { input: 0, applied: 0, quarantined: 0 };
       }),
     ]);
     assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
     await assert.rejects(stash!([['stale', 'x']]), /outside/);
-    assert.equal(await count('hostile', sql`k = 'stale'`), 0);
+    assert.equal(await count('public.hostile', sql`k = 'stale'`), 0);
   });
 
   test('a handler that sends begin, or runs trx.transaction(): nothing leaks', async () => {
@@ -467,7 +491,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const acts = activities([
       jobOf(job, async (ctx) => {
         await sql`begin`.execute(ctx.trx);
-        await sql`insert into hostile values (${'begin-' + ctx.window.start.getTime()}, 'd')`.execute(
+        await sql`insert into public.hostile values (${'begin-' + ctx.window.start.getTime()}, 'd')`.execute(
           ctx.trx,
         );
         if (ctx.window.start.getTime() === T0 + HOUR) {
@@ -480,7 +504,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     ]);
     assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
     await assert.rejects(acts.processWindow(windowOf(job, 1)));
-    assert.equal(await count('hostile', sql`k like 'begin-%'`), 1);
+    assert.equal(await count('public.hostile', sql`k like 'begin-%'`), 1);
     assert.equal(await idleInTransaction(), 0);
   });
 
@@ -502,7 +526,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     for (const [i, text] of settings.entries()) {
       const acts = activities([
         jobOf(job, async (ctx) => {
-          await sql`insert into hostile values (${`session-${i}`}, 'e')`.execute(ctx.trx);
+          await sql`insert into public.hostile values (${`session-${i}`}, 'e')`.execute(ctx.trx);
           await sql.raw(text).execute(ctx.trx);
           return { input: 1, applied: 1, quarantined: 0 };
         }),
@@ -513,12 +537,12 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const local = activities([
       jobOf(job, async (ctx) => {
         await sql`set local statement_timeout = 5000`.execute(ctx.trx);
-        await sql`insert into hostile values (${'session-local'}, 'e')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'session-local'}, 'e')`.execute(ctx.trx);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
     assert.equal((await local.processWindow(windowOf(job, settings.length))).outcome, 'processed');
-    assert.equal(await count('hostile', sql`k like 'session-%'`), 1);
+    assert.equal(await count('public.hostile', sql`k like 'session-%'`), 1);
     for (let i = 0; i < 3; i++) assert.deepEqual((await current()).rows[0], before);
   });
 
@@ -526,7 +550,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const job = 'runaway';
     const acts = activities([
       jobOf(job, async (ctx) => {
-        await sql`insert into hostile values (${'runaway'}, 'f')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'runaway'}, 'f')`.execute(ctx.trx);
         await sql`select pg_sleep(20)`.execute(ctx.trx);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
@@ -536,7 +560,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
       acts.processWindow({ ...windowOf(job, 0), policy: windowPolicy(1, 1_500) }),
       /statement timeout/,
     );
-    assert.equal(await count('hostile', sql`k = 'runaway'`), 0);
+    assert.equal(await count('public.hostile', sql`k = 'runaway'`), 0);
     assert.equal((await markerOf(job, 0))?.status, 'failed');
   });
 
@@ -546,27 +570,27 @@ describe('odd values, handlers that misuse the window transaction, connections k
       jobOf(job, async (ctx) => {
         const k = `unawaited-${ctx.window.start.getTime()}`;
         void sql`select pg_sleep(0.2); `.execute(ctx.trx).catch(() => undefined);
-        void sql`insert into hostile values (${k}, 'e')`.execute(ctx.trx).catch(() => undefined);
-        void ctx.copyRows('hostile', ['k', 'v'], [[`${k}-copy`, 'f']]).catch(() => undefined);
+        void sql`insert into public.hostile values (${k}, 'e')`.execute(ctx.trx).catch(() => undefined);
+        void ctx.copyRows('public.hostile', ['k', 'v'], [[`${k}-copy`, 'f']]).catch(() => undefined);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
     assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
-    assert.equal(await count('hostile', sql`k like 'unawaited-%'`), 2);
+    assert.equal(await count('public.hostile', sql`k like 'unawaited-%'`), 2);
     assert.equal(await idleInTransaction(), 0);
   });
 
   test('copyRows with 0 rows, huge rows, Buffers, bigints, NaN, nested objects; after an error it fails the window', async () => {
-    await sql`create table odd_rows (k text, b bytea, big bigint, f float8, doc jsonb)`.execute(t.db);
+    await sql`create table public.odd_rows (k text, b bytea, big bigint, f float8, doc jsonb)`.execute(t.db);
     const job = 'copy-odd';
     const huge = 'h\t\n\\'.repeat(300_000);
     const acts = activities([
       jobOf(job, async (ctx) => {
         const i = (ctx.window.start.getTime() - T0) / HOUR;
         if (i === 0) {
-          const zero = await ctx.copyRows('odd_rows', ['k'], []);
+          const zero = await ctx.copyRows('public.odd_rows', ['k'], []);
           const n = await ctx.copyRows(
-            'odd_rows',
+            'public.odd_rows',
             ['k', 'b', 'big', 'f', 'doc'],
             [
               [huge, Buffer.from([0, 1, 92, 10, 255]), 2n ** 62n, Number.NaN, { a: { b: [1, '\\', '\n'] } }],
@@ -576,13 +600,13 @@ describe('odd values, handlers that misuse the window transaction, connections k
           return { input: zero + n, applied: zero + n, quarantined: 0 };
         }
         await sql`select 1/0`.execute(ctx.trx).catch(() => undefined);
-        const n = await ctx.copyRows('odd_rows', ['k'], [['after-error']]).catch(() => 0);
+        const n = await ctx.copyRows('public.odd_rows', ['k'], [['after-error']]).catch(() => 0);
         return { input: n, applied: n, quarantined: 0 };
       }),
     ]);
     assert.equal((await acts.processWindow(windowOf(job, 0))).outcome, 'processed');
     const rows = await sql<{ k: string; b: Buffer; big: string; f: number; doc: unknown }>`
-    select k, b, big::text big, f, doc from odd_rows order by k`.execute(t.db);
+    select k, b, big::text big, f, doc from public.odd_rows order by k`.execute(t.db);
     assert.equal(rows.rows.length, 2);
     assert.equal(rows.rows[0]!.k, huge);
     assert.deepEqual([...rows.rows[0]!.b], [0, 1, 92, 10, 255]);
@@ -592,7 +616,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     assert.equal(rows.rows[1]!.big, String(-(2n ** 63n)));
     assert.equal(rows.rows[1]!.f, Number.POSITIVE_INFINITY);
     await assert.rejects(acts.processWindow(windowOf(job, 1)));
-    assert.equal(await count('odd_rows', sql`k = 'after-error'`), 0);
+    assert.equal(await count('public.odd_rows', sql`k = 'after-error'`), 0);
     assert.equal((await markerOf(job, 1))?.status, 'failed');
   });
 
@@ -603,7 +627,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
       jobOf(job, async (ctx) => {
         runs++;
         await sql`select pg_sleep(0.05)`.execute(ctx.trx);
-        await sql`insert into hostile values (${'stampede'}, 'g')`.execute(ctx.trx);
+        await sql`insert into public.hostile values (${'stampede'}, 'g')`.execute(ctx.trx);
         return { input: 1, applied: 1, quarantined: 0 };
       }),
     ]);
@@ -658,7 +682,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     let mode = '';
     const acts = activities([
       jobOf(job, async (ctx) => {
-        await sql`insert into hostile values (${`killed-${mode}-${ctx.window.start.getTime()}`}, 'k')`.execute(
+        await sql`insert into public.hostile values (${`killed-${mode}-${ctx.window.start.getTime()}`}, 'k')`.execute(
           ctx.trx,
         );
         if (mode === 'handler') await killOwn(ctx.trx);
@@ -670,7 +694,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
               yield [`killed-copy-${i}`, 'x'.repeat(100)];
             }
           }
-          await ctx.copyRows('hostile', ['k', 'v'], rows());
+          await ctx.copyRows('public.hostile', ['k', 'v'], rows());
         }
         if (mode === 'finish') {
           // The finish waits on the job's watermark row; the connection dies while it waits.
@@ -694,7 +718,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
       if (m === 'finish') {
         await withConnection(t.db, (conn) =>
           conn.transaction().execute(async (trx) => {
-            await sql`select 1 from job_watermarks where job = ${job} for update`.execute(trx);
+            await sql`select 1 from ${tm.job_watermarks} where job = ${job} for update`.execute(trx);
             const p = acts.processWindow(windowOf(job, i));
             await assert.rejects(p, m);
           }),
@@ -703,7 +727,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
         await assert.rejects(acts.processWindow(windowOf(job, i)), m);
       }
       assert.equal((await markerOf(job, i))?.status, 'failed', m);
-      assert.equal(await count('hostile', sql`k like ${`killed-${m}%`}`), 0, m);
+      assert.equal(await count('public.hostile', sql`k like ${`killed-${m}%`}`), 0, m);
       assert.equal(await idleInTransaction(), 0, m);
     }
     mode = 'none';
@@ -758,19 +782,19 @@ describe('odd values, handlers that misuse the window transaction, connections k
     const r = await Promise.race([raised, stuck]);
     clearTimeout(timer);
     assert.notEqual(r, 'stuck', 'the raises hold every connection and wait for one more');
-    assert.equal(await count('incidents', sql`job = 'raised' and closed_at is null`), 4);
+    assert.equal(await count(`${SCHEMA}.incidents`, sql`job = 'raised' and closed_at is null`), 4);
     await small.destroy();
   });
 
   test('a value the server refuses early in a long COPY fails the window promptly; the pool works after', async () => {
-    await sql`create table copy_typed (k text, n integer)`.execute(t.db);
+    await sql`create table public.copy_typed (k text, n integer)`.execute(t.db);
     const job = 'copy-refused';
     const acts = activities([
       jobOf(job, async (ctx) => {
         function* rows() {
           for (let i = 0; i < 300_000; i++) yield [`r${i}-${'p'.repeat(200)}`, i === 5 ? 'not a number' : i];
         }
-        const n = await ctx.copyRows('copy_typed', ['k', 'n'], rows());
+        const n = await ctx.copyRows('public.copy_typed', ['k', 'n'], rows());
         return { input: n, applied: n, quarantined: 0 };
       }),
     ]);
@@ -781,7 +805,7 @@ describe('odd values, handlers that misuse the window transaction, connections k
     clearTimeout(timer);
     assert.ok(r instanceof Error, `expected a failure, got ${String(r)} after ${Date.now() - started} ms`);
     assert.match(r.message, /invalid input syntax for type integer/);
-    assert.equal(await count('copy_typed'), 0);
+    assert.equal(await count('public.copy_typed'), 0);
     assert.equal(await idleInTransaction(), 0);
   });
 

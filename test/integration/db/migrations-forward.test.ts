@@ -14,7 +14,7 @@ import pg from 'pg';
 import { createDb, migrate, ensureDatabase } from '../../../db/database.js';
 import { migrations } from '../../../db/migrations/index.js';
 import { releases, previousRelease } from '../../../db/migrations/releases.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { eventually } from '../../helpers/temporal.js';
 import { snapshotCatalog, migrateTo } from '../../helpers/schema-catalog.js';
 
@@ -102,7 +102,9 @@ test('two workers migrating at once: one applied set, serialised by the migratio
         60_000,
         'both migrations waiting for the lock',
       );
-      const applied = await sql<{ n: number }>`select count(*)::int as n from kysely_migration`
+      const applied = await sql<{
+        n: number;
+      }>`select count(*)::int as n from ${tm.object('kysely_migration')}`
         .execute(c)
         .catch(() => ({ rows: [{ n: 0 }] }));
       assert.equal(applied.rows[0]!.n, 0, 'nothing applied while the lock is held');
@@ -113,7 +115,9 @@ test('two workers migrating at once: one applied set, serialised by the migratio
     // One of them applied everything; the other, after it, found nothing pending.
     assert.deepEqual([...ra, ...rb].sort(), Object.keys(migrations).sort());
     assert.ok(ra.length === 0 || rb.length === 0, `both applied some: ${ra.length} and ${rb.length}`);
-    const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(t.db);
+    const rows = await sql<{
+      name: string;
+    }>`select name from ${tm.object('kysely_migration')} order by name`.execute(t.db);
     assert.deepEqual(
       rows.rows.map((r) => r.name),
       Object.keys(migrations),
@@ -138,7 +142,9 @@ test('`npm run migrate` applies the pending migrations to DATABASE_URL, then fin
     ),
   );
   assert.match(run(), /no pending migrations/);
-  const rows = await sql<{ n: number }>`select count(*)::int as n from kysely_migration`.execute(t.db);
+  const rows = await sql<{
+    n: number;
+  }>`select count(*)::int as n from ${tm.object('kysely_migration')}`.execute(t.db);
   assert.equal(rows.rows[0]!.n, Object.keys(migrations).length);
 });
 
@@ -160,7 +166,9 @@ test('three processes migrating a fresh database at once: one applies every migr
     'no pending migrations',
     'no pending migrations',
   ]);
-  const rows = await sql<{ name: string }>`select name from kysely_migration order by name`.execute(t.db);
+  const rows = await sql<{
+    name: string;
+  }>`select name from ${tm.object('kysely_migration')} order by name`.execute(t.db);
   assert.deepEqual(
     rows.rows.map((r) => r.name),
     Object.keys(migrations),
@@ -309,7 +317,7 @@ describe('upgrades: a database not there yet, workers of two releases, what `npm
         'the older migrate to wait for the lock',
       );
       await holder.query(
-        `insert into kysely_migration (name, timestamp) values ('29991231T2359_newer', now())`,
+        `insert into ${SCHEMA}.kysely_migration (name, timestamp) values ('29991231T2359_newer', now())`,
       );
       await holder.query('select pg_advisory_unlock(3853314791062309107)');
       assert.deepEqual(await older, []);

@@ -21,12 +21,12 @@ test("a backend terminated while its extended query waits on a lock: the server'
   const admin = pgClient(withMode('disable'));
   await admin.connect();
   try {
-    await admin.query('create table locked (id int primary key)');
-    await admin.query('insert into locked values (1)');
+    await admin.query('create table public.locked (id int primary key)');
+    await admin.query('insert into public.locked values (1)');
     // Whether the Sync is read in time is a race: many rounds, so that a lost cork shows.
     for (const mode of ['disable', ...Array<string>(12).fill('prefer')]) {
       await admin.query('begin');
-      await admin.query('select 1 from locked where id = 1 for update');
+      await admin.query('select 1 from public.locked where id = 1 for update');
       const victim = pgClient(withMode(mode));
       const errors: string[] = [];
       victim.on('error', (e: Error) => errors.push(e.message));
@@ -39,7 +39,7 @@ test("a backend terminated while its extended query waits on a lock: the server'
           () => 'done',
           (e: Error) => e.message,
         );
-      const waiting = outcome(victim.query('delete from locked where id = $1', [1]));
+      const waiting = outcome(victim.query('delete from public.locked where id = $1', [1]));
       const after = outcome(victim.query('select 1')); // queued, as a transaction's ROLLBACK would be
       for (;;) {
         const w = await admin.query(

@@ -12,8 +12,9 @@ import { summariseWindow } from '../../../jobs/sales-summary.js';
 import { effectsInDoubt } from '../../../operator/effects.js';
 import { type WindowContext } from '../../../schedules/job.js';
 import { defineCatalog } from '../../../schedules/define.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { insertOrders, salesJob } from '../../helpers/jobs.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -56,7 +57,7 @@ const hours = (from: number, n: number, base = T0) =>
 
 async function jobAt(job: string, watermark: Date): Promise<void> {
   await watermarkOf(t.db, job, watermark);
-  await sql`update job_watermarks set watermark = ${watermark} where job = ${job}`.execute(t.db);
+  await sql`update ${tm.job_watermarks} set watermark = ${watermark} where job = ${job}`.execute(t.db);
 }
 
 const markers = async (job: string) =>
@@ -89,7 +90,7 @@ async function session(): Promise<pg.Client> {
 async function claimOpen(c: pg.Client, job: string, start: Date): Promise<number | null> {
   await c.query('begin');
   const r = await c.query<{ a: number | null }>(
-    `select tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '60000', '120000') as a`,
+    `select ${SCHEMA}.tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '60000', '120000') as a`,
     [job, start, new Date(start.getTime() + HOUR), `${job}/${iso(start)}`],
   );
   return r.rows[0]!.a;
@@ -235,6 +236,7 @@ test('a rerun (its preview) of a compacted sales window replaces generation 0, n
   assert.equal((await markers(job)).length, 0);
   await runAs(1);
   const day = await t.db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('daily_sales')
     .select(['order_count', 'total'])
     .where('job', '=', job)

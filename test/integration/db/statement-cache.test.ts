@@ -23,7 +23,7 @@ let pair: Kysely<Database>;
 
 before(async () => {
   t = await createTestDb();
-  await sql`create table cached (k integer primary key, v text)`.execute(t.db);
+  await sql`create table public.cached (k integer primary key, v text)`.execute(t.db);
   // One connection: every window runs on the same one.
   single = createDb(t.url, { max: 1 });
   pair = createDb(t.url, { max: 2 });
@@ -39,9 +39,9 @@ const run = async (db: Kysely<Database>, job: JobSpec, i: number) =>
   (await directActivities(db, [job]).processWindow(windowOf(job.name, i))) as WindowResult;
 
 test("a handler's parameterised statement is prepared once on the connection and its plan reused", async () => {
-  const text = 'insert into cached (k, v) values ($1, $2)';
+  const text = 'insert into public.cached (k, v) values ($1, $2)';
   const job = hourlyJob('prepared-once', T0, async (ctx) => {
-    await sql`insert into cached (k, v) values (${1000 + ctx.window.start.getHours()}, ${'x'})`.execute(
+    await sql`insert into public.cached (k, v) values (${1000 + ctx.window.start.getHours()}, ${'x'})`.execute(
       ctx.trx,
     );
     return { input: 1, applied: 1, quarantined: 0 };
@@ -55,7 +55,7 @@ test("a handler's parameterised statement is prepared once on the connection and
 
 test('a statement that failed to prepare (its table missing) prepares again once the table exists', async () => {
   const select = (ctx: Parameters<JobSpec['handler']>[0]) =>
-    sql`select count(*)::int as n from later where k > ${0}`.execute(ctx.trx);
+    sql`select count(*)::int as n from public.later where k > ${0}`.execute(ctx.trx);
   let missing = 0;
   const job = hourlyJob('prepare-fails', T0, async (ctx) => {
     // The handler survives the error in a savepoint of its own and commits without the table.
@@ -71,16 +71,16 @@ test('a statement that failed to prepare (its table missing) prepares again once
   });
   assert.equal((await run(single, job, 0)).outcome, 'processed');
   assert.equal(missing, 1);
-  await sql`create table later (k integer)`.execute(t.db);
+  await sql`create table public.later (k integer)`.execute(t.db);
   assert.equal((await run(single, job, 1)).outcome, 'processed');
   assert.equal(missing, 1, 'the statement failed on the window after its table was created');
 });
 
 test('a table changed under cached plans: one attempt fails, the retry prepares it again on any connection', async () => {
-  await sql`create table widened (k integer primary key)`.execute(t.db);
-  await sql`insert into widened values (1)`.execute(t.db);
+  await sql`create table public.widened (k integer primary key)`.execute(t.db);
+  await sql`insert into public.widened values (1)`.execute(t.db);
   const job = hourlyJob('widened', T0, async (ctx) => {
-    await sql`select * from widened where k = ${1}`.execute(ctx.trx);
+    await sql`select * from public.widened where k = ${1}`.execute(ctx.trx);
     return { input: 0, applied: 0, quarantined: 0 };
   });
   // Both connections prepare it: two windows at once hold both.
@@ -88,7 +88,7 @@ test('a table changed under cached plans: one attempt fails, the retry prepares 
     (await Promise.all([run(pair, job, 0), run(pair, job, 1)])).map((r) => r.outcome),
     ['processed', 'processed'],
   );
-  await sql`alter table widened add column v text`.execute(t.db);
+  await sql`alter table public.widened add column v text`.execute(t.db);
   // The failed attempt's connection is closed; its retry runs on the other one, whose plan is as
   // stale: it must not fail too.
   const failures: string[] = [];
@@ -156,7 +156,7 @@ describe('kept statements and session settings on the held connection', () => {
   });
 
   test("a handler's errors it recovers from (savepoints) leave no prepared statement behind on the connection", async () => {
-    await sql`create table once (k integer primary key)`.execute(t.db);
+    await sql`create table public.once (k integer primary key)`.execute(t.db);
     const dupes = 40;
     // A handler that keeps duplicates aside one by one (a savepoint around each insert).
     const job = hourlyJob('per-row', T0, async (ctx) => {
@@ -164,7 +164,7 @@ describe('kept statements and session settings on the held connection', () => {
       for (let k = 0; k < dupes; k++) {
         await sql`savepoint row`.execute(ctx.trx);
         try {
-          await sql`insert into once (k) values (${k % 2})`.execute(ctx.trx);
+          await sql`insert into public.once (k) values (${k % 2})`.execute(ctx.trx);
           await sql`release savepoint row`.execute(ctx.trx);
           applied++;
         } catch {
@@ -176,7 +176,7 @@ describe('kept statements and session settings on the held connection', () => {
     assert.equal((await run(job, 0)).outcome, 'processed');
     const kept = await withConnection(single, async (_c, client) => {
       const r = await client.query<{ n: number }>(
-        `select count(*)::int as n from pg_prepared_statements where statement like 'insert into once%'`,
+        `select count(*)::int as n from pg_prepared_statements where statement like 'insert into public.once%'`,
       );
       return r.rows[0]!.n;
     });
@@ -184,13 +184,13 @@ describe('kept statements and session settings on the held connection', () => {
   });
 
   test("a kept statement whose parameter's type went stale (a column's type changed) is prepared again, though the handler caught its error", async () => {
-    await sql`create table retyped (k integer, v integer)`.execute(t.db);
-    await sql`insert into retyped values (1, 1)`.execute(t.db);
+    await sql`create table public.retyped (k integer, v integer)`.execute(t.db);
+    await sql`insert into public.retyped values (1, 1)`.execute(t.db);
     const failed: string[] = [];
     const job = hourlyJob('retyped', T0, async (ctx) => {
       await sql`savepoint probe`.execute(ctx.trx);
       try {
-        await sql`select count(*)::int as n from retyped where v > ${0}`.execute(ctx.trx);
+        await sql`select count(*)::int as n from public.retyped where v > ${0}`.execute(ctx.trx);
         await sql`release savepoint probe`.execute(ctx.trx);
       } catch (err) {
         failed.push(`${ctx.window.start.toISOString()}: ${(err as Error).message}`);
@@ -200,15 +200,15 @@ describe('kept statements and session settings on the held connection', () => {
     });
     assert.equal((await run(job, 0)).outcome, 'processed');
     // The kept statement's $1 is an integer; compared with text now, it fails until prepared again.
-    await sql`alter table retyped alter column v type text`.execute(t.db);
+    await sql`alter table public.retyped alter column v type text`.execute(t.db);
     for (let i = 1; i <= 3; i++) assert.equal((await run(job, i)).outcome, 'processed');
     assert.ok(failed.length <= 1, failed.join('\n'));
   });
 
   test("a column's type changed under statements kept on every connection of the pool: one attempt fails, not one per connection", async () => {
-    await sql`create table recast (k integer, v integer)`.execute(t.db);
+    await sql`create table public.recast (k integer, v integer)`.execute(t.db);
     const job = hourlyJob('recast', T0, async (ctx) => {
-      await sql`select count(*) from recast where v > ${0}`.execute(ctx.trx);
+      await sql`select count(*) from public.recast where v > ${0}`.execute(ctx.trx);
       return { input: 0, applied: 0, quarantined: 0 };
     });
     const runOn = (i: number) =>
@@ -217,7 +217,7 @@ describe('kept statements and session settings on the held connection', () => {
       ) as Promise<WindowResult>;
     // Four windows at once: each of the four connections keeps the statement.
     await Promise.all([0, 1, 2, 3].map(runOn));
-    await sql`alter table recast alter column v type text`.execute(t.db);
+    await sql`alter table public.recast alter column v type text`.execute(t.db);
     // One window at a time: the first to meet the change fails; the others' connections must not.
     const failures: string[] = [];
     for (let i = 4; i < 12; i++) {
@@ -261,12 +261,14 @@ describe('kept statements and session settings on the held connection', () => {
   });
 
   test('SET LOCAL, SET TRANSACTION and SET CONSTRAINTS are still allowed, written any way', async () => {
-    await sql`create table deferred (k integer primary key deferrable initially immediate)`.execute(t.db);
+    await sql`create table public.deferred (k integer primary key deferrable initially immediate)`.execute(
+      t.db,
+    );
     const job = hourlyJob('local-sets', T0, async (ctx) => {
       await sql.raw('/* keep it short */ set local statement_timeout = 5000').execute(ctx.trx);
       await sql.raw('SET CONSTRAINTS ALL DEFERRED').execute(ctx.trx);
       await sql.raw("select set_config('app.tenant', 'acme', true)").execute(ctx.trx);
-      await sql`insert into deferred (k) values (${1})`.execute(ctx.trx);
+      await sql`insert into public.deferred (k) values (${1})`.execute(ctx.trx);
       return { input: 1, applied: 1, quarantined: 0 };
     });
     assert.equal((await run(job, 0)).outcome, 'processed');

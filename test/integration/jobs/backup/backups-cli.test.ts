@@ -50,7 +50,7 @@ test('list, verify and restore a plain backup into a new database, row for row',
   const [b] = list.json as unknown as Record<string, unknown>[];
   assert.equal(b!.windowKey, 'bk-plain/2026-10-01T00:00:00Z');
   assert.equal(b!.encrypted, false);
-  assert.deepEqual(b!.tableCounts, { items: 300 });
+  assert.deepEqual(b!.tableCounts, { 'public.items': 300 });
   assert.match(String(b!.location), /bk-plain\/20261001T000000Z\.dump$/);
   assert.equal(b!.lastVerification, null);
 
@@ -141,7 +141,7 @@ test('encrypted: key ids in the backup, rotation keeps old backups restorable, a
   const catalog = defineCatalog([backupJob('bk-enc', { encryption: { env: 'TM_TEST_BK_KEYS' } })]);
   await backUp(catalog, 'bk-enc', 0);
   process.env.TM_TEST_BK_KEYS = `${k2},${k1}`; // rotated: k2 encrypts, k1 still decrypts
-  await sql`insert into items values (301, 'after the rotation')`.execute(source.db);
+  await sql`insert into public.items values (301, 'after the rotation')`.execute(source.db);
   await backUp(catalog, 'bk-enc', 1);
   const list = (await cli(catalog, ['list', 'bk-enc'])).json as unknown as {
     keyId: string;
@@ -216,7 +216,7 @@ test('the drill on demand: passes and is recorded; a broken newest backup fails 
   await backUp(catalog, 'bk-drill', 0);
   const ok = await cli(catalog, ['drill', 'bk-drill']);
   assert.equal(ok.code, 0, ok.lines.join('\n'));
-  assert.match(ok.lines.join('\n'), /items: (\d+) restored, \1 at dump/);
+  assert.match(ok.lines.join('\n'), /public\.items: (\d+) restored, \1 at dump/);
   const dbs = await rows(
     ledger.url,
     `select datname from pg_database where datname = '${new URL(scratch).pathname.slice(1)}'`,
@@ -259,7 +259,7 @@ test('progress is one redrawn line on a terminal, and absent otherwise', async (
     `import { databaseBackup } from ${JSON.stringify(backupIndex)};
 import { localDestination } from ${JSON.stringify(destination)};
 export default [databaseBackup({ name: 'bk-tty', grid: 'day', timezone: 'UTC', database: ${JSON.stringify(source.url)},
-  destination: localDestination(${JSON.stringify(join(dir, 'bk-tty'))}), retention: { daily: 3, weekly: 0, monthly: 0 }, tables: ['items'] })];
+  destination: localDestination(${JSON.stringify(join(dir, 'bk-tty'))}), retention: { daily: 3, weekly: 0, monthly: 0 }, tables: ['public.items'] })];
 `,
   );
   const { loadCatalog } = await import('../../../../config/catalog-source.js');
@@ -324,8 +324,8 @@ test('an interrupted restore (Ctrl-C) stops pg_restore, drops the database it cr
   // Big enough to arrive in many chunks: the interruption comes after the first.
   const big = await createTestDb({ migrated: false });
   try {
-    await sql`create table items (id int primary key, label text not null)`.execute(big.db);
-    await sql`insert into items select n, md5(n::text) || md5((n * 3)::text) from generate_series(1, 60000) n`.execute(
+    await sql`create table public.items (id int primary key, label text not null)`.execute(big.db);
+    await sql`insert into public.items select n, md5(n::text) || md5((n * 3)::text) from generate_series(1, 60000) n`.execute(
       big.db,
     );
     const catalog = defineCatalog([backupJob('bk-int', { database: big.url })]);
@@ -630,9 +630,9 @@ describe('two restores or drills at once, a file appearing meanwhile, an old key
     };
     const catalog = defineCatalog([backupJob('rv-late', { destination })]);
     await backUp(catalog, 'rv-late', 0);
-    await sql`insert into items values (1000, 'after the first backup')`.execute(source.db);
+    await sql`insert into public.items values (1000, 'after the first backup')`.execute(source.db);
     await backUp(catalog, 'rv-late', 1);
-    await sql`delete from items where id = 1000`.execute(source.db);
+    await sql`delete from public.items where id = 1000`.execute(source.db);
     const list = (await cli(catalog, ['list', 'rv-late'])).json as unknown as {
       windowKey: string;
       location: string;

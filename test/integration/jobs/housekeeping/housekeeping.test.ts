@@ -16,7 +16,7 @@ import { removeBatch, type BatchScope, type Kind } from '../../../../jobs/housek
 import { effectsInDoubt } from '../../../../operator/effects.js';
 import { exportQuarantine, quarantinePages } from '../../../../jobs/housekeeping/export.js';
 import { HOUSEKEEPING_JOB } from '../../../../jobs/housekeeping/index.js';
-import { createTestDb, type TestDb } from '../../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../../helpers/db.js';
 import { capturedIo } from '../../../helpers/cli-io.js';
 import { migrateTo } from '../../../helpers/schema-catalog.js';
 
@@ -201,13 +201,13 @@ describe('the quarantine export (exact, bounded in time, one snapshot, durable) 
 
   test('a quarantine export holds the payload exactly as the ledger did: numbers past a double are not rounded', async () => {
     const { db } = t;
-    await sql`insert into quarantine (job, window_start, generation, record_key, reason, payload, created_at)
+    await sql`insert into ${tm.quarantine} (job, window_start, generation, record_key, reason, payload, created_at)
     values ('exact-q', '2020-01-01T00:00:00Z', 0, 'k1', 'bad', ${PAYLOAD}::jsonb, '2020-01-01T00:00:00Z')`.execute(
       db,
     );
     const { rows } = await sql<{
       payload: string;
-    }>`select payload::text as payload from quarantine where job = 'exact-q'`.execute(db);
+    }>`select payload::text as payload from ${tm.quarantine} where job = 'exact-q'`.execute(db);
     const stored = rows[0]!.payload;
 
     // The CLI's export, before housekeeping removes the row.
@@ -328,11 +328,11 @@ describe('the quarantine export (exact, bounded in time, one snapshot, durable) 
     try {
       await migrateTo(u.db, '20261201T1000_scale_indexes');
       // An older snapshot the concurrent build must wait for; the lock timeout interrupts the wait.
-      await sql`select 1 from job_runs limit 1`.execute(holder);
+      await sql`select 1 from ${tm.job_runs} limit 1`.execute(holder);
       await assert.rejects(
         u.db.connection().execute(async (c) => {
           await sql`set lock_timeout = '300ms'`.execute(c);
-          await sql`create index concurrently if not exists job_runs_finished_idx on job_runs (finished_at)`.execute(
+          await sql`create index concurrently if not exists job_runs_finished_idx on ${tm.job_runs} (finished_at)`.execute(
             c,
           );
         }),
