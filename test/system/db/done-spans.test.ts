@@ -17,6 +17,7 @@ import { windowDetail } from '../../../operator/window-detail.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { approvedRerun } from '../../helpers/reruns.js';
 import { realStack, uniqueQueue, withWorker, eventually } from '../../helpers/temporal.js';
+import { SCHEMA, tm } from '../../helpers/db.js';
 
 const stack = realStack();
 const FROM = '2025-03-01T00:00:00Z';
@@ -28,7 +29,7 @@ const windowRuns = async (job: string) =>
     (
       await sql<{
         n: string;
-      }>`select count(*) as n from job_runs where job = ${job} and kind = 'window'`.execute(stack.t.db)
+      }>`select count(*) as n from ${tm.job_runs} where job = ${job} and kind = 'window'`.execute(stack.t.db)
     ).rows[0]!.n,
   );
 
@@ -127,14 +128,14 @@ describe('readers of compacted windows, and a failed attempt or a claim meeting 
   /** Windows [0, n) of the hourly job done at generation 0, its watermark at n. */
   async function doneHours(job: string, n: number): Promise<void> {
     await sql`
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
+    insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
     select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', 0,
            ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
            ${job} || '/' || to_char((${at(0)}::timestamptz + i * interval '1 hour') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            'done', 1, 'tick', now(), now()
       from generate_series(0, ${n - 1}::int) i`.execute(stack.t.db);
     await watermarkOf(stack.t.db, job, at(n));
-    await sql`update job_watermarks set watermark = ${at(n)} where job = ${job}`.execute(stack.t.db);
+    await sql`update ${tm.job_watermarks} set watermark = ${at(n)} where job = ${job}`.execute(stack.t.db);
   }
 
   test('the overview health and the window detail show compacted windows done (not missing, and rerunnable)', async () => {
@@ -178,7 +179,7 @@ describe('readers of compacted windows, and a failed attempt or a claim meeting 
       await claimer.query('begin');
       await assert.rejects(
         claimer.query(
-          `select tidemark_claim_window($1, $2, 0, $3, $4, 'backfill', 'wf', now(), '200', '60000')`,
+          `select ${SCHEMA}.tidemark_claim_window($1, $2, 0, $3, $4, 'backfill', 'wf', now(), '200', '60000')`,
           [job, at(2), at(3), `${job}/${iso(2)}`],
         ),
         /lock timeout/,
@@ -234,12 +235,10 @@ describe('readers of compacted windows, and a failed attempt or a claim meeting 
     await inFlight.connect();
     await next.connect();
     const claim = (c: pg.Client, i: number) =>
-      c.query(`select tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '60000', '120000')`, [
-        job,
-        at(i),
-        at(i + 1),
-        `${job}/${iso(i)}`,
-      ]);
+      c.query(
+        `select ${SCHEMA}.tidemark_claim_window($1, $2, 0, $3, $4, 'tick', 'wf', now(), '60000', '120000')`,
+        [job, at(i), at(i + 1), `${job}/${iso(i)}`],
+      );
     try {
       // A window's transaction holds the span lock shared from its claim to its commit (its handler runs).
       await inFlight.query('begin');

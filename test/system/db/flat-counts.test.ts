@@ -20,7 +20,7 @@ import { housekeeping, HOUSEKEEPING_JOB } from '../../../jobs/housekeeping/index
 import { jobHealth } from '../../../operator/job-health.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { createMetrics } from '../../../workers/metrics.js';
-import { createTestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm } from '../../helpers/db.js';
 import { salesJob } from '../../helpers/jobs.js';
 import { migrateTo } from '../../helpers/schema-catalog.js';
 import { realStack } from '../../helpers/temporal.js';
@@ -80,7 +80,7 @@ const deltaRows = async (job: string) =>
     (
       await sql<{
         n: string;
-      }>`select count(*) as n from job_window_counts where job = ${job}`.execute(stack.t.db)
+      }>`select count(*) as n from ${tm.job_window_counts} where job = ${job}`.execute(stack.t.db)
     ).rows[0]!.n,
   );
 
@@ -88,7 +88,7 @@ test('the counts follow latest generations, compaction, a span put back, a delet
   const job = 'counts-gens';
   // Windows 0-5 done in one statement (as a bulk load), 6 failed, 7 claimed done; 8 and 9 missing.
   await sql`
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
+    insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at)
     select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', 0, ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
            ${job} || '/' || to_char((${at(0)}::timestamptz + i * interval '1 hour') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            'done', 1, 'tick', now(), now()
@@ -108,7 +108,7 @@ test('the counts follow latest generations, compaction, a span put back, a delet
   await expectHealth(job, { done: 7, failed: 1, missing: 2 }, 'the failed generation failing again');
 
   await watermarkOf(stack.t.db, job, at(8));
-  await sql`update job_watermarks set watermark = ${at(8)} where job = ${job}`.execute(stack.t.db);
+  await sql`update ${tm.job_watermarks} set watermark = ${at(8)} where job = ${job}`.execute(stack.t.db);
   const folded = await compactDoneMarkers(stack.t.db, { cutoff: FAR, job });
   assert.equal(folded.windows, 6, 'windows 0, 1, 4, 5, 6, 7 folded (2 and 3 have generation 1)');
   assert.equal(
@@ -133,7 +133,7 @@ test('the counts follow latest generations, compaction, a span put back, a delet
   );
 
   // A generation's row deleted by hand: the one before it is the latest again.
-  await sql`delete from job_windows where job = ${job} and window_start = ${at(2)} and generation = 1`.execute(
+  await sql`delete from ${tm.job_windows} where job = ${job} and window_start = ${at(2)} and generation = 1`.execute(
     stack.t.db,
   );
   await expectHealth(job, { done: 8, failed: 1, missing: 1 }, 'the failed generation 1 of window 2 deleted');
@@ -199,7 +199,7 @@ test("the effects gauge follows inserts, state changes and deletions without rea
   const truth = (
     await sql<{
       s: string;
-    }>`select status || ' ' || channel || ' ' || count(*) as s from effects where job = 'fx' group by status, channel`.execute(
+    }>`select status || ' ' || channel || ' ' || count(*) as s from ${tm.effects} where job = 'fx' group by status, channel`.execute(
       stack.t.db,
     )
   ).rows
@@ -207,11 +207,12 @@ test("the effects gauge follows inserts, state changes and deletions without rea
     .sort();
   assert.deepEqual(truth, ['done email 2', 'done slack 1', 'pending email 1', 'unknown email 1']);
   assert.deepEqual(await gauge(), truth);
-  await sql`select tidemark_fold_effect_counts()`.execute(stack.t.db);
+  await sql`select ${tm.fn('tidemark_fold_effect_counts')}()`.execute(stack.t.db);
   assert.deepEqual(await gauge(), truth, 'the same after folding');
   assert.equal(
     Number(
-      (await sql<{ n: string }>`select count(*) as n from effect_counts`.execute(stack.t.db)).rows[0]!.n,
+      (await sql<{ n: string }>`select count(*) as n from ${tm.effect_counts}`.execute(stack.t.db)).rows[0]!
+        .n,
     ),
     4,
     'one row per state and channel with effects',
@@ -225,8 +226,8 @@ test('two transactions committing windows of one job count (and fold) without wa
   const b = new pg.Client({ connectionString: stack.t.url });
   await a.connect();
   await b.connect();
-  const claimSql = `select tidemark_claim_window($1, $2, 0, $3, $4, 'schedule', 'wf', now(), null, null)`;
-  const fold = `select tidemark_fold_window_counts($1)`;
+  const claimSql = `select ${SCHEMA}.tidemark_claim_window($1, $2, 0, $3, $4, 'schedule', 'wf', now(), null, null)`;
+  const fold = `select ${SCHEMA}.tidemark_fold_window_counts($1)`;
   try {
     const pidB = (await b.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
     await a.query('begin');
@@ -236,7 +237,7 @@ test('two transactions committing windows of one job count (and fold) without wa
     await b.query(`begin; set local lock_timeout = '3s'`);
     await b.query(claimSql, [job, at(2), at(3), `${job}/${iso(2)}`]);
     await b.query(
-      `insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+      `insert into ${SCHEMA}.job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
        values ($1, $2, 0, $3, $4, 'failed', 1, 'schedule', now())`,
       [job, at(3), at(4), `${job}/${iso(3)}`],
     );
@@ -266,7 +267,7 @@ test('two transactions committing windows of one job count (and fold) without wa
   }
   assert.deepEqual(await fromHistory(job), { done: 3, failed: 1, missing: 6 });
   assert.deepEqual(await health(job), { done: 3, failed: 1, missing: 6 }, 'the counts after both committed');
-  await sql`select tidemark_fold_window_counts(${job})`.execute(stack.t.db);
+  await sql`select ${tm.fn('tidemark_fold_window_counts')}(${job})`.execute(stack.t.db);
   assert.deepEqual(await health(job), { done: 3, failed: 1, missing: 6 }, 'and after folding');
   assert.equal(await deltaRows(job), 2);
 });
@@ -278,16 +279,16 @@ test('the migration counts the windows, spans and effects already there', async 
     const job = 'counts-backfill';
     // Windows 0-6 at generation 0 (6 failed), window 2's generation 1 failed, 7-8 in a span, 9 missing.
     await sql`
-      insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+      insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
       select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', g, ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
              ${job} || '/' || i, case when i = 6 or g = 1 then 'failed' else 'done' end, 1, 'tick', now()
         from generate_series(0, 6) i cross join generate_series(0, 1) g
        where g = 0 or i = 2`.execute(t.db);
-    await sql`insert into job_done_spans (job, span_start, span_end) values (${job}, ${at(7)}, ${at(9)})`.execute(
+    await sql`insert into ${tm.job_done_spans} (job, span_start, span_end) values (${job}, ${at(7)}, ${at(9)})`.execute(
       t.db,
     );
     await sql`
-      insert into effects (effect_key, job, name, channel, policy, status, request, provider_key)
+      insert into ${tm.effects} (effect_key, job, name, channel, policy, status, request, provider_key)
       select 'fx/' || i, 'fx', 'n', case when i < 3 then 'email' else 'slack' end, 'ask',
              case when i % 2 = 0 then 'done' else 'pending' end, '{}'::jsonb, 'fx/' || i
         from generate_series(0, 4) i`.execute(t.db);
@@ -296,7 +297,7 @@ test('the migration counts the windows, spans and effects already there', async 
     assert.deepEqual(await fromHistory(job, t.db), expected);
     assert.deepEqual(await health(job, t.db), expected);
     const effects = await sql<{ s: string }>`
-      select status || ' ' || channel || ' ' || sum(n) as s from effect_counts group by status, channel order by 1`.execute(
+      select status || ' ' || channel || ' ' || sum(n) as s from ${tm.effect_counts} group by status, channel order by 1`.execute(
       t.db,
     );
     assert.deepEqual(
@@ -333,7 +334,7 @@ describe('the counts against the history: a job folded whole, a span removed by 
       await migrateTo(t.db, '20261201T1000_scale_indexes');
       // A job that stopped running a while ago: housekeeping folded every marker; windows 0-8 in spans.
       const job = 'counts-all-folded';
-      await sql`insert into job_done_spans (job, span_start, span_end)
+      await sql`insert into ${tm.job_done_spans} (job, span_start, span_end)
               values (${job}, ${at(0)}, ${at(5)}), (${job}, ${at(6)}, ${at(9)})`.execute(t.db);
       await migrateTo(t.db, 'latest');
       const expected = { done: 8, failed: 0, missing: 2 };
@@ -358,11 +359,11 @@ describe('the counts against the history: a job folded whole, a span removed by 
   test('a span removed by hand (as the claim error says to) is no longer counted done; its windows run again', async () => {
     const job = 'counts-span-removed';
     for (let i = 0; i < 5; i++) await claim(job, i);
-    await sql`insert into job_watermarks (job, watermark) values (${job}, ${at(5)})
+    await sql`insert into ${tm.job_watermarks} (job, watermark) values (${job}, ${at(5)})
             on conflict (job) do update set watermark = excluded.watermark`.execute(stack.t.db);
     assert.equal((await compactDoneMarkers(stack.t.db, { cutoff: at(5), job })).windows, 5);
     assert.deepEqual(await health(job, stack.t.db), { done: 5, failed: 0, missing: 5 }, 'folded');
-    await sql`delete from job_done_spans where job = ${job}`.execute(stack.t.db);
+    await sql`delete from ${tm.job_done_spans} where job = ${job}`.execute(stack.t.db);
     const removed = await fromHistory(job, stack.t.db);
     assert.deepEqual(removed, { done: 0, failed: 0, missing: 10 });
     assert.deepEqual(await health(job, stack.t.db), removed, 'the span removed by hand');
@@ -379,14 +380,14 @@ describe('the counts against the history: a job folded whole, a span removed by 
       await migrateTo(t.db, '20261201T2200_housekeeping_indexes');
       const job = 'counts-fold-migrating';
       await sql`
-      insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
+      insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at)
       select ${job}, ${at(0)}::timestamptz + i * interval '1 hour', 0, ${at(0)}::timestamptz + (i + 1) * interval '1 hour',
              ${job} || '/' || i, 'done', 1, 'tick', now()
         from generate_series(0, 5) i`.execute(t.db);
       await a.connect();
       const pidA = (await a.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
       await a.query('begin');
-      await a.query('select tidemark_fold_window_counts($1)', [job]); // housekeeping's fold, not committed yet
+      await a.query(`select ${SCHEMA}.tidemark_fold_window_counts($1)`, [job]); // housekeeping's fold, not committed yet
       const migrating = migrateTo(t.db, 'latest');
       // Wait for the migration to wait on the fold (on its rows or on the table), then let the fold commit.
       const deadline = Date.now() + 60_000;

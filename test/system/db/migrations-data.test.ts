@@ -13,10 +13,11 @@ import { sql, type Kysely } from 'kysely';
 import { readWatermark } from '../../../db/ledger.js';
 import { previousRelease } from '../../../db/migrations/releases.js';
 import type { Database } from '../../../db/schema.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 import { jobsOverview, recentWindows } from '../../../operator/overview.js';
 import { windowDetail } from '../../../operator/window-detail.js';
 import { windowGrid } from '../../../operator/window-grid.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import { depsWithChannels, loopbackChannels } from '../../helpers/effects.js';
 import {
   BACKUP,
@@ -36,14 +37,16 @@ let t: TestDb;
 let countsBefore: Record<string, number>;
 const backupDir = mkdtempSync(join(tmpdir(), 'tidemark-prev-backup-'));
 
+/** The rows of each table (by name) of the ledger's and the demo's schemas. */
 async function rowCounts(db: Kysely<Database>): Promise<Record<string, number>> {
-  const tables = await sql<{ name: string }>`select c.relname as name from pg_class c
-    join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relkind = 'r'
-     and c.relname not like 'kysely_%' order by 1`.execute(db);
+  const tables = await sql<{ schema: string; name: string }>`select n.nspname as schema, c.relname as name
+      from pg_class c join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname in (${SCHEMA}, ${DEMO_SCHEMA}) and c.relkind = 'r' and c.relname not like 'kysely_%'
+     order by 2`.execute(db);
   const out: Record<string, number> = {};
-  for (const { name } of tables.rows)
+  for (const { schema, name } of tables.rows)
     out[name] = (
-      await sql<{ n: number }>`select count(*)::int as n from ${sql.table(name)}`.execute(db)
+      await sql<{ n: number }>`select count(*)::int as n from ${sql.id(schema, name)}`.execute(db)
     ).rows[0]!.n;
   return out;
 }
@@ -90,7 +93,7 @@ test("the previous release's claim call (10 arguments) still works: a new window
   const claim = (start: string, end: string) =>
     sql<{
       attempts: number | null;
-    }>`select tidemark_claim_window(${SALES}, ${start}::timestamptz, 0, ${end}::timestamptz,
+    }>`select ${tm.fn('tidemark_claim_window')}(${SALES}, ${start}::timestamptz, 0, ${end}::timestamptz,
       ${`${SALES}/${start}`}, 'manual', null::text, now(), '5000', '10000') as attempts`;
   // In a transaction rolled back afterwards: the fixture stays as recorded for the next test.
   await t.db.connection().execute(async (c) => {
@@ -192,12 +195,15 @@ test('the current code reads the data, refuses its done windows, and continues i
     [['window-failed', true]],
   );
 
-  const summaryBefore = await t.db.selectFrom('daily_sales').selectAll().execute();
+  const summaryBefore = await t.db.withSchema(DEMO_SCHEMA).selectFrom('daily_sales').selectAll().execute();
   await withWorker(env, taskQueue, deps, async () => {
     // A window the previous release did is refused by the current claim: never applied twice.
     const again = await windowByHand(client, taskQueue, SALES, `${DAY}T02:00:00Z`, `${DAY}T03:00:00Z`);
     assert.equal(again.outcome, 'already-done');
-    assert.deepEqual(await t.db.selectFrom('daily_sales').selectAll().execute(), summaryBefore);
+    assert.deepEqual(
+      await t.db.withSchema(DEMO_SCHEMA).selectFrom('daily_sales').selectAll().execute(),
+      summaryBefore,
+    );
     // The next tick continues from the fixture's watermark: 05:00 is processed, with its run record.
     const tick = await tickAt(client, taskQueue, SALES, now.toISOString().replace('.000Z', 'Z'));
     assert.deepEqual(tick.started, [`${SALES}/${SALES_WATERMARK}`]);

@@ -10,6 +10,7 @@ import { defineCatalog } from '../../../schedules/define.js';
 import type { WindowRunResult } from '../../../contract/workflows.js';
 import { startMarket, type TestMarket } from '../../../bin/marketplace-simulator.js';
 import { realStack, uniqueQueue, withWorker } from '../../helpers/temporal.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 let market: TestMarket;
@@ -41,7 +42,7 @@ test('prices and stock to two marketplaces: once per item, rejections set aside,
     { sku: 'sku-01', price: 1, stock: 1, effective_at: '2026-07-01T09:30:00Z' },
     { sku: 'sku-20', price: 20, stock: 20, effective_at: '2026-07-01T09:40:00Z' },
   );
-  await stack.t.db.insertInto('price_updates').values(rows).execute();
+  await stack.t.db.withSchema(DEMO_SCHEMA).insertInto('price_updates').values(rows).execute();
   market.reject.set('alpha:sku-07', 'unknown product');
   // alpha: batch 1 applied but its reply lost; batch 2 fails once with a 500 before it is applied.
   market.plan.set('alpha', ['apply-then-timeout', 'ok', 'fail']);
@@ -142,6 +143,7 @@ test('prices and stock to two marketplaces: once per item, rejections set aside,
     .execute();
   assert.deepEqual(aside, [{ record_key: 'alpha:sku-07', reason: 'alpha rejected sku-07: unknown product' }]);
   const statuses = await stack.t.db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('marketplace_items')
     .select(['marketplace', 'status'])
     .where('window_key', 'like', `${job}/%`)

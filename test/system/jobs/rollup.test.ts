@@ -11,6 +11,7 @@ import { defineCatalog } from '../../../schedules/define.js';
 import type { WindowRunResult } from '../../../contract/workflows.js';
 import { spawnWorker, workerProcessEnv } from '../../helpers/processes.js';
 import { realStack, uniqueQueue, withWorker } from '../../helpers/temporal.js';
+import { demo, DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 const policy = (
@@ -25,6 +26,7 @@ const policy = (
 
 async function stats(job: string): Promise<string[]> {
   const rows = await stack.t.db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('daily_event_stats')
     .select(['day', 'kind', 'events', 'total'])
     .where('job', '=', job)
@@ -35,7 +37,7 @@ async function stats(job: string): Promise<string[]> {
 }
 
 test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, the result equals an uninterrupted run', async () => {
-  await sql`insert into raw_events (occurred_at, kind, value)
+  await sql`insert into ${demo.raw_events} (occurred_at, kind, value)
     select timestamptz '2026-06-10T00:00:00Z' + (n * interval '8.64 seconds'), (array['view', 'click', 'buy'])[1 + n % 3], (n % 97) / 4.0
       from generate_series(0, 9999) n`.execute(stack.t.db);
   const window = { start: '2026-06-10T00:00:00Z', end: '2026-06-11T00:00:00Z' };
@@ -64,6 +66,7 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
   assert.equal(doomed.child.signalCode, 'SIGKILL');
   assert.equal(doomed.output().match(/CHUNK /g)?.length, 4);
   const checkpoints = await stack.t.db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('batch_checkpoints')
     .select('chunk')
     .where('window_key', '=', key)
@@ -87,7 +90,7 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
   // Independent computation straight from the raw events, and an uninterrupted run.
   const direct = await sql<{ line: string }>`
     select day || ' ' || kind || ' ' || count(*) || ' ' || sum(value)::numeric(18, 2) as line
-      from (select (occurred_at at time zone 'UTC')::date::text as day, kind, value from raw_events) e group by day, kind order by day, kind`.execute(
+      from (select (occurred_at at time zone 'UTC')::date::text as day, kind, value from ${demo.raw_events}) e group by day, kind order by day, kind`.execute(
     stack.t.db,
   );
   assert.deepEqual(
@@ -125,7 +128,7 @@ test('a worker killed after chunk 4 of 10: the next attempt resumes at chunk 5, 
   );
   assert.deepEqual(await stats(clean), await stats(job));
   assert.equal(
-    (await stack.t.db.selectFrom('batch_partials').selectAll().execute()).length,
+    (await stack.t.db.withSchema(DEMO_SCHEMA).selectFrom('batch_partials').selectAll().execute()).length,
     0,
     'no partial results left behind',
   );

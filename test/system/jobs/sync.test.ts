@@ -28,7 +28,7 @@ let smtp: TestSmtp;
 let chat: TestChat;
 before(async () => {
   [source, smtp, chat] = await Promise.all([createTestDb(), startSmtp({ requireAuth: true }), startChat()]);
-  await sql`create table customers (id text primary key, name text not null, email text, updated_at timestamptz not null default now(), deleted_at timestamptz)`.execute(
+  await sql`create table public.customers (id text primary key, name text not null, email text, updated_at timestamptz not null default now(), deleted_at timestamptz)`.execute(
     source.db,
   );
 });
@@ -79,12 +79,12 @@ test('a window synced to two targets: upserts, deletes, version guard, reconcili
   const job = 'customers-sync';
   // Source: 20 customers written in W1, one of them deleted in W1, one updated again later (W2).
   for (let i = 0; i < 20; i++) {
-    await sql`insert into customers (id, name, email, updated_at) values (${`c-${i}`}, ${`Customer ${i}`}, ${`c${i}@example.test`}, ${new Date(Date.parse(W1.start) + i * 60_000)})`.execute(
+    await sql`insert into public.customers (id, name, email, updated_at) values (${`c-${i}`}, ${`Customer ${i}`}, ${`c${i}@example.test`}, ${new Date(Date.parse(W1.start) + i * 60_000)})`.execute(
       source.db,
     );
   }
-  await sql`update customers set deleted_at = updated_at where id = 'c-5'`.execute(source.db);
-  await sql`update customers set name = 'Customer 7 (renamed)', updated_at = '2026-07-01T11:30:00Z' where id = 'c-7'`.execute(
+  await sql`update public.customers set deleted_at = updated_at where id = 'c-5'`.execute(source.db);
+  await sql`update public.customers set name = 'Customer 7 (renamed)', updated_at = '2026-07-01T11:30:00Z' where id = 'c-7'`.execute(
     source.db,
   );
   // Targets: c-5 exists from an earlier sync; billing has a newer c-3 written by someone else.
@@ -174,7 +174,7 @@ test('a row whose transaction commits late with an earlier timestamp is not lost
   try {
     await slow.query('begin');
     const { rows } = await slow.query<{ at: Date }>(
-      "insert into customers (id, name) values ('late-1', 'Late Customer') returning updated_at as at",
+      "insert into public.customers (id, name) values ('late-1', 'Late Customer') returning updated_at as at",
     );
     const start = new Date(Math.floor(rows[0]!.at.getTime() / 60_000) * 60_000);
     const key = `${job}/${start.toISOString().replace('.000Z', 'Z')}`;

@@ -32,6 +32,7 @@ import {
   withWorker,
 } from '../../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
+import { tm } from '../../helpers/db.js';
 
 const stack = realStack();
 const channels = loopbackChannels();
@@ -461,7 +462,7 @@ test('a minutely job over a week is a grid of hours, one ledger range scan; an h
   const catalog = defineCatalog([salesJob(job, { grid: '1m', lateness: '0m', timezone: 'Asia/Kolkata' })]);
   const now = new Date('2026-09-08T00:00:30Z');
   // Done marks for the last day's windows, written straight to the ledger (the grid only reads them).
-  await sql`insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at, duration_ms, records_in, records_applied, records_quarantined)
+  await sql`insert into ${tm.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger, started_at, finished_at, duration_ms, records_in, records_applied, records_quarantined)
     select ${job}, t, 0, t + interval '1 minute', ${job} || '/' || to_char(t at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 'done', 1, 'schedule', t, t, 5, 2, 2, 0
       from generate_series(${'2026-09-07T00:00:00Z'}::timestamptz, ${'2026-09-07T23:59:00Z'}::timestamptz, interval '1 minute') t`.execute(
     stack.t.db,

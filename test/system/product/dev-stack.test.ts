@@ -15,6 +15,7 @@ import { scrape, valueOf } from '../../helpers/metrics.js';
 import { eventually } from '../../helpers/temporal.js';
 import { windowIndex } from '../../../schedules/window-index.js';
 import { parseGrid, type Grid } from '../../../schedules/windows.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 let t: TestDb;
 before(async () => {
@@ -154,6 +155,7 @@ test('npm start: up, demo jobs processed, Web UI served, clean stop on SIGINT', 
     const nth = windowIndex(day, 'Europe/Berlin', new Date(backupStart)) % 7 === 0;
     assert.equal(!!checked, nth, `restore check of ${backupStart} (every 7th day)`);
     const days = await t.db
+      .withSchema(DEMO_SCHEMA)
       .selectFrom('daily_sales')
       .select(['day', 'order_count'])
       .where('job', '=', 'sales-hourly')

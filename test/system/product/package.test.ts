@@ -26,11 +26,11 @@ import { defineCatalog, defineJob, sql } from 'tidemark';
 
 const ticks = defineJob({
   name: 'my-ticks',
-  description: 'one row per hour into my_ticks',
+  description: 'one row per hour into public.my_ticks',
   grid: '1h',
   lateness: '1m',
   handler: async ({ trx, window, key }) => {
-    await sql\`insert into my_ticks (window_key, window_start) values (\${key}, \${window.start})\`.execute(trx);
+    await sql\`insert into public.my_ticks (window_key, window_start) values (\${key}, \${window.start})\`.execute(trx);
     return { input: 1, applied: 1, quarantined: 0 };
   },
 });
@@ -82,7 +82,7 @@ test(
     writeFileSync(join(project, 'tidemark.config.js'), CATALOG);
 
     const { db, url } = stack.t;
-    await sql`create table my_ticks (window_key text primary key, window_start timestamptz not null)`.execute(
+    await sql`create table public.my_ticks (window_key text primary key, window_start timestamptz not null)`.execute(
       db,
     );
     const env: NodeJS.ProcessEnv = {
@@ -131,7 +131,9 @@ test(
     const to = new Date(Math.floor(Date.now() / hour) * hour - hour);
     const from = new Date(to.getTime() - hour);
     await tidemark('backfill', 'my-ticks', '--from', from.toISOString(), '--to', to.toISOString());
-    const rows = await sql<{ window_key: string; window_start: Date }>`select * from my_ticks`.execute(db);
+    const rows = await sql<{ window_key: string; window_start: Date }>`select * from public.my_ticks`.execute(
+      db,
+    );
     assert.deepEqual(
       rows.rows.map((r) => [r.window_key, r.window_start.toISOString()]),
       [[`my-ticks/${from.toISOString().replace('.000Z', 'Z')}`, from.toISOString()]],

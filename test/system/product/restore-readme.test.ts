@@ -104,7 +104,7 @@ let nextId = 1;
 
 before(async () => {
   [temporal, source, s3] = await Promise.all([startTemporal(), createTestDb({ migrated: false }), startS3()]);
-  await sql`create table orders (id int primary key, placed_at timestamptz not null, amount numeric(10, 2) not null, note text)`.execute(
+  await sql`create table public.orders (id int primary key, placed_at timestamptz not null, amount numeric(10, 2) not null, note text)`.execute(
     source.db,
   );
   await addOrders(300);
@@ -121,10 +121,10 @@ after(async () => {
 async function addOrders(n: number): Promise<void> {
   const from = nextId;
   nextId += n;
-  await sql`insert into orders select g, timestamptz '2026-09-30 12:00:00+00' + g * interval '7 minutes', (g * 37 % 10000) / 100.0, case when g % 5 = 0 then null else 'order ' || g || E'\twith ''quotes''\nand a line' end from generate_series(${from}::int, ${nextId - 1}::int) g`.execute(
+  await sql`insert into public.orders select g, timestamptz '2026-09-30 12:00:00+00' + g * interval '7 minutes', (g * 37 % 10000) / 100.0, case when g % 5 = 0 then null else 'order ' || g || E'\twith ''quotes''\nand a line' end from generate_series(${from}::int, ${nextId - 1}::int) g`.execute(
     source.db,
   );
-  await sql`update orders set amount = amount + 1, note = 'changed at ' || ${n}::int where id = 1`.execute(
+  await sql`update public.orders set amount = amount + 1, note = 'changed at ' || ${n}::int where id = 1`.execute(
     source.db,
   );
 }
@@ -134,7 +134,7 @@ async function rowsOf(url: string): Promise<string[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
   try {
-    const r = await c.query<{ r: string }>('select to_jsonb(o)::text as r from orders o order by id');
+    const r = await c.query<{ r: string }>('select to_jsonb(o)::text as r from public.orders o order by id');
     return r.rows.map((x) => x.r);
   } finally {
     await c.end();
@@ -205,7 +205,7 @@ export default defineCatalog([
     destination: ${destination}(${settings.replace('$DIR', JSON.stringify(join(dir, 'backups')))}),
     ${encryption ? `encryption: ${JSON.stringify(encryption)},` : ''}
     retention: { daily: 7, weekly: 0, monthly: 0 },
-    tables: ['orders'],
+    tables: ['public.orders'],
     restoreCheck: { every: 7, scratchDatabaseUrl: ${JSON.stringify(scratchUrl)} },
   }),
 ]);

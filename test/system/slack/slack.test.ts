@@ -22,6 +22,8 @@ import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { freePort } from '../../helpers/net.js';
 import { startSmtp } from '../../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../../helpers/temporal.js';
+import { tm } from '../../helpers/db.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 let chat: TestChat;
@@ -413,7 +415,7 @@ test('an effect left unknown is decided from the buttons of its Slack alert', as
 
 test('an effect decision that applied but whose audit failed is not reported as refused', async () => {
   // The audit refuses an accepted decision by bob (a stand-in for the database failing the write).
-  await sql`alter table approval_audit add constraint test_no_bob check (not (accepted and actor = 'bob')) not valid`.execute(
+  await sql`alter table ${tm.approval_audit} add constraint test_no_bob check (not (accepted and actor = 'bob')) not valid`.execute(
     stack.t.db,
   );
   const { smtp, effectKey, leaveUnknown, resendBy, refusedForMallory, close } =
@@ -440,7 +442,7 @@ test('an effect decision that applied but whose audit failed is not reported as 
     assert.deepEqual(audit, [{ actor: 'UMALLORY', accepted: false }]);
   } finally {
     await close();
-    await sql`alter table approval_audit drop constraint test_no_bob`.execute(stack.t.db);
+    await sql`alter table ${tm.approval_audit} drop constraint test_no_bob`.execute(stack.t.db);
   }
 });
 
@@ -614,6 +616,7 @@ test('a rerun request in Slack carries the preview (bounded, escaped); approving
       const now = (await handle.query<RerunState>('state')).preview!;
       assert.notEqual(now.digest, p.digest);
       const day = await stack.t.db
+        .withSchema(DEMO_SCHEMA)
         .selectFrom('daily_sales')
         .select(['order_count', sql<string>`total::text`.as('total')])
         .where('job', '=', job)

@@ -15,6 +15,7 @@ import { rerunTools } from '../../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../../helpers/temporal.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
 import { startWeb } from '../../helpers/web.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 const { processWindow, startRerun, waitForRequest } = rerunTools(stack);
@@ -118,6 +119,7 @@ test('the approvals view: each pending request with its preview next to Approve 
       const result = (await handle.result()) as RerunResult;
       assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
       const day = await stack.t.db
+        .withSchema(DEMO_SCHEMA)
         .selectFrom('daily_sales')
         .select(['order_count', sql<string>`total::text`.as('total')])
         .where('job', '=', job)

@@ -59,8 +59,10 @@ const withPassword = (url: string) => {
 
 async function setUp() {
   source = await createTestDb({ migrated: false });
-  await sql`create table items (id serial primary key, label text not null)`.execute(source.db);
-  await sql`insert into items (label) select 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+  await sql`create table public.items (id serial primary key, label text not null)`.execute(source.db);
+  await sql`insert into public.items (label) select 'item ' || n from generate_series(1, 300) n`.execute(
+    source.db,
+  );
   dir = await mkdtemp(join(tmpdir(), 'tidemark-web-backups-'));
   catalog = defineCatalog([
     databaseBackup({
@@ -70,7 +72,7 @@ async function setUp() {
       database: withPassword(source.url),
       destination: localDestination(dir),
       retention: { daily: 7, weekly: 0, monthly: 0 },
-      tables: ['items'],
+      tables: ['public.items'],
     }),
     // Encrypted with the first key of an environment variable's list (read at use time).
     databaseBackup({
@@ -81,7 +83,7 @@ async function setUp() {
       destination: localDestination(dir),
       encryption: { env: KEYS_VAR },
       retention: { daily: 7, weekly: 0, monthly: 0 },
-      tables: ['items'],
+      tables: ['public.items'],
     }),
     salesJob('web-bk-sales', { start: DAYS[0]! }),
   ]);
@@ -161,7 +163,7 @@ test('GET /api/jobs/:job/backups: each backup with its fields and the exact rest
     assert.equal(b.bytes, file.length);
     assert.match(b.sha256, /^[0-9a-f]{64}$/);
     assert.deepEqual([b.location, b.destination], [join(dir, b.objectKey), `directory ${dir}`]);
-    assert.deepEqual([b.encrypted, b.keyId, b.tableCounts], [false, null, { items: 300 }]);
+    assert.deepEqual([b.encrypted, b.keyId, b.tableCounts], [false, null, { 'public.items': 300 }]);
     assert.ok(!Number.isNaN(Date.parse(b.dumpedAt)));
     assert.equal(
       b.restoreCommand,
@@ -312,7 +314,7 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     assert.match(text, new RegExp(backups[0]!.sha256.slice(0, 12)));
     assert.ok(!text.includes(backups[0]!.sha256), 'the digest is shortened in the cell');
     assert.equal(await first.locator('.bk-sha').getAttribute('title'), backups[0]!.sha256);
-    assert.match(text, /items\s*300/);
+    assert.match(text, /public\.items\s*300/);
     assert.match(text, /\d+(\.\d)? (KiB|B|MiB)/, 'the size for people');
     assert.match(text, /not encrypted/);
     assert.match(

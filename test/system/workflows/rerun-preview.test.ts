@@ -23,6 +23,7 @@ import { rerunTools } from '../../helpers/reruns.js';
 import { historyFromFile } from '../../helpers/history.js';
 import { realStack, sharedBundle, uniqueQueue, windowPolicy, withWorker } from '../../helpers/temporal.js';
 import { depsWithChannels, loopbackChannels } from '../../helpers/effects.js';
+import { demo } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, startRerun, auditOf, waitForRequest: previewed } = rerunTools(stack);
@@ -32,7 +33,7 @@ async function summary(job: string): Promise<Map<string, Record<string, string>>
   await sql`select set_config('TimeZone', 'UTC', false)`.execute(stack.t.db);
   const r = await sql<{ day: string; row: Record<string, string> }>`
     select day::text as day, (select json_object_agg(key, value) from json_each_text(row_to_json(d))) as row
-      from daily_sales d where job = ${job}`.execute(stack.t.db);
+      from ${demo.daily_sales} d where job = ${job}`.execute(stack.t.db);
   return new Map(r.rows.map((x) => [x.day, x.row]));
 }
 
@@ -211,7 +212,7 @@ describe('an approval against data that moves after its check, and a preview tha
       await sql<{
         n: number;
         total: string;
-      }>`select order_count::int as n, total::text as total from daily_sales where job = ${job}`.execute(
+      }>`select order_count::int as n, total::text as total from ${demo.daily_sales} where job = ${job}`.execute(
         stack.t.db,
       )
     ).rows;

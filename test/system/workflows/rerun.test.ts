@@ -25,6 +25,8 @@ import { holding, policy, rerunTools } from '../../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker, sharedBundle } from '../../helpers/temporal.js';
 import { historyFromFile } from '../../helpers/history.js';
 import { startWeb } from '../../helpers/web.js';
+import { SCHEMA, tm } from '../../helpers/db.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTools(stack);
@@ -277,7 +279,12 @@ test('a generation with no good orders contributes zero; the next one subtracts 
   await withWorker(stack.env, taskQueue, deps, async () => {
     assert.equal((await processWindow(taskQueue, job, W)).counts?.applied, 6);
     // Correction 1: every order of the window turns out bad (no amount): nothing good in generation 1.
-    await stack.t.db.updateTable('orders').set({ amount: null }).where('order_key', 'in', keys).execute();
+    await stack.t.db
+      .withSchema(DEMO_SCHEMA)
+      .updateTable('orders')
+      .set({ amount: null })
+      .where('order_key', 'in', keys)
+      .execute();
     const g1 = await processWindow(taskQueue, job, W, 1);
     assert.deepEqual([g1.counts?.input, g1.counts?.applied], [6, 0]);
     assert.deepEqual(await summaryOf(stack.t.db, job), { count: 0, totalCents: 0 });
@@ -285,6 +292,7 @@ test('a generation with no good orders contributes zero; the next one subtracts 
     const fixed = orders.map((o) => ({ ...o, amount: Math.round(o.amount! * 50) / 100 }));
     for (const o of fixed)
       await stack.t.db
+        .withSchema(DEMO_SCHEMA)
         .updateTable('orders')
         .set({ amount: o.amount })
         .where('order_key', '=', o.key)
@@ -337,7 +345,7 @@ test('a decision whose audit cannot be written is not applied, and the user is t
   const { taskQueue, deps } = await rerunJob(job, W, 4);
   const client = stack.env.client;
   // The audit refuses an accepted decision by dave (a stand-in for the database failing the write).
-  await sql`alter table approval_audit add constraint test_no_dave check (not (accepted and actor = 'dave'))`.execute(
+  await sql`alter table ${tm.approval_audit} add constraint test_no_dave check (not (accepted and actor = 'dave'))`.execute(
     stack.t.db,
   );
   try {
@@ -367,7 +375,7 @@ test('a decision whose audit cannot be written is not applied, and the user is t
       ]);
     });
   } finally {
-    await sql`alter table approval_audit drop constraint test_no_dave`.execute(stack.t.db);
+    await sql`alter table ${tm.approval_audit} drop constraint test_no_dave`.execute(stack.t.db);
   }
 });
 
@@ -528,7 +536,7 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
       const hold = new pg.Client({ connectionString: stack.t.url });
       await hold.connect();
       await hold.query('begin');
-      await hold.query('select 1 from job_watermarks where job = $1 for update', [job]);
+      await hold.query(`select 1 from ${SCHEMA}.job_watermarks where job = $1 for update`, [job]);
       await first.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
       await eventually(
         async () =>

@@ -33,10 +33,10 @@ let source: TestDb;
 let s3: TestS3;
 before(async () => {
   [source, s3] = await Promise.all([createTestDb(), startS3()]);
-  await sql`create table items (id serial primary key, label text not null, payload text not null)`.execute(
+  await sql`create table public.items (id serial primary key, label text not null, payload text not null)`.execute(
     source.db,
   );
-  await sql`insert into items (label, payload) select 'item ' || n, md5(n::text) || md5((n * 7)::text) from generate_series(1, 2000) n`.execute(
+  await sql`insert into public.items (label, payload) select 'item ' || n, md5(n::text) || md5((n * 7)::text) from generate_series(1, 2000) n`.execute(
     source.db,
   );
 });
@@ -101,7 +101,7 @@ async function restoredCount(dump: Readable): Promise<number> {
     await pgRestore(dump, ['--no-owner', '--exit-on-error'], url);
     const c = new pg.Client({ connectionString: url });
     await c.connect();
-    const n = Number((await c.query<{ n: string }>('select count(*) as n from items')).rows[0]!.n);
+    const n = Number((await c.query<{ n: string }>('select count(*) as n from public.items')).rows[0]!.n);
     await c.end();
     return n;
   } finally {
@@ -117,7 +117,7 @@ async function toLocalDir(daily: number, every: number) {
     database: source.url,
     destination: localDestination(dir),
     retention: { daily, weekly: 0, monthly: 0 },
-    tables: ['items'],
+    tables: ['public.items'],
     restoreCheck: { every, scratchDatabaseUrl: scratchUrl() },
   };
   return { dir, opts };
@@ -162,7 +162,7 @@ test('to a local directory: three days, restore-checked, retention keeps two, a 
   const bytes = await readFile(join(dir, latest.object_key));
   assert.equal(bytes.length, Number(latest.bytes));
   assert.equal((await import('node:crypto')).createHash('sha256').update(bytes).digest('hex'), latest.sha256);
-  assert.deepEqual(latest.table_counts, { items: 2000 });
+  assert.deepEqual(latest.table_counts, { 'public.items': 2000 });
   assert.equal(await restoredCount(Readable.from(bytes)), 2000);
   assert.deepEqual(await readdir(join(dir, '.staging', 'bk-local')), [], 'no staging left');
 });
@@ -215,8 +215,8 @@ test('a job without start restore-checks every Nth window, counted on the grid f
 test('to S3-compatible storage, encrypted, multipart: verified and restorable', async () => {
   await s3.createBucket('backups');
   // Enough incompressible rows for a dump of several 5 MiB parts.
-  await sql`create table blobs (id serial primary key, data text not null)`.execute(source.db);
-  await sql`insert into blobs (data) select string_agg(md5(random()::text), '') from generate_series(1, 400000) n group by n % 400`.execute(
+  await sql`create table public.blobs (id serial primary key, data text not null)`.execute(source.db);
+  await sql`insert into public.blobs (data) select string_agg(md5(random()::text), '') from generate_series(1, 400000) n group by n % 400`.execute(
     source.db,
   );
   const key = randomBytes(32);
@@ -236,7 +236,7 @@ test('to S3-compatible storage, encrypted, multipart: verified and restorable', 
       destination: s3Destination(settings),
       encryption: { env: 'TIDEMARK_TEST_BK_S3_KEYS' },
       retention: { daily: 7, weekly: 4, monthly: 12 },
-      tables: ['items', 'blobs'],
+      tables: ['public.items', 'public.blobs'],
     },
     [0],
   );
@@ -307,7 +307,11 @@ test('a failed pg_dump, a killed pg_dump, a cut-off upload and a checksum mismat
     accessKeyId: 'test',
     secretAccessKey: 'test',
   });
-  const base = { destination: dest, retention: { daily: 7, weekly: 0, monthly: 0 }, tables: ['items'] };
+  const base = {
+    destination: dest,
+    retention: { daily: 7, weekly: 0, monthly: 0 },
+    tables: ['public.items'],
+  };
   const missing = new URL(source.url);
   missing.pathname = '/no_such_database_here';
   const cases: [string, Omit<BackupOptions, 'name' | 'grid' | 'start'>, () => void, RegExp][] = [

@@ -21,7 +21,7 @@ import { previousRelease } from '../../../../db/migrations/releases.js';
 import { type Catalog } from '../../../../schedules/job.js';
 import { defineCatalog } from '../../../../schedules/define.js';
 import { capturedIo } from '../../../helpers/cli-io.js';
-import { createTestDb, type TestDb } from '../../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../../helpers/db.js';
 import { migrateTo } from '../../../helpers/schema-catalog.js';
 import { memoryLogger } from '../../../../activities/logger.js';
 import {
@@ -37,8 +37,10 @@ import { startWeb } from '../../../helpers/web.js';
 const stack = realStack(async () => {
   source = await createTestDb({ migrated: false });
   dir = await mkdtemp(join(tmpdir(), 'tm-backups-drills-'));
-  await sql`create table items (id int primary key, label text not null)`.execute(source.db);
-  await sql`insert into items select n, 'item ' || n from generate_series(1, 300) n`.execute(source.db);
+  await sql`create table public.items (id int primary key, label text not null)`.execute(source.db);
+  await sql`insert into public.items select n, 'item ' || n from generate_series(1, 300) n`.execute(
+    source.db,
+  );
 });
 let source: TestDb;
 let dir: string;
@@ -70,7 +72,7 @@ function backupJob(name: string, destination: Destination, opts: Partial<BackupO
     database: source.url,
     destination,
     retention: { daily: 30, weekly: 0, monthly: 0 },
-    tables: ['items'],
+    tables: ['public.items'],
     ...opts,
   });
 }
@@ -296,7 +298,7 @@ test("after the upgrade, the previous release's window drills (restore_checked b
   try {
     await migrateTo(t.db, previousRelease().last);
     // As the previous release's window wrote it (its fixture's columns): drilled, no backup_checks.
-    await sql`insert into backups (job, window_key, window_start, destination, object_key, bytes, sha256,
+    await sql`insert into ${tm.backups} (job, window_key, window_start, destination, object_key, bytes, sha256,
         encrypted, table_counts, restore_checked, created_at, deleted_at)
       values ('prev-bk', 'prev-bk/2026-03-01T00:00:00Z', '2026-03-01 00:00:00+00', 'directory /srv/bk',
         'prev-bk/20260301T000000Z.dump', 49076, ${'a'.repeat(64)}, false, '{"orders": 140}', true,

@@ -21,6 +21,7 @@ import {
 } from '../../../../jobs/housekeeping/tables.js';
 import { defineCatalog } from '../../../../schedules/define.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../../../helpers/temporal.js';
+import { tm } from '../../../helpers/db.js';
 
 const stack = realStack();
 const OLD = '2026-01-01T00:00:00Z';
@@ -201,22 +202,22 @@ test('finding old rows of each table is an index range scan, not a scan of the t
   const db = stack.t.db;
   const n = 20_000;
   const recent = '2026-11-20T00:00:00Z';
-  await sql`insert into job_runs (kind, job, started_at, finished_at, duration_ms, outcome)
+  await sql`insert into ${tm.job_runs} (kind, job, started_at, finished_at, duration_ms, outcome)
     select 'tick', 'plan-' || (i % 20), ${recent}::timestamptz + i * interval '1 second',
       ${recent}::timestamptz + i * interval '1 second', 1, 'processed' from generate_series(1, ${n}) i`.execute(
     db,
   );
-  await sql`insert into effects (effect_key, job, name, channel, policy, status, request, provider_key)
+  await sql`insert into ${tm.effects} (effect_key, job, name, channel, policy, status, request, provider_key)
     values ('plan-e', 'plan', 'plan-e', 'email', 'ask', 'done', '{}', 'plan-e')`.execute(db);
-  await sql`insert into effect_attempts (effect_key, fence, started_at, finished_at, duration_ms, outcome)
+  await sql`insert into ${tm.effect_attempts} (effect_key, fence, started_at, finished_at, duration_ms, outcome)
     select 'plan-e', 1, ${recent}::timestamptz + i * interval '1 second',
       ${recent}::timestamptz + i * interval '1 second', 1, 'x' from generate_series(1, ${n}) i`.execute(db);
-  await sql`insert into incidents (job, subject, kind, opened_at, closed_at, last_error)
+  await sql`insert into ${tm.incidents} (job, subject, kind, opened_at, closed_at, last_error)
     select 'plan', 'plan-' || i, 'window', ${recent}, case when i % 50 = 0 then null
       else ${recent}::timestamptz + i * interval '1 second' end, 'boom' from generate_series(1, ${n}) i`.execute(
     db,
   );
-  await sql`insert into quarantine (job, window_start, generation, record_key, reason, created_at)
+  await sql`insert into ${tm.quarantine} (job, window_start, generation, record_key, reason, created_at)
     select 'plan', ${recent}, 0, 'plan-' || i, 'bad', ${recent}::timestamptz + i * interval '1 second'
     from generate_series(1, ${n}) i`.execute(db);
   for (const kind of KINDS) await sql`analyze ${sql.table(TABLE_OF[kind])}`.execute(db);

@@ -15,6 +15,7 @@ import { defineCatalog } from '../../../../schedules/define.js';
 import { spawnWorker, workerProcessEnv } from '../../../helpers/processes.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../../../helpers/temporal.js';
 import { capturedIo } from '../../../helpers/cli-io.js';
+import { tm } from '../../../helpers/db.js';
 
 const stack = realStack();
 const OLD = '2026-01-01T00:00:00Z';
@@ -235,7 +236,9 @@ test('housekeeping: old settled rows go in bounded batches, quarantine exported 
     quarantine: 0,
   });
   assert.equal(
-    Number((await sql<{ n: string }>`select count(*) as n from effect_attempts`.execute(db)).rows[0]!.n),
+    Number(
+      (await sql<{ n: string }>`select count(*) as n from ${tm.effect_attempts}`.execute(db)).rows[0]!.n,
+    ),
     5,
   );
 });
@@ -466,7 +469,7 @@ test('housekeeping folds done markers older than their retention into spans; a w
     .where('outcome', '=', 'processed')
     .executeTakeFirstOrThrow();
   assert.equal((record.details as { compacted: { windows: number } }).compacted.windows, 24);
-  const claim = await sql<{ claimed: number | null }>`select tidemark_claim_window('markers',
+  const claim = await sql<{ claimed: number | null }>`select ${tm.fn('tidemark_claim_window')}('markers',
     ${new Date(day0 + 5 * hour)}, 0, ${new Date(day0 + 6 * hour)}, 'markers:again', 'backfill', null, now(),
     null, null) as claimed`.execute(db);
   assert.equal(claim.rows[0]!.claimed, null, 'a folded window is still done: its claim is refused');

@@ -54,10 +54,10 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
     await symlink(outside, join(temp, 'link-to-dir'));
     await symlink(join(outside, 'precious.dat'), join(temp, 'link-to-file'));
     // Sessions: two expired before the window's end, one valid after it.
-    await sql`create table sessions (id text primary key, expires_at timestamptz not null)`.execute(
+    await sql`create table public.sessions (id text primary key, expires_at timestamptz not null)`.execute(
       stack.t.db,
     );
-    await sql`insert into sessions values ('s1', '2026-11-01T00:00:00Z'), ('s2', '2026-11-20T00:00:00Z'), ('s3', '2099-01-01T00:00:00Z')`.execute(
+    await sql`insert into public.sessions values ('s1', '2026-11-01T00:00:00Z'), ('s2', '2026-11-20T00:00:00Z'), ('s3', '2099-01-01T00:00:00Z')`.execute(
       stack.t.db,
     );
 
@@ -69,7 +69,7 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
         redis: [{ url: REDIS_URL, pattern: `${prefix}:cache:*`, maxIdleSeconds: 3_600 }],
         logs: [{ dir: logs, file: 'app.log', keep: 2 }],
         temp: [{ dir: temp, maxAgeMs: 86_400_000 }],
-        sessions: [{ table: 'sessions', expiresColumn: 'expires_at' }],
+        sessions: [{ table: 'public.sessions', expiresColumn: 'expires_at' }],
       }),
     ]);
     const taskQueue = uniqueQueue(job);
@@ -130,7 +130,7 @@ test('maintenance: caches, logs, temporary files and sessions cleaned, and a sec
       'keep me',
       'nothing outside the directory was touched',
     );
-    const left = await sql<{ id: string }>`select id from sessions order by id`.execute(stack.t.db);
+    const left = await sql<{ id: string }>`select id from public.sessions order by id`.execute(stack.t.db);
     assert.deepEqual(
       left.rows.map((r) => r.id),
       ['s3'],

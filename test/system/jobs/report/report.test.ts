@@ -15,6 +15,7 @@ import { depsWithChannels } from '../../../helpers/effects.js';
 import { insertOrders, ordersBetween, type Order } from '../../../helpers/jobs.js';
 import { startSmtp, type TestSmtp } from '../../../helpers/smtp.js';
 import { realStack, uniqueQueue, withWorker } from '../../../helpers/temporal.js';
+import { DEMO_SCHEMA } from '../../../../jobs/demo-schema.js';
 
 const stack = realStack();
 let smtp: TestSmtp;
@@ -165,6 +166,7 @@ test('a daily report: HTML table, totals, comparison, chart and CSV, sent once; 
 
     // An approved rerun (generation 1) after a late correction of the data: a corrected report.
     await stack.t.db
+      .withSchema(DEMO_SCHEMA)
       .insertInto('orders')
       .values({ order_key: 'late-fix', placed_at: '2026-10-25T10:30:00Z', amount: 1000 })
       .execute();
