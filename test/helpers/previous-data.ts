@@ -2,6 +2,7 @@
 // the previous release's code, and what the data-migration test runs again with the current code.
 import { localDestination } from '../../jobs/backup/destination.js';
 import { databaseBackup } from '../../jobs/backup/index.js';
+import { DEMO_SCHEMA } from '../../jobs/demo-schema.js';
 import { type Catalog } from '../../schedules/job.js';
 import { defineCatalog } from '../../schedules/define.js';
 import { summaryWithMail } from './effects.js';
@@ -49,7 +50,7 @@ export function previousCatalog(databaseUrl: string, backupDir: string): Catalog
       database: databaseUrl,
       destination: localDestination(backupDir),
       retention: { daily: 7, weekly: 0, monthly: 0 },
-      tables: ['orders'],
+      tables: [`${DEMO_SCHEMA}.orders`],
     }),
   ]);
 }

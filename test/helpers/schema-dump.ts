@@ -6,7 +6,7 @@
 // Written to db/schema.sql by `npm run schema:dump`; test/integration/db/schema-dump.test.ts compares.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { createTestDb } from './db.js';
+import { createTestDb, SCHEMA } from './db.js';
 
 export const SCHEMA_FILE = new URL('../../db/schema.sql', import.meta.url);
 
@@ -34,8 +34,8 @@ export async function dumpSchema(url: string): Promise<string> {
       '--schema-only',
       '--no-owner',
       '--no-privileges',
-      '--exclude-table=kysely_migration',
-      '--exclude-table=kysely_migration_lock',
+      `--exclude-table=${SCHEMA}.kysely_migration`,
+      `--exclude-table=${SCHEMA}.kysely_migration_lock`,
       `--dbname=${url}`,
     ],
     { maxBuffer: 64 * 1024 * 1024 },

@@ -4,6 +4,8 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { test } from 'node:test';
 import { firstDifference, migratedSchema, SCHEMA_FILE } from '../../helpers/schema-dump.js';
+import { SCHEMA } from '../../helpers/db.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 
 const checkedIn = (): Promise<string | null> =>
   readFile(SCHEMA_FILE, 'utf8').catch((err: NodeJS.ErrnoException) => {
@@ -21,12 +23,12 @@ test('db/schema.sql is the schema a fresh database has after migrating', async (
 test('db/schema.sql holds the tables, keys, indexes and ledger functions, and no machine noise', async () => {
   const file = (await checkedIn()) ?? '';
   for (const part of [
-    'CREATE TABLE public.job_windows (',
-    'CREATE TABLE public.daily_sales (',
+    `CREATE TABLE ${SCHEMA}.job_windows (`,
+    `CREATE TABLE ${DEMO_SCHEMA}.daily_sales (`,
     'ADD CONSTRAINT job_done_spans_pk PRIMARY KEY (job, span_start);',
-    'CREATE INDEX job_runs_finished_idx ON public.job_runs USING btree (finished_at);',
-    'CREATE FUNCTION public.tidemark_claim_window(',
-    'CREATE FUNCTION public.tidemark_finish_window(',
+    `CREATE INDEX job_runs_finished_idx ON ${SCHEMA}.job_runs USING btree (finished_at);`,
+    `CREATE FUNCTION ${SCHEMA}.tidemark_claim_window(`,
+    `CREATE FUNCTION ${SCHEMA}.tidemark_finish_window(`,
   ])
     assert.ok(file.includes(part), `db/schema.sql has ${part}`);
   for (const noise of [/Dumped (from|by)/, /^\\(un)?restrict /m, /^SET /m, /kysely_migration/])
