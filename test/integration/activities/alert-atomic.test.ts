@@ -16,23 +16,23 @@ before(async () => {
   t = await createTestDb();
   // When armed, the next insert of an alert delivery fails, as a connection cut between statements
   // would. A sequence, not a table, counts: its step survives the rollback that the failure causes.
-  await sql`create sequence cut_seq start 1`.execute(t.db);
-  await sql`select nextval('cut_seq')`.execute(t.db);
+  await sql`create sequence public.cut_seq start 1`.execute(t.db);
+  await sql`select nextval('public.cut_seq')`.execute(t.db);
   await sql`
-    create function cut_alert() returns trigger language plpgsql as $$
+    create function public.cut_alert() returns trigger language plpgsql as $$
     begin
-      if new.effect_key like 'alert:%' and nextval('cut_seq') = 1 then
+      if new.effect_key like 'alert:%' and nextval('public.cut_seq') = 1 then
         raise exception 'connection cut before the alert deliveries were recorded';
       end if;
       return new;
     end $$`.execute(t.db);
-  await sql`create trigger cut_alert before insert on ${tm.effects} for each row execute function cut_alert()`.execute(
+  await sql`create trigger cut_alert before insert on ${tm.effects} for each row execute function public.cut_alert()`.execute(
     t.db,
   );
 });
 after(async () => t?.drop());
 
-const armCut = () => sql`select setval('cut_seq', 1, false)`.execute(t.db);
+const armCut = () => sql`select setval('public.cut_seq', 1, false)`.execute(t.db);
 
 function alerts() {
   return alerting({

@@ -182,7 +182,7 @@ async function lockWaiters(n: number): Promise<void> {
     async () => {
       const r = await watcher.query<{ n: number }>(
         `select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update "effects"%'`,
+          where datname = current_database() and wait_event_type = 'Lock' and query ilike 'update "${SCHEMA}"."effects"%'`,
       );
       return r.rows[0]!.n >= n ? true : undefined;
     },

@@ -7,7 +7,7 @@ import { after, before, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { watermarkOf } from '../../../db/ledger.js';
 import type { Database } from '../../../db/schema.js';
-import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2026-01-01T00:00:00Z');
@@ -37,7 +37,9 @@ async function rowsRead(run: (trx: Kysely<Database>) => Promise<unknown>): Promi
       (
         await sql<{ n: string }>`
           select coalesce(idx_tup_fetch, 0) + coalesce(seq_tup_read, 0) as n
-            from pg_stat_xact_user_tables where relname = 'job_windows'`.execute(trx)
+            from pg_stat_xact_user_tables where schemaname = ${SCHEMA} and relname = 'job_windows'`.execute(
+          trx,
+        )
       ).rows[0]?.n ?? 0,
     );
   return await t.db.transaction().execute(async (trx) => {
