@@ -5,6 +5,7 @@ import { sql } from 'kysely';
 import { recordEffects } from '../db/effects.js';
 import { expandWindow } from '../db/compaction.js';
 import { isDone } from '../db/ledger.js';
+import { ledger } from '../db/ledger-schema.js';
 import type { SlackRequest } from '../contract/effects.js';
 import { isGroupProof, type GroupClaim } from './group-proof.js';
 import { isAligned, windowAt } from '../schedules/windows.js';
@@ -119,12 +120,13 @@ export function rerunActivities(deps: ActivityDeps) {
             end: windowAt(job.grid, job.timezone, start).end,
             key,
           });
+          const t = ledger(trx);
           const r = await sql<{ done: boolean | null; next: number }>`
-            select (select bool_or(generation = 0 and status = 'done') from job_windows
+            select (select bool_or(generation = 0 and status = 'done') from ${t.job_windows}
                      where job = ${job.name} and window_start = ${start}) as done,
                    greatest(
-                     (select coalesce(max(generation), 0) from job_windows where job = ${job.name} and window_start = ${start}),
-                     (select coalesce(max(generation), 0) from rerun_requests where job = ${job.name} and window_start = ${start})
+                     (select coalesce(max(generation), 0) from ${t.job_windows} where job = ${job.name} and window_start = ${start}),
+                     (select coalesce(max(generation), 0) from ${t.rerun_requests} where job = ${job.name} and window_start = ${start})
                    ) + 1 as next`.execute(trx);
           if (!r.rows[0]?.done)
             throw badInput(

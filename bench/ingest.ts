@@ -12,6 +12,7 @@ import { copyRows } from '../db/copy.js';
 import { poolOf } from '../db/database.js';
 import { watermarkOf } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
+import { demo } from '../jobs/demo-schema.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
 import type { WindowHandler } from '../schedules/job.js';
 import { createTestDb } from '../test/helpers/db.js';
@@ -46,6 +47,9 @@ async function insertRows(db: Kysely<Database>, table: string, rows: Row[]): Pro
 
 const COLUMNS = ['order_key', 'placed_at', 'amount'];
 
+/** The schema of the bench's own tables (as a job's own tables: neither the ledger's nor the demo's). */
+const OWN = 'public';
+
 /** Runs `windows` window activities of a job with `handler`, one after another; throws unless each processed. */
 async function runWindows(
   db: Kysely<Database>,
@@ -79,7 +83,7 @@ async function landWindows(db: Kysely<Database>, size: number, records: number) 
   };
   for (let rep = 0; rep < REPS; rep++) {
     const tables = Object.fromEntries(
-      Object.keys(rates).map((k) => [k, `facts_${k.toLowerCase()}_${size}_${rep}`]),
+      Object.keys(rates).map((k) => [k, `${OWN}.facts_${k.toLowerCase()}_${size}_${rep}`]),
     ) as Record<keyof typeof rates, string>;
     for (const table of Object.values(tables)) {
       await sql`create table ${sql.table(table)} (order_key text primary key, placed_at timestamptz not null, amount numeric(14, 2))`.execute(
@@ -128,18 +132,22 @@ async function landWindows(db: Kysely<Database>, size: number, records: number) 
 
 /** One transaction per record with a per-record processed key: the naive way. */
 async function naiveRate(db: Kysely<Database>, records: number): Promise<number> {
-  await sql`create table facts_naive (order_key text primary key, placed_at timestamptz not null, amount numeric(14, 2))`.execute(
+  await sql`create table ${sql.table(`${OWN}.facts_naive`)} (order_key text primary key, placed_at timestamptz not null, amount numeric(14, 2))`.execute(
     db,
   );
-  await sql`create table naive_keys (order_key text primary key)`.execute(db);
+  await sql`create table ${sql.table(`${OWN}.naive_keys`)} (order_key text primary key)`.execute(db);
   const rows = sourceRows(0, records);
   const took = await seconds(async () => {
     for (const [key, at, amount] of rows) {
       await db.transaction().execute(async (trx) => {
         const claimed =
-          await sql`insert into naive_keys values (${key}) on conflict do nothing returning 1`.execute(trx);
+          await sql`insert into ${sql.table(`${OWN}.naive_keys`)} values (${key}) on conflict do nothing returning 1`.execute(
+            trx,
+          );
         if (claimed.rows.length > 0)
-          await sql`insert into facts_naive values (${key}, ${at}, ${amount})`.execute(trx);
+          await sql`insert into ${sql.table(`${OWN}.facts_naive`)} values (${key}, ${at}, ${amount})`.execute(
+            trx,
+          );
       });
     }
   });
@@ -187,10 +195,10 @@ export async function summaryFigures(): Promise<Figure[]> {
     const { db } = t;
     const total = windows * perWindow;
     log(`summary: ${total} orders in ${windows} hourly windows`);
-    await sql`insert into orders (order_key, placed_at, amount)
+    await sql`insert into ${demo.orders} (order_key, placed_at, amount)
       select 'o' || n, to_timestamp(${T0 / 1000} + (n / ${perWindow}) * 3600 + (n % ${perWindow}) * (3600.0 / ${perWindow})), (n % 997) / 10.0 + 1
         from generate_series(0, ${total - 1}) n`.execute(db);
-    await sql`analyze orders`.execute(db);
+    await sql`analyze ${demo.orders}`.execute(db);
     const plain: number[] = [];
     const idem: number[] = [];
     for (let rep = 0; rep < REPS; rep++) {
@@ -200,8 +208,8 @@ export async function summaryFigures(): Promise<Figure[]> {
             for (let i = 0; i < windows; i++) {
               const start = new Date(T0 + i * HOUR);
               const end = new Date(T0 + (i + 1) * HOUR);
-              await sql`insert into daily_sales (job, day, order_count, total)
-                select ${`plain-${rep}`}, (placed_at at time zone 'UTC')::date, count(*), sum(amount) from orders
+              await sql`insert into ${demo.daily_sales} (job, day, order_count, total)
+                select ${`plain-${rep}`}, (placed_at at time zone 'UTC')::date, count(*), sum(amount) from ${demo.orders}
                  where placed_at >= ${start} and placed_at < ${end} group by 2
                 on conflict (job, day) do update set order_count = daily_sales.order_count + excluded.order_count, total = daily_sales.total + excluded.total`.execute(
                 db,
@@ -212,7 +220,7 @@ export async function summaryFigures(): Promise<Figure[]> {
       idem.push(total / (await seconds(() => runWindows(db, `idem-${rep}`, windows, summariseWindow))));
     }
     const sums = await sql<{ job: string; n: number }>`
-      select job, sum(order_count)::int as n from daily_sales group by job`.execute(db);
+      select job, sum(order_count)::int as n from ${demo.daily_sales} group by job`.execute(db);
     for (const { job, n } of sums.rows)
       if (n !== total) throw new Error(`summary ${job} counted ${n} of ${total}`);
     const plainFig = figure('summary.plain_statement', median(plain), 'records/s');
@@ -252,19 +260,19 @@ export async function ledgerFigures(): Promise<Figure[]> {
   const t = await createTestDb();
   try {
     const { db } = t;
-    await sql`create table probe (k integer primary key, v integer)`.execute(db);
-    const stmt = (k: number) => sql`insert into probe values (${k}, 1)`;
+    await sql`create table ${sql.table(`${OWN}.probe`)} (k integer primary key, v integer)`.execute(db);
+    const stmt = (k: number) => sql`insert into ${sql.table(`${OWN}.probe`)} values (${k}, 1)`;
     const alone: number[] = [];
     const guarded: number[] = [];
     const parts = new Map<string, number[]>();
     for (let rep = 0; rep < REPS; rep++) {
-      await sql`truncate probe`.execute(db);
+      await sql`truncate ${sql.table(`${OWN}.probe`)}`.execute(db);
       alone.push(
         (await seconds(async () => {
           for (let i = 0; i < windows; i++) await stmt(i).execute(db);
         })) / windows,
       );
-      await sql`truncate probe`.execute(db);
+      await sql`truncate ${sql.table(`${OWN}.probe`)}`.execute(db);
       const sent: { text: string; ms: number }[] = [];
       const stop = rep === REPS - 1 ? recordStatements(poolOf(db), sent) : () => undefined;
       try {
@@ -280,7 +288,7 @@ export async function ledgerFigures(): Promise<Figure[]> {
         stop();
       }
       for (const s of sent) {
-        const kind = s.text.startsWith('insert into probe')
+        const kind = s.text.startsWith(`insert into "${OWN}"."probe"`)
           ? 'handler'
           : s.text.includes('tidemark_claim_window')
             ? 'claim'

@@ -11,6 +11,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, type WorkflowBundle } from '@temporalio/worker';
 import { sql } from 'kysely';
 import { memoryLogger } from '../activities/logger.js';
+import { demo } from '../jobs/demo-schema.js';
 import { summariseWindow } from '../jobs/sales-summary.js';
 import { defineCatalog } from '../schedules/define.js';
 import { desiredSchedule } from '../workers/schedule-sync.js';
@@ -114,7 +115,7 @@ export async function tickLatency(opts: LatencyOptions): Promise<Figure[]> {
   const from = Math.floor(Date.now() / MINUTE) * MINUTE - MINUTE;
   const minutes = Math.ceil(opts.windows / count) + 3;
   // Orders for every window the run may see, spread evenly over each minute.
-  await sql`insert into orders (order_key, placed_at, amount)
+  await sql`insert into ${demo.orders} (order_key, placed_at, amount)
     select 'lat' || n, to_timestamp(${from / 1000} + n * (60.0 / ${perWindow})), (n % 997) / 10.0 + 1
       from generate_series(0, ${minutes * perWindow - 1}) n`.execute(t.db);
   const worker = await createWorker({

@@ -11,6 +11,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql, type Kysely } from 'kysely';
+import { ledger } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 import { housekeeping } from '../jobs/housekeeping/index.js';
 import { defineJob } from '../schedules/define.js';
@@ -23,11 +24,12 @@ const MB = 1024 * 1024;
 
 async function sizes(db: Kysely<Database>, windows: number) {
   await sql`vacuum full analyze`.execute(db);
+  const { schema } = ledger(db);
   const r = await sql<{ db: string; jw: string; sp: string; runs: string }>`
     select pg_database_size(current_database()) as db,
-           pg_total_relation_size('job_windows') as jw,
-           pg_total_relation_size('job_done_spans') as sp,
-           pg_total_relation_size('job_runs') as runs`.execute(db);
+           pg_total_relation_size(${`${schema}.job_windows`}::regclass) as jw,
+           pg_total_relation_size(${`${schema}.job_done_spans`}::regclass) as sp,
+           pg_total_relation_size(${`${schema}.job_runs`}::regclass) as runs`.execute(db);
   const s = r.rows[0]!;
   const markers = Number(s.jw) + Number(s.sp);
   return {
@@ -46,11 +48,12 @@ try {
   const start = new Date(end.getTime() - Math.round(years * 365 * 24 * 60) * 60_000);
   const n = Math.round((end.getTime() - start.getTime()) / 60_000);
   const t0 = Date.now();
-  await sql`insert into job_watermarks (job, watermark, updated_at) values (${job}, ${end}, now())`.execute(
+  const l = ledger(db);
+  await sql`insert into ${l.job_watermarks} (job, watermark, updated_at) values (${job}, ${end}, now())`.execute(
     db,
   );
   await sql`
-    insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger,
+    insert into ${l.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger,
                              workflow_id, started_at, finished_at, duration_ms, records_in, records_applied, records_quarantined)
     select ${job}, s, 0, s + interval '1 minute', ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
            'done', 1, 'tick', ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -59,7 +62,7 @@ try {
     db,
   );
   await sql`
-    insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
+    insert into ${l.job_runs} (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
                           duration_ms, outcome, details)
     select 'window', ${job}, s, 0, ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 1,
            s + interval '1 minute', s + interval '1 minute 2 seconds', 2000, 'processed',
@@ -68,7 +71,7 @@ try {
     db,
   );
   await sql`
-    insert into job_runs (kind, job, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
+    insert into ${l.job_runs} (kind, job, workflow_id, attempt, started_at, finished_at, duration_ms, outcome, details)
     select 'tick', ${job}, 'tick-' || ${job} || '-' || extract(epoch from s)::bigint, 1,
            s + interval '1 minute', s + interval '1 minute 1 second', 1000, 'processed', '{"windows": 1}'::jsonb
       from generate_series(${start}::timestamptz, ${end}::timestamptz - interval '1 minute', interval '1 minute') s`.execute(

@@ -48,10 +48,11 @@ const target = (n: string) => {
 const drop = (name: string) =>
   admin.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
 try {
-  await sql`create table items (id bigint primary key, label text not null, payload text not null, at timestamptz not null)`.execute(
+  // The source's own table, named with its schema (the test database has no search_path).
+  await sql`create table public.items (id bigint primary key, label text not null, payload text not null, at timestamptz not null)`.execute(
     source.db,
   );
-  await sql`insert into items select n, 'item ' || n, md5(n::text) || md5((n * 7)::text), now() - n * interval '1 second'
+  await sql`insert into public.items select n, 'item ' || n, md5(n::text) || md5((n * 7)::text), now() - n * interval '1 second'
             from generate_series(1, ${rows}) n`.execute(source.db);
   process.env.TIDEMARK_BENCH_BACKUP_KEYS = `k1:${randomBytes(32).toString('base64')}`;
   const catalog = defineCatalog([
@@ -63,7 +64,7 @@ try {
       destination: localDestination(dir),
       encryption: { env: 'TIDEMARK_BENCH_BACKUP_KEYS' },
       retention: { daily: 3, weekly: 0, monthly: 0 },
-      tables: ['items'],
+      tables: ['public.items'],
     }),
   ]);
   const job = catalog.get('bench-backup');

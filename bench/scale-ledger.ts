@@ -3,6 +3,7 @@
 // product's hot operations (bench/scale-operations.ts) to run over. Shared by
 // test/system/bench/scale.test.ts (plans and buffers) and bench/scale.ts (time).
 import { sql, type Kysely } from 'kysely';
+import { ledger } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 import { type Catalog } from '../schedules/job.js';
 import { defineCatalog } from '../schedules/define.js';
@@ -39,22 +40,23 @@ export async function seedHistory(
 ): Promise<void> {
   const t0 = performance.now();
   const lap = (what: string) => log(`${what}: ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const t = ledger(db);
   // Secondary indexes are built once after the rows are in (as the migrations define them, read
   // back from the catalog), not kept up row by row: minutes become seconds.
   const secondary = (
     await sql<{ name: string; def: string }>`
       select i.indexname as name, i.indexdef as def from pg_indexes i
-       where i.schemaname = current_schema() and i.tablename in ('job_windows', 'job_runs', 'effects', 'effect_attempts')
+       where i.schemaname = ${t.schema} and i.tablename in ('job_windows', 'job_runs', 'effects', 'effect_attempts')
          and not exists (select 1 from pg_constraint c where c.conname = i.indexname)`.execute(db)
   ).rows;
-  for (const i of secondary) await sql`drop index ${sql.id(i.name)}`.execute(db);
+  for (const i of secondary) await sql`drop index ${sql.id(t.schema, i.name)}`.execute(db);
   const jobs = [{ job: MINUTELY, step: MINUTE }, ...HOURLY.map((job) => ({ job, step: HOUR }))];
   await Promise.all([
     // Windows and their run records on connections of their own: two cores, two writers.
     (async () => {
       for (const { job, step } of jobs)
         await sql`
-          insert into job_windows (job, window_start, generation, window_end, window_key, status, attempts, trigger,
+          insert into ${t.job_windows} (job, window_start, generation, window_end, window_key, status, attempts, trigger,
                                    workflow_id, started_at, finished_at, duration_ms, records_in, records_applied,
                                    records_quarantined)
           select ${job}, s, 0, s + ${`${step} milliseconds`}::interval,
@@ -72,7 +74,7 @@ export async function seedHistory(
       // newest ids are the busiest job's (the minutely one, seeded last) and its kinds interleave.
       for (const { job, step } of [...jobs].reverse())
         await sql`
-          insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
+          insert into ${t.job_runs} (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
                                 duration_ms, outcome, details)
           select r.kind, ${job}, case when r.tick then null else s end, case when r.tick then null else 0 end,
                  ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
@@ -90,7 +92,7 @@ export async function seedHistory(
   ]);
   for (const { job, step } of jobs)
     await sql`
-      insert into job_runs (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
+      insert into ${t.job_runs} (kind, job, window_start, generation, workflow_id, attempt, started_at, finished_at,
                             duration_ms, outcome, reason)
       select 'window', ${job}, s, 0, ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 1,
              s + ${`${step} milliseconds`}::interval, s + ${`${step} milliseconds`}::interval + interval '1 second',
@@ -101,7 +103,7 @@ export async function seedHistory(
   lap('windows and runs');
   for (const job of HOURLY) {
     await sql`
-      insert into effects (effect_key, job, window_key, name, channel, policy, status, fence, attempts, request,
+      insert into ${t.effects} (effect_key, job, window_key, name, channel, policy, status, fence, attempts, request,
                            provider_key, provider_id, created_at, begun_at, done_at, updated_at)
       select k || ':report', ${job}, k, 'report', 'email', 'ask', 'done', 1, 1,
              '{"to":["ops@example.com"],"subject":"report"}'::jsonb, k || ':report', 'msg-' || n, e, e, e, e
@@ -110,19 +112,19 @@ export async function seedHistory(
              lateral (select ${job} || '/' || to_char(s at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as k,
                              s + interval '1 hour 3 seconds' as e) x`.execute(db);
     await sql`
-      insert into effect_attempts (effect_key, fence, started_at, finished_at, duration_ms, outcome, provider_id)
-      select effect_key, 1, begun_at, done_at, 200, 'done', provider_id from effects
+      insert into ${t.effect_attempts} (effect_key, fence, started_at, finished_at, duration_ms, outcome, provider_id)
+      select effect_key, 1, begun_at, done_at, 200, 'done', provider_id from ${t.effects}
        where job = ${job} and created_at >= ${from} order by created_at`.execute(db);
   }
   // A few effects in doubt, as an operator would leave them for a while: the last three of one job.
   await sql`
-    update effects set status = 'unknown', last_error = 'reply lost'
-     where effect_key in (select effect_key from effects where job = ${HOURLY[0]} order by created_at desc limit 3)`.execute(
+    update ${t.effects} set status = 'unknown', last_error = 'reply lost'
+     where effect_key in (select effect_key from ${t.effects} where job = ${HOURLY[0]} order by created_at desc limit 3)`.execute(
     db,
   );
   for (const { job } of jobs) {
     await sql`
-      insert into incidents (job, subject, kind, opened_at, closed_at, occurrences, last_error)
+      insert into ${t.incidents} (job, subject, kind, opened_at, closed_at, occurrences, last_error)
       select ${job}, ${job} || '/' || to_char(d at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), 'window', d,
              d + interval '10 minutes', 2, 'handler error'
         from generate_series(${from}::timestamptz, ${to}::timestamptz - interval '1 millisecond', interval '1 day') d`.execute(
@@ -130,13 +132,13 @@ export async function seedHistory(
     );
   }
   await sql`
-    insert into quarantine (job, window_start, generation, record_key, reason, payload, created_at)
+    insert into ${t.quarantine} (job, window_start, generation, record_key, reason, payload, created_at)
     select ${MINUTELY}, s, 0, 'order-' || n, 'amount: missing', '{}'::jsonb, s + interval '1 minute'
       from generate_series(${from}::timestamptz, ${to}::timestamptz - interval '1 millisecond', interval '1000 minutes')
            with ordinality as g(s, n)`.execute(db);
   for (const { job } of jobs)
     await sql`
-      insert into job_watermarks (job, watermark, updated_at) values (${job}, ${to}, ${to})
+      insert into ${t.job_watermarks} (job, watermark, updated_at) values (${job}, ${to}, ${to})
       on conflict (job) do update set watermark = greatest(job_watermarks.watermark, excluded.watermark)`.execute(
       db,
     );

@@ -8,6 +8,7 @@ import { memoryLogger } from '../activities/logger.js';
 import { openIncidents, listEffects } from '../db/effects.js';
 import { withConnection } from '../db/connection.js';
 import { claimWindow, finishWindow, readWatermark, windowAttemptsOf } from '../db/ledger.js';
+import { schemaOf } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 import { previewBackfill } from '../operator/backfills.js';
 import { recentDurations } from '../operator/durations.js';
@@ -95,9 +96,9 @@ export const operations: readonly Operation[] = [
       );
     },
     // Replayed as it ran: the window not there yet, the watermark at its start.
-    rewind: async () => [
-      `delete from job_windows where job = '${MINUTELY}' and window_start = '${committed!.start.toISOString()}'`,
-      `update job_watermarks set watermark = '${committed!.start.toISOString()}' where job = '${MINUTELY}'`,
+    rewind: async (ctx) => [
+      `delete from ${schemaOf(ctx.db)}.job_windows where job = '${MINUTELY}' and window_start = '${committed!.start.toISOString()}'`,
+      `update ${schemaOf(ctx.db)}.job_watermarks set watermark = '${committed!.start.toISOString()}' where job = '${MINUTELY}'`,
     ],
   },
   {

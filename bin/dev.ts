@@ -11,6 +11,7 @@ import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { connectTemporalClient, connectTemporalWorker } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
+import { demo } from '../jobs/demo-schema.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan } from '../workers/schedule-sync.js';
@@ -116,7 +117,7 @@ export async function runDev(): Promise<void> {
     for (const job of catalog.jobs) await job.seed?.(db, { now });
     const trickle = setInterval(() => {
       const amount = Math.round((5 + Math.random() * 95) * 100) / 100;
-      void sql`insert into orders (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`
+      void sql`insert into ${demo.orders} (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`
         .execute(db)
         .catch(() => undefined);
     }, 3_000);

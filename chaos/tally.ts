@@ -3,6 +3,7 @@
 // times, effects that ended in doubt, stalls, harness errors and resource samples; and the run's
 // results made of them.
 import { sql } from 'kysely';
+import { ledger } from '../db/ledger-schema.js';
 import { checkInvariants, type CheckResult } from '../test/helpers/invariants.js';
 import { LIVE_JOB } from './catalog.js';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
@@ -76,7 +77,7 @@ export class Tally {
       // Like the check, through another lane's server restart.
       const inDoubt = await persist('count the effects in doubt', () =>
         sql<{ n: number }>`
-          select count(*)::int as n from effects
+          select count(*)::int as n from ${ledger(this.stack.db).effects}
            where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(
           this.stack.db,
         ),

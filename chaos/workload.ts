@@ -3,6 +3,7 @@
 // the engine and retried while a server it needs restarts.
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { policyOf } from '../activities/deps.js';
+import { DEMO_SCHEMA } from '../jobs/demo-schema.js';
 import type { Catalog } from '../schedules/job.js';
 import { laneStart } from './catalog.js';
 import { TASK_QUEUE, type Stack } from './stack.js';
@@ -44,6 +45,7 @@ export class Workload {
     );
     await persist('insert orders', () =>
       this.stack.db
+        .withSchema(DEMO_SCHEMA)
         .insertInto('orders')
         .values(rows)
         .onConflict((c) => c.column('order_key').doNothing())

@@ -1,6 +1,7 @@
 // Slim done markers: contiguous done generation-0 windows that ended before a cutoff (and behind the
 // job's watermark) are folded into spans (job_done_spans). A window in a span is done at generation 0.
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { ledger } from './ledger-schema.js';
 import type { Database } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -116,11 +117,12 @@ async function compactBatch(
   // The markers deleted stay done in the job's counts (job_window_counts, migration 20261201T2000),
   // and the spans written are no backlog (20261201T2300).
   await spanFold(trx, true);
+  const t = ledger(trx);
   const until = sql`least(${cutoff}::timestamptz, now() - ${COMPACTION_MIN_AGE}::interval,
-                          (select watermark from job_watermarks where job = ${job}))`;
+                          (select watermark from ${t.job_watermarks} where job = ${job}))`;
   const base = await sql<{ lo: Date | null; hi: Date | null }>`
     select min(window_start) as lo, max(window_start) as hi from (
-      select window_start from job_windows
+      select window_start from ${t.job_windows}
        where job = ${job} and generation = 0 and status = 'done'
          and window_start > coalesce(${after}::timestamptz, '-infinity') and window_end <= ${until}
        order by window_start
@@ -130,15 +132,15 @@ async function compactBatch(
   // The batch's markers deleted; each island of contiguous ones becomes a span.
   const folded = await sql<{ lo: Date | null; hi: Date | null; n: string | null }>`
     with del as (
-      delete from job_windows d
+      delete from ${t.job_windows} d
        where d.job = ${job} and d.generation = 0 and d.status = 'done'
          and d.window_start >= ${lo}::timestamptz and d.window_start <= ${hi}::timestamptz and d.window_end <= ${until}
          and d.window_start not in (
-               select g.window_start from job_windows g
+               select g.window_start from ${t.job_windows} g
                 where g.job = ${job} and g.generation <> 0
                   and g.window_start >= ${lo}::timestamptz and g.window_start <= ${hi}::timestamptz)
          and d.window_start not in (
-               select r.window_start from rerun_requests r
+               select r.window_start from ${t.rerun_requests} r
                 where r.job = ${job} and r.status in ('pending', 'approved')
                   and r.window_start >= ${lo}::timestamptz and r.window_start <= ${hi}::timestamptz)
       returning d.window_start, d.window_end
@@ -151,7 +153,7 @@ async function compactBatch(
         from (select *, sum(brk) over (order by window_start) as grp from marked) g
        group by grp
     ), ins as (
-      insert into job_done_spans (job, span_start, span_end)
+      insert into ${t.job_done_spans} (job, span_start, span_end)
       select ${job}, s, e from islands
       returning span_start
     )
@@ -164,11 +166,12 @@ async function compactBatch(
 
 /** Joins the job's spans that touch (one ends where the next starts) within [lo, hi] into one. */
 async function mergeSpans(trx: Transaction<Database>, job: string, lo: Date, hi: Date): Promise<void> {
+  const t = ledger(trx);
   const groups = await sql<{ s: Date; e: Date }>`
     with touching as (
       select span_start, span_end,
              case when span_start = lag(span_end) over (order by span_start) then 0 else 1 end as brk
-        from job_done_spans
+        from ${t.job_done_spans}
        where job = ${job} and span_end >= ${lo}::timestamptz and span_start <= ${hi}::timestamptz
     )
     select min(span_start) as s, max(span_end) as e
@@ -189,10 +192,11 @@ async function mergeSpans(trx: Transaction<Database>, job: string, lo: Date, hi:
  * The job's spans that overlap [from, to), oldest first.
  */
 export async function spansIn(db: Db, job: string, from: Date, to: Date): Promise<DoneSpan[]> {
+  const t = ledger(db);
   const rows = await sql<{ span_start: Date; span_end: Date }>`
-    select span_start, span_end from job_done_spans
+    select span_start, span_end from ${t.job_done_spans}
      where job = ${job} and span_end > ${from}::timestamptz and span_start < ${to}::timestamptz
-       and span_start >= coalesce((select max(span_start) from job_done_spans
+       and span_start >= coalesce((select max(span_start) from ${t.job_done_spans}
                                     where job = ${job} and span_start <= ${from}::timestamptz), '-infinity')
      order by span_start`.execute(db);
   return rows.rows.map((r) => ({ start: r.span_start, end: r.span_end }));
@@ -214,8 +218,9 @@ export function coveredBy(spans: readonly DoneSpan[], job: string, w: { start: D
 
 /** Whether the window starting at `start` lies in a span of the job (done at generation 0). */
 export async function inSpan(db: Db, job: string, start: Date): Promise<boolean> {
+  const t = ledger(db);
   const r = await sql<{ hit: boolean }>`
-    select exists (select 1 from (select span_end from job_done_spans
+    select exists (select 1 from (select span_end from ${t.job_done_spans}
                                    where job = ${job} and span_start <= ${start}::timestamptz
                                    order by span_start desc limit 1) s
                     where s.span_end > ${start}::timestamptz) as hit`.execute(db);

@@ -27,6 +27,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { poolOf } from './database.js';
+import { LedgerSchema, schemaOf } from './ledger-schema.js';
 import type { Database } from './schema.js';
 
 /** A value written into SQL text as a literal (for statements that carry BEGIN or COMMIT). */
@@ -279,7 +280,10 @@ class HeldConnectionDriver extends PostgresDriver {
   }
 }
 
-/** A kysely instance per pooled client, made once: the pool hands the same clients out again. */
+/**
+ * A kysely instance per pooled client, made once: the pool hands the same clients out again (a
+ * pool is one handle's, so the ledger's schema it names stays that handle's).
+ */
 const bound = new WeakMap<pg.PoolClient, Kysely<Database>>();
 const leases = new WeakMap<pg.PoolClient, Lease>();
 
@@ -298,7 +302,7 @@ export async function sealedTransaction<T>(client: pg.PoolClient, fn: () => Prom
   }
 }
 
-function boundTo(client: pg.PoolClient): Kysely<Database> {
+function boundTo(client: pg.PoolClient, schema: string): Kysely<Database> {
   let k = bound.get(client);
   if (!k) {
     const lease = new Lease(client);
@@ -309,7 +313,7 @@ function boundTo(client: pg.PoolClient): Kysely<Database> {
       createIntrospector: (db) => new PostgresIntrospector(db),
       createQueryCompiler: () => new PostgresQueryCompiler(),
     };
-    k = new Kysely<Database>({ dialect });
+    k = new Kysely<Database>({ dialect, plugins: [new LedgerSchema(schema)] });
     bound.set(client, k);
   }
   return k;
@@ -324,10 +328,11 @@ export async function withConnection<T>(
   db: Kysely<Database>,
   fn: (conn: Kysely<Database>, client: pg.PoolClient) => Promise<T>,
 ): Promise<T> {
+  const schema = schemaOf(db);
   const client = await poolOf(db).connect();
   let failed = false;
   try {
-    return await fn(boundTo(client), client);
+    return await fn(boundTo(client, schema), client);
   } catch (err) {
     failed = true;
     throw err;

@@ -1,5 +1,6 @@
 // Effect markers and incidents: repository functions, each taking `db` or a transaction first.
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
+import { ledger } from './ledger-schema.js';
 import type { Database, EffectPolicy, EffectStatus, EffectTable, IncidentTable } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -227,7 +228,7 @@ export async function openIncident(
   i: { job: string; subject: string; kind: string; error: string; details?: unknown },
 ): Promise<{ id: string; opened: boolean }> {
   const row = await sql<{ id: string; opened: boolean }>`
-    insert into incidents (job, subject, kind, last_error, details)
+    insert into ${ledger(db).incidents} (job, subject, kind, last_error, details)
     values (${i.job}, ${i.subject}, ${i.kind}, ${i.error}, ${JSON.stringify(i.details ?? {})}::jsonb)
     on conflict (job, subject) where closed_at is null
     do update set occurrences = incidents.occurrences + 1, last_error = excluded.last_error, details = excluded.details

@@ -3,6 +3,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { coveredBy, inSpan, SPAN_LOCK_CLASS, SPAN_LOCK_HORIZON, spansIn } from './compaction.js';
 import { literal } from './connection.js';
+import { ledger, schemaOf } from './ledger-schema.js';
 import type { Database, RunKind } from './schema.js';
 import { parseWindowKey } from '../contract/window-key.js';
 
@@ -30,7 +31,8 @@ export async function watermarkOf(db: Db, job: string, initial: Date): Promise<D
     .onConflict((oc) => oc.column('job').doNothing())
     .execute();
   // Only forward, over done windows only (done is final): a stale read moves it less, never wrong.
-  await sql`select tidemark_advance_watermark(${job}, (select watermark from job_watermarks where job = ${job}))`.execute(
+  const t = ledger(db);
+  await sql`select ${t.fn('tidemark_advance_watermark')}(${job}, (select watermark from ${t.job_watermarks} where job = ${job}))`.execute(
     db,
   );
   const row = await db
@@ -212,8 +214,9 @@ export async function claimWindow(
   const lock = bound ? literal(Math.ceil(bound.lockTimeoutMs)) : 'null';
   const idle = bound ? literal(Math.ceil(bound.idleTimeoutMs)) : 'null';
   // The server function (migration 20261130T2230) keeps the upsert's plan for the session.
+  const schema = schemaOf(trx);
   const row = await sql<{ attempts: number | null }>`${sql.raw(`begin;
-    select tidemark_claim_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+    select ${schema}.tidemark_claim_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
       ${literal(w.end)}::timestamptz, ${literal(w.key)}, ${literal(a.trigger)}, ${literal(a.workflowId)}::text,
       ${literal(a.at)}::timestamptz, ${lock}::text, ${idle}::text) as attempts`)}`.execute(trx);
   return row.rows[0]?.attempts ?? undefined;
@@ -247,8 +250,9 @@ export async function finishWindow(
 ): Promise<Date | undefined> {
   const { input, applied, quarantined } = f.counts;
   const details = JSON.stringify({ input, applied, quarantined, ...f.counts.details });
+  const schema = schemaOf(trx);
   const result = await sql<{ watermark: Date | null }>`${sql.raw(`
-    select tidemark_finish_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
+    select ${schema}.tidemark_finish_window(${literal(w.job)}, ${literal(w.start)}::timestamptz, ${literal(w.generation)}::integer,
       ${literal(input)}::integer, ${literal(applied)}::integer, ${literal(quarantined)}::integer,
       ${literal(f.startedAt)}::timestamptz, ${literal(f.finishedAt)}::timestamptz, ${literal(f.workflowId)}::text,
       ${literal(f.attempt)}::integer, ${literal(details)}::jsonb) as watermark;

@@ -4,6 +4,7 @@
 
 CREATE FUNCTION public.tidemark_advance_watermark(p_job text, p_from timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     declare
       reached timestamptz := p_from;
@@ -28,6 +29,7 @@ CREATE FUNCTION public.tidemark_advance_watermark(p_job text, p_from timestamp w
 
 CREATE FUNCTION public.tidemark_claim_window(p_job text, p_start timestamp with time zone, p_generation integer, p_end timestamp with time zone, p_key text, p_trigger text, p_workflow_id text, p_at timestamp with time zone, p_lock_timeout_ms text, p_idle_timeout_ms text) RETURNS integer
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     declare
       claimed integer;
@@ -69,6 +71,7 @@ CREATE FUNCTION public.tidemark_claim_window(p_job text, p_start timestamp with 
 
 CREATE FUNCTION public.tidemark_count_effects() RETURNS trigger
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     declare
       delta record;
@@ -107,6 +110,7 @@ CREATE FUNCTION public.tidemark_count_effects() RETURNS trigger
 
 CREATE FUNCTION public.tidemark_count_windows() RETURNS trigger
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     declare
       delta record;
@@ -178,6 +182,7 @@ CREATE FUNCTION public.tidemark_count_windows() RETURNS trigger
 
 CREATE FUNCTION public.tidemark_finish_window(p_job text, p_start timestamp with time zone, p_generation integer, p_input integer, p_applied integer, p_quarantined integer, p_started_at timestamp with time zone, p_finished_at timestamp with time zone, p_workflow_id text, p_attempt integer, p_details jsonb) RETURNS timestamp with time zone
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     declare
       locked timestamptz;
@@ -201,6 +206,7 @@ CREATE FUNCTION public.tidemark_finish_window(p_job text, p_start timestamp with
 
 CREATE FUNCTION public.tidemark_fold_effect_counts() RETURNS void
     LANGUAGE sql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
       with gone as (
         delete from effect_counts where id in (select id from effect_counts for update skip locked)
@@ -211,6 +217,7 @@ CREATE FUNCTION public.tidemark_fold_effect_counts() RETURNS void
 
 CREATE FUNCTION public.tidemark_fold_window_counts(p_job text) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
       with gone as (
         delete from job_window_counts
@@ -222,6 +229,7 @@ CREATE FUNCTION public.tidemark_fold_window_counts(p_job text) RETURNS void
 
 CREATE FUNCTION public.tidemark_span_backlog() RETURNS trigger
     LANGUAGE plpgsql
+    SET search_path TO 'public', 'pg_temp'
     AS $$
     begin
       if current_setting('tidemark.span_fold', true) = 'on' then

@@ -7,6 +7,7 @@ import { defineCatalog } from '../schedules/define.js';
 import { localDestination } from './backup/destination.js';
 import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';
+import { demoTable } from './demo-schema.js';
 import { seedCrm, seedEvents, seedFiles, seedPrices } from './demo.js';
 import { eventRollup } from './event-rollup.js';
 import { withHousekeeping, type HousekeepingSettings } from './housekeeping/index.js';
@@ -27,6 +28,8 @@ export function sibling(url: string, suffix: string): string {
 /** The settings the demo catalog reads; config/env.ts's Config has them (config/catalog-source.ts passes it). */
 export interface DemoSettings extends HousekeepingSettings {
   readonly DATABASE_URL: string;
+  /** The ledger's schema (db/ledger-schema.ts): the backup counts its job_windows. */
+  readonly TIDEMARK_SCHEMA: string;
   readonly TIDEMARK_DEMO_MARKETPLACE_URL: string;
 }
 
@@ -97,7 +100,7 @@ function catalog(config: DemoSettings, stateDir: string): Catalog {
         database: config.DATABASE_URL,
         destination: localDestination(join(stateDir, 'backups')),
         retention: { daily: 7, weekly: 4, monthly: 6 },
-        tables: ['orders', 'daily_sales', 'job_windows'],
+        tables: [demoTable('orders'), demoTable('daily_sales'), `${config.TIDEMARK_SCHEMA}.job_windows`],
         // Encrypted at rest when TIDEMARK_DEMO_BACKUP_KEYS holds keys ("k1:<base64 of 32 bytes>").
         ...(process.env.TIDEMARK_DEMO_BACKUP_KEYS
           ? { encryption: { env: 'TIDEMARK_DEMO_BACKUP_KEYS' } }

@@ -5,17 +5,19 @@ import { sql } from 'kysely';
 import { ensureDatabase } from '../db/database.js';
 import { pgClient } from '../db/pg-connection.js';
 import type { JobSeeder } from '../schedules/job.js';
+import { demo, DEMO_SCHEMA } from './demo-schema.js';
 
 /** Two days of raw events for the nightly rollup. */
 export const seedEvents: JobSeeder = async (db, { now }) => {
   const from = new Date(Math.floor(now.getTime() / 86_400_000) * 86_400_000 - 2 * 86_400_000);
   const existing = await db
+    .withSchema(DEMO_SCHEMA)
     .selectFrom('raw_events')
     .select((eb) => eb.fn.countAll<number>().as('n'))
     .where('occurred_at', '>=', from)
     .executeTakeFirstOrThrow();
   if (Number(existing.n) > 0) return;
-  await sql`insert into raw_events (occurred_at, kind, value)
+  await sql`insert into ${demo.raw_events} (occurred_at, kind, value)
     select ${from}::timestamptz + n * interval '8.64 seconds', (array['view', 'click', 'buy'])[1 + n % 3], (n % 97) / 4.0
       from generate_series(0, 19999) n`.execute(db);
 };
@@ -39,10 +41,11 @@ export function seedCrm(sourceUrl: string): JobSeeder {
     const src = pgClient(sourceUrl);
     await src.connect();
     try {
-      await src.query(`create table if not exists customers (id text primary key, name text not null, email text,
+      // Named with its schema, as the sync names it (public.customers): not the role's search_path.
+      await src.query(`create table if not exists public.customers (id text primary key, name text not null, email text,
         updated_at timestamptz not null default now(), deleted_at timestamptz)`);
       await src.query(
-        `insert into customers (id, name, email, updated_at)
+        `insert into public.customers (id, name, email, updated_at)
         select 'cust-' || n, 'Customer ' || n, 'c' || n || '@example.test', $1::timestamptz - n * interval '7 minutes'
           from generate_series(1, 200) n on conflict (id) do nothing`,
         [now],
@@ -59,7 +62,7 @@ export function seedCrm(sourceUrl: string): JobSeeder {
 
 /** Price and stock changes of 30 products over the past hours, for the marketplace push. */
 export const seedPrices: JobSeeder = async (db, { now }) => {
-  await sql`insert into price_updates (sku, price, stock, effective_at)
+  await sql`insert into ${demo.price_updates} (sku, price, stock, effective_at)
     select 'sku-' || lpad((n % 30)::text, 3, '0'), round((5 + (n * 37 % 500) / 10.0)::numeric, 2), n * 7 % 120,
            ${now}::timestamptz - (n * interval '4 minutes')
       from generate_series(1, 120) n`.execute(db);

@@ -4,6 +4,7 @@
 // backfill) never overwrites a newer price. Items a marketplace rejects are set aside with
 // their reason; the rest go through.
 import { sql } from 'kysely';
+import { demo, DEMO_SCHEMA, demoTable } from './demo-schema.js';
 import type { JobSpec, WindowEffect, WindowHandler, WindowSettler } from '../schedules/job.js';
 
 export interface Marketplace {
@@ -37,7 +38,7 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   const handler: WindowHandler = async ({ trx, window, key }) => {
     const effects: WindowEffect[] = [];
     const counted = await sql<{ n: number }>`
-      select count(distinct sku)::int as n from price_updates where effective_at >= ${window.start} and effective_at < ${window.end}`.execute(
+      select count(distinct sku)::int as n from ${demo.price_updates} where effective_at >= ${window.start} and effective_at < ${window.end}`.execute(
       trx,
     );
     const input = counted.rows[0]!.n;
@@ -47,11 +48,11 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
       // newer version was recorded already (the guard against older windows).
       const r = await sql<{ sku: string; price: string; stock: number; version: Date }>`
         with latest as (
-          select distinct on (sku) sku, price, stock, effective_at from price_updates
+          select distinct on (sku) sku, price, stock, effective_at from ${demo.price_updates}
            where effective_at >= ${window.start} and effective_at < ${window.end}
            order by sku, effective_at desc
         ), recorded as (
-          insert into marketplace_items (marketplace, sku, version, price, stock, window_key, status)
+          insert into ${demo.marketplace_items} (marketplace, sku, version, price, stock, window_key, status)
           select ${m.name}, sku, effective_at, price, stock, ${key}, 'pending' from latest
           on conflict (marketplace, sku) do update
             set version = excluded.version, price = excluded.price, stock = excluded.stock,
@@ -95,6 +96,7 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
         for (const item of results) {
           const rejected = item.status === 'rejected';
           await trx
+            .withSchema(DEMO_SCHEMA)
             .updateTable('marketplace_items')
             .set({
               status: rejected ? 'rejected' : 'applied',
@@ -107,6 +109,7 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
             .where('window_key', '=', key)
             .execute();
           if (rejected) {
+            // The ledger's (the handle's plugin names its schema).
             await trx
               .insertInto('quarantine')
               .values({
@@ -128,7 +131,7 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   return {
     description: `Prices and stock to ${marketplaces.map((m) => m.name).join(', ')}`,
     ...spec,
-    writes: [{ table: 'marketplace_items', key: ['marketplace', 'sku'] }],
+    writes: [{ table: demoTable('marketplace_items'), key: ['marketplace', 'sku'] }],
     handler,
     settle,
   };

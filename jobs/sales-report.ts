@@ -2,6 +2,7 @@
 // negative amount) are left out, as in the sales summary.
 import { sql } from 'kysely';
 import { DateTime } from 'luxon';
+import { demo } from './demo-schema.js';
 import type { ReportOptions } from './report/index.js';
 
 export const salesReportColumns: ReportOptions['columns'] = [
@@ -21,7 +22,7 @@ export const salesReportChart: NonNullable<ReportOptions['chart']> = {
 export const salesReportQuery: ReportOptions['query'] = async (trx, window, job) => {
   const result = await sql<{ hour: Date; orders: number; revenue: string }>`
     select date_trunc('hour', placed_at) as hour, count(*)::int as orders, sum(amount)::numeric(16, 2)::text as revenue
-      from orders
+      from ${demo.orders}
      where placed_at >= ${window.start} and placed_at < ${window.end} and amount >= 0
      group by 1 order by 1`.execute(trx);
   return result.rows.map((r) => ({

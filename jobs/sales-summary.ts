@@ -1,6 +1,8 @@
 // Job kind "sales summary": sums each closed window's orders into a per-day summary table,
 // in one set-based statement per window, with bad orders set aside in quarantine.
 import { sql } from 'kysely';
+import { ledger } from '../db/ledger-schema.js';
+import { demo, demoTable } from './demo-schema.js';
 import type { JobSeeder, JobSpec, WindowContext, WindowCounts } from '../schedules/job.js';
 
 export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 'grid'> {
@@ -16,6 +18,7 @@ export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 
  */
 export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts> {
   const { trx, window, job, generation } = ctx;
+  const t = ledger(trx);
   if (generation > 0) {
     // An approved rerun replaces the previous generation's contribution instead of adding twice.
     // The previous generation is the newest one the ledger marks done, not the newest with rows:
@@ -24,39 +27,39 @@ export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts>
     // span (a rerun's preview does not put it back), since only a done window is rerun.
     await sql`
       with prev as (
-        select day, order_count, total from sales_window_totals
+        select day, order_count, total from ${demo.sales_window_totals}
          where job = ${job.name} and window_start = ${window.start}
-           and generation = coalesce((select max(generation) from job_windows
+           and generation = coalesce((select max(generation) from ${t.job_windows}
                                        where job = ${job.name} and window_start = ${window.start}
                                          and generation < ${generation} and status = 'done'), 0)
       )
-      update daily_sales d set order_count = d.order_count - prev.order_count, total = d.total - prev.total
+      update ${demo.daily_sales} d set order_count = d.order_count - prev.order_count, total = d.total - prev.total
         from prev where d.job = ${job.name} and d.day = prev.day`.execute(trx);
   }
   const result = await sql<{ input: number; applied: number; quarantined: number }>`
     with agg as (
       select (placed_at at time zone ${job.timezone})::date as day, count(*)::int as n,
              count(*) filter (where amount >= 0)::int as good, coalesce(sum(amount) filter (where amount >= 0), 0) as total
-        from orders where placed_at >= ${window.start} and placed_at < ${window.end}
+        from ${demo.orders} where placed_at >= ${window.start} and placed_at < ${window.end}
        group by 1
     ), applied as (
-      insert into daily_sales (job, day, order_count, total)
+      insert into ${demo.daily_sales} (job, day, order_count, total)
       select ${job.name}, day, good, total from agg where good > 0
       on conflict (job, day) do update
         set order_count = daily_sales.order_count + excluded.order_count,
             total = daily_sales.total + excluded.total
       returning 1
     ), contribution as (
-      insert into sales_window_totals (job, window_start, generation, day, order_count, total)
+      insert into ${demo.sales_window_totals} (job, window_start, generation, day, order_count, total)
       select ${job.name}, ${window.start}, ${generation}, day, good, total from agg where good > 0
       returning 1
     ), bad as (
       -- Read the window again only when the aggregate saw bad orders.
-      insert into quarantine (job, window_start, generation, record_key, reason, payload)
+      insert into ${t.quarantine} (job, window_start, generation, record_key, reason, payload)
       select ${job.name}, ${window.start}, ${generation}, order_key,
              case when amount is null then 'amount is missing' else 'amount is negative' end,
              jsonb_build_object('order_key', order_key, 'placed_at', placed_at, 'amount', amount)
-        from orders
+        from ${demo.orders}
        where placed_at >= ${window.start} and placed_at < ${window.end} and (amount is null or amount < 0)
          and (select sum(n - good) from agg) > 0
       returning 1
@@ -76,7 +79,7 @@ export function seedOrders(perHour: number): JobSeeder {
     const from = Math.floor(now.getTime() / hourMs) * hourMs - 24 * hourMs;
     const count = 24 * perHour;
     await sql`
-      insert into orders (order_key, placed_at, amount)
+      insert into ${demo.orders} (order_key, placed_at, amount)
       select 'demo-' || to_char(ts, 'YYYYMMDD"T"HH24MISS') || '-' || n,
              ts,
              case when n % 50 = 0 then null else round((10 + (n * 7919 % 9000) / 100.0)::numeric, 2) end
@@ -95,7 +98,7 @@ export function salesSummary(opts: SalesSummaryOptions): JobSpec {
     handler: summariseWindow,
     // What a person reads; sales_window_totals and quarantine are per-generation bookkeeping (a
     // rerun always adds its generation's rows there).
-    writes: [{ table: 'daily_sales', key: ['job', 'day'] }],
+    writes: [{ table: demoTable('daily_sales'), key: ['job', 'day'] }],
     seed: seedOrders(seedOrdersPerHour),
   };
 }

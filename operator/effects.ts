@@ -9,6 +9,7 @@ import type { EffectResult } from '../activities/effects.js';
 import type { Directory } from '../config/people.js';
 import { requesterProblem } from '../config/people.js';
 import { getEffect } from '../db/effects.js';
+import { ledger } from '../db/ledger-schema.js';
 import type { Database, EffectPolicy, EffectStatus } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';
 import { windowAt } from '../schedules/windows.js';
@@ -62,6 +63,7 @@ export async function effectsInDoubt(
   filter: { job?: string } = {},
   catalog?: Catalog,
 ): Promise<EffectInDoubt[]> {
+  const t = ledger(db);
   const rows = await sql<{
     effect_key: string;
     job: string;
@@ -91,15 +93,15 @@ export async function effectsInDoubt(
            e.status, (e.status = 'begun' and e.lease_until <= now()) as lease_passed, e.policy, e.attempts,
            e.last_error, e.provider_id, e.result, a.outcome as attempt_outcome, a.error as attempt_error,
            a.finished_at as attempt_at, e.decided_by, e.updated_at
-      from effects e
-      left join lateral (select window_start, window_end, generation from job_windows
+      from ${t.effects} e
+      left join lateral (select window_start, window_end, generation from ${t.job_windows}
                           where job = e.job and window_start = ${KEY_START} and window_key = e.window_key
                           order by generation desc limit 1) w on true
-      left join lateral (select s.span_end from job_done_spans s
+      left join lateral (select s.span_end from ${t.job_done_spans} s
                           where w.window_start is null and strpos(e.window_key, '#') = 0
                             and s.job = e.job and s.span_start <= ${KEY_START}
                           order by s.span_start desc limit 1) sp on ${KEY_START} < sp.span_end
-      left join lateral (select outcome, error, finished_at from effect_attempts
+      left join lateral (select outcome, error, finished_at from ${t.effect_attempts}
                           where effect_key = e.effect_key order by id desc limit 1) a on true
      where (e.status in ('unknown', 'failed') or (e.status = 'begun' and e.lease_until <= now()))
        and (${filter.job ?? null}::text is null or e.job = ${filter.job ?? null})

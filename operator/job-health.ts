@@ -4,6 +4,7 @@
 import type { Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import { readWatermark } from '../db/ledger.js';
+import { ledger } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 import { formatDuration } from '../schedules/duration.js';
 import type { Catalog, Job, Tick } from '../schedules/job.js';
@@ -128,9 +129,12 @@ export async function jobHealth(
   const by = (s: string) => Number(counts.find((r) => r.status === s)?.n ?? 0);
   // Windows recorded: rows of any generation or a span's, one each.
   const recorded = counts.reduce((n, r) => n + Number(r.n), 0);
+  const t = ledger(db);
   const firsts = await sql<{ first: Date | null }>`
-    select least((select min(window_start) from job_windows where job = ${job.name}),
-                 (select min(span_start) from job_done_spans where job = ${job.name})) as first`.execute(db);
+    select least((select min(window_start) from ${t.job_windows} where job = ${job.name}),
+                 (select min(span_start) from ${t.job_done_spans} where job = ${job.name})) as first`.execute(
+    db,
+  );
   const watermark = await readWatermark(db, job.name);
   // From the job's declared start, else the oldest window anything recorded, else its watermark.
   const candidates = [job.start, firsts.rows[0]?.first ?? undefined, watermark ?? undefined].filter(

@@ -4,6 +4,7 @@ import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import { windowsBehind } from '../activities/watch.js';
 import { readWatermark } from '../db/ledger.js';
+import { ledger } from '../db/ledger-schema.js';
 import { lastDrill } from '../jobs/backup/drill.js';
 import { backupJobOf } from '../jobs/backup/registry.js';
 import { RUN_KIND, type Database, type RunKind } from '../db/schema.js';
@@ -68,6 +69,7 @@ export async function jobsOverview(db: Kysely<Database>, client: Client, catalog
  * (all older than the markers' retention) are not among them: compactedSpans says which.
  */
 export async function recentWindows(db: Kysely<Database>, job: string, limit: number) {
+  const t = ledger(db);
   const rows = await sql<
     Omit<LedgerRow, 'status'> & {
       window_key: string;
@@ -77,8 +79,8 @@ export async function recentWindows(db: Kysely<Database>, job: string, limit: nu
     }
   >`
     select w.window_key, w.window_start, w.window_end, w.generation, w.status, w.attempts, w.duration_ms, w.records_in, w.records_applied, w.records_quarantined, w.reason, w.workflow_id,
-           (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from effects e where e.window_key = w.window_key group by status) s) as effects
-      from job_windows w where w.job = ${job} order by w.window_start desc, w.generation desc limit ${limit}`.execute(
+           (select jsonb_object_agg(status, n) from (select status, count(*)::int as n from ${t.effects} e where e.window_key = w.window_key group by status) s) as effects
+      from ${t.job_windows} w where w.job = ${job} order by w.window_start desc, w.generation desc limit ${limit}`.execute(
     db,
   );
   return rows.rows.map((r) => ({

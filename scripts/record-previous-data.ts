@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { migrations } from '../db/migrations/index.js';
 import { previousRelease } from '../db/migrations/releases.js';
 import { readWatermark } from '../db/ledger.js';
+import { schemaOf } from '../db/ledger-schema.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { depsWithChannels } from '../test/helpers/effects.js';
 import { insertOrders, ordersBetween } from '../test/helpers/jobs.js';
@@ -105,8 +106,8 @@ async function main(): Promise<void> {
         '--data-only',
         '--column-inserts',
         '--no-owner',
-        '--exclude-table=kysely_migration',
-        '--exclude-table=kysely_migration_lock',
+        `--exclude-table=${schemaOf(t.db)}.kysely_migration`,
+        `--exclude-table=${schemaOf(t.db)}.kysely_migration_lock`,
         t.url,
       ],
       { encoding: 'utf8', maxBuffer: 64 << 20 },

@@ -3,6 +3,7 @@
 // times each window was applied (kill test).
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
+import { demo } from '../../jobs/demo-schema.js';
 
 const HOUR = 3_600_000;
 
@@ -31,12 +32,12 @@ export async function loadPeerOrders(db: Kysely<Database>, layout: OrderLayout):
   const { first, windows, perWindow, strideHours } = layout;
   // With no orders every check would pass vacuously.
   if (windows < 1 || perWindow < 1) throw new Error('a run needs at least one window with one order');
-  await sql`insert into orders (order_key, placed_at, amount)
+  await sql`insert into ${demo.orders} (order_key, placed_at, amount)
     select 'p' || w || '-' || k,
            to_timestamp(${first.getTime() / 1000} + w * ${strideHours * 3600} + k * (3600.0 / ${perWindow})),
            ((w * 7 + k * 13) % 997) / 10.0 + 1
       from generate_series(0, ${windows - 1}) w, generate_series(0, ${perWindow - 1}) k`.execute(db);
-  await sql`analyze orders`.execute(db);
+  await sql`analyze ${demo.orders}`.execute(db);
 }
 
 /** The layout's range as one interval (orders outside it are not the run's). */
@@ -51,8 +52,8 @@ export async function checkTotals(db: Kysely<Database>, job: string, layout: Ord
   const diff = await sql<{ day: string; want: string | null; got: string | null }>`
     with reference as (
       select (placed_at at time zone 'UTC')::date as day, count(*)::int as n, sum(amount) as total
-        from orders where placed_at >= ${from} and placed_at < ${to} group by 1
-    ), actual as (select day, order_count as n, total from daily_sales where job = ${job})
+        from ${demo.orders} where placed_at >= ${from} and placed_at < ${to} group by 1
+    ), actual as (select day, order_count as n, total from ${demo.daily_sales} where job = ${job})
     select coalesce(r.day, a.day)::text as day, r.n || '/' || r.total as want, a.n || '/' || a.total as got
       from reference r full join actual a on a.day = r.day
      where r.n is distinct from a.n or r.total is distinct from a.total
@@ -76,13 +77,13 @@ export async function applicationsPerWindow(
                  from generate_series(0, ${layout.windows - 1}) i),
     reference as (
       select w.start, count(*)::int as n, sum(o.amount) as total
-        from w join orders o on o.placed_at >= w.start and o.placed_at < w.start + interval '1 hour'
+        from w join ${demo.orders} o on o.placed_at >= w.start and o.placed_at < w.start + interval '1 hour'
        group by w.start
     )
     select r.start, coalesce(d.order_count, 0) / r.n as times,
            coalesce(d.order_count, 0) % r.n = 0 and coalesce(d.total, 0) = r.total * (coalesce(d.order_count, 0) / r.n) as consistent
       from reference r
-      left join daily_sales d on d.job = ${job} and d.day = (r.start at time zone 'UTC')::date
+      left join ${demo.daily_sales} d on d.job = ${job} and d.day = (r.start at time zone 'UTC')::date
      order by r.start`.execute(db);
   const odd = rows.rows.filter((r) => !r.consistent);
   if (odd.length > 0)
@@ -96,8 +97,8 @@ export async function applicationsPerWindow(
  * timing the kills: a redo of windows already applied (a retried batch) is no progress.
  */
 export async function windowsSoFar(db: Kysely<Database>, job: string): Promise<number> {
-  const r = await sql<{ n: number }>`select count(*)::int as n from daily_sales where job = ${job}`.execute(
-    db,
-  );
+  const r = await sql<{
+    n: number;
+  }>`select count(*)::int as n from ${demo.daily_sales} where job = ${job}`.execute(db);
   return r.rows[0]!.n;
 }

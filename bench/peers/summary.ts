@@ -4,27 +4,31 @@
 // bookkeeping (sales_window_totals), whose primary key would itself stop a second application.
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
+import { DEFAULT_SCHEMA } from '../../db/ledger-schema.js';
+import { DEMO_SCHEMA } from '../../jobs/demo-schema.js';
 
+// Named with their schemas, as a job's statement must: the demo's tables, and tidemark's quarantine
+// where the bench's test databases keep the ledger (createTestDb: the default schema).
 const STATEMENT = `
   with agg as (
     select (placed_at at time zone 'UTC')::date as day, count(*)::int as n,
            count(*) filter (where amount >= 0)::int as good,
            coalesce(sum(amount) filter (where amount >= 0), 0) as total
-      from orders where placed_at >= $2::timestamptz and placed_at < $3::timestamptz
+      from ${DEMO_SCHEMA}.orders where placed_at >= $2::timestamptz and placed_at < $3::timestamptz
      group by 1
   ), applied as (
-    insert into daily_sales (job, day, order_count, total)
+    insert into ${DEMO_SCHEMA}.daily_sales (job, day, order_count, total)
     select $1::text, day, good, total from agg where good > 0
     on conflict (job, day) do update
       set order_count = daily_sales.order_count + excluded.order_count,
           total = daily_sales.total + excluded.total
     returning 1
   ), bad as (
-    insert into quarantine (job, window_start, generation, record_key, reason, payload)
+    insert into ${DEFAULT_SCHEMA}.quarantine (job, window_start, generation, record_key, reason, payload)
     select $1::text, $2::timestamptz, 0, order_key,
            case when amount is null then 'amount is missing' else 'amount is negative' end,
            jsonb_build_object('order_key', order_key, 'placed_at', placed_at, 'amount', amount)
-      from orders
+      from ${DEMO_SCHEMA}.orders
      where placed_at >= $2::timestamptz and placed_at < $3::timestamptz and (amount is null or amount < 0)
        and (select sum(n - good) from agg) > 0
     returning 1

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { sql, type Kysely } from 'kysely';
+import { ledger } from '../../db/ledger-schema.js';
 import type { Database } from '../../db/schema.js';
 
 export interface QuarantineRow {
@@ -193,7 +194,7 @@ export async function* quarantinePages(
     .execute();
   try {
     for (let after = '0'; ;) {
-      const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from quarantine
+      const { rows } = await sql<QuarantineRow>`select ${QUARANTINE_COLUMNS} from ${ledger(db).quarantine}
         where job = ${job} and created_at < ${before} and quarantine.id > ${after}::bigint
         order by quarantine.id limit ${pageSize}`.execute(trx);
       if (rows.length === 0) return;

@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { z } from 'zod';
 import { compactDoneMarkers } from '../../db/compaction.js';
 import { foldCounts } from '../../db/counts.js';
+import { ledger } from '../../db/ledger-schema.js';
 import { parseDuration } from '../../schedules/duration.js';
 import { type Catalog, type JobSpec, type WindowPreparer } from '../../schedules/job.js';
 import { defineCatalog, JobDefinitionError } from '../../schedules/define.js';
@@ -127,7 +128,7 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
     try {
       const folded = await compactDoneMarkers(db, { cutoff, batch: Math.max(batchSize, 1_000) });
       await db.transaction().execute(async (trx) => {
-        await sql`insert into housekeeping_progress (window_key, tbl, batches, rows)
+        await sql`insert into ${ledger(trx).housekeeping_progress} (window_key, tbl, batches, rows)
           values (${key}, ${MARKERS}, ${folded.batches}, ${folded.windows})
           on conflict (window_key, tbl) do update set batches = housekeeping_progress.batches + excluded.batches,
             rows = housekeeping_progress.rows + excluded.rows, updated_at = now()`.execute(trx);
