@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { summariseWindow } from '../../jobs/sales-summary.js';
 import type { JobSpec, WindowHandler } from '../../schedules/job.js';
-import { DEMO_SCHEMA } from '../../jobs/demo-schema.js';
+import { DEMO_SCHEMA, demoTable } from '../../jobs/demo-schema.js';
 
 /** A gate: `hold(key)` makes that window's handler wait until `release(key)`. */
 export function gatedHandler(inner: WindowHandler = summariseWindow) {
@@ -39,7 +39,7 @@ export function salesJob(name: string, extra: Partial<JobSpec> = {}): JobSpec {
     lateness: '5m',
     handler: summariseWindow,
     // As the sales-summary kind declares it (the rerun preview compares it).
-    writes: [{ table: 'daily_sales', key: ['job', 'day'] }],
+    writes: [{ table: demoTable('daily_sales'), key: ['job', 'day'] }],
     ...extra,
   };
 }

@@ -6,17 +6,17 @@
 // or carry out of it in the preview's rows (a secret, huge values, a wide table).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import pg from 'pg';
 import { summariseWindow } from '../../../jobs/sales-summary.js';
 import type { JobSpec } from '../../../schedules/job.js';
 import { previewLines, slackPreview } from '../../../contract/preview-text.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { directActivities } from '../../helpers/windows.js';
 import { holding, policy } from '../../helpers/reruns.js';
 import { eventually } from '../../helpers/temporal.js';
-import { demo, DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
+import { demo, DEMO_SCHEMA, demoTable } from '../../../jobs/demo-schema.js';
 
 let t: TestDb;
 before(async () => {
@@ -26,28 +26,28 @@ after(async () => {
   await t?.drop();
 });
 
-const writes = [{ table: 'daily_sales', key: ['job', 'day'] }];
+const writes = [{ table: demoTable('daily_sales'), key: ['job', 'day'] }];
 
 const activitiesFor = (jobs: JobSpec[]) => directActivities(t.db, jobs);
 
 /** Everything a run would leave behind for `job`: markers, runs, effects, watermark, summary. */
 async function ledgerOf(job: string) {
-  const rows = async (table: string, where = sql`job = ${job}`) =>
+  const rows = async (table: RawBuilder<unknown>, where = sql`job = ${job}`) =>
     (
       await sql<{
         r: unknown;
-      }>`select to_jsonb(x) as r from ${sql.table(table)} x where ${where} order by 1::text`.execute(t.db)
+      }>`select to_jsonb(x) as r from ${table} x where ${where} order by 1::text`.execute(t.db)
     ).rows
       .map((r) => JSON.stringify(r.r))
       .sort();
   return {
-    windows: await rows('job_windows'),
-    runs: await rows('job_runs'),
-    effects: await rows('effects'),
-    watermark: await rows('job_watermarks'),
-    sales: await rows('daily_sales'),
-    totals: await rows('sales_window_totals'),
-    quarantine: await rows('quarantine'),
+    windows: await rows(tm.job_windows),
+    runs: await rows(tm.job_runs),
+    effects: await rows(tm.effects),
+    watermark: await rows(tm.job_watermarks),
+    sales: await rows(demo.daily_sales),
+    totals: await rows(demo.sales_window_totals),
+    quarantine: await rows(tm.quarantine),
   };
 }
 
@@ -87,7 +87,7 @@ test('the preview runs the handler in a transaction that rolls back: the late or
   assert.deepEqual([p.generation, p.previous], [1, 0]);
   assert.deepEqual(
     p.tables!.map((x) => [x.table, x.added, x.removed, x.changed]),
-    [['daily_sales', 0, 0, 1]],
+    [[demoTable('daily_sales'), 0, 0, 1]],
   );
   const row = p.tables![0]!.rows[0]!;
   assert.deepEqual(row.key, { job, day: '2026-05-01' });
@@ -563,7 +563,7 @@ describe('what a handler can make outlast the preview, and what its rows carry o
         lateness: '0m',
         writes: [
           { table: 'public.hp_wide', key: ['job', 'n'] },
-          { table: 'daily_sales', key: ['job', 'day'] },
+          { table: demoTable('daily_sales'), key: ['job', 'day'] },
         ],
         handler: async (ctx) => {
           const counts = await summariseWindow(ctx);

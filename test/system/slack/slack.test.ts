@@ -22,8 +22,8 @@ import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { freePort } from '../../helpers/net.js';
 import { startSmtp } from '../../helpers/smtp.js';
 import { eventually, realStack, uniqueQueue, windowPolicy, withWorker } from '../../helpers/temporal.js';
-import { tm } from '../../helpers/db.js';
-import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
+import { SCHEMA, tm } from '../../helpers/db.js';
+import { DEMO_SCHEMA, demoTable } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 let chat: TestChat;
@@ -530,8 +530,8 @@ test('a rerun request in Slack carries the preview (bounded, escaped); approving
       start: W.start,
       lateness: '0m',
       writes: [
-        { table: 'daily_sales', key: ['job', 'day'] },
-        { table: 'quarantine', key: ['job', 'window_start', 'generation', 'record_key'] },
+        { table: demoTable('daily_sales'), key: ['job', 'day'] },
+        { table: `${SCHEMA}.quarantine`, key: ['job', 'window_start', 'generation', 'record_key'] },
       ],
     }),
   ]);

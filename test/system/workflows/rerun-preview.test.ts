@@ -23,7 +23,7 @@ import { rerunTools } from '../../helpers/reruns.js';
 import { historyFromFile } from '../../helpers/history.js';
 import { realStack, sharedBundle, uniqueQueue, windowPolicy, withWorker } from '../../helpers/temporal.js';
 import { depsWithChannels, loopbackChannels } from '../../helpers/effects.js';
-import { demo } from '../../../jobs/demo-schema.js';
+import { demo, DEMO_SCHEMA, demoTable } from '../../../jobs/demo-schema.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, startRerun, auditOf, waitForRequest: previewed } = rerunTools(stack);
@@ -39,7 +39,7 @@ async function summary(job: string): Promise<Map<string, Record<string, string>>
 
 /** `before` with the preview's rows applied: what the table must hold after the approved run. */
 function applied(before: Map<string, Record<string, string>>, p: RerunPreview) {
-  const t = p.tables!.find((x) => x.table === 'daily_sales')!;
+  const t = p.tables!.find((x) => x.table === demoTable('daily_sales'))!;
   assert.equal(t.rows.length, t.added + t.removed + t.changed, 'every change is listed');
   const want = new Map(before);
   for (const r of t.rows) {
@@ -185,7 +185,9 @@ test('tidemark rerun --preview prints the change without requesting it; the requ
     const asked = await cli('rerun', job, '--window', W.start, '--reason', 'late order', '--by', 'alice');
     assert.match(
       asked,
-      /rerun requested: .*\n.*\npreview of generation 1 .*\ndaily_sales: 1 changed\n  ~ .*order_count 4 -> 5/,
+      new RegExp(
+        `rerun requested: .*\\n.*\\npreview of generation 1 .*\\n${DEMO_SCHEMA}\\.daily_sales: 1 changed\\n  ~ .*order_count 4 -> 5`,
+      ),
     );
   });
 });

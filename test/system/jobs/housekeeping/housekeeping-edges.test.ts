@@ -21,7 +21,7 @@ import {
 } from '../../../../jobs/housekeeping/tables.js';
 import { defineCatalog } from '../../../../schedules/define.js';
 import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../../../helpers/temporal.js';
-import { tm } from '../../../helpers/db.js';
+import { SCHEMA, tm } from '../../../helpers/db.js';
 
 const stack = realStack();
 const OLD = '2026-01-01T00:00:00Z';
@@ -220,7 +220,7 @@ test('finding old rows of each table is an index range scan, not a scan of the t
   await sql`insert into ${tm.quarantine} (job, window_start, generation, record_key, reason, created_at)
     select 'plan', ${recent}, 0, 'plan-' || i, 'bad', ${recent}::timestamptz + i * interval '1 second'
     from generate_series(1, ${n}) i`.execute(db);
-  for (const kind of KINDS) await sql`analyze ${sql.table(TABLE_OF[kind])}`.execute(db);
+  for (const kind of KINDS) await sql`analyze ${sql.id(SCHEMA, TABLE_OF[kind])}`.execute(db);
 
   // The daily scan: the cutoff is before every row (90 days before today's window).
   const cutoff = new Date('2026-09-01T00:00:00Z');
