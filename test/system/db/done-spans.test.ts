@@ -116,7 +116,7 @@ test('a backfill over compacted windows runs none of them; a rerun of one gets g
 });
 
 // Readers that must still show compacted windows done, and a failed attempt recorded for a window
-// whose marker was folded into a span. On a Temporal dev server and database of their own.
+// whose marker was folded into a span. On a Temporal namespace and database of their own.
 describe('readers of compacted windows, and a failed attempt or a claim meeting compaction', () => {
   const stack = realStack();
   const HOUR = 3_600_000;

@@ -310,7 +310,7 @@ test('the migration counts the windows, spans and effects already there', async 
 });
 
 // The counts against the history (the overview's old full query) where they came apart, with the span
-// lock horizon (20261201T2100). On a Temporal dev server and database of their own.
+// lock horizon (20261201T2100). On a Temporal namespace and database of their own.
 describe('the counts against the history: a job folded whole, a span removed by hand, a recount racing a fold', () => {
   const stack = realStack();
   const HOUR = 3_600_000;

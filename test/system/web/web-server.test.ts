@@ -385,7 +385,7 @@ test('guessing the token is throttled: past 20 logins a minute from one address,
 });
 
 // A body over the limit, and the update stream of a session that expires or logs out. On a Temporal
-// dev server and database of their own.
+// namespace and database of their own.
 describe('a body over the limit, and the update stream of a session that ends', () => {
   const stack = realStack();
   const TOKEN = 'review-operator-token-1';

@@ -289,7 +289,7 @@ test('npm run worker that cannot start: why, as a JSON error line on stdout, exi
 // A window whose handler fails with the password of a source database's URL in its error. The logs
 // redact it (any URL's password is a secret there); the activity's span, which the tracing
 // interceptor fills from the thrown error, must not carry it either, nor the window's history. And
-// `npm run worker` with a bad variable. On a Temporal dev server, database and in-memory tracer
+// `npm run worker` with a bad variable. On a Temporal namespace, database and in-memory tracer
 // provider of their own.
 describe("a failing window's secret in the log line, the span and the history; a worker that cannot start", () => {
   const exporter = new InMemorySpanExporter();

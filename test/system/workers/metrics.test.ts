@@ -276,7 +276,7 @@ test('pollers per task queue: a queue that no worker polls (the lag watch with e
 });
 
 // A backfill whose progress query gets no answer (no worker polls its queue): Temporal still answers,
-// and the other gauges stay. On a Temporal dev server and database of its own.
+// and the other gauges stay. On a Temporal namespace and database of its own.
 describe('a backfill whose progress query gets no answer', () => {
   const stack = realStack();
 

@@ -316,7 +316,7 @@ function pick(attributes: Span['attributes']): Span['attributes'] {
 }
 
 // A command run with tracing on while the collector is down: its spans are lost, the command is not.
-// On a Temporal dev server and database of its own.
+// On a Temporal namespace and database of its own.
 describe('tracing on with the collector down', () => {
   const stack = realStack();
 

@@ -449,7 +449,7 @@ test('batched backfill of a job that settles its windows: each window runs as it
 });
 
 // What a SIGKILLed worker does to a batch's `processed` count, and to the batch's window that killed
-// it. On a Temporal dev server and database of their own.
+// it. On a Temporal namespace and database of their own.
 describe("a batch's worker SIGKILLed: the processed count, and the window that killed it", () => {
   const stack = realStack();
   const HOUR = 3_600_000;

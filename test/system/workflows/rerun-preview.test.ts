@@ -203,7 +203,7 @@ test("reruns recorded before the preview, and with a preview and a refused appro
 });
 
 // What an approval applies when the data moves after the approval's check, and what the preview lets
-// out of its rolled-back transaction. On a Temporal dev server and database of their own.
+// out of its rolled-back transaction. On a Temporal namespace and database of their own.
 describe('an approval against data that moves after its check, and a preview that sends nothing', () => {
   const stack = realStack();
   const channels = loopbackChannels();

@@ -448,7 +448,7 @@ test('a pending request whose workflow was terminated does not hold the window',
 
 // Reruns and approvals at their edges, on the real server over real HTTP: a rerun the page asks for
 // but the workers refuse, requests whose workflow ended, decisions before a request is recorded or
-// after it closed, a history recorded before audit-first decisions. On a Temporal dev server and
+// after it closed, a history recorded before audit-first decisions. On a Temporal namespace and
 // database of their own.
 describe("reruns at their edges: refused from the page, workflows that ended, decisions out of a request's life", () => {
   const stack = realStack();

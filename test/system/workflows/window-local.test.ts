@@ -264,7 +264,7 @@ test('windows run on 0dd8bbd (done or still running), 4020cb1 and 8a01876 replay
 });
 
 // A window that allows one attempt, run locally, whose worker is SIGKILLed mid-attempt. On a Temporal
-// dev server and database of its own.
+// namespace and database of its own.
 describe('a local attempt allowing one attempt, lost with its worker', () => {
   const stack = realStack();
 
