@@ -31,6 +31,24 @@ test('a bad variable is named with the fix', () => {
   );
 });
 
+test("the ledger's schema: a plain name, none of PostgreSQL's own", () => {
+  assert.equal(loadConfig({ TIDEMARK_SCHEMA: 'jobs_ledger' }).TIDEMARK_SCHEMA, 'jobs_ledger');
+  for (const [value, message] of [
+    ['Tidemark', /plain schema name/],
+    ['tide-mark', /plain schema name/],
+    ['1st', /plain schema name/],
+    ['x'.repeat(64), /plain schema name/],
+    ['tidemark; drop table x', /plain schema name/],
+    ['pg_catalog', /PostgreSQL keeps for itself/],
+    ['information_schema', /PostgreSQL keeps for itself/],
+  ] as const)
+    assert.throws(
+      () => loadConfig({ TIDEMARK_SCHEMA: value }),
+      (e: unknown) => e instanceof ConfigError && e.variable === 'TIDEMARK_SCHEMA' && message.test(e.message),
+      value,
+    );
+});
+
 test('an unreachable PostgreSQL gives an error with the fix, and no password', async () => {
   await assert.rejects(
     ensureDatabase('postgres://u:s3cret@127.0.0.1:1/x'),

@@ -507,7 +507,7 @@ test('a minutely job over a week is a grid of hours, one ledger range scan; an h
   // the planner takes over a sequential scan once the table is large: here it is told to. Its
   // statistics are brought up to date first: without them (autovacuum had not analysed the table
   // yet, as on a busy machine) it sometimes costed the status index the same and took it.
-  await sql`analyze job_windows`.execute(stack.t.db);
+  await sql`analyze ${tm.job_windows}`.execute(stack.t.db);
   const plan = await stack.t.db.transaction().execute(async (trx) => {
     await sql`set local enable_seqscan = off`.execute(trx);
     return await ledgerRows(trx, job, new Date(week.from), new Date(week.to)).explain();
