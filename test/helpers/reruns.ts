@@ -2,7 +2,7 @@
 // processing the window directly, asking for a rerun and waiting until the request is recorded.
 import type { Client } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import type { ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
@@ -147,4 +147,25 @@ export async function holding(
     release();
     await holder;
   };
+}
+
+/**
+ * What a stalled rerun waits on, for a timeout's message: the workflow's pending activities (with
+ * their attempts and last failures) and the database sessions waiting for a lock.
+ */
+export async function whyStalled(client: Client, workflowId: string, db: Kysely<Database>): Promise<string> {
+  const d = await client.workflow
+    .getHandle(workflowId)
+    .describe()
+    .catch((err: unknown) => ({ error: String(err) }));
+  const pending =
+    'raw' in d
+      ? (d.raw.pendingActivities ?? []).map(
+          (a) => `${a.activityType?.name} attempt ${a.attempt} ${a.lastFailure?.message ?? ''}`,
+        )
+      : [d.error];
+  const waiting = await sql<{ query: string; wait: string }>`
+    select query, wait_event_type || ':' || wait_event as wait from pg_stat_activity
+     where datname = current_database() and wait_event_type = 'Lock'`.execute(db);
+  return `status ${'status' in d ? d.status.name : '?'}; pending activities: ${pending.join(' | ') || 'none'}; sessions waiting on a lock: ${waiting.rows.map((r) => `${r.wait} ${r.query}`).join(' | ') || 'none'}`;
 }

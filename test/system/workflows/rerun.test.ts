@@ -21,7 +21,7 @@ import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '..
 import { rerunActivities } from '../../../activities/rerun.js';
 import { loadConfig } from '../../../config/env.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../../helpers/jobs.js';
-import { holding, policy, rerunTools } from '../../helpers/reruns.js';
+import { holding, policy, rerunTools, whyStalled } from '../../helpers/reruns.js';
 import { eventually, realStack, uniqueQueue, withWorker, sharedBundle } from '../../helpers/temporal.js';
 import { historyFromFile } from '../../helpers/history.js';
 import { startWeb } from '../../helpers/web.js';
@@ -535,8 +535,13 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
       // writes them, and would wait as well.
       const hold = new pg.Client({ connectionString: stack.t.url });
       await hold.connect();
+      // The row the job's first tick makes (this test runs its window directly, with no tick).
+      await hold.query(`insert into ${SCHEMA}.job_watermarks (job, watermark) values ($1, $2)`, [job, W.end]);
       await hold.query('begin');
-      await hold.query(`select 1 from ${SCHEMA}.job_watermarks where job = $1 for update`, [job]);
+      const held = await hold.query(`select 1 from ${SCHEMA}.job_watermarks where job = $1 for update`, [
+        job,
+      ]);
+      assert.equal(held.rowCount, 1, "the job's watermark row is held");
       await first.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
       await eventually(
         async () =>
@@ -547,9 +552,11 @@ describe("reruns at their edges: refused from the page, workflows that ended, de
               .where('workflow_id', '=', first.workflowId)
               .executeTakeFirst()
           )?.status === 'approved' || undefined,
-        20_000,
+        60_000,
         'approved',
-      );
+      ).catch(async (err: Error) => {
+        throw new Error(`${err.message}: ${await whyStalled(client, first.workflowId, stack.t.db)}`);
+      });
       // An operator terminates the request's workflow (its window run, abandoned, goes on or not).
       await first.terminate('operator cleanup');
       await hold.query('commit');
