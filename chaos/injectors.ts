@@ -112,10 +112,15 @@ export class Injectors {
           note(); // recovery counts from the moment the server goes down, like a Temporal kill's
           await this.stack.pg.restart(mode);
         } else if (
-          (await this.stack.pg.terminateBackends({
-            applicationNamePrefix: 'tidemark-chaos-',
-            inTransaction: true,
-          })) > 0
+          // The transaction seen may end before the terminate reaches it: aim again until one is hit.
+          await until('a worker terminated in a transaction', 30_000, async () =>
+            (await this.stack.pg.terminateBackends({
+              applicationNamePrefix: 'tidemark-chaos-',
+              inTransaction: true,
+            })) > 0
+              ? true
+              : undefined,
+          )
         ) {
           note();
         }
