@@ -5,9 +5,9 @@ import { FAILURE } from '../contract/failures.js';
 import type { WindowInput } from '../contract/workflows.js';
 import { sealedTransaction, withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
-import { claimWindow, type TransactionBound, type WindowRef } from '../db/ledger.js';
+import { claimWindow, quarantineRecords, type TransactionBound, type WindowRef } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
-import type { WindowCounts } from '../schedules/job.js';
+import type { WindowContext, WindowCounts } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
 import { badInput } from './errors.js';
@@ -33,6 +33,22 @@ function boundByAttempt(attemptMs: number): TransactionBound | undefined {
 
 const IDLE_MARGIN_MS = 5_000;
 const PG_MAX_TIMEOUT_MS = 2_147_483_647;
+
+/**
+ * The transaction as a handler gets it: `trx` on the job author's names (no ledger schema put in
+ * front of them, so a table of theirs named like one of tidemark's stays theirs), `ledger` on
+ * tidemark's own tables, and the quarantine of this window.
+ */
+export function handlerTransaction(
+  trx: Transaction<Database>,
+  w: Pick<WindowRef, 'job' | 'start' | 'generation'>,
+): Pick<WindowContext, 'trx' | 'ledger' | 'quarantine'> {
+  return {
+    trx: trx.withoutPlugins(),
+    ledger: trx,
+    quarantine: (records) => quarantineRecords(trx, w, records),
+  };
+}
 
 /** Thrown by the preview with what it saw: the window's transaction rolls back, and this is its result. */
 export class RolledBack<T> extends Error {
@@ -65,7 +81,7 @@ export async function inWindowTransaction<T>(
       return await body(trx, attempts, async () => {
         const counts = await sealedTransaction(client, () =>
           job.handler({
-            trx,
+            ...handlerTransaction(trx, w),
             job,
             window: { start: w.start, end: w.end },
             key: w.key,

@@ -5,7 +5,7 @@
 //  - the sales summary (one set-based statement per window) against that statement alone;
 //  - the ledger's fixed cost per window, broken down by statement.
 // Each variant runs three times, interleaved, and the median counts.
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type QueryExecutorProvider } from 'kysely';
 import type pg from 'pg';
 import { withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
@@ -38,7 +38,7 @@ function sourceRows(i: number, size: number): Row[] {
 }
 
 /** One multi-row INSERT: the rows travel as three array parameters. */
-async function insertRows(db: Kysely<Database>, table: string, rows: Row[]): Promise<void> {
+async function insertRows(db: QueryExecutorProvider, table: string, rows: Row[]): Promise<void> {
   await sql`insert into ${sql.table(table)} (order_key, placed_at, amount)
     select * from unnest(${rows.map((r) => r[0])}::text[], ${rows.map((r) => r[1].toISOString())}::timestamptz[], ${rows.map((r) => r[2])}::numeric[])`.execute(
     db,

@@ -9,6 +9,7 @@
 //   `sha256sum` of the plain file followed by `pg_restore --list` of it (what a person would run).
 // Medians; with the default size, merges `restore.*` figures into bench/results.json (render
 // BENCHMARKS.md with `npm run bench -- --render`).
+import { handlerTransaction } from '../activities/window-transaction.js';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -71,7 +72,7 @@ try {
   const window = { start: new Date('2026-10-01T00:00:00Z'), end: new Date('2026-10-02T00:00:00Z') };
   await ledger.db.transaction().execute((trx) =>
     job.handler({
-      trx,
+      ...handlerTransaction(trx, { job: job.name, start: window.start, generation: 0 }),
       job,
       window,
       key: 'bench-backup/2026-10-01T00:00:00Z',

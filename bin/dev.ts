@@ -9,7 +9,7 @@ import { temporalDataConverter } from '../codec/index.js';
 import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { connectTemporalClient, connectTemporalWorker } from '../workers/temporal-connection.js';
-import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { demo } from '../jobs/demo-schema.js';
 import { searchAttributes } from '../contract/search-attributes.js';
@@ -71,7 +71,7 @@ export async function runDev(): Promise<void> {
     await ensureDatabase(config.DATABASE_URL);
     const db = createDb(config.DATABASE_URL, { schema: config.TIDEMARK_SCHEMA });
     cleanups.push(() => db.destroy());
-    const applied = await migrate(db);
+    const applied = await migrateAll(db, catalog.migrations);
     log(
       `PostgreSQL ${redactUrl(config.DATABASE_URL)}: ${applied.length ? `applied ${applied.join(', ')}` : 'schema up to date'}`,
     );

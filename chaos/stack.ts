@@ -1,6 +1,7 @@
 // The fault suite's system: simulated hosts, a private PostgreSQL, its own Temporal dev server
 // on a persistence file, recording sinks (SMTP, Telegram) and a supervised worker per host.
 // Everything listens on the hosts' server address (a bridge, or loopback in the fallback).
+import { demoMigrations } from '../jobs/demo-migrations/index.js';
 import { existsSync, readdirSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { resolveTemporal } from '../config/temporal.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
 import type { Kysely } from 'kysely';
-import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { startChat, type TestChat } from '../test/helpers/chat.js';
 import { startSmtp, type TestSmtp } from '../test/helpers/smtp.js';
@@ -112,7 +113,7 @@ export async function startStack(opts: {
     await ensureDatabase(url);
     const db = createDb(url, { max: 10 });
     cleanups.push(() => db.destroy());
-    await migrate(db);
+    await migrateAll(db, demoMigrations);
     const bundlePath = join(dir, 'workflows.js');
     await writeFile(bundlePath, bundle.code);
     await mkdir(join(dir, 'armed'));

@@ -4,8 +4,9 @@ import type { Client, Connection } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import { loadConfig, type Config } from '../config/env.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
-import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll } from '../db/database.js';
 import type { Database } from '../db/schema.js';
+import { isFallbackDemo } from '../config/catalog-source.js';
 import { buildCatalog } from '../jobs/catalog.js';
 import type { Catalog, Job } from '../schedules/job.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
@@ -30,6 +31,7 @@ export class CliContext {
   readonly config: Config;
   readonly catalog: Catalog;
   private dbHandle: Kysely<Database> | undefined;
+  private migrated = false;
   private connection: Connection | undefined;
   private clientHandle: Client | undefined;
 
@@ -48,11 +50,16 @@ export class CliContext {
     return this.catalog.get(name);
   }
 
-  async db(): Promise<Kysely<Database>> {
+  /** The database, migrated (the ledger's and the catalog's migrations) unless `migrated: false`. */
+  async db(opts: { migrated?: boolean } = {}): Promise<Kysely<Database>> {
     if (!this.dbHandle) {
       await ensureDatabase(this.config.DATABASE_URL);
       this.dbHandle = createDb(this.config.DATABASE_URL, { max: 2, schema: this.config.TIDEMARK_SCHEMA });
-      await migrate(this.dbHandle);
+    }
+    if (opts.migrated !== false && !this.migrated) {
+      // The demo that no catalog named makes no tables in what may be the user's own database.
+      await migrateAll(this.dbHandle, isFallbackDemo(this.catalog) ? {} : this.catalog.migrations);
+      this.migrated = true;
     }
     return this.dbHandle;
   }

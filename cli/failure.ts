@@ -28,7 +28,9 @@ function textOf(e: Error): string {
 export function failureMessage(err: unknown, redact: (text: string) => string = (t) => t): string {
   if (!(err instanceof Error)) return redact(String(err));
   const chain = chainOf(err);
-  const innermost = [...chain].reverse().find((e) => textOf(e)) ?? err;
+  // tidemark's own database errors already say the cause and the fix (db/database.ts).
+  const own = chain.find((e) => e.name === 'DatabaseError' && textOf(e));
+  const innermost = own ?? [...chain].reverse().find((e) => textOf(e)) ?? err;
   const where: string[] = [];
   if (innermost instanceof ApplicationFailure && innermost.type && innermost.type !== 'Error')
     where.push(innermost.type);

@@ -14,6 +14,7 @@ import { jobsCommand } from './commands/jobs.js';
 import {
   effectsCommand,
   incidentsCommand,
+  migrateCommand,
   previewCommand,
   schedulesCommand,
   syncCommand,
@@ -27,6 +28,7 @@ import { failureMessage } from './failure.js';
 import { SERVICES } from './services.js';
 
 export const COMMANDS: readonly Command[] = [
+  migrateCommand,
   jobsCommand,
   statusCommand,
   runsCommand,

@@ -6,7 +6,7 @@ import { ConfigError } from '../contract/config-error.js';
 import type { Database } from './schema.js';
 
 /** Where tidemark keeps its objects unless TIDEMARK_SCHEMA says otherwise. */
-export const DEFAULT_SCHEMA = 'public';
+export const DEFAULT_SCHEMA = 'tidemark';
 
 /** A plain, lower-case identifier: written bare in SQL, the same in pg_namespace. */
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;

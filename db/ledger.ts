@@ -347,3 +347,26 @@ export async function recordRun(db: Db, r: RunRecord): Promise<void> {
     })
     .execute();
 }
+
+/** Records set aside by a window's handler (ctx.quarantine), in its transaction; returns how many. */
+export async function quarantineRecords(
+  trx: Transaction<Database>,
+  w: Pick<WindowRef, 'job' | 'start' | 'generation'>,
+  records: readonly { readonly key: string; readonly reason: string; readonly payload?: unknown }[],
+): Promise<number> {
+  if (records.length === 0) return 0;
+  await trx
+    .insertInto('quarantine')
+    .values(
+      records.map((r) => ({
+        job: w.job,
+        window_start: w.start,
+        generation: w.generation,
+        record_key: String(r.key),
+        reason: String(r.reason),
+        payload: JSON.stringify(r.payload ?? {}),
+      })),
+    )
+    .execute();
+  return records.length;
+}

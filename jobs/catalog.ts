@@ -7,6 +7,7 @@ import { defineCatalog } from '../schedules/define.js';
 import { localDestination } from './backup/destination.js';
 import { databaseBackup } from './backup/index.js';
 import { dataSync } from './data-sync.js';
+import { demoMigrations } from './demo-migrations/index.js';
 import { demoTable } from './demo-schema.js';
 import { seedCrm, seedEvents, seedFiles, seedPrices } from './demo.js';
 import { eventRollup } from './event-rollup.js';
@@ -40,108 +41,112 @@ export function buildCatalog(config: DemoSettings): Catalog {
 
 function catalog(config: DemoSettings, stateDir: string): Catalog {
   const crmUrl = sibling(config.DATABASE_URL, '_demo_crm');
-  return defineCatalog([
-    salesSummary({
-      name: 'sales-hourly',
-      description: 'Hourly sales into the per-day summary (the worked example)',
-      grid: '1h',
-      timezone: 'Europe/Berlin',
-      lateness: '5m',
-      maxCatchUp: 24,
-      seedOrdersPerHour: 40,
-    }),
-    salesSummary({
-      name: 'sales-minutely',
-      description: 'The same job on a one-minute grid, so the demo shows ticks at once',
-      grid: '1m',
-      lateness: '10s',
-      maxCatchUp: 10,
-    }),
-    report({
-      name: 'sales-daily-report',
-      description: "Yesterday's sales by hour, e-mailed as a table, chart and CSV",
-      title: 'Daily sales',
-      recipients: ['finance@localhost'],
-      grid: 'day',
-      timezone: 'Europe/Berlin',
-      lateness: '30m',
-      maxCatchUp: 7,
-      columns: salesReportColumns,
-      valueColumn: 'revenue',
-      chart: salesReportChart,
-      query: salesReportQuery,
-    }),
-    {
-      ...dataSync({
-        name: 'customer-sync',
-        description: 'Customers from the demo CRM database into crm_copy.customers',
-        grid: '15m',
-        lateness: '1m',
-        maxCatchUp: 96,
-        source: {
-          url: crmUrl,
-          table: 'public.customers',
-          key: 'id',
-          columns: ['name', 'email'],
-          updatedAt: 'updated_at',
-          deletedAt: 'deleted_at',
-        },
-        targets: [{ table: 'crm_copy.customers' }],
-      }),
-      seed: seedCrm(crmUrl),
-    },
-    {
-      ...databaseBackup({
-        name: 'db-backup',
-        description: 'Nightly pg_dump of the tidemark database into .tidemark/backups',
-        grid: 'day',
-        timezone: 'Europe/Berlin',
-        lateness: '10m',
-        database: config.DATABASE_URL,
-        destination: localDestination(join(stateDir, 'backups')),
-        retention: { daily: 7, weekly: 4, monthly: 6 },
-        tables: [demoTable('orders'), demoTable('daily_sales'), `${config.TIDEMARK_SCHEMA}.job_windows`],
-        // Encrypted at rest when TIDEMARK_DEMO_BACKUP_KEYS holds keys ("k1:<base64 of 32 bytes>").
-        ...(process.env.TIDEMARK_DEMO_BACKUP_KEYS
-          ? { encryption: { env: 'TIDEMARK_DEMO_BACKUP_KEYS' } }
-          : {}),
-        restoreCheck: { every: 7, scratchDatabaseUrl: sibling(config.DATABASE_URL, '_restore_check') },
-      }),
-    },
-    {
-      ...marketplacePush({
-        name: 'marketplace-prices',
-        description: 'Prices and stock to the demo shop (a simulator npm start runs)',
-        grid: '15m',
-        lateness: '1m',
-        maxCatchUp: 96,
-        marketplaces: [{ name: 'demo-shop', url: config.TIDEMARK_DEMO_MARKETPLACE_URL, batchSize: 20 }],
-      }),
-      seed: seedPrices,
-    },
-    {
-      ...eventRollup({
-        name: 'nightly-rollup',
-        description: 'Raw events into daily aggregates, only between 01:00 and 05:00 Berlin time',
-        grid: 'day',
+  return defineCatalog(
+    [
+      salesSummary({
+        name: 'sales-hourly',
+        description: 'Hourly sales into the per-day summary (the worked example)',
+        grid: '1h',
         timezone: 'Europe/Berlin',
         lateness: '5m',
-        chunkSize: 5_000,
-        allowedHours: { from: '01:00', to: '05:00' },
+        maxCatchUp: 24,
+        seedOrdersPerHour: 40,
       }),
-      seed: seedEvents,
-    },
-    {
-      ...maintenance({
-        name: 'housekeeping',
-        description: 'Rotates .tidemark/logs/demo.log, clears old files from .tidemark/tmp',
+      salesSummary({
+        name: 'sales-minutely',
+        description: 'The same job on a one-minute grid, so the demo shows ticks at once',
+        grid: '1m',
+        lateness: '10s',
+        maxCatchUp: 10,
+      }),
+      report({
+        name: 'sales-daily-report',
+        description: "Yesterday's sales by hour, e-mailed as a table, chart and CSV",
+        title: 'Daily sales',
+        recipients: ['finance@localhost'],
         grid: 'day',
         timezone: 'Europe/Berlin',
-        lateness: '15m',
-        logs: [{ dir: join(stateDir, 'logs'), file: 'demo.log', keep: 7 }],
-        temp: [{ dir: join(stateDir, 'tmp'), maxAgeMs: 7 * 86_400_000 }],
+        lateness: '30m',
+        maxCatchUp: 7,
+        columns: salesReportColumns,
+        valueColumn: 'revenue',
+        chart: salesReportChart,
+        query: salesReportQuery,
       }),
-      seed: seedFiles(stateDir),
-    },
-  ]);
+      {
+        ...dataSync({
+          name: 'customer-sync',
+          description: 'Customers from the demo CRM database into crm_copy.customers',
+          grid: '15m',
+          lateness: '1m',
+          maxCatchUp: 96,
+          source: {
+            url: crmUrl,
+            table: 'public.customers',
+            key: 'id',
+            columns: ['name', 'email'],
+            updatedAt: 'updated_at',
+            deletedAt: 'deleted_at',
+          },
+          targets: [{ table: 'crm_copy.customers' }],
+        }),
+        seed: seedCrm(crmUrl),
+      },
+      {
+        ...databaseBackup({
+          name: 'db-backup',
+          description: 'Nightly pg_dump of the tidemark database into .tidemark/backups',
+          grid: 'day',
+          timezone: 'Europe/Berlin',
+          lateness: '10m',
+          database: config.DATABASE_URL,
+          destination: localDestination(join(stateDir, 'backups')),
+          retention: { daily: 7, weekly: 4, monthly: 6 },
+          tables: [demoTable('orders'), demoTable('daily_sales'), `${config.TIDEMARK_SCHEMA}.job_windows`],
+          // Encrypted at rest when TIDEMARK_DEMO_BACKUP_KEYS holds keys ("k1:<base64 of 32 bytes>").
+          ...(process.env.TIDEMARK_DEMO_BACKUP_KEYS
+            ? { encryption: { env: 'TIDEMARK_DEMO_BACKUP_KEYS' } }
+            : {}),
+          restoreCheck: { every: 7, scratchDatabaseUrl: sibling(config.DATABASE_URL, '_restore_check') },
+        }),
+      },
+      {
+        ...marketplacePush({
+          name: 'marketplace-prices',
+          description: 'Prices and stock to the demo shop (a simulator npm start runs)',
+          grid: '15m',
+          lateness: '1m',
+          maxCatchUp: 96,
+          marketplaces: [{ name: 'demo-shop', url: config.TIDEMARK_DEMO_MARKETPLACE_URL, batchSize: 20 }],
+        }),
+        seed: seedPrices,
+      },
+      {
+        ...eventRollup({
+          name: 'nightly-rollup',
+          description: 'Raw events into daily aggregates, only between 01:00 and 05:00 Berlin time',
+          grid: 'day',
+          timezone: 'Europe/Berlin',
+          lateness: '5m',
+          chunkSize: 5_000,
+          allowedHours: { from: '01:00', to: '05:00' },
+        }),
+        seed: seedEvents,
+      },
+      {
+        ...maintenance({
+          name: 'housekeeping',
+          description: 'Rotates .tidemark/logs/demo.log, clears old files from .tidemark/tmp',
+          grid: 'day',
+          timezone: 'Europe/Berlin',
+          lateness: '15m',
+          logs: [{ dir: join(stateDir, 'logs'), file: 'demo.log', keep: 7 }],
+          temp: [{ dir: join(stateDir, 'tmp'), maxAgeMs: 7 * 86_400_000 }],
+        }),
+        seed: seedFiles(stateDir),
+      },
+    ],
+    // The demo's tables, in their own schema (tidemark_demo): made only where the demo runs.
+    { migrations: demoMigrations },
+  );
 }

@@ -132,21 +132,7 @@ export function dataSync(opts: DataSyncOptions): JobSpec {
     const good = rows.filter((r) => !bad.includes(r));
     const deleted = s.deletedAt ? good.filter((r) => r[s.deletedAt!] !== null) : [];
     const live = good.filter((r) => !deleted.includes(r));
-    if (bad.length > 0) {
-      await trx
-        .insertInto('quarantine')
-        .values(
-          bad.map((r, i) => ({
-            job: ctx.job.name,
-            window_start: window.start,
-            generation: ctx.generation,
-            record_key: `row-${i}`,
-            reason: `${s.key} is missing`,
-            payload: JSON.stringify(r),
-          })),
-        )
-        .execute();
-    }
+    await ctx.quarantine(bad.map((r, i) => ({ key: `row-${i}`, reason: `${s.key} is missing`, payload: r })));
 
     const findings: { subject: string; message: string }[] = [];
     const keys = good.map((r) => String(r[s.key]));

@@ -7,9 +7,9 @@ import { ledger } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 
 /** Where the demo's tables lie. */
-export const DEMO_SCHEMA = 'public';
+export const DEMO_SCHEMA = 'tidemark_demo';
 
-/** The demo's tables (created by its migrations, in DEMO_SCHEMA). */
+/** The demo's tables (created by the demo catalog's own migrations, jobs/demo-migrations, in DEMO_SCHEMA). */
 export const DEMO_TABLES = Object.freeze([
   'orders',
   'daily_sales',

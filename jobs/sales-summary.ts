@@ -18,7 +18,8 @@ export interface SalesSummaryOptions extends Omit<JobSpec, 'handler' | 'seed' | 
  */
 export async function summariseWindow(ctx: WindowContext): Promise<WindowCounts> {
   const { trx, window, job, generation } = ctx;
-  const t = ledger(trx);
+  // Its quarantine statement and the previous generation's marker are tidemark's (its schema).
+  const t = ledger(ctx.ledger);
   if (generation > 0) {
     // An approved rerun replaces the previous generation's contribution instead of adding twice.
     // The previous generation is the newest one the ledger marks done, not the newest with rows:

@@ -6,6 +6,8 @@ import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.js';
 import type {
   Catalog,
+  CatalogMigration,
+  CatalogMigrations,
   Job,
   JobSeeder,
   JobSpec,
@@ -16,6 +18,9 @@ import type {
   WindowSettler,
 } from './job.js';
 import { isAligned, parseGrid, type Grid } from './windows.js';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- untyped unless the author types it
+type JobSpecDatabase = any;
 
 export class JobDefinitionError extends Error {
   readonly code = 'JOB_DEFINITION';
@@ -163,7 +168,11 @@ export function describeTick(tick: Tick): string {
 }
 
 /** Validates one job definition; throws JobDefinitionError naming the job and the field. */
-export function defineJob(spec: JobSpec): Job {
+/**
+ * Validates a job declaration into a frozen Job. `DB`, the job author's kysely database type, types
+ * the handler's `ctx.trx` with their tables: `defineJob<ShopDb>({ ..., handler: async (ctx) => ... })`.
+ */
+export function defineJob<DB = JobSpecDatabase>(spec: JobSpec<DB>): Job {
   const name = typeof spec?.name === 'string' ? spec.name : '(unnamed)';
   const parsed = specSchema.safeParse(spec);
   if (!parsed.success) {
@@ -219,7 +228,7 @@ export function defineJob(spec: JobSpec): Job {
     alerts: Object.freeze({ email: s.alerts.email, slack: s.alerts.slack, telegram: s.alerts.telegram }),
     lagThreshold: s.lagThreshold,
     effectTimeoutMs: parseDuration(s.effectTimeout)!,
-    handler: s.handler,
+    handler: s.handler as WindowHandler,
     prepare: s.prepare,
     settle: s.settle,
     heartbeatTimeoutMs: s.heartbeatTimeout === undefined ? undefined : parseDuration(s.heartbeatTimeout)!,
@@ -251,7 +260,42 @@ export class UnknownJobError extends Error {
   }
 }
 
-export function defineCatalog(specs: readonly (JobSpec | Job)[]): Catalog {
+/** What a catalog holds beside its jobs. */
+export interface CatalogOptions {
+  /** The catalog's own migrations (its tables), by name: run in name order, each once, after the ledger's. */
+  readonly migrations?: CatalogMigrations;
+}
+
+const MIGRATION_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
+
+function checkMigrations(migrations: unknown): CatalogMigrations {
+  if (migrations === undefined) return Object.freeze({});
+  if (typeof migrations !== 'object' || migrations === null || Array.isArray(migrations))
+    throw new JobDefinitionError(
+      '(catalog)',
+      'migrations',
+      "must be an object of migrations by name, e.g. { '2026-12-01_shop_tables': { up: async (db) => ... } }",
+    );
+  for (const [name, m] of Object.entries(migrations)) {
+    if (!MIGRATION_NAME.test(name))
+      throw new JobDefinitionError(
+        '(catalog)',
+        `migrations.${name}`,
+        'a migration name is letters, digits, _, - and . (at most 200), starting with a letter or digit: they run in name order, so start it with a date, e.g. 2026-12-01_shop_tables',
+      );
+    if (typeof (m as CatalogMigration | null)?.up !== 'function')
+      throw new JobDefinitionError(
+        '(catalog)',
+        `migrations.${name}`,
+        'has no up(db) function: export async function up(db) { ... } from its module',
+      );
+  }
+  return Object.freeze({ ...(migrations as CatalogMigrations) });
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a catalog holds jobs of any author's tables
+export function defineCatalog(specs: readonly (JobSpec<any> | Job)[], options: CatalogOptions = {}): Catalog {
+  const migrations = checkMigrations(options.migrations);
   const jobs = specs.map((s) =>
     Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec),
   );
@@ -264,6 +308,7 @@ export function defineCatalog(specs: readonly (JobSpec | Job)[]): Catalog {
   const names = [...byName.keys()];
   return Object.freeze({
     jobs: Object.freeze(jobs),
+    migrations,
     has: (name: string) => byName.has(name),
     get(name: string): Job {
       const job = byName.get(name);

@@ -6,9 +6,42 @@ import type { EffectRow } from '../db/effects.js';
 import type { Database, EffectPolicy } from '../db/schema.js';
 import type { Grid, Window } from './windows.js';
 
-/** What a handler receives: the open ledger transaction and the window it must process. */
-export interface WindowContext {
-  readonly trx: Transaction<Database>;
+// The job author's own kysely database type, unless they give theirs (defineJob<ShopDb>(...)).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- untyped unless the author types it
+type AnyDatabase = any;
+
+/** A record a handler sets aside instead of applying it (ctx.quarantine). */
+export interface QuarantineRecord {
+  /** What identifies the record in its source (an order id): shown with the quarantine. */
+  readonly key: string;
+  /** Why it was set aside, for the person who looks at it. */
+  readonly reason: string;
+  /** The record as it was read (kept as JSON). */
+  readonly payload?: unknown;
+}
+
+/**
+ * What a handler receives: the window's open transaction and the window it must process. `DB` is
+ * the job author's kysely database type (their tables), so `trx` is typed with their schema.
+ */
+export interface WindowContext<DB = AnyDatabase> {
+  /**
+   * The window's transaction for the job's own tables: the effect, its done marker and the
+   * watermark commit together. Names resolve as the connection resolves them (the role's
+   * search_path), never into tidemark's schema; naming a table's schema (`shop.orders`, or
+   * `trx.withSchema('shop')`) is the surest.
+   */
+  readonly trx: Transaction<DB>;
+  /**
+   * The same transaction on tidemark's own tables (its schema): what the built-in job kinds keep
+   * there (backups, their quarantine statements). A job of yours rarely needs it: use `quarantine`.
+   */
+  readonly ledger: Transaction<Database>;
+  /**
+   * Sets records aside in tidemark's quarantine with this window (shown by `tidemark quarantine`,
+   * exported by housekeeping), in the window's transaction; count them in `quarantined`.
+   */
+  readonly quarantine: (records: readonly QuarantineRecord[]) => Promise<number>;
   readonly job: Job;
   readonly window: Window;
   readonly key: string;
@@ -78,7 +111,7 @@ export interface WindowCounts {
 }
 
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */
-export type WindowHandler = (ctx: WindowContext) => Promise<WindowCounts>;
+export type WindowHandler<DB = AnyDatabase> = (ctx: WindowContext<DB>) => Promise<WindowCounts>;
 
 /** A window's identity and a database handle (no transaction) for the steps around its commit. */
 export interface WindowScope {
@@ -134,7 +167,7 @@ export interface RetrySpec {
 }
 
 /** A job as a catalog entry declares it. Durations are short strings ("5m"). */
-export interface JobSpec {
+export interface JobSpec<DB = AnyDatabase> {
   name: string;
   description?: string;
   /** "5m", "1h", "1d" (UTC epoch-aligned) or "day", "week", "month" (local midnight in `timezone`). */
@@ -157,7 +190,8 @@ export interface JobSpec {
   lagThreshold?: number;
   /** Start-to-close limit of one attempt at an external effect (also its begin marker's lease); default "1m". */
   effectTimeout?: string;
-  handler: WindowHandler;
+  /** Processes a window; `DB` types its `ctx.trx` with the job author's tables. */
+  handler: WindowHandler<DB>;
   prepare?: WindowPreparer;
   settle?: WindowSettler;
   /** An attempt that stops heartbeating for this long is retried elsewhere (jobs with `prepare`). */
@@ -219,9 +253,25 @@ export interface Job {
   readonly noPreview: string | undefined;
 }
 
+/**
+ * A catalog's own migration: it creates or changes the job author's tables (a job's writes commit
+ * in the window's transaction, so they live in the ledger's database). `up` gets the database as
+ * the connection finds it: names resolve through the role's search_path, never into tidemark's
+ * schema; a migration that names its schema (`create table shop.orders_daily ...`) is the surest.
+ */
+export interface CatalogMigration {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the author's own tables, untyped here
+  up(db: Kysely<any>): Promise<void>;
+}
+
+/** A catalog's migrations by name; `tidemark migrate` runs them in name order, each once. */
+export type CatalogMigrations = Readonly<Record<string, CatalogMigration>>;
+
 /** The catalog: every job, validated, names unique. Built once per entry point. */
 export interface Catalog {
   readonly jobs: readonly Job[];
+  /** Its own migrations (none unless defineCatalog was given some), run after the ledger's. */
+  readonly migrations: CatalogMigrations;
   get(name: string): Job;
   has(name: string): boolean;
 }

@@ -4,7 +4,7 @@ import { loadConfig } from '../config/env.js';
 import { describeTemporal } from '../config/temporal.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
 import { directoryOf } from '../config/people.js';
-import { createDb, ensureDatabase, migrate } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from '../workers/deps.js';
 import { createLog, logOptionsFromConfig } from '../workers/log.js';
@@ -18,11 +18,12 @@ export async function runSlack(): Promise<void> {
     throw new Error('set SLACK_SIGNING_SECRET and SLACK_BOT_TOKEN to run the Slack app');
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL, { max: 4, schema: config.TIDEMARK_SCHEMA });
-  await migrate(db);
+  const catalog = await loadCatalog(config);
+  await migrateAll(db, catalog.migrations);
   const { connection, client: temporal } = await connectTemporalClient(config);
   const deps = buildDeps(config, {
     db,
-    catalog: await loadCatalog(config),
+    catalog,
     client: temporal,
     logger: createLog(logOptionsFromConfig(config)).logger,
   });

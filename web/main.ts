@@ -3,7 +3,7 @@ import { loadCatalog } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { describeTemporal } from '../config/temporal.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
-import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll, redactUrl } from '../db/database.js';
 import { shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';
 
@@ -18,7 +18,7 @@ export async function runWeb(): Promise<void> {
   const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
   const db = createDb(config.DATABASE_URL, { max: 4, schema: config.TIDEMARK_SCHEMA });
-  await migrate(db);
+  await migrateAll(db, catalog.migrations);
   const { connection, client } = await connectTemporalClient(config);
   const web = await startWebServer({
     port: config.TIDEMARK_WEB_PORT,

@@ -7,7 +7,7 @@ import { temporalDataConverter } from '../codec/index.js';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { describeTemporal } from '../config/temporal.js';
 import { connectTemporalClient, connectTemporalWorker } from './temporal-connection.js';
-import { createDb, ensureDatabase, migrate, redactUrl } from '../db/database.js';
+import { createDb, ensureDatabase, migrateAll, redactUrl } from '../db/database.js';
 import { loadCatalog } from '../config/catalog-source.js';
 import { buildDeps } from './deps.js';
 import { createMetrics } from './metrics.js';
@@ -37,7 +37,7 @@ export async function runWorker(): Promise<void> {
   let clientConnection: Connection | undefined;
   let probes: ProbeServer | undefined;
   try {
-    await migrate(db);
+    await migrateAll(db, catalog.migrations);
     connection = await connectTemporalWorker(config);
     const temporalClient = await connectTemporalClient(config);
     clientConnection = temporalClient.connection;

@@ -1,6 +1,14 @@
 // preview, schedules sync, effects and incidents.
+import { isFallbackDemo } from '../../config/catalog-source.js';
 import { watchQueueOf } from '../../config/env.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
+import {
+  dropPublicCompat,
+  migrate,
+  migrateCatalog,
+  migrationPlan,
+  moveLedgerFromPublic,
+} from '../../db/database.js';
 import { listEffects, openIncidents } from '../../db/effects.js';
 import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
 import { formatPreview, previewJob } from '../../schedules/preview.js';
@@ -22,6 +30,65 @@ export const previewCommand: Command = {
     const now = values.now ? parseWhen('--now', values.now as string, job.timezone) : new Date();
     const p = previewJob(job, now, positiveInt('count', values.count as string | undefined, 5));
     return { json: p, lines: formatPreview(p).split('\n') };
+  },
+};
+
+export const migrateCommand: Command = {
+  name: 'migrate',
+  summary: "create or update tidemark's tables (in their own schema) and the catalog's own tables",
+  usage: ['migrate [--dry-run] [--json]', 'migrate --drop-public-compat [--json]'],
+  options: { 'dry-run': { type: 'boolean' }, 'drop-public-compat': { type: 'boolean' } },
+  async run(ctx, { values }) {
+    const dry = !!values['dry-run'];
+    const db = await ctx.db({ migrated: false });
+    if (values['drop-public-compat']) {
+      // The views and wrappers an upgrade from 0.1.0 left in public for that release's workers.
+      const dropped = await dropPublicCompat(db);
+      return {
+        json: { dropped },
+        lines: [
+          dropped.length
+            ? `dropped from schema public what workers of 0.1.0 used: ${dropped.join(', ')}`
+            : 'nothing of an earlier release left in schema public',
+        ],
+      };
+    }
+    // No catalog named: the demo's tables are not made in what may be the user's own database.
+    const unnamed = isFallbackDemo(ctx.catalog);
+    const own = unnamed ? {} : ctx.catalog.migrations;
+    const plan = await migrationPlan(db, own);
+    const catalogLine = (list: readonly string[], verb: string) =>
+      unnamed
+        ? 'catalog: none named (--catalog, TIDEMARK_CATALOG or tidemark.config.*): only the ledger is migrated'
+        : Object.keys(own).length === 0
+          ? 'catalog: no migrations of its own'
+          : `catalog: ${list.length ? `${verb} ${list.length}: ${list.join(', ')}` : 'up to date'}`;
+    const ledgerLine = (list: readonly string[], verb: string) =>
+      `ledger (schema ${plan.schema}): ${list.length ? `${verb} ${list.length}, last ${list[list.length - 1]}` : 'up to date'}`;
+    if (dry)
+      return {
+        json: { ...plan, applied: false },
+        lines: [
+          ...(plan.moveFromPublic
+            ? [`would move the ledger of an earlier release from schema public into ${plan.schema}`]
+            : []),
+          ledgerLine(plan.ledger, 'would apply'),
+          catalogLine(plan.catalog, 'would apply'),
+        ],
+      };
+    const moved = await moveLedgerFromPublic(db);
+    const ledger = await migrate(db);
+    const catalog = await migrateCatalog(db, own);
+    return {
+      json: { schema: plan.schema, moved, ledger, catalog, applied: true },
+      lines: [
+        ...(moved.length
+          ? [`moved the ledger from schema public into ${plan.schema}: ${moved.length} tables and functions`]
+          : []),
+        ledgerLine(ledger, 'applied'),
+        catalogLine(catalog, 'applied'),
+      ],
+    };
   },
 };
 

@@ -24,8 +24,10 @@ import * as housekeepingIndexesValid from './20261201T2230_housekeeping_indexes_
 import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
 import * as backupChecks from './20261202T1600_backup_checks.js';
 import * as functionsSearchPath from './20261204T0900_ledger_functions_search_path.js';
+import * as withoutDemo from './without-demo.js';
 
-export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+/** Every migration file as it shipped, in order: what a database of an earlier release ran. */
+export const shipped: Readonly<Record<string, Migration>> = Object.freeze({
   '20261129T1000_ledger': ledger,
   '20261129T1001_sales_demo': salesDemo,
   '20261129T1100_effects': effects,
@@ -50,4 +52,16 @@ export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
   '20261201T2300_span_count_backlog': spanCountBacklog,
   '20261202T1600_backup_checks': backupChecks,
   '20261204T0900_ledger_functions_search_path': functionsSearchPath,
+});
+
+/**
+ * What `migrate` runs: the shipped list, with release 0.1.0's four steps that made the demo's tables
+ * run without them (db/migrations/without-demo.ts): the demo catalog makes its own.
+ */
+export const migrations: Readonly<Record<string, Migration>> = Object.freeze({
+  ...shipped,
+  '20261129T1001_sales_demo': withoutDemo.salesDemo,
+  '20261129T1200_rollup_demo': withoutDemo.rollupDemo,
+  '20261129T1300_marketplace': withoutDemo.marketplace,
+  '20261129T1500_reruns': withoutDemo.reruns,
 });

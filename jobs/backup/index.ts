@@ -97,7 +97,8 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
   const prefix = opts.prefix ?? `${opts.name}/`;
   const keys = () => (encryption ? backupKeys(opts.name, encryption) : undefined);
 
-  const handler: WindowHandler = async ({ trx, job, window, key, log }) => {
+  // Its bookkeeping is tidemark's own (backups, backup_checks): the transaction that names their schema.
+  const handler: WindowHandler = async ({ ledger: trx, job, window, key, log }) => {
     const ring = keys();
     const keyFor: KeyLookup = () => ring!.current.key;
     const plain = (s: Readable) => (ring ? s.pipe(decryptor(keyFor)) : s);

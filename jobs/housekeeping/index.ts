@@ -154,7 +154,8 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
     noPreview:
       'it deletes in batches that commit on their own before the handler, which no rollback would undo',
     prepare,
-    handler: async ({ trx, key, window }) => {
+    // Its work is on tidemark's own tables: the transaction that names their schema.
+    handler: async ({ ledger: trx, key, window }) => {
       const rows = await trx
         .selectFrom('housekeeping_progress')
         .select(['tbl', 'batches', 'rows'])
@@ -215,5 +216,5 @@ export function housekeepingFromConfig(
 export function withHousekeeping(catalog: Catalog, config: HousekeepingSettings): Catalog {
   if (catalog.has(HOUSEKEEPING_JOB)) return catalog;
   const job = housekeepingFromConfig(config);
-  return job ? defineCatalog([...catalog.jobs, job]) : catalog;
+  return job ? defineCatalog([...catalog.jobs, job], { migrations: catalog.migrations }) : catalog;
 }

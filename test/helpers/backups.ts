@@ -1,6 +1,7 @@
 // What the backup command tests share: a ledger and a source database (a table of 300 items), a
 // directory for the backups, the real job's handler run in a ledger transaction as the worker runs
 // it, and `tidemark backups` run as the CLI runs it (its printed lines and its exit code).
+import { handlerTransaction } from '../../activities/window-transaction.js';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -72,7 +73,7 @@ export class BackupFixture {
     const key = `${job}/${window.start.toISOString().replace('.000Z', 'Z')}`;
     await this.ledger.db.transaction().execute((trx) =>
       j.handler({
-        trx,
+        ...handlerTransaction(trx, { job, start: window.start, generation: 0 }),
         job: j,
         window,
         key,

@@ -3,9 +3,10 @@ import './no-user-temporal-config.js';
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { createDb, ensureDatabase, migrate } from '../../db/database.js';
+import { createDb, ensureDatabase, migrateAll } from '../../db/database.js';
 import { DEFAULT_SCHEMA, ledger } from '../../db/ledger-schema.js';
 import type { Database } from '../../db/schema.js';
+import { demoMigrations } from '../../jobs/demo-migrations/index.js';
 
 /** The schema of the test databases' ledger: tidemark's default, so moving the default moves the tests. */
 export const SCHEMA = DEFAULT_SCHEMA;
@@ -20,7 +21,10 @@ export interface TestDb {
   drop(): Promise<void>;
 }
 
-/** A fresh database; migrated to the latest unless `migrated: false` (the migration tests start from empty). */
+/**
+ * A fresh database: the ledger and the demo's tables (the tests' jobs write them) migrated to the
+ * latest, unless `migrated: false` (the migration tests start from empty).
+ */
 export async function createTestDb(opts: { migrated?: boolean } = {}): Promise<TestDb> {
   const name = `tidemark_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const u = new URL(serverUrl);
@@ -34,7 +38,7 @@ export async function createTestDb(opts: { migrated?: boolean } = {}): Promise<T
   await admin.query(`ALTER DATABASE ${pg.escapeIdentifier(name)} SET search_path TO ''`);
   await admin.end();
   const db = createDb(url, { max: 20 });
-  if (opts.migrated !== false) await migrate(db);
+  if (opts.migrated !== false) await migrateAll(db, demoMigrations);
   return {
     db,
     url,

@@ -111,10 +111,14 @@ export function breakingChanges(before: SchemaCatalog, after: SchemaCatalog): st
  * run as migrate() runs them: kysely's table in the ledger's schema, each migration with the schema
  * as its transaction's search_path.
  */
-export function migratorOf(db: Kysely<Database>, extra: Record<string, Migration> = {}): Migrator {
+export function migratorOf(
+  db: Kysely<Database>,
+  extra: Record<string, Migration> = {},
+  list: Readonly<Record<string, Migration>> = migrations,
+): Migrator {
   const schema = schemaOf(db);
   const all = Object.fromEntries(
-    Object.entries({ ...migrations, ...extra }).map(([name, m]): [string, Migration] => [
+    Object.entries({ ...list, ...extra }).map(([name, m]): [string, Migration] => [
       name,
       {
         up: async (trx) => {
@@ -132,8 +136,9 @@ export async function migrateTo(
   db: Kysely<Database>,
   target: string | 'latest',
   extra: Record<string, Migration> = {},
+  list: Readonly<Record<string, Migration>> = migrations,
 ): Promise<string[]> {
-  const m = migratorOf(db, extra);
+  const m = migratorOf(db, extra, list);
   const { error, results } = target === 'latest' ? await m.migrateToLatest() : await m.migrateTo(target);
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);

@@ -1,4 +1,4 @@
-// The schema the migrations make, as one readable SQL text: a fresh database migrated to the latest,
+// The ledger's schema as the migrations make it, as one readable SQL text: a fresh database migrated to the latest,
 // dumped by pg_dump (schema only, no owners or grants, kysely's own tables left out), less what
 // changes between machines and runs (pg_dump's version lines, its random \restrict key) and what says
 // nothing of the schema (its SETs and comments). pg_dump orders the objects by kind and name, so the
@@ -34,6 +34,8 @@ export async function dumpSchema(url: string): Promise<string> {
       '--schema-only',
       '--no-owner',
       '--no-privileges',
+      // The ledger's schema only: the demo's tables (the test databases have them) are the demo catalog's.
+      `--schema=${SCHEMA}`,
       `--exclude-table=${SCHEMA}.kysely_migration`,
       `--exclude-table=${SCHEMA}.kysely_migration_lock`,
       `--dbname=${url}`,

@@ -4,7 +4,7 @@ import type { Kysely } from 'kysely';
 import { createActivities, type ActivityDeps } from '../../activities/index.js';
 import { memoryLogger } from '../../activities/logger.js';
 import type { Database } from '../../db/schema.js';
-import { type JobSpec } from '../../schedules/job.js';
+import { type Job, type JobSpec } from '../../schedules/job.js';
 import { defineCatalog } from '../../schedules/define.js';
 import { isoUtc } from '../../contract/window-key.js';
 import type { WindowInput } from '../../contract/workflows.js';
@@ -51,7 +51,11 @@ export const hourlyJob = (name: string, t0: number, handler: JobSpec['handler'])
  * The activities over `jobs` with a memory logger and the real clock, as a worker would build them;
  * `extra` adds deps (a redactor, say).
  */
-export const directActivities = (db: Kysely<Database>, jobs: JobSpec[], extra: Partial<ActivityDeps> = {}) =>
+export const directActivities = (
+  db: Kysely<Database>,
+  jobs: readonly (JobSpec | Job)[],
+  extra: Partial<ActivityDeps> = {},
+) =>
   createActivities({
     db,
     catalog: defineCatalog(jobs),

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../../db/schema.js';
 import { contractions, previousRelease } from '../../../db/migrations/releases.js';
-import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
 import {
   breakingChanges,
   migrateTo,
@@ -96,7 +96,7 @@ const scratch: Record<string, (db: Kysely<unknown>) => Promise<unknown>> = {
     sql`alter table ${tm.job_runs} add constraint job_runs_short_reason check (length(reason) < 100)`.execute(
       db,
     ),
-  'new unique index on an existing table effects.effects_one_per_window: CREATE UNIQUE INDEX effects_one_per_window ON public.effects USING btree (window_key)':
+  [`new unique index on an existing table effects.effects_one_per_window: CREATE UNIQUE INDEX effects_one_per_window ON ${SCHEMA}.effects USING btree (window_key)`]:
     (db) => sql`create unique index effects_one_per_window on ${tm.effects} (window_key)`.execute(db),
   'dropped unique index incidents.incidents_one_open': (db) => sql`drop index incidents_one_open`.execute(db),
 };

@@ -1,9 +1,9 @@
 // Migrations are forward-only: the list is in file-name order, a released file is never edited,
 // migrating again changes nothing, and two workers migrating at once apply each migration once. And
 // the upgrade around them: hosts and workers of two releases starting at once, and what
-// `npm run migrate` says about a DATABASE_URL it cannot use.
+// `tidemark migrate` says about a DATABASE_URL it cannot use.
 import assert from 'node:assert/strict';
-import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { after, describe, test } from 'node:test';
@@ -127,44 +127,47 @@ test('two workers migrating at once: one applied set, serialised by the migratio
   }
 });
 
-test('`npm run migrate` applies the pending migrations to DATABASE_URL, then finds none', async () => {
+/** `tidemark migrate` (what `tidemark migrate` runs) with DATABASE_URL=url and `args`: what it printed. */
+const migrateCommand = (url: string, ...args: string[]) =>
+  promisify(execFile)('node', ['bin/tidemark.js', 'migrate', ...args], {
+    cwd: fileURLToPath(new URL('../../..', import.meta.url)),
+    env: { ...process.env, DATABASE_URL: url },
+  }).then((r) => r.stdout.trim());
+
+test('`tidemark migrate` says what it would apply, applies the pending migrations to DATABASE_URL, then finds none', async () => {
   const t = await emptyDb();
-  const run = () =>
-    execFileSync('npm', ['run', '--silent', 'migrate'], {
-      cwd: fileURLToPath(new URL('../../..', import.meta.url)),
-      env: { ...process.env, DATABASE_URL: t.url },
-      encoding: 'utf8',
-    });
-  assert.match(
-    run(),
-    new RegExp(
-      `applied ${Object.keys(migrations).length} migrations, last ${Object.keys(migrations).at(-1)}`,
-    ),
+  const names = Object.keys(migrations);
+  assert.equal(
+    await migrateCommand(t.url, '--dry-run'),
+    `ledger (schema ${SCHEMA}): would apply ${names.length}, last ${names.at(-1)}\n` +
+      'catalog: none named (--catalog, TIDEMARK_CATALOG or tidemark.config.*): only the ledger is migrated',
   );
-  assert.match(run(), /no pending migrations/);
+  assert.equal(
+    (
+      await sql<{ t: string | null }>`select to_regclass(${`${SCHEMA}.kysely_migration`})::text as t`.execute(
+        t.db,
+      )
+    ).rows[0]!.t,
+    null,
+    'a dry run changes nothing',
+  );
+  assert.match(await migrateCommand(t.url), new RegExp(`applied ${names.length}, last ${names.at(-1)}`));
+  assert.match(await migrateCommand(t.url), new RegExp(`^ledger \\(schema ${SCHEMA}\\): up to date$`, 'm'));
   const rows = await sql<{
     n: number;
   }>`select count(*)::int as n from ${tm.object('kysely_migration')}`.execute(t.db);
-  assert.equal(rows.rows[0]!.n, Object.keys(migrations).length);
+  assert.equal(rows.rows[0]!.n, names.length);
 });
 
 test('three processes migrating a fresh database at once: one applies every migration, the others none', async () => {
   const t = await emptyDb();
-  const run = promisify(execFile);
-  const outs = await Promise.all(
-    [1, 2, 3].map(() =>
-      run('npm', ['run', '--silent', 'migrate'], {
-        cwd: fileURLToPath(new URL('../../..', import.meta.url)),
-        env: { ...process.env, DATABASE_URL: t.url },
-      }),
-    ),
-  );
-  const said = outs.map((o) => o.stdout.trim()).sort();
+  const outs = await Promise.all([1, 2, 3].map(() => migrateCommand(t.url)));
+  const said = outs.map((o) => o.split('\n')[0]).sort();
   const n = Object.keys(migrations).length;
   assert.deepEqual(said, [
-    `applied ${n} migrations, last ${Object.keys(migrations).at(-1)}`,
-    'no pending migrations',
-    'no pending migrations',
+    `ledger (schema ${SCHEMA}): applied ${n}, last ${Object.keys(migrations).at(-1)}`,
+    `ledger (schema ${SCHEMA}): up to date`,
+    `ledger (schema ${SCHEMA}): up to date`,
   ]);
   const rows = await sql<{
     name: string;
@@ -176,9 +179,9 @@ test('three processes migrating a fresh database at once: one applies every migr
 });
 
 // Upgrades: hosts that start at once on a database that does not exist yet, workers of the previous and
-// the current release, and what `npm run migrate` says about a DATABASE_URL it cannot use (never its
+// the current release, and what `tidemark migrate` says about a DATABASE_URL it cannot use (never its
 // password).
-describe('upgrades: a database not there yet, workers of two releases, what `npm run migrate` says', () => {
+describe('upgrades: a database not there yet, workers of two releases, what `tidemark migrate` says', () => {
   const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
   const names: string[] = [];
   const dbs: TestDb[] = [];
@@ -207,9 +210,9 @@ describe('upgrades: a database not there yet, workers of two releases, what `npm
     }
   });
 
-  /** `npm run migrate` with DATABASE_URL=url: its exit code and what it printed. */
+  /** `tidemark migrate` with DATABASE_URL=url: its exit code and what it printed. */
   function migrateCli(url: string): { status: number | null; out: string } {
-    const r = spawnSync('npx', ['tsx', 'bin/migrate.ts'], {
+    const r = spawnSync('node', ['bin/tidemark.js', 'migrate'], {
       cwd: fileURLToPath(new URL('../../..', import.meta.url)),
       env: { ...process.env, DATABASE_URL: url },
       encoding: 'utf8',
@@ -218,7 +221,7 @@ describe('upgrades: a database not there yet, workers of two releases, what `npm
     return { status: r.status, out: `${r.stdout}${r.stderr}` };
   }
 
-  test('`npm run migrate` with a user the server refuses says so (not "cannot be reached, start it"), without the password', () => {
+  test('`tidemark migrate` with a user the server refuses says so (not "cannot be reached, start it"), without the password', () => {
     const u = new URL(serverUrl);
     u.username = 'tidemark_no_such_role';
     u.password = 'migrate-cli-secret-7c1e';
@@ -230,7 +233,7 @@ describe('upgrades: a database not there yet, workers of two releases, what `npm
     assert.match(out, /refused the login.*tidemark_no_such_role.*DATABASE_URL/s, out);
   });
 
-  test('`npm run migrate` with a database name that is not valid percent-encoding names DATABASE_URL, not a bare "URI malformed"', () => {
+  test('`tidemark migrate` with a database name that is not valid percent-encoding names DATABASE_URL, not a bare "URI malformed"', () => {
     const u = new URL(serverUrl);
     u.password = 'migrate-cli-secret-7c1e';
     u.pathname = '/tidemark_%ZZ';
@@ -276,7 +279,7 @@ describe('upgrades: a database not there yet, workers of two releases, what `npm
     }
   });
 
-  test('`npm run migrate` for a database that does not exist, as a user who may not create it, says so (not "cannot be reached")', async () => {
+  test('`tidemark migrate` for a database that does not exist, as a user who may not create it, says so (not "cannot be reached")', async () => {
     const role = `tidemark_test_nocreatedb_${process.pid}`;
     const admin = new pg.Client({ connectionString: serverUrl });
     await admin.connect();

@@ -1,6 +1,7 @@
 // Done spans, second review: readers that must not lose a compacted window (the status command, effects
 // in doubt, a rerun's preview of the sales summary), compaction not starved by a busy job's current
 // windows (the claim takes the span lock only for windows that could be in a span).
+import { handlerTransaction } from '../../../activities/window-transaction.js';
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
@@ -220,7 +221,7 @@ test('a rerun (its preview) of a compacted sales window replaces generation 0, n
   const runAs = (generation: number) =>
     t.db.transaction().execute((trx) =>
       summariseWindow({
-        trx,
+        ...handlerTransaction(trx, { job, start: window.start, generation }),
         job: spec,
         window,
         key: `${job}/${iso(at(2))}${generation ? `#${generation}` : ''}`,

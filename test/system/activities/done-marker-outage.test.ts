@@ -5,6 +5,7 @@
 // the person on call gets the alert twice). Driven against a private PostgreSQL cluster that is
 // really restarted, and a recording Telegram API on loopback; attempts are retried as Temporal
 // would (the failure's own retry delay, else a short one).
+import { demoMigrations } from '../../../jobs/demo-migrations/index.js';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { after, before, test } from 'node:test';
@@ -15,7 +16,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { startPgCluster, type PgCluster } from '../../../chaos/pg-cluster.js';
 import type { ActivityDeps } from '../../../activities/deps.js';
 import { effectActivities, type EffectResult } from '../../../activities/effects.js';
-import { createDb, ensureDatabase, migrate } from '../../../db/database.js';
+import { createDb, ensureDatabase, migrateAll } from '../../../db/database.js';
 import { recordEffects } from '../../../db/effects.js';
 import type { Database, EffectPolicy } from '../../../db/schema.js';
 import { defineCatalog } from '../../../schedules/define.js';
@@ -37,7 +38,7 @@ before(async () => {
   const url = cluster.url('tidemark_done_marker');
   await ensureDatabase(url);
   db = createDb(url, { max: 4 });
-  await migrate(db);
+  await migrateAll(db, demoMigrations);
 });
 after(async () => {
   await db?.destroy();

@@ -3,14 +3,17 @@
 // done windows never applied twice, its jobs continued from their watermarks by the current worker.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, test } from 'node:test';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { sql, type Kysely } from 'kysely';
+import { createDb, migrateAll } from '../../../db/database.js';
 import { readWatermark } from '../../../db/ledger.js';
+import { shipped } from '../../../db/migrations/index.js';
+import { demoMigrations } from '../../../jobs/demo-migrations/index.js';
 import { previousRelease } from '../../../db/migrations/releases.js';
 import type { Database } from '../../../db/schema.js';
 import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
@@ -37,28 +40,52 @@ let t: TestDb;
 let countsBefore: Record<string, number>;
 const backupDir = mkdtempSync(join(tmpdir(), 'tidemark-prev-backup-'));
 
-/** The rows of each table (by name) of the ledger's and the demo's schemas. */
-async function rowCounts(db: Kysely<Database>): Promise<Record<string, number>> {
+/** The rows of each table (by name) of `schemas`. */
+async function rowCounts(db: Kysely<Database>, schemas: readonly string[]): Promise<Record<string, number>> {
   const tables = await sql<{ schema: string; name: string }>`select n.nspname as schema, c.relname as name
       from pg_class c join pg_namespace n on n.oid = c.relnamespace
-     where n.nspname in (${SCHEMA}, ${DEMO_SCHEMA}) and c.relkind = 'r' and c.relname not like 'kysely_%'
+     where n.nspname in (${sql.join(schemas)}) and c.relkind = 'r' and c.relname not like 'kysely_%'
+       and c.relname not like 'catalog_migration%'
      order by 2`.execute(db);
   const out: Record<string, number> = {};
-  for (const { schema, name } of tables.rows)
+  for (const { schema, name } of tables.rows) {
+    assert.ok(!(name in out), `${name} is in one of ${schemas.join(', ')} only`);
     out[name] = (
       await sql<{ n: number }>`select count(*)::int as n from ${sql.id(schema, name)}`.execute(db)
     ).rows[0]!.n;
+  }
   return out;
+}
+
+/** The README's SQL that keeps an upgraded installation's demo data (its "Upgrading" section). */
+function keepDemoSql(): string {
+  const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
+  const block = [...readme.matchAll(/```sql\n([\s\S]*?)```/g)].find((m) =>
+    m[1]!.includes('set schema tidemark_demo'),
+  );
+  assert.ok(block, "the README's Upgrading section shows how to keep the demo's data");
+  return block[1]!;
 }
 
 before(async () => {
   [env, t] = await Promise.all([startTemporal(), createTestDb({ migrated: false })]);
-  await migrateTo(t.db, previousRelease().last);
+  // The previous release as it ran: its migration files as shipped, its ledger and the demo's tables in public.
+  const previous = createDb(t.url, { schema: 'public', max: 2 });
+  try {
+    await migrateTo(previous, previousRelease().last, {}, shipped);
+  } finally {
+    await previous.destroy();
+  }
   execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', fileURLToPath(FIXTURE), t.url], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  countsBefore = await rowCounts(t.db);
-  await migrateTo(t.db, 'latest');
+  countsBefore = await rowCounts(t.db, ['public']);
+  // The upgrade: the ledger moves into its schema, then the current migrations and the demo's own.
+  await migrateAll(t.db, demoMigrations);
+  // The demo's data stays in public, the user's to keep or drop: kept here as the README says.
+  execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-1', '-c', keepDemoSql(), t.url], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
 });
 after(async () => {
   await t?.drop();
@@ -84,9 +111,10 @@ test('the fixture holds what the previous release writes', () => {
     assert.ok((countsBefore[table] ?? 0) > 0, `${table} has rows in the fixture`);
 });
 
-test('every row is kept by the migrations since the release', async () => {
-  const after = await rowCounts(t.db);
+test('every row is kept by the upgrade: the ledger in its schema, the demo in its own, nothing left in public', async () => {
+  const after = await rowCounts(t.db, [SCHEMA, DEMO_SCHEMA]);
   for (const [table, n] of Object.entries(countsBefore)) assert.equal(after[table], n, table);
+  assert.deepEqual(await rowCounts(t.db, ['public']), {});
 });
 
 test("the previous release's claim call (10 arguments) still works: a new window claimed, a done one refused", async () => {

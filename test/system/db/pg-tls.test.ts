@@ -5,6 +5,7 @@
 // Temporal worker (the sales summary, the backup job's pg_dump / pg_restore --list / restore check,
 // the data-sync source), verify-full with the right and a wrong CA, libpq's sslmode semantics in
 // node-postgres, and the PGSSL* variables.
+import { demoMigrations } from '../../../jobs/demo-migrations/index.js';
 import assert from 'node:assert/strict';
 import { createReadStream, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,7 +17,7 @@ import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { sql, type Kysely } from 'kysely';
 import { memoryLogger } from '../../../activities/logger.js';
 import { startPgCluster, type PgCluster } from '../../../chaos/pg-cluster.js';
-import { createDb, DatabaseError, ensureDatabase, migrate } from '../../../db/database.js';
+import { createDb, DatabaseError, ensureDatabase, migrateAll } from '../../../db/database.js';
 import { pgClient } from '../../../db/pg-connection.js';
 import type { Database } from '../../../db/schema.js';
 import { localDestination } from '../../../jobs/backup/destination.js';
@@ -250,7 +251,7 @@ test('over TLS only: migrations, a sales window, a backup (pg_dump, pg_restore -
   const db: Kysely<Database> = createDb(ledgerUrl, { max: 6 });
   const backupDir = mkdtempSync(join(dir, 'backups-'));
   try {
-    assert.ok((await migrate(db)).length > 0);
+    assert.ok((await migrateAll(db, demoMigrations)).length > 0);
     const srcUrl = url('tls_source', withClientCert(), { user: CERT_USER });
     await ensureDatabase(srcUrl);
     const src = pgClient(srcUrl);

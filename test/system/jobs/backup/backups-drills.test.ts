@@ -3,6 +3,7 @@
 // on-demand drill whose backup retention removed while the drill was starting. The windows run the
 // job's handler in a transaction of the ledger as backups-cli.test.ts does; the page is the real
 // web server.
+import { handlerTransaction } from '../../../../activities/window-transaction.js';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -92,7 +93,7 @@ async function backUp(catalog: Catalog, job: string, n: number): Promise<void> {
   const window = { start: day(n), end: day(n + 1) };
   await stack.t.db.transaction().execute((trx) =>
     j.handler({
-      trx,
+      ...handlerTransaction(trx, { job, start: window.start, generation: 0 }),
       job: j,
       window,
       key: keyOf(job, n),
