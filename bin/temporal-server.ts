@@ -44,7 +44,7 @@ export async function startTemporalServer(
     const answer = await reachable(settings, 10_000);
     if (answer !== true) {
       throw new Error(
-        `${answer}. Or unset ${settings.addressFrom.startsWith('TEMPORAL_') ? settings.addressFrom : `the address (${settings.addressFrom})`} to let npm start run a dev server.`,
+        `${answer}. Or unset ${settings.addressFrom.startsWith('TEMPORAL_') ? settings.addressFrom : `the address (${settings.addressFrom})`} to let tidemark dev run a dev server.`,
       );
     }
     log(`Temporal ${describeTemporal(settings)}`);

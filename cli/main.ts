@@ -120,7 +120,7 @@ export async function run(fullArgv: string[], io: CliIO): Promise<number> {
   const service = SERVICES.find((s) => s.name === name);
   if (service) {
     try {
-      await service.start();
+      await service.start(argv.slice(1));
       return EXIT.ok;
     } catch (err) {
       // A process's own errors say what to do (PostgreSQL unreachable, a setting missing).

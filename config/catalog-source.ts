@@ -52,6 +52,16 @@ export const DEMO = 'demo';
 
 // Demo catalogs loaded because nothing named a catalog: a schedule sync will not delete with one.
 const fallbacks = new WeakSet<Catalog>();
+// Every demo catalog loaded (named on purpose or fallen back to): tidemark dev runs its extras for them only.
+const demos = new WeakSet<Catalog>();
+
+/** Whether the catalog is this repository's demo (named, or fallen back to), not the user's. */
+export const isDemoCatalog = (catalog: Catalog): boolean => demos.has(catalog);
+
+const demo = (catalog: Catalog): Catalog => {
+  demos.add(catalog);
+  return catalog;
+};
 
 /** Whether the catalog is the demo that tidemark fell back to because no catalog module was named. */
 export const isFallbackDemo = (catalog: Catalog): boolean => fallbacks.has(catalog);
@@ -99,11 +109,11 @@ function demoCatalog(
   const misnamed = readdirSync(cwd).find((f) => f.startsWith('tidemark.config.'));
   if (misnamed)
     throw new CatalogSourceError(resolve(cwd, misnamed), `is not read: name it ${CONFIG_FILES.join(', ')}`);
-  if (onPurpose) return buildCatalog(config);
+  if (onPurpose) return demo(buildCatalog(config));
   warn(
     `tidemark: no catalog module (--catalog, TIDEMARK_CATALOG, or ${CONFIG_FILES.join(', ')} in ${cwd}): running the demo catalog`,
   );
-  const catalog = buildCatalog(config);
+  const catalog = demo(buildCatalog(config));
   fallbacks.add(catalog);
   return catalog;
 }
@@ -112,7 +122,7 @@ function demoCatalog(
 export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {}): Promise<Catalog> {
   const env = 'env' in opts ? opts.env : process.env.TIDEMARK_CATALOG;
   const flag = 'flag' in opts ? opts.flag : flagged;
-  if ((flag || env) === DEMO) return buildCatalog(config);
+  if ((flag || env) === DEMO) return demo(buildCatalog(config));
   const path = catalogPath({ ...opts, flag, env });
   if (!path) return demoCatalog(config, opts.cwd ?? process.cwd(), opts.warn, opts.demoByDefault);
   const from = flag ? '--catalog' : env ? 'TIDEMARK_CATALOG' : 'the working directory';

@@ -83,7 +83,7 @@ export function explainConnectError(
   const fix = s.addressSet ? `fix ${s.addressFrom}` : 'set TEMPORAL_ADDRESS';
   return new TemporalConnectError(
     s.addressSet ? s.addressFrom : 'TEMPORAL_ADDRESS',
-    `cannot reach ${at} (${reason}): start it (npm start runs a dev server when no address is set) or ${fix}${hint}`,
+    `cannot reach ${at} (${reason}): start it (npx tidemark dev runs a dev server when no address is set) or ${fix}${hint}`,
   );
 }
 

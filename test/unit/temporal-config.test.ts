@@ -328,7 +328,7 @@ test('npm start with an address set: one that does not answer is named with its 
   );
   assert.match(
     err.message,
-    /Or unset the address \(address in profile "default" of .*\) to let npm start run a dev server\.$/,
+    /Or unset the address \(address in profile "default" of .*\) to let tidemark dev run a dev server\.$/,
   );
 
   const started = Date.now();
