@@ -168,7 +168,9 @@ export function alerting(deps: ActivityDeps) {
         `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channel other than ${exclude.channel} ${exclude.target} to report through: ${subjectLine}`,
       );
     } else if (effects.length === 0) {
-      logger.error(
+      // A failure nobody hears of is an error; a recovery notice with nowhere to go (an operator's
+      // retry closed the incident, say) is only worth a warning.
+      (event === 'opened' ? logger.error : logger.warn)(
         `ALERT job=${incident.job} incident=${incident.id} ${event}: no alert channels configured (set the job's alerts or TIDEMARK_ALERT_EMAIL / _SLACK / _TELEGRAM): ${subjectLine}`,
       );
     }

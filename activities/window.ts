@@ -87,12 +87,23 @@ export function windowActivities(deps: ActivityDeps) {
       };
 
       const skipDone = async (): Promise<WindowResult> => {
-        logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`, {
-          ...outcomeFields(w, 'skipped'),
-          reason: 'already-done',
-          attempt,
-        });
-        metrics.window({ job: w.job, outcome: 'skipped', reason: 'already-done' });
+        if (input.afterBatch) {
+          // Its batch logged (and counted) the window's outcome: this run only drives what follows.
+          logger.info(
+            `FOLLOW-UP job=${w.job} window=${w.key}: processed in its batch; its effects and alerts follow`,
+            {
+              ...outcomeFields(w, 'follow-up'),
+              attempt,
+            },
+          );
+        } else {
+          logger.info(`SKIPPED reason=already-done job=${w.job} window=${w.key}`, {
+            ...outcomeFields(w, 'skipped'),
+            reason: 'already-done',
+            attempt,
+          });
+          metrics.window({ job: w.job, outcome: 'skipped', reason: 'already-done' });
+        }
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done, or before its
         // alerts (findings, recovery notice) went out: drive them.

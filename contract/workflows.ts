@@ -91,6 +91,11 @@ export interface WindowInput extends WindowSpec {
    * own change has that digest (the data may move between the approval and the run).
    */
   readonly approved?: string;
+  /**
+   * A batched backfill processed the window in its batch: this run drives its effects and alerts,
+   * and says so (its window's outcome was logged once, by the batch).
+   */
+  readonly afterBatch?: boolean;
 }
 
 export interface WindowCountsDto {

@@ -60,6 +60,10 @@ export function createLog(opts: LogOptions): Log {
           colorize: false,
           translateTime: 'SYS:HH:MM:ss.l',
           ignore: 'pid,hostname',
+          // The SDK's fields on the line they belong to, not a block of lines after it.
+          singleLine: true,
+          // An error's text stays with them (by default pino-pretty puts `error` on lines of its own).
+          errorLikeObjectKeys: [],
           ...(opts.destination ? { destination: opts.destination } : {}),
         })
       : (opts.destination ?? pino.destination({ dest: 1, sync: true }));
@@ -84,10 +88,15 @@ export function createLog(opts: LogOptions): Log {
     destination as DestinationStream,
   );
   const sdk = log.child({}, { level: (opts.sdkLevel ?? 'WARN').toLowerCase() });
+  // An activity's or a workflow's failure as the SDK reports it: its causes in one line (our own
+  // FAILED line says the same), the stacks only when its lines are asked for in detail.
+  const stacks = opts.sdkLevel === 'DEBUG' || opts.sdkLevel === 'TRACE';
+  const sdkMeta = (meta: LogMetadata): LogMetadata =>
+    !stacks && meta.error instanceof Error ? { ...meta, error: causeChain(meta.error) } : meta;
   const sdkAt =
     (level: LogLevel) =>
     (message: string, meta?: LogMetadata): void =>
-      meta ? sdk[level](meta, message) : sdk[level](message);
+      meta ? sdk[level](sdkMeta(meta), message) : sdk[level](message);
   // Pretty lines leave our fields out: the message says all of them (the SDK's meta stays).
   const withFields = opts.format === 'json';
   const at =
@@ -106,6 +115,14 @@ export function createLog(opts: LogOptions): Log {
       error: sdkAt('error'),
     },
   };
+}
+
+/** An error and its causes, outermost first, as one line: "ActivityFailure: ... <- Error: the cause". */
+function causeChain(err: Error): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, n = 0; e instanceof Error && n < 10; e = e.cause, n++)
+    parts.push(`${e.name}: ${e.message}`);
+  return parts.join(' <- ');
 }
 
 /** A copy with every string redacted, secret-named fields censored; errors become { type, message, stack }. */

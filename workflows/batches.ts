@@ -65,7 +65,12 @@ export async function runBatchedPage(p: BatchedPage): Promise<void> {
   async function windowRun(w: WindowSpec, prior: Prior): Promise<void> {
     p.moved(1);
     try {
-      const started = await startWindow(w, 'backfill', p.policy);
+      const started = await startWindow(
+        w,
+        'backfill',
+        p.policy,
+        prior === 'processed' ? { afterBatch: true } : {},
+      );
       if (!started.handle) {
         // Another run of the window is driving it (its effects too).
         if (prior === 'processed') totals.processed++;

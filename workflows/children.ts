@@ -12,6 +12,7 @@ import {
   WINDOW_REVISION,
   type ActivityPolicy,
   type Trigger,
+  type WindowInput,
   type WindowSpec,
 } from '../contract/workflows.js';
 import { window } from './window.js';
@@ -26,11 +27,12 @@ export async function startWindow(
   w: WindowSpec,
   trigger: Trigger,
   policy: ActivityPolicy,
+  extra: Partial<Pick<WindowInput, 'afterBatch'>> = {},
 ): Promise<ChildStart> {
   try {
     const handle = await startChild(window, {
       workflowId: w.key,
-      args: [{ ...w, trigger, policy, revision: WINDOW_REVISION }],
+      args: [{ ...w, trigger, policy, revision: WINDOW_REVISION, ...extra }],
       parentClosePolicy: ParentClosePolicy.ABANDON,
       typedSearchAttributes: searchAttributes('window', w.job, { start: w.start, generation: w.generation }),
       staticSummary: `${w.job}: window [${w.start}, ${w.end})${w.generation ? ` generation ${w.generation}` : ''}, started by ${trigger}`,

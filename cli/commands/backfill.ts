@@ -15,6 +15,7 @@ import {
 import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../../operator/dates.js';
+import { noWorkerNote } from '../pollers.js';
 
 /** Every window of the range is still open: nothing to do until the first one closes. */
 export class WindowsNotClosed extends Error {
@@ -144,17 +145,24 @@ export const backfillCommand: Command = {
       `backfill ${workflowId}: ${closed} windows, ${batch ? `batches of ${batch}, ` : ''}${concurrency} at once`,
     );
     if (note) say(note);
+    const idle = await noWorkerNote(client, ctx.config.TIDEMARK_TASK_QUEUE, 'the backfill');
+    if (idle) ctx.io.err(`tidemark backfill: ${idle}`);
     let last = '';
+    // One progress query at a time: with no worker polling, a query waits until one comes.
+    let asking = false;
     const timer = setInterval(() => {
+      if (asking) return;
+      asking = true;
       handle.query<BackfillProgress>('progress').then(
         (p) => {
+          asking = false;
           const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, closed)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
           if (line === last) return;
           last = line;
           if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
           else say(line);
         },
-        () => undefined,
+        () => (asking = false),
       );
     }, 1_000);
     try {
@@ -165,6 +173,8 @@ export const backfillCommand: Command = {
         lines: [
           `done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${r.failed.join(', ')})` : ''}`,
         ],
+        // Failed windows fail the command (a script must not read "done" as success); they were alerted.
+        ...(r.failed.length ? { exitCode: 1 } : {}),
       };
     } finally {
       clearInterval(timer);

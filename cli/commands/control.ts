@@ -3,6 +3,7 @@ import { ScheduleNotFoundError } from '@temporalio/client';
 import { scheduleIdOf } from '../../contract/schedule-ids.js';
 import type { Command } from '../command.js';
 import { UsageError, type CliContext } from '../context.js';
+import { noWorkerNote } from '../pollers.js';
 
 async function schedule(ctx: CliContext, name: string | undefined, command: string) {
   const job = ctx.job(name, command);
@@ -24,9 +25,13 @@ export const triggerCommand: Command = {
   async run(ctx, { positionals }) {
     const { job, handle } = await schedule(ctx, positionals[0], 'trigger');
     await handle.trigger();
+    const idle = await noWorkerNote(await ctx.client(), ctx.config.TIDEMARK_TASK_QUEUE, 'its tick');
     return {
-      json: { job: job.name, triggered: true },
-      lines: [`tick of ${job.name} fired; its runs show as ${job.name}/tick-<time> in the Web UI`],
+      json: { job: job.name, triggered: true, ...(idle ? { noWorker: idle } : {}) },
+      lines: [
+        `tick of ${job.name} fired; its runs show as ${job.name}/tick-<time> in the Web UI`,
+        ...(idle ? [idle] : []),
+      ],
     };
   },
 };

@@ -91,7 +91,7 @@ test('the SDK logger: its own level (WARN by default), its meta as fields', () =
   assert.equal(lines[0]?.workflowId, 'wf-1');
   assert.equal(lines[0]?.activityType, 'processWindow');
   assert.equal(lines[0]?.sdkComponent, 'activity');
-  assert.match(JSON.stringify(lines[0]?.error), /boom/);
+  assert.equal(lines[0]?.error, 'Error: boom', 'the cause in one line, no stack');
 
   const verbose = capture();
   const debugLog = createLog({
@@ -106,6 +106,30 @@ test('the SDK logger: its own level (WARN by default), its meta as fields', () =
     verbose.lines().map((l) => [l.level, l.msg, l.workflowId]),
     [['debug', 'Activity started', 'wf-1']],
   );
+});
+
+test("the SDK's report of a failed activity is one line with its causes, no stack (stacks at SDK level DEBUG)", () => {
+  const failure = Object.assign(
+    new Error('Activity task failed', { cause: new Error('the source is unreadable') }),
+    {
+      name: 'ActivityFailure',
+    },
+  );
+  const meta = { sdkComponent: 'worker', taskQueue: 'q', activityType: 'processWindow', error: failure };
+  const out = capture();
+  createLog({ format: 'pretty', level: 'info', destination: out.stream }).sdk.warn('Activity failed', meta);
+  const lines = out.text().split('\n').filter(Boolean);
+  assert.equal(lines.length, 1, out.text());
+  assert.match(
+    lines[0]!,
+    /WARN.*Activity failed.*ActivityFailure: Activity task failed <- Error: the source is unreadable/,
+  );
+  const detailed = capture();
+  createLog({ format: 'json', level: 'info', sdkLevel: 'DEBUG', destination: detailed.stream }).sdk.warn(
+    'Activity failed',
+    meta,
+  );
+  assert.match(JSON.stringify(detailed.lines()[0]?.error), /"stack":".*log\.test\.ts/);
 });
 
 test('secrets never reach the output: message, string fields, nested fields, errors, SDK meta', () => {

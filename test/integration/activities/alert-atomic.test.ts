@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { alerting } from '../../../activities/alerts.js';
+import { raiseNow, resolveNow } from '../../../activities/direct-alerts.js';
 import { memoryLogger } from '../../../activities/logger.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { createTestDb, tm, type TestDb } from '../../helpers/db.js';
@@ -79,4 +80,29 @@ test('a resolve cut after closing its incident is retried whole: the recovery no
   );
   const resolved = await activities.resolveIncident({ job: 'atomic', subject, note: 'fixed' });
   assert.deepEqual(resolved?.deliveries, [`alert:${raised.incidentId}:closed:telegram:ops-chat`]);
+});
+
+test('with no alert channel configured, an incident that opens is an ERROR line; its closing (a retry, a recovery) only a warning', async () => {
+  const logger = memoryLogger();
+  const deps = {
+    db: t.db,
+    catalog: defineCatalog([salesJob('unheard')]),
+    logger,
+    now: () => new Date(),
+  };
+  await raiseNow(deps, {
+    job: 'unheard',
+    subject: 'unheard:effect',
+    kind: 'effect-failed',
+    error: 'the API said 400',
+  });
+  await resolveNow(deps, { job: 'unheard', subject: 'unheard:effect', note: 'retried by alice' });
+  const said = logger.entries.filter((e) => /no alert channels configured/.test(e.message));
+  assert.deepEqual(
+    said.map((e) => [e.level, / (opened|closed): /.exec(e.message)?.[1]]),
+    [
+      ['error', 'opened'],
+      ['warn', 'closed'],
+    ],
+  );
 });

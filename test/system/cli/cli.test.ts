@@ -8,7 +8,7 @@ import { buildCatalog } from '../../../jobs/catalog.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { isoUtc } from '../../../contract/window-key.js';
 import { memoryLogger } from '../../../activities/logger.js';
-import { insertOrders, ordersBetween } from '../../helpers/jobs.js';
+import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../../helpers/temporal.js';
 
 const stack = realStack();
@@ -240,4 +240,54 @@ test('a failed backfill shows its cause; a backfill over open windows says when 
     // A window may close between the CLI's look and the workflow's: never fewer than it said.
     assert.ok(processed >= 6 - Number(open), partly.out);
   });
+});
+
+test('a backfill with no worker polling its task queue says so at once; with failed windows it exits 1 and names them', async () => {
+  const taskQueue = uniqueQueue('cli-exit');
+  Object.assign(process.env, {
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TIDEMARK_STATE_DIR: '/tmp/tidemark-cli-test',
+  });
+  const out: string[] = [];
+  const err: string[] = [];
+  const backfill = run(
+    ['backfill', 'sales-hourly', '--from', '2026-05-01T00:00:00Z', '--to', '2026-05-01T02:00:00Z'],
+    {
+      out: (l) => out.push(l),
+      err: (l) => err.push(l),
+      json: false,
+      tty: false,
+    },
+  );
+  await eventually(
+    async () => (err.some((l) => /no worker polls task queue/.test(l)) ? true : undefined),
+    30_000,
+    `the note that no worker polls ${taskQueue}: ${err.join('\n')}`,
+  );
+  assert.match(
+    err.join('\n'),
+    new RegExp(
+      `^tidemark backfill: no worker polls task queue "${taskQueue}" \\(TIDEMARK_TASK_QUEUE\\): the backfill waits until one does; start one with npx tidemark worker`,
+      'm',
+    ),
+  );
+  // The worker that comes runs the windows, whose handler fails (one attempt each).
+  const failing = defineCatalog([
+    salesJob('sales-hourly', {
+      retry: { maximumAttempts: 1 },
+      handler: async () => {
+        throw new Error('the source is unreadable');
+      },
+    }),
+  ]);
+  const deps = { db: stack.t.db, catalog: failing, logger: memoryLogger(), now: () => new Date() };
+  const code = await withWorker(stack.env, taskQueue, deps, () => backfill);
+  assert.equal(code, 1, `${out.join('\n')}\n${err.join('\n')}`);
+  assert.match(
+    out.join('\n'),
+    /^done: processed 0, already done 0, running elsewhere 0, failed 2 \(sales-hourly\/2026-05-01T00:00:00Z, sales-hourly\/2026-05-01T01:00:00Z\)$/m,
+  );
 });

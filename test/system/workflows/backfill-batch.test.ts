@@ -385,30 +385,33 @@ test('batched backfill: windows with external effects are committed in the batch
     }),
   ]);
   const taskQueue = uniqueQueue(job);
-  await withWorker(
-    stack.env,
-    taskQueue,
-    depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat),
-    async () => {
-      const orders = await insertOrders(stack.t.db, ordersBetween(job, from, to, 40, 0));
-      const workflowId = `${job}/backfill`;
-      const result = await runBackfill(taskQueue, workflowId, { job, from, to, concurrency: 2, batch: n });
-      assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
-      const runs = await processedOnce(job, starts);
-      for (const s of starts) {
-        assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
-        // The window's own run found it done and sent its e-mail.
-        const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
-        assert.equal(run.outcome, 'already-done');
-        assert.deepEqual(
-          run.effectOutcomes.map((e) => e.outcome),
-          ['done'],
-        );
-        assert.equal(channels.smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
-      }
-      await assertTotals(job, orders, from, to);
-    },
-  );
+  const deps = depsWithChannels(stack.t.db, catalog, channels.smtp, channels.chat);
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    const orders = await insertOrders(stack.t.db, ordersBetween(job, from, to, 40, 0));
+    const workflowId = `${job}/backfill`;
+    const result = await runBackfill(taskQueue, workflowId, { job, from, to, concurrency: 2, batch: n });
+    assert.deepEqual([result.processed, result.alreadyDone, result.failed], [n, 0, []]);
+    const runs = await processedOnce(job, starts);
+    for (const s of starts) {
+      assert.equal(runs.get(s)!.find((r) => r.outcome === 'processed')!.workflow_id, workflowId, s);
+      // The window's own run found it done and sent its e-mail.
+      const run = (await stack.env.client.workflow.getHandle(`${job}/${s}`).result()) as WindowRunResult;
+      assert.equal(run.outcome, 'already-done');
+      assert.deepEqual(
+        run.effectOutcomes.map((e) => e.outcome),
+        ['done'],
+      );
+      assert.equal(channels.smtp.messages.filter((m) => m.subject === `report ${job}/${s}`).length, 1, s);
+      // One outcome line for the window (its batch's), and its own run's line says it only follows up.
+      const lines = deps.logger.lines.filter((l) => l.includes(` window=${job}/${s}`));
+      assert.deepEqual(
+        lines.map((l) => l.split(' ')[0]),
+        ['PROCESSED', 'FOLLOW-UP'],
+        lines.join('\n'),
+      );
+    }
+    await assertTotals(job, orders, from, to);
+  });
 });
 
 test('batched backfill of a job that settles its windows: each window runs as its own workflow, and the details say why', async () => {
