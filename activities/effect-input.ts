@@ -14,6 +14,52 @@ function isHttpUrl(value: unknown): boolean {
   return protocol === 'http:' || protocol === 'https:';
 }
 
+/** Header names whose value is a credential: refused as plain text (it would be stored with the window). */
+const CREDENTIAL_HEADER = /auth|token|key|secret|cookie|password|signature/i;
+const SECRET_NAME = /^[A-Z][A-Z0-9_]{0,63}$/;
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+function checkHeaders(what: string, headers: unknown): void {
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers))
+    throw badInput(
+      FAILURE.badEffect,
+      `${what}: request.headers must be an object of header values; nothing was committed`,
+    );
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name))
+      throw badInput(
+        FAILURE.badEffect,
+        `${what}: request.headers: ${JSON.stringify(name)} is not a header name; nothing was committed`,
+      );
+    if (typeof value === 'string') {
+      if (CREDENTIAL_HEADER.test(name))
+        throw badInput(
+          FAILURE.badEffect,
+          `${what}: request.headers.${name} looks like a credential and would be stored with the window: give it as { secret: 'NAME', prefix: 'Bearer ' } and set TIDEMARK_SECRET_NAME on the workers; nothing was committed`,
+        );
+      if (/[\r\n]/.test(value))
+        throw badInput(
+          FAILURE.badEffect,
+          `${what}: request.headers.${name} holds a line break; nothing was committed`,
+        );
+      continue;
+    }
+    const ref = value as { secret?: unknown; prefix?: unknown } | null;
+    if (
+      typeof ref !== 'object' ||
+      ref === null ||
+      typeof ref.secret !== 'string' ||
+      !SECRET_NAME.test(ref.secret) ||
+      (ref.prefix !== undefined && typeof ref.prefix !== 'string') ||
+      Object.keys(ref).some((k) => k !== 'secret' && k !== 'prefix')
+    )
+      throw badInput(
+        FAILURE.badEffect,
+        `${what}: request.headers.${name} must be a string or { secret: 'NAME', prefix?: '...' } (NAME in capitals, digits and _; read from TIDEMARK_SECRET_NAME); nothing was committed`,
+      );
+  }
+}
+
 export function checkWindowEffects(job: string, windowKey: string, effects: readonly WindowEffect[]): void {
   const where = `job "${job}" window ${windowKey}`;
   const seen = new Set<string>();
@@ -71,6 +117,7 @@ export function checkWindowEffects(job: string, windowKey: string, effects: read
           FAILURE.badEffect,
           `${where}: effect "${e.name}": request.honoursIdempotencyKey must be true or false (true only if the target drops a repeated Idempotency-Key); nothing was committed`,
         );
+      if (r.headers !== undefined) checkHeaders(what, r.headers);
       if (r.statusUrl !== undefined && !isHttpUrl(r.statusUrl))
         throw badInput(
           FAILURE.badEffect,

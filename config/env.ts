@@ -254,6 +254,7 @@ export function secretsOf(config: Config): string[] {
     config.TIDEMARK_CODEC_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
+    ...Object.values(config.effectSecrets ?? {}),
     ...fromUrl,
     // Every payload key, as the codec reads them (the variable's, one a line or comma-separated, and
     // the file's); the raw entries too, in case a key is refused and never parsed.
@@ -265,8 +266,23 @@ export type Config = Readonly<
   z.infer<typeof schema> & {
     /** How to reach Temporal: config/temporal.ts connects with it (and describes it without secrets). */
     temporal: TemporalSettings;
+    /** The secrets jobs' HTTP effects name in their headers: TIDEMARK_SECRET_<NAME>, by NAME. */
+    effectSecrets: Readonly<Record<string, string>>;
   }
 >;
+
+const SECRET_PREFIX = 'TIDEMARK_SECRET_';
+
+/** TIDEMARK_SECRET_<NAME> variables by NAME (empty ones left out). */
+function effectSecretsOf(env: NodeJS.ProcessEnv): Readonly<Record<string, string>> {
+  return Object.freeze(
+    Object.fromEntries(
+      Object.entries(env)
+        .filter(([k, v]) => k.startsWith(SECRET_PREFIX) && k.length > SECRET_PREFIX.length && !!v)
+        .map(([k, v]) => [k.slice(SECRET_PREFIX.length), v!]),
+    ),
+  );
+}
 
 /** The task queue the lag watch's schedule starts it on; its own, so losing the job workers is still reported. */
 export function watchQueueOf(
@@ -311,5 +327,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     TEMPORAL_ADDRESS: temporal.addressSet ? temporal.address : undefined,
     TEMPORAL_NAMESPACE: temporal.namespace,
     temporal,
+    effectSecrets: effectSecretsOf(env),
   });
 }

@@ -22,10 +22,25 @@ export interface TelegramRequest {
 }
 
 /** A call to an HTTP API as an effect. */
+/**
+ * A header value kept out of the ledger: the worker reads it, when it sends, from the environment
+ * variable TIDEMARK_SECRET_<secret> (redacted everywhere like every secret), after `prefix`.
+ */
+export interface SecretRef {
+  secret: string;
+  /** Written before the secret's value: 'Bearer ' for an Authorization header. */
+  prefix?: string;
+}
+
 export interface HttpRequest {
   method: 'POST' | 'PUT' | 'PATCH';
   url: string;
   body: unknown;
+  /**
+   * Headers of the request. A credential goes as a SecretRef (`{ secret: 'SHOP_TOKEN', prefix:
+   * 'Bearer ' }`): the request is stored with its window, and a secret's value never is.
+   */
+  headers?: Record<string, string | SecretRef>;
   /** GET here answers 200 when the request was applied, 404 when it was not. */
   statusUrl?: string;
   /** The target drops a repeated request with the same `Idempotency-Key`: a resend after a lost reply is safe. */

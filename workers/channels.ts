@@ -8,7 +8,7 @@ import { telegramProvider } from '../activities/notify/telegram.js';
 
 export function channelsFromConfig(config: Config): Channels {
   return {
-    http: httpApiProvider(),
+    http: httpApiProvider({ secret: (name) => config.effectSecrets[name] }),
     ...(config.SMTP_HOST
       ? {
           email: emailProvider({

@@ -6,8 +6,36 @@ import { fetchFailure, retryAfter } from './http.js';
 import type { HttpRequest } from '../../contract/effects.js';
 import { callSignal, EffectError, type CallOptions, type Provider } from './provider.js';
 
+/** The request's headers with each secret read now (TIDEMARK_SECRET_<name>); a missing one refuses the send. */
+function headersOf(
+  request: HttpRequest,
+  what: string,
+  secret: (name: string) => string | undefined,
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(request.headers ?? {})) {
+    if (typeof value === 'string') {
+      out[name] = value;
+      continue;
+    }
+    const found = secret(value.secret);
+    if (found === undefined || found === '')
+      throw new EffectError(
+        'rejected',
+        `${what}: header ${name} needs the secret ${value.secret}, and TIDEMARK_SECRET_${value.secret} is not set on this worker: set it and retry the effect (tidemark effects retry)`,
+      );
+    out[name] = `${value.prefix ?? ''}${found}`;
+  }
+  return out;
+}
+
 export function httpApiProvider(
-  opts: { timeoutMs?: number; headers?: Record<string, string> } = {},
+  opts: {
+    timeoutMs?: number;
+    headers?: Record<string, string>;
+    /** A secret's value by its name (TIDEMARK_SECRET_<name>, from the worker's configuration). */
+    secret?: (name: string) => string | undefined;
+  } = {},
 ): Provider<HttpRequest> & {
   check(
     request: HttpRequest,
@@ -22,11 +50,17 @@ export function httpApiProvider(
     async perform(request, providerKey, call) {
       // The origin only: a webhook's path (Slack, Discord) or query often is its secret.
       const what = `${request.method} ${new URL(request.url).origin}`;
+      const headers = headersOf(request, what, opts.secret ?? (() => undefined));
       let response: Response;
       try {
         response = await fetch(request.url, {
           method: request.method,
-          headers: { 'content-type': 'application/json', 'idempotency-key': providerKey, ...opts.headers },
+          headers: {
+            'content-type': 'application/json',
+            'idempotency-key': providerKey,
+            ...opts.headers,
+            ...headers,
+          },
           body: JSON.stringify(request.body),
           signal: callSignal(opts.timeoutMs ?? 15_000, call),
         });

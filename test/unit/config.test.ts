@@ -1,7 +1,7 @@
 // Entry-point configuration and dependencies: errors that name the variable and say the fix.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ConfigError, loadConfig } from '../../config/env.js';
+import { ConfigError, loadConfig, secretsOf } from '../../config/env.js';
 import { directoryOf, nameOfSlackUser, requesterProblem } from '../../config/people.js';
 import { DatabaseError, ensureDatabase, redactUrl } from '../../db/database.js';
 import { findTemporalCli, TemporalCliMissingError } from '../../bin/temporal-cli.js';
@@ -123,4 +123,10 @@ test('the metrics and health server: 0.0.0.0 and no port asked for by default, 0
       (e: unknown) => e instanceof ConfigError && e.variable === 'TIDEMARK_METRICS_PORT',
       bad,
     );
+});
+
+test("TIDEMARK_SECRET_<NAME> variables are the secrets effects' headers name, and are redacted like every secret", () => {
+  const config = loadConfig({ TIDEMARK_SECRET_SHOP_TOKEN: 'shop-token-40418', TIDEMARK_SECRET_EMPTY: '' });
+  assert.deepEqual(config.effectSecrets, { SHOP_TOKEN: 'shop-token-40418' });
+  assert.ok(secretsOf(config).includes('shop-token-40418'));
 });

@@ -16,6 +16,7 @@ import { raiseNow } from '../../../activities/direct-alerts.js';
 import { effectActivities } from '../../../activities/effects.js';
 import type { HttpRequest } from '../../../contract/effects.js';
 import { httpApiProvider } from '../../../activities/notify/http-api.js';
+import { redactor } from '../../../workers/channels.js';
 import { EffectError } from '../../../activities/notify/provider.js';
 import { slackProvider } from '../../../activities/notify/slack.js';
 import { telegramProvider } from '../../../activities/notify/telegram.js';
@@ -76,6 +77,7 @@ async function expireLease(key: string): Promise<void> {
  */
 async function startApi() {
   const posts: string[] = [];
+  const authorizations: (string | undefined)[] = [];
   const state = { statusLags: false, hang: false, hangMs: 2_000 };
   const server = createServer((req, res) => {
     void (async () => {
@@ -86,12 +88,13 @@ async function startApi() {
       }
       for await (const _ of req) void _;
       posts.push(String(req.headers['idempotency-key'] ?? ''));
+      authorizations.push(req.headers.authorization);
       const reply = () => res.writeHead(200, { 'content-type': 'application/json' }).end('{"ok":true}');
       if (state.hang) setTimeout(reply, state.hangMs);
       else reply();
     })();
   });
-  return { ...(await listenOnLoopback(server)), posts, state };
+  return { ...(await listenOnLoopback(server)), posts, authorizations, state };
 }
 type Api = Awaited<ReturnType<typeof startApi>>;
 
@@ -634,6 +637,75 @@ test('a webhook token in the URL path never reaches the effect row, its attempts
     assert.doesNotMatch(JSON.stringify(attempts), new RegExp(secret));
     assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
   }));
+
+test("an http effect's header from a secret is sent; the secret reaches neither the effect row, its attempts nor the logs", () =>
+  withApi(async (api) => {
+    const key = 'edges/secret-header:push';
+    const secret = 'sEcReT-bearer-77130';
+    const base = depsAt();
+    const deps = {
+      ...base,
+      channels: {
+        ...base.channels,
+        http: httpApiProvider({ secret: (n) => (n === 'SHOP_TOKEN' ? secret : undefined) }),
+      },
+      redact: redactor([secret]),
+    };
+    const request: HttpRequest = {
+      method: 'POST',
+      url: `${api.url}/hook`,
+      body: { n: 1 },
+      headers: { authorization: { secret: 'SHOP_TOKEN', prefix: 'Bearer ' }, 'x-shop': 'north' },
+    };
+    await recordEdge(key, { name: 'push', channel: 'http', request });
+    await perform(key, deps);
+    assert.deepEqual(api.authorizations, [`Bearer ${secret}`]);
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'done');
+    const stored = JSON.stringify(row) + JSON.stringify(await effectAttempts(t.db, key));
+    assert.doesNotMatch(stored, new RegExp(secret));
+    assert.match(stored, /SHOP_TOKEN/);
+    assert.doesNotMatch(JSON.stringify(deps.logger), new RegExp(secret));
+  }));
+
+test('an http effect whose secret is not set on the worker is rejected, naming the variable, and nothing is sent', () =>
+  withApi(async (api) => {
+    const key = 'edges/secret-missing:push';
+    await recordEdge(key, {
+      name: 'push',
+      channel: 'http',
+      request: {
+        method: 'POST',
+        url: `${api.url}/hook`,
+        body: {},
+        headers: { authorization: { secret: 'NOT_SET' } },
+      },
+    });
+    await settled(perform(key));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'failed', String(row.last_error));
+    assert.match(String(row.last_error), /TIDEMARK_SECRET_NOT_SET is not set on this worker/);
+    assert.deepEqual(api.posts, []);
+  }));
+
+test('a credential header written as plain text, or a secret reference of the wrong shape, is refused before anything commits', async () => {
+  const http = (headers: unknown) => ({
+    name: 'push',
+    channel: 'http',
+    request: { method: 'POST', url: 'http://127.0.0.1:9/x', body: {}, headers },
+  });
+  await refused(
+    'edges-plain-token',
+    [http({ Authorization: 'Bearer abc' })],
+    [/request\.headers\.Authorization looks like a credential.*TIDEMARK_SECRET_NAME/],
+  );
+  await refused(
+    'edges-bad-ref',
+    [http({ 'x-api-key': { secret: 'lower case' } })],
+    [/request\.headers\.x-api-key must be a string or \{ secret/],
+  );
+  await refused('edges-bad-header', [http({ 'bad header': 'x' })], [/"bad header" is not a header name/]);
+});
 
 test('a resend decided where the channel is not configured is refused and not left to resend later', async () => {
   const key = 'edges/review-decide-unconfigured:post';
