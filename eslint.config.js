@@ -22,7 +22,7 @@ export const LAYERS = [
   ['workflows'],
   ['config'],
   ['workers'],
-  ['operator'],
+  ['operator', 'testing'],
   ['web', 'slack'],
   ['bin'],
   ['cli'],

@@ -37,6 +37,8 @@ export type { Window, Grid } from './schedules/windows.js';
 export type { Database } from './db/schema.js';
 /** kysely's sql template, for a handler's statements inside its window transaction (`ctx.trx`). */
 export { sql } from 'kysely';
+// For job authors' tests: one window of a job on a database, as a worker runs it, effects not performed.
+export { runWindowOnce, type WindowRunReport } from './testing/run-window.js';
 
 // Job kinds.
 export { salesSummary, summariseWindow, type SalesSummaryOptions } from './jobs/sales-summary.js';

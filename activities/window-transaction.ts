@@ -8,6 +8,7 @@ import { copyRows } from '../db/copy.js';
 import { claimWindow, quarantineRecords, type TransactionBound, type WindowRef } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { WindowContext, WindowCounts } from '../schedules/job.js';
+import { activityContext } from './context.js';
 import type { ActivityDeps } from './deps.js';
 import { checkWindowEffects } from './effect-input.js';
 import { badInput } from './errors.js';
@@ -42,11 +43,13 @@ const PG_MAX_TIMEOUT_MS = 2_147_483_647;
 export function handlerTransaction(
   trx: Transaction<Database>,
   w: Pick<WindowRef, 'job' | 'start' | 'generation'>,
-): Pick<WindowContext, 'trx' | 'ledger' | 'quarantine'> {
+): Pick<WindowContext, 'trx' | 'ledger' | 'quarantine' | 'signal'> {
   return {
     trx: trx.withoutPlugins(),
     ledger: trx,
     quarantine: (records) => quarantineRecords(trx, w, records),
+    // The attempt's own (cancelled, timed out, worker shutting down); never aborted outside an activity.
+    signal: activityContext()?.cancellationSignal ?? new AbortController().signal,
   };
 }
 

@@ -42,6 +42,12 @@ export interface WindowContext<DB = AnyDatabase> {
    * exported by housekeeping), in the window's transaction; count them in `quarantined`.
    */
   readonly quarantine: (records: readonly QuarantineRecord[]) => Promise<number>;
+  /**
+   * Aborted when this attempt is cancelled, times out or its worker shuts down: long work (a fetch,
+   * a loop over pages) should stop and throw; the window's transaction then rolls back, and a
+   * retry runs the window again. Pass it on: `fetch(url, { signal: ctx.signal })`.
+   */
+  readonly signal: AbortSignal;
   readonly job: Job;
   readonly window: Window;
   readonly key: string;
