@@ -27,7 +27,7 @@ export const LAYERS = [
   ['bin'],
   ['cli'],
   ['scripts', 'chaos', 'bench'],
-  ['index.ts'],
+  ['index.ts', 'temporal.ts'],
   ['test'],
 ];
 const layerOf = new Map(LAYERS.flatMap((names, i) => names.map((name) => [name, i])));

@@ -16,11 +16,7 @@ export { defineJob, defineCatalog, JobDefinitionError, UnknownJobError } from '.
 export { CatalogSourceError, catalogPath, loadCatalog, CONFIG_FILES } from './config/catalog-source.js';
 export { loadConfig, ConfigError, type Config } from './config/env.js';
 export { describeTemporal, resolveTemporal, type TemporalSettings } from './config/temporal.js';
-export {
-  connectTemporalClient,
-  connectTemporalWorker,
-  TemporalConnectError,
-} from './workers/temporal-connection.js';
+// connectTemporalClient, connectTemporalWorker and TemporalConnectError: from 'tidemark/temporal' (temporal.ts).
 export { buildCatalog as demoCatalog } from './jobs/catalog.js';
 
 // What a handler receives and returns.

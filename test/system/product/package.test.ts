@@ -81,6 +81,48 @@ test(
     rmSync(join(project, 'node_modules', 'tsx'), { recursive: true, force: true });
     writeFileSync(join(project, 'tidemark.config.js'), CATALOG);
 
+    // A catalog in TypeScript type-checks against the package's declarations (and the @types/node
+    // the install brought) without skipLibCheck, its handler's trx typed with the author's tables.
+    writeFileSync(
+      join(project, 'typed.ts'),
+      `import { defineCatalog, defineJob, runWindowOnce } from 'tidemark';
+import type { Generated } from 'kysely';
+interface ShopDb { my_ticks: { window_key: string; window_start: Date; id: Generated<number> } }
+export const catalog = defineCatalog([
+  defineJob<ShopDb>({
+    name: 'typed-ticks',
+    grid: '1h',
+    handler: async ({ trx, window, key, signal }) => {
+      signal.throwIfAborted();
+      await trx.insertInto('my_ticks').values({ window_key: key, window_start: window.start }).execute();
+      return { input: 1, applied: 1, quarantined: 0 };
+    },
+  }),
+]);
+export const check = () => runWindowOnce({ databaseUrl: 'postgres://x', catalog, job: 'typed-ticks', start: new Date() });
+`,
+    );
+    writeFileSync(
+      join(project, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          noEmit: true,
+          skipLibCheck: false,
+        },
+        include: ['typed.ts'],
+      }),
+    );
+    const tsc = join(repo, 'node_modules', 'typescript', 'bin', 'tsc');
+    await run(process.execPath, [tsc, '-p', project], { cwd: project }).catch(
+      (err: { stdout?: string; stderr?: string }) => {
+        throw new Error(`tsc on a TypeScript catalog failed:\n${err.stdout ?? ''}${err.stderr ?? ''}`);
+      },
+    );
+
     const { db, url } = stack.t;
     await sql`create table public.my_ticks (window_key text primary key, window_start timestamptz not null)`.execute(
       db,
