@@ -1,6 +1,6 @@
 // Connecting to PostgreSQL: the kysely instance, creating the database when it is missing,
 // and turning an unreachable server into an error that says how to fix it.
-import { Kysely, PostgresDialect, sql } from 'kysely';
+import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import { Migrator, type Migration, type MigrationResult } from 'kysely/migration';
 import pg from 'pg';
 import { DEFAULT_SCHEMA, LedgerSchema, ledger, schemaOf } from './ledger-schema.js';
@@ -14,6 +14,7 @@ export const PG_ERROR = Object.freeze({
   duplicateDatabase: '42P04',
   uniqueViolation: '23505',
   serializationFailure: '40001',
+  lockNotAvailable: '55P03',
   deadlockDetected: '40P01',
   invalidAuthorization: '28000',
   invalidPassword: '28P01',
@@ -91,6 +92,25 @@ function unreachable(url: string, err: unknown): DatabaseError {
   );
 }
 
+/** Whether the database of `url` exists (connects once; creates nothing). */
+export async function databaseExists(url: string): Promise<boolean> {
+  let probe: pg.Client;
+  try {
+    probe = pgClient(url);
+  } catch (err) {
+    throw unreachable(url, err);
+  }
+  try {
+    await probe.connect();
+    return true;
+  } catch (err) {
+    if ((err as { code?: string }).code === PG_ERROR.invalidCatalogName) return false;
+    throw unreachable(url, err);
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+}
+
 /** Connects once; creates the database when the server says it does not exist. */
 export async function ensureDatabase(url: string): Promise<void> {
   let probe: pg.Client;
@@ -157,6 +177,7 @@ export async function migrate(
 ): Promise<string[]> {
   const schema = schemaOf(db);
   await moveLedgerFromPublic(db);
+  await refuseForeignMigrations(db, schema, list);
   // The shipped migrations name their tables bare: the builder's plugin qualifies them, and inside
   // the migrations' own transaction the raw SQL (triggers, functions) resolves in the schema too.
   const inSchema = (m: Migration): Migration => ({
@@ -179,12 +200,56 @@ export async function migrateCatalog(
 ): Promise<string[]> {
   if (Object.keys(list).length === 0) return [];
   const schema = schemaOf(db);
+  // One that ran and is gone from the list, though later ones are in it, was renamed or removed (a
+  // renamed one would run again). Ones after the list's last are a newer catalog's: taken as done.
+  const last = Object.keys(list).sort().at(-1)!;
+  const present = await sql<{
+    t: string | null;
+  }>`select to_regclass(${`${schema}.catalog_migration`})::text as t`.execute(db);
+  if (present.rows[0]?.t) {
+    const ran = await sql<{
+      name: string;
+    }>`select name from ${ledger(db).object('catalog_migration')}`.execute(db);
+    const gone = ran.rows.map((r) => r.name).filter((n) => !(n in list) && n < last);
+    if (gone.length)
+      throw new DatabaseError(
+        'MIGRATION_FAILED',
+        `catalog migration ${gone.join(', ')} ran on this database but is not in the catalog (renamed or removed?): a catalog's migrations are append-only; put it back as it was, and make a change a new migration. Nothing was applied.`,
+      );
+  }
   return await migrateWith(db, list, (m) => m, {
     schema,
     table: 'catalog_migration',
     what: 'catalog migration',
     plain: db.withoutPlugins(),
   });
+}
+
+/**
+ * The schema's kysely_migration is another application's (its own kysely migrations, in a schema
+ * TIDEMARK_SCHEMA names, public included): tidemark would record its migrations among them and
+ * take theirs for a newer release's. Refused, naming the way out.
+ */
+async function refuseForeignMigrations(
+  db: Kysely<Database>,
+  schema: string,
+  list: Readonly<Record<string, Migration>>,
+): Promise<void> {
+  const first = Object.keys(list)[0];
+  const t = ledger(db);
+  const present = await sql<{
+    t: string | null;
+  }>`select to_regclass(${`${schema}.kysely_migration`})::text as t`.execute(db);
+  if (!present.rows[0]?.t || !first) return;
+  const rows = await sql<{ n: number; ours: number }>`select count(*)::int as n,
+      count(*) filter (where name = ${first})::int as ours from ${t.object('kysely_migration')}`.execute(db);
+  const { n, ours } = rows.rows[0]!;
+  if (n > 0 && ours === 0)
+    throw new DatabaseError(
+      'MIGRATION_FAILED',
+      `schema ${schema} already holds a kysely_migration table that is not tidemark's (${n} migrations of another application, none of tidemark's): ` +
+        `tidemark would mix its migrations with them. Set TIDEMARK_SCHEMA to a schema of tidemark's own (the default, tidemark); nothing was changed.`,
+    );
 }
 
 /** The ledger's migrations, then the catalog's own: what every entry point runs before it starts. */
@@ -282,32 +347,45 @@ async function newerMigrations(
 }
 
 /**
- * The tables release 0.1.0 made for the ledger in public (the demo's stayed there), and those added
- * in public before the ledger had a schema of its own; moved with their indexes, constraints,
- * sequences and triggers by ALTER TABLE ... SET SCHEMA.
+ * What each ledger migration made in public before the ledger had a schema of its own: only what
+ * the migrations recorded in public.kysely_migration made moves (a table or function of the user's
+ * with one of these names is not tidemark's, and stays). The demo's tables are not here: they stay.
  */
-const LEDGER_TABLES_IN_PUBLIC = Object.freeze([
-  'job_windows',
-  'job_runs',
-  'job_watermarks',
-  'quarantine',
-  'effects',
-  'effect_attempts',
-  'incidents',
-  'backups',
-  'backup_checks',
-  'rerun_requests',
-  'approval_audit',
-  'window_notices',
-  'local_window_attempts',
-  'job_done_spans',
-  'housekeeping_progress',
-  'effect_counts',
-  'job_window_counts',
-  'job_span_backlog',
-  'kysely_migration',
-  'kysely_migration_lock',
-]);
+const MADE_IN_PUBLIC: Readonly<
+  Record<string, { tables?: readonly string[]; functions?: readonly string[] }>
+> = Object.freeze({
+  '20261129T1000_ledger': { tables: ['job_windows', 'job_runs', 'job_watermarks', 'quarantine'] },
+  '20261129T1100_effects': { tables: ['effects', 'effect_attempts', 'incidents'] },
+  '20261129T1400_backups': { tables: ['backups'] },
+  '20261129T1500_reruns': { tables: ['rerun_requests', 'approval_audit'] },
+  '20261130T1210_fix_alerts_window_notices': { tables: ['window_notices'] },
+  '20261130T1800_ledger_finish_function': {
+    functions: ['tidemark_advance_watermark', 'tidemark_finish_window'],
+  },
+  '20261130T2230_ledger_claim_function': { functions: ['tidemark_claim_window'] },
+  '20261130T2300_local_window_attempts': { tables: ['local_window_attempts'] },
+  '20261201T1000_done_spans': { tables: ['job_done_spans'] },
+  '20261201T1000_housekeeping_progress': { tables: ['housekeeping_progress'] },
+  '20261201T2000_flat_counts': {
+    tables: ['effect_counts', 'job_window_counts'],
+    functions: [
+      'tidemark_count_effects',
+      'tidemark_count_windows',
+      'tidemark_fold_effect_counts',
+      'tidemark_fold_window_counts',
+    ],
+  },
+  '20261201T2300_span_count_backlog': { tables: ['job_span_backlog'], functions: ['tidemark_span_backlog'] },
+  '20261202T1600_backup_checks': { tables: ['backup_checks'] },
+});
+
+/** Marks what the move leaves in public for 0.1.0's workers: --drop-public-compat drops only that. */
+const COMPAT_MARK =
+  'tidemark: for workers of 0.1.0 during the upgrade; tidemark migrate --drop-public-compat drops it';
+
+/** A lock the move waits for at most this long a try (a queued ALTER holds up every reader behind it). */
+const MOVE_LOCK_WAIT = '3s';
+const MOVE_TRIES = 10;
 
 /** Whether the ledger is an earlier release's in public, and `schema` (another) holds none yet. */
 async function inPublicToMove(db: Kysely<Database>, schema: string): Promise<boolean> {
@@ -324,94 +402,149 @@ async function inPublicToMove(db: Kysely<Database>, schema: string): Promise<boo
 
 /**
  * An installation of an earlier release keeps its ledger in public (its kysely_migration there
- * records 20261129T1000_ledger). When the ledger's schema is another and holds no ledger yet, the
- * ledger's tables and functions move into it, in one transaction under an advisory lock (hosts
- * starting at once move it once): the rows stay as they are, nothing is copied. The demo's tables
- * stay in public, the user's to keep or drop (README, "Upgrading from 0.1.0").
+ * records 20261129T1000_ledger). When the ledger's schema is another and holds no ledger yet, what
+ * the recorded migrations made moves into it (tables with their indexes, constraints, sequences
+ * and triggers; the functions, their search_path pinned to the schema), in one transaction under
+ * an advisory lock (hosts starting at once move it once): the rows stay, nothing is copied. The
+ * demo's tables stay in public, the user's to keep or drop (README, "Upgrading from 0.1.0").
  *
  * Workers of the earlier release may still run: their statements name the tables bare, in public.
- * Each moved table leaves a view of the same name in public (a plain view: they read, insert,
- * update, upsert and lock rows through it) and each function a wrapper, so they keep working
- * until they are replaced; one restarting finds the newer migrations in the view of kysely's table
- * and refuses to start (it cannot make a second ledger). `tidemark migrate --drop-public-compat`
- * drops the views and wrappers once no worker of the earlier release runs.
+ * Each moved table leaves a view of its name in public (with the table's grants; a plain view:
+ * they read, insert, update, upsert and lock rows through it), each function a wrapper, and the
+ * roles that had rights on the tables get USAGE on the schema: they keep working until replaced;
+ * one restarting finds the newer migrations in the view of kysely's table and refuses to start
+ * (it cannot make a second ledger). `tidemark migrate --drop-public-compat` drops the views and
+ * wrappers (marked COMPAT_MARK) once no worker of the earlier release runs.
+ *
+ * Each try waits at most MOVE_LOCK_WAIT for a table's lock (a worker's window transaction holds
+ * one): longer, and every reader would queue behind the move. After MOVE_TRIES the error names the
+ * sessions that held the locks.
  */
 export async function moveLedgerFromPublic(db: Kysely<Database>): Promise<string[]> {
   const schema = schemaOf(db);
   if (schema === 'public') return [];
   const plain = db.withoutPlugins();
-  if (!(await inPublicToMove(plain, schema))) return [];
-  return await plain.transaction().execute(async (trx) => {
-    await sql`select pg_advisory_xact_lock(hashtext('tidemark: ledger schema move'))`.execute(trx);
-    // Another host moved it while this one waited for the lock.
-    if (!(await inPublicToMove(trx, schema))) return [];
-    // A worker of the earlier release holds its rows for a window's transaction at most: wait for it.
-    await sql`select set_config('lock_timeout', '60s', true)`.execute(trx);
-    await sql.raw(`create schema if not exists ${schema}`).execute(trx);
-    const moved: string[] = [];
-    for (const table of LEDGER_TABLES_IN_PUBLIC) {
-      const present = await sql<{ kind: string | null }>`select c.relkind::text as kind from pg_class c
-        join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relname = ${table}`.execute(
-        trx,
-      );
-      if (present.rows[0]?.kind !== 'r') continue;
-      await sql.raw(`alter table public.${table} set schema ${schema}`).execute(trx);
-      await sql.raw(`create view public.${table} as select * from ${schema}.${table}`).execute(trx);
-      moved.push(table);
+  for (let attempt = 1; ; attempt++) {
+    if (!(await inPublicToMove(plain, schema))) return [];
+    try {
+      return await plain.transaction().execute((trx) => moveOnce(trx, schema));
+    } catch (err) {
+      if ((err as { code?: string }).code !== PG_ERROR.lockNotAvailable) throw err;
+      if (attempt >= MOVE_TRIES) throw await moveBlocked(plain, attempt);
+      await new Promise((r) => setTimeout(r, 1_000));
     }
-    // The ledger's functions, their search_path pinned to the schema (their bodies name tables bare),
-    // and in public a wrapper of each one that is not a trigger's.
-    const fns = await sql<{ name: string; args: string; result: string; n: number; trigger: boolean }>`
-      select p.proname as name, pg_get_function_identity_arguments(p.oid) as args,
-             pg_get_function_result(p.oid) as result, p.pronargs::int as n,
-             p.prorettype = 'trigger'::regtype as trigger
-        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-       where n.nspname = 'public' and starts_with(p.proname, 'tidemark_')`.execute(trx);
-    for (const f of fns.rows) {
-      await sql.raw(`alter function public.${f.name}(${f.args}) set schema ${schema}`).execute(trx);
+  }
+}
+
+async function moveOnce(trx: Transaction<Database>, schema: string): Promise<string[]> {
+  await sql`select pg_advisory_xact_lock(hashtext('tidemark: ledger schema move'))`.execute(trx);
+  // Another host moved it while this one waited for the lock.
+  if (!(await inPublicToMove(trx, schema))) return [];
+  await sql`select set_config('lock_timeout', ${MOVE_LOCK_WAIT}, true)`.execute(trx);
+  const recorded = new Set(
+    (await sql<{ name: string }>`select name from public.kysely_migration`.execute(trx)).rows.map(
+      (r) => r.name,
+    ),
+  );
+  const made = Object.entries(MADE_IN_PUBLIC).filter(([name]) => recorded.has(name));
+  const tables = [...made.flatMap(([, m]) => m.tables ?? []), 'kysely_migration', 'kysely_migration_lock'];
+  const functions = new Set(made.flatMap(([, m]) => m.functions ?? []));
+  await sql.raw(`create schema if not exists ${schema}`).execute(trx);
+  const moved: string[] = [];
+  const grantees = new Set<string>();
+  for (const table of tables) {
+    const present = await sql<{ kind: string | null }>`select c.relkind::text as kind from pg_class c
+      join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'public' and c.relname = ${table}`.execute(
+      trx,
+    );
+    if (present.rows[0]?.kind !== 'r') continue;
+    // Its grants, for its view: a worker's role that may write the table may write through the view.
+    const acl = await sql<{ grantee: string; privilege: string }>`
+      select case when a.grantee = 0 then 'public' else quote_ident(r.rolname) end as grantee,
+             a.privilege_type as privilege
+        from pg_class c cross join lateral aclexplode(c.relacl) a
+        left join pg_roles r on r.oid = a.grantee
+       where c.oid = ${`public.${table}`}::regclass and a.grantee <> c.relowner`.execute(trx);
+    await sql.raw(`alter table public.${table} set schema ${schema}`).execute(trx);
+    await sql.raw(`create view public.${table} as select * from ${schema}.${table}`).execute(trx);
+    await sql.raw(`comment on view public.${table} is ${pg.escapeLiteral(COMPAT_MARK)}`).execute(trx);
+    for (const g of acl.rows) {
+      await sql.raw(`grant ${g.privilege} on public.${table} to ${g.grantee}`).execute(trx);
+      grantees.add(g.grantee);
+    }
+    moved.push(table);
+  }
+  // The functions the recorded migrations made, their search_path pinned to the schema (their bodies
+  // name tables bare), and in public a wrapper of each one that is not a trigger's.
+  const fns = await sql<{ name: string; args: string; result: string; n: number; trigger: boolean }>`
+    select p.proname as name, pg_get_function_identity_arguments(p.oid) as args,
+           pg_get_function_result(p.oid) as result, p.pronargs::int as n,
+           p.prorettype = 'trigger'::regtype as trigger
+      from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+     where n.nspname = 'public' and p.proname = any(${[...functions]}::text[])`.execute(trx);
+  for (const f of fns.rows) {
+    await sql.raw(`alter function public.${f.name}(${f.args}) set schema ${schema}`).execute(trx);
+    await sql
+      .raw(`alter function ${schema}.${f.name}(${f.args}) set search_path = ${schema}, pg_temp`)
+      .execute(trx);
+    if (!f.trigger) {
+      const params = Array.from({ length: f.n }, (_, i) => `$${i + 1}`).join(', ');
       await sql
-        .raw(`alter function ${schema}.${f.name}(${f.args}) set search_path = ${schema}, pg_temp`)
+        .raw(
+          `create function public.${f.name}(${f.args}) returns ${f.result} language sql ` +
+            `as 'select ${schema}.${f.name}(${params})'`,
+        )
         .execute(trx);
-      if (!f.trigger) {
-        const params = Array.from({ length: f.n }, (_, i) => `$${i + 1}`).join(', ');
-        await sql
-          .raw(
-            `create function public.${f.name}(${f.args}) returns ${f.result} language sql ` +
-              `as 'select ${schema}.${f.name}(${params})'`,
-          )
-          .execute(trx);
-      }
-      moved.push(`${f.name}()`);
+      await sql
+        .raw(`comment on function public.${f.name}(${f.args}) is ${pg.escapeLiteral(COMPAT_MARK)}`)
+        .execute(trx);
     }
-    return moved;
-  });
+    moved.push(`${f.name}()`);
+  }
+  // The roles that used the tables reach them (and the functions' tables) in the schema.
+  for (const g of grantees) await sql.raw(`grant usage on schema ${schema} to ${g}`).execute(trx);
+  return moved;
+}
+
+/** The move could not take its locks: who holds the ledger's tables, and what to do. */
+async function moveBlocked(db: Kysely<Database>, tries: number): Promise<DatabaseError> {
+  const holders = await sql<{ pid: number; app: string; state: string; since: string; query: string }>`
+    select distinct a.pid, coalesce(nullif(a.application_name, ''), '?') as app, a.state,
+           coalesce(to_char(a.xact_start at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '?') as since,
+           left(a.query, 120) as query
+      from pg_locks l join pg_class c on c.oid = l.relation join pg_namespace n on n.oid = c.relnamespace
+      join pg_stat_activity a on a.pid = l.pid
+     where n.nspname = 'public' and l.granted and a.pid <> pg_backend_pid()
+       and c.relname in (${sql.join(Object.values(MADE_IN_PUBLIC).flatMap((m) => m.tables ?? []))})`.execute(
+    db,
+  );
+  const who = holders.rows.map((h) => `pid ${h.pid} (${h.app}, ${h.state} since ${h.since}: ${h.query})`);
+  return new DatabaseError(
+    'MIGRATION_FAILED',
+    `the ledger's move from schema public could not take its tables' locks in ${tries} tries of ${MOVE_LOCK_WAIT}: ` +
+      `${who.length ? `held by ${who.join('; ')}` : 'held by transactions that have ended since'}. ` +
+      'Nothing moved. Run tidemark migrate again once those transactions end (a window of a worker of 0.1.0 ends with its attempt), or stop those workers first.',
+  );
 }
 
 /**
- * Drops what moveLedgerFromPublic left in public for workers of the earlier release (its views of
- * the ledger's tables, its function wrappers): run once none of them runs. Returns what it dropped.
+ * Drops what moveLedgerFromPublic left in public for workers of the earlier release (the views and
+ * wrappers it marked): run once none of them runs. Returns what it dropped.
  */
 export async function dropPublicCompat(db: Kysely<Database>): Promise<string[]> {
-  const schema = schemaOf(db);
-  if (schema === 'public') return [];
   return await db
     .withoutPlugins()
     .transaction()
     .execute(async (trx) => {
-      const views = await sql<{ name: string }>`select v.relname as name from pg_class v
-        join pg_namespace vn on vn.oid = v.relnamespace
-       where vn.nspname = 'public' and v.relkind = 'v'
-         and v.relname in (${sql.join(LEDGER_TABLES_IN_PUBLIC)})
-         and exists (select 1 from pg_class t join pg_namespace tn on tn.oid = t.relnamespace
-                      where tn.nspname = ${schema} and t.relname = v.relname and t.relkind = 'r')
-       order by 1`.execute(trx);
+      const views = await sql<{ name: string }>`select c.relname as name from pg_class c
+          join pg_namespace n on n.oid = c.relnamespace
+         where n.nspname = 'public' and c.relkind = 'v' and obj_description(c.oid, 'pg_class') = ${COMPAT_MARK}
+         order by 1`.execute(trx);
       const fns = await sql<{ name: string; args: string }>`select p.proname as name,
-             pg_get_function_identity_arguments(p.oid) as args
-        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-       where n.nspname = 'public' and starts_with(p.proname, 'tidemark_')
-         and exists (select 1 from pg_proc q join pg_namespace qn on qn.oid = q.pronamespace
-                      where qn.nspname = ${schema} and q.proname = p.proname)
-       order by 1`.execute(trx);
+               pg_get_function_identity_arguments(p.oid) as args
+          from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+         where n.nspname = 'public' and obj_description(p.oid, 'pg_proc') = ${COMPAT_MARK}
+         order by 1`.execute(trx);
       for (const v of views.rows) await sql.raw(`drop view public.${v.name}`).execute(trx);
       for (const f of fns.rows) await sql.raw(`drop function public.${f.name}(${f.args})`).execute(trx);
       return [...views.rows.map((v) => v.name), ...fns.rows.map((f) => `${f.name}()`)];

@@ -3,11 +3,13 @@ import { isFallbackDemo } from '../../config/catalog-source.js';
 import { watchQueueOf } from '../../config/env.js';
 import { decideUnknownEffect, retryFailedEffect } from '../../activities/decisions.js';
 import {
+  databaseExists,
   dropPublicCompat,
   migrate,
   migrateCatalog,
   migrationPlan,
   moveLedgerFromPublic,
+  redactUrl,
 } from '../../db/database.js';
 import { listEffects, openIncidents } from '../../db/effects.js';
 import { EFFECT_STATUS, type EffectStatus } from '../../db/schema.js';
@@ -40,6 +42,14 @@ export const migrateCommand: Command = {
   options: { 'dry-run': { type: 'boolean' }, 'drop-public-compat': { type: 'boolean' } },
   async run(ctx, { values }) {
     const dry = !!values['dry-run'];
+    // A dry run creates nothing, not even the database.
+    if (dry && !(await databaseExists(ctx.config.DATABASE_URL)))
+      return {
+        json: { databaseExists: false, applied: false },
+        lines: [
+          `the database of DATABASE_URL (${redactUrl(ctx.config.DATABASE_URL)}) does not exist: tidemark migrate would create it, then tidemark's schema and every migration`,
+        ],
+      };
     const db = await ctx.db({ migrated: false });
     if (values['drop-public-compat']) {
       // The views and wrappers an upgrade from 0.1.0 left in public for that release's workers.

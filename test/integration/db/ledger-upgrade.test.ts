@@ -22,6 +22,11 @@ let t: TestDb;
 let previous: Kysely<Database>;
 const T0 = Date.parse('2026-11-03T00:00:00Z');
 const JOB = 'upgrade-roll';
+const ROLE = `tidemark_upgrade_worker_${process.pid}`;
+// Roles are the server's, not the database's: dropped from outside the test database.
+const admin = createDb(process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
+  max: 1,
+});
 
 /** 0.1.0's migration files as it ran them: kysely's table in public, up to its last one. */
 const previousList = Object.fromEntries(
@@ -57,10 +62,26 @@ before(async () => {
   });
   await migrateTo(previous, previousRelease().last, {}, previousList);
   await sql`create table public.upgrade_sends (window_start timestamptz primary key)`.execute(t.db);
+  // The user's own objects, named like things of tidemark's that 0.1.0 never made: they stay.
+  await sql`create table public.backup_checks (id int primary key, note text)`.execute(t.db);
+  await sql`insert into public.backup_checks values (1, 'the shop''s own')`.execute(t.db);
+  await sql`create function public.tidemark_span_backlog() returns int language sql as 'select 7'`.execute(
+    t.db,
+  );
+  // The workers' own role, with rights on 0.1.0's tables as a least-privilege deployment grants them.
+  await sql.raw(`create role ${ROLE} nologin`).execute(t.db);
+  await sql.raw(`grant usage on schema public to ${ROLE}`).execute(t.db);
+  await sql
+    .raw(
+      `grant select, insert, update, delete on public.job_windows, public.job_runs, public.job_watermarks to ${ROLE}`,
+    )
+    .execute(t.db);
 });
 after(async () => {
   await previous?.destroy();
   await t?.drop();
+  await sql.raw(`drop role if exists ${ROLE}`).execute(admin);
+  await admin.destroy();
 });
 
 test('the ledger of 0.1.0 moves into its schema while a worker of 0.1.0 is in a window: nothing is applied twice, nothing lost', async () => {
@@ -117,6 +138,32 @@ test('the ledger of 0.1.0 moves into its schema while a worker of 0.1.0 is in a 
   assert.equal((await migrationPlan(t.db, {})).moveFromPublic, false);
 });
 
+test("the move takes only what 0.1.0's migrations made: the user's table and function of tidemark-like names stay", async () => {
+  assert.equal(await relkind('public', 'backup_checks'), 'r');
+  assert.equal(await relkind(SCHEMA, 'backup_checks'), 'r', "tidemark's own, made by its migration");
+  const theirs = await sql<{ note: string }>`select note from public.backup_checks`.execute(t.db);
+  assert.deepEqual(theirs.rows, [{ note: "the shop's own" }]);
+  const fn = await sql<{ v: number }>`select public.tidemark_span_backlog() as v`.execute(t.db);
+  assert.equal(fn.rows[0]!.v, 7);
+});
+
+test("a worker role with rights on 0.1.0's tables keeps them through the views, and reaches the tables in the schema", async () => {
+  await t.db.connection().execute(async (c) => {
+    await sql.raw(`set role ${ROLE}`).execute(c);
+    try {
+      const viaView = await sql<{ n: number }>`select count(*)::int as n from public.job_windows`.execute(c);
+      assert.ok(viaView.rows[0]!.n >= 4);
+      const direct = await sql<{
+        n: number;
+      }>`select count(*)::int as n from ${sql.id(SCHEMA, 'job_runs')}`.execute(c);
+      assert.ok(direct.rows[0]!.n >= 4);
+      await assert.rejects(sql`select 1 from public.effects`.execute(c), /permission denied/);
+    } finally {
+      await sql`reset role`.execute(c);
+    }
+  });
+});
+
 test('a worker of 0.1.0 restarting after the upgrade refuses to start: it makes no second ledger in public', async () => {
   const migrator = new Migrator({
     db: previous.withoutPlugins(),
@@ -142,9 +189,14 @@ test('dropping what 0.1.0 used leaves public without the ledger; the current wor
     assert.equal(await relkind('public', name), undefined, name);
   // The demo's tables of 0.1.0 stay, the user's to keep or drop.
   assert.equal(await relkind('public', 'orders'), 'r');
-  const fns = await sql<{ n: number }>`select count(*)::int as n from pg_proc p
+  const fns = await sql<{ name: string }>`select p.proname as name from pg_proc p
       join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'public'`.execute(t.db);
-  assert.equal(fns.rows[0]!.n, 0);
+  assert.deepEqual(
+    fns.rows.map((f) => f.name),
+    ['tidemark_span_backlog'],
+    "only the user's own function is left",
+  );
+  assert.equal(await relkind('public', 'backup_checks'), 'r', "the user's own table is left");
   assert.deepEqual(await dropPublicCompat(t.db), []);
   assert.equal((await run(t.db, 4)).outcome, 'processed');
 });

@@ -159,6 +159,24 @@ test('`tidemark migrate` says what it would apply, applies the pending migration
   assert.equal(rows.rows[0]!.n, names.length);
 });
 
+test('`tidemark migrate --dry-run` on a database that does not exist says so and creates nothing', async () => {
+  const serverUrl = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+  const u = new URL(serverUrl);
+  u.pathname = `/tidemark_test_${process.pid}_dry_absent`;
+  assert.match(
+    await migrateCommand(u.toString(), '--dry-run'),
+    /^the database of DATABASE_URL \(.*_dry_absent\) does not exist: tidemark migrate would create it/,
+  );
+  const admin = new pg.Client({ connectionString: serverUrl });
+  await admin.connect();
+  try {
+    const found = await admin.query('select 1 from pg_database where datname = $1', [u.pathname.slice(1)]);
+    assert.equal(found.rowCount, 0);
+  } finally {
+    await admin.end();
+  }
+});
+
 test('three processes migrating a fresh database at once: one applies every migration, the others none', async () => {
   const t = await emptyDb();
   const outs = await Promise.all([1, 2, 3].map(() => migrateCommand(t.url)));

@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { sql, type Generated } from 'kysely';
-import { createDb, migrateAll, migrateCatalog } from '../../../db/database.js';
+import { createDb, dropPublicCompat, migrateAll, migrateCatalog } from '../../../db/database.js';
 import type { WindowResult } from '../../../contract/workflows.js';
 import { defineCatalog, defineJob } from '../../../schedules/define.js';
 import { createTestDb, SCHEMA, type TestDb } from '../../helpers/db.js';
@@ -232,4 +232,52 @@ test('a catalog migration without up(), or with a name that does not sort, is re
     () => defineCatalog([], { migrations: { '../x': { up: async () => undefined } } }),
     /migrations\.\.\.\/x: a migration name is letters, digits/,
   );
+});
+
+test("dropping 0.1.0's compatibility objects never drops the user's own view or function of such a name", async () => {
+  await migrateAll(t.db, {});
+  await sql`create view public.job_windows as select 1 as x`.execute(t.db);
+  await sql`create function public.tidemark_claim_window() returns int language sql as 'select 1'`.execute(
+    t.db,
+  );
+  assert.deepEqual(await dropPublicCompat(t.db), []);
+  const left = await sql<{
+    v: string | null;
+    f: string | null;
+  }>`select to_regclass('public.job_windows')::text as v,
+      to_regprocedure('public.tidemark_claim_window()')::text as f`.execute(t.db);
+  assert.deepEqual(left.rows[0], { v: 'public.job_windows', f: 'public.tidemark_claim_window()' });
+});
+
+test("a schema whose kysely_migration is another application's is refused, nothing mixed into it", async () => {
+  await sql`create schema app_own`.execute(t.db);
+  await sql`create table app_own.kysely_migration (name varchar(255) primary key, timestamp varchar(255) not null)`.execute(
+    t.db,
+  );
+  await sql`insert into app_own.kysely_migration values ('2024_01_users', '2024-01-01')`.execute(t.db);
+  const db = createDb(t.url, { max: 1, schema: 'app_own' });
+  try {
+    await assert.rejects(
+      migrateAll(db, {}),
+      /schema app_own already holds a kysely_migration table that is not tidemark's \(1 migrations of another application.*Set TIDEMARK_SCHEMA/,
+    );
+  } finally {
+    await db.destroy();
+  }
+  const rows = await sql<{ name: string }>`select name from app_own.kysely_migration`.execute(t.db);
+  assert.deepEqual(rows.rows, [{ name: '2024_01_users' }]);
+});
+
+test("a catalog migration renamed or removed after it ran is refused (it would run again); a newer catalog's is not", async () => {
+  await migrateAll(t.db, {});
+  const up = async () => undefined;
+  // What the earlier test ran on this database, as the catalog still holds it.
+  const prior = { '2026-12-01_refunds': { up }, '2026-12-02_notes_column': { up } };
+  await migrateCatalog(t.db, { ...prior, '2026-12-10_a': { up }, '2026-12-11_b': { up } });
+  await assert.rejects(
+    migrateCatalog(t.db, { ...prior, '2026-12-10_a_renamed': { up }, '2026-12-11_b': { up } }),
+    /catalog migration 2026-12-10_a ran on this database but is not in the catalog \(renamed or removed\?\)/,
+  );
+  // An older catalog (a worker not yet upgraded) lacks the newest one only: it starts.
+  assert.deepEqual(await migrateCatalog(t.db, { ...prior, '2026-12-10_a': { up } }), []);
 });
