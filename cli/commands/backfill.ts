@@ -171,7 +171,7 @@ export const backfillCommand: Command = {
       return {
         json: { workflowId, ...r, ...(notClosedYet ? { notClosedYet } : {}) },
         lines: [
-          `done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${r.failed.join(', ')})` : ''}`,
+          `done: processed ${r.processed}, already done ${r.alreadyDone}, running elsewhere ${r.running}, failed ${r.failed.length}${r.failed.length ? ` (${[...r.failed].sort().join(', ')})` : ''}`,
         ],
         // Failed windows fail the command (a script must not read "done" as success); they were alerted.
         ...(r.failed.length ? { exitCode: 1 } : {}),
