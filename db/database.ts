@@ -3,7 +3,7 @@
 import { Kysely, PostgresDialect, sql, type Transaction } from 'kysely';
 import { Migrator, type Migration, type MigrationResult } from 'kysely/migration';
 import pg from 'pg';
-import { DEFAULT_SCHEMA, LedgerSchema, ledger, schemaOf } from './ledger-schema.js';
+import { DEFAULT_SCHEMA, LedgerSchema, schemaOf } from './ledger-schema.js';
 import { migrations } from './migrations/index.js';
 import { pgClient, pgPool, redactUrl } from './pg-connection.js';
 import type { Database } from './schema.js';
@@ -113,20 +113,7 @@ export async function databaseExists(url: string): Promise<boolean> {
 
 /** Connects once; creates the database when the server says it does not exist. */
 export async function ensureDatabase(url: string): Promise<void> {
-  let probe: pg.Client;
-  try {
-    probe = pgClient(url);
-  } catch (err) {
-    throw unreachable(url, err);
-  }
-  try {
-    await probe.connect();
-    await probe.end();
-    return;
-  } catch (err) {
-    await probe.end().catch(() => undefined);
-    if ((err as { code?: string }).code !== PG_ERROR.invalidCatalogName) throw unreachable(url, err);
-  }
+  if (await databaseExists(url)) return;
   const target = new URL(url);
   let name: string;
   try {
@@ -203,20 +190,13 @@ export async function migrateCatalog(
   // One that ran and is gone from the list, though later ones are in it, was renamed or removed (a
   // renamed one would run again). Ones after the list's last are a newer catalog's: taken as done.
   const last = Object.keys(list).sort().at(-1)!;
-  const present = await sql<{
-    t: string | null;
-  }>`select to_regclass(${`${schema}.catalog_migration`})::text as t`.execute(db);
-  if (present.rows[0]?.t) {
-    const ran = await sql<{
-      name: string;
-    }>`select name from ${ledger(db).object('catalog_migration')}`.execute(db);
-    const gone = ran.rows.map((r) => r.name).filter((n) => !(n in list) && n < last);
-    if (gone.length)
-      throw new DatabaseError(
-        'MIGRATION_FAILED',
-        `catalog migration ${gone.join(', ')} ran on this database but is not in the catalog (renamed or removed?): a catalog's migrations are append-only; put it back as it was, and make a change a new migration. Nothing was applied.`,
-      );
-  }
+  const ran = (await recordedMigrations(db, schema, 'catalog_migration')) ?? [];
+  const gone = ran.filter((n) => !(n in list) && n < last);
+  if (gone.length)
+    throw new DatabaseError(
+      'MIGRATION_FAILED',
+      `catalog migration ${gone.join(', ')} ran on this database but is not in the catalog (renamed or removed?): a catalog's migrations are append-only; put it back as it was, and make a change a new migration. Nothing was applied.`,
+    );
   return await migrateWith(db, list, (m) => m, {
     schema,
     table: 'catalog_migration',
@@ -236,14 +216,10 @@ async function refuseForeignMigrations(
   list: Readonly<Record<string, Migration>>,
 ): Promise<void> {
   const first = Object.keys(list)[0];
-  const t = ledger(db);
-  const present = await sql<{
-    t: string | null;
-  }>`select to_regclass(${`${schema}.kysely_migration`})::text as t`.execute(db);
-  if (!present.rows[0]?.t || !first) return;
-  const rows = await sql<{ n: number; ours: number }>`select count(*)::int as n,
-      count(*) filter (where name = ${first})::int as ours from ${t.object('kysely_migration')}`.execute(db);
-  const { n, ours } = rows.rows[0]!;
+  const ran = await recordedMigrations(db, schema, 'kysely_migration');
+  if (!ran || !first) return;
+  const n = ran.length;
+  const ours = ran.includes(first) ? 1 : 0;
   if (n > 0 && ours === 0)
     throw new DatabaseError(
       'MIGRATION_FAILED',
@@ -258,6 +234,20 @@ export async function migrateAll(
   catalogMigrations: Readonly<Record<string, Migration>>,
 ): Promise<string[]> {
   return [...(await migrate(db)), ...(await migrateCatalog(db, catalogMigrations))];
+}
+
+/** The names a migration table (`schema.table`) records, or undefined when it does not exist. */
+async function recordedMigrations(
+  db: Kysely<Database>,
+  schema: string,
+  table: string,
+): Promise<string[] | undefined> {
+  const present = await sql<{
+    t: string | null;
+  }>`select to_regclass(${`${schema}.${table}`})::text as t`.execute(db);
+  if (!present.rows[0]?.t) return undefined;
+  const ran = await sql<{ name: string }>`select name from ${sql.id(schema, table)}`.execute(db);
+  return ran.rows.map((r) => r.name);
 }
 
 /** What migrating would do, without doing it (`tidemark migrate --dry-run`). */
@@ -278,16 +268,10 @@ export async function migrationPlan(
 ): Promise<MigrationPlan> {
   const schema = schemaOf(db);
   const moveFromPublic = await inPublicToMove(db.withoutPlugins(), schema);
-  const ran = async (where: string, table: string) => {
-    const present = await sql<{
-      t: string | null;
-    }>`select to_regclass(${`${where}.${table}`})::text as t`.execute(db);
-    if (!present.rows[0]?.t) return new Set<string>();
-    const rows = await sql<{ name: string }>`select name from ${sql.id(where, table)}`.execute(db);
-    return new Set(rows.rows.map((r) => r.name));
-  };
-  const ledgerRan = await ran(moveFromPublic ? 'public' : schema, 'kysely_migration');
-  const catalogRan = await ran(schema, 'catalog_migration');
+  const ledgerRan = new Set(
+    (await recordedMigrations(db, moveFromPublic ? 'public' : schema, 'kysely_migration')) ?? [],
+  );
+  const catalogRan = new Set((await recordedMigrations(db, schema, 'catalog_migration')) ?? []);
   return {
     schema,
     moveFromPublic,
@@ -331,14 +315,9 @@ async function newerMigrations(
   list: Readonly<Record<string, Migration>>,
   table: string,
 ): Promise<Record<string, Migration>> {
-  const t = ledger(db);
-  const present = await sql<{
-    t: string | null;
-  }>`select to_regclass(${`${t.schema}.${table}`})::text as t`.execute(db);
-  if (!present.rows[0]?.t) return {};
-  const ran = await sql<{ name: string }>`select name from ${t.object(table)}`.execute(db);
+  const ran = (await recordedMigrations(db, schemaOf(db), table)) ?? [];
   const newer: Record<string, Migration> = {};
-  for (const { name } of ran.rows)
+  for (const name of ran)
     if (!(name in list))
       newer[name] = {
         up: () => Promise.reject(new Error(`${name} is a newer release's migration: it ran already`)),
