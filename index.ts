@@ -24,6 +24,7 @@ export type {
   WindowContext,
   WindowCounts,
   WindowEffect,
+  EffectRetry,
   WindowHandler,
   WindowPreparer,
   WindowScope,

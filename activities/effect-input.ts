@@ -1,8 +1,10 @@
 // Checks the effects a handler returned before they are recorded with its window: a mistake
 // here is bad input (not retryable), refused inside the window's transaction so nothing commits.
 import type { WindowEffect } from '../schedules/job.js';
+import type { RetryPolicyDto } from '../contract/workflows.js';
 import { FAILURE } from '../contract/failures.js';
 import { badInput } from './errors.js';
+import { parseDuration } from '../schedules/duration.js';
 
 const CHANNELS: readonly string[] = ['email', 'slack', 'telegram', 'http'];
 const POLICIES: readonly string[] = ['ask', 'resend', 'skip'];
@@ -60,7 +62,63 @@ function checkHeaders(what: string, headers: unknown): void {
   }
 }
 
-export function checkWindowEffects(job: string, windowKey: string, effects: readonly WindowEffect[]): void {
+const RETRY_FIELDS: readonly string[] = [
+  'maximumAttempts',
+  'initialInterval',
+  'maximumInterval',
+  'backoffCoefficient',
+];
+
+/** An effect's own retry policy: what it says is checked as a job's `retry` is when the job is defined. */
+function checkRetry(what: string, retry: unknown, base: RetryPolicyDto): void {
+  const refuse = (detail: string) => badInput(FAILURE.badEffect, `${what}: ${detail}; nothing was committed`);
+  if (typeof retry !== 'object' || retry === null || Array.isArray(retry))
+    throw refuse('retry must be an object such as { maximumAttempts: 3, initialInterval: "10s" }');
+  const r = retry as Record<string, unknown>;
+  for (const field of Object.keys(r))
+    if (!RETRY_FIELDS.includes(field))
+      throw refuse(`retry.${field} is not a retry setting (${RETRY_FIELDS.join(', ')})`);
+  const attempts = r.maximumAttempts;
+  if (
+    attempts !== undefined &&
+    (!Number.isInteger(attempts) || (attempts as number) < 1 || (attempts as number) > 100)
+  )
+    throw refuse(
+      `retry.maximumAttempts must be a whole number from 1 to 100 (got ${JSON.stringify(attempts)})`,
+    );
+  for (const field of ['initialInterval', 'maximumInterval'] as const) {
+    const v = r[field];
+    if (v !== undefined && (typeof v !== 'string' || parseDuration(v) === undefined))
+      throw refuse(
+        `retry.${field} must be a duration such as "500ms", "10s" or "5m" (got ${JSON.stringify(v)})`,
+      );
+  }
+  const c = r.backoffCoefficient;
+  if (c !== undefined && (typeof c !== 'number' || !Number.isFinite(c) || c < 1 || c > 100))
+    throw refuse(`retry.backoffCoefficient must be a number from 1 to 100 (got ${JSON.stringify(c)})`);
+  const merged = effectRetryOf(base, r);
+  if (parseDuration(merged.maximumInterval)! < parseDuration(merged.initialInterval)!)
+    throw refuse(
+      `retry.maximumInterval must not be shorter than retry.initialInterval (${merged.maximumInterval}${r.maximumInterval === undefined ? ", the job's" : ''} < ${merged.initialInterval}${r.initialInterval === undefined ? ", the job's" : ''})`,
+    );
+}
+
+/** The policy an effect's attempts retry by: its own retry settings over the window's. */
+export function effectRetryOf(base: RetryPolicyDto, retry: Partial<RetryPolicyDto>): RetryPolicyDto {
+  return {
+    maximumAttempts: retry.maximumAttempts ?? base.maximumAttempts,
+    initialInterval: retry.initialInterval ?? base.initialInterval,
+    maximumInterval: retry.maximumInterval ?? base.maximumInterval,
+    backoffCoefficient: retry.backoffCoefficient ?? base.backoffCoefficient,
+  };
+}
+
+export function checkWindowEffects(
+  job: string,
+  windowKey: string,
+  effects: readonly WindowEffect[],
+  retry: RetryPolicyDto,
+): void {
   const where = `job "${job}" window ${windowKey}`;
   const seen = new Set<string>();
   for (const e of effects) {
@@ -88,6 +146,7 @@ export function checkWindowEffects(job: string, windowKey: string, effects: read
         FAILURE.badEffect,
         `${what}: policy must be one of ${POLICIES.join(', ')}; nothing was committed`,
       );
+    if (e.retry !== undefined) checkRetry(what, e.retry, retry);
     if (typeof e.request !== 'object' || e.request === null || Array.isArray(e.request))
       throw badInput(FAILURE.badEffect, `${what}: request must be an object; nothing was committed`);
     // It is stored as JSON (the outbox): a BigInt or a cycle would fail the commit with a TypeError.

@@ -111,7 +111,7 @@ export async function inWindowTransaction<T>(
           );
         }
         // External effects are recorded with the window (an outbox) and performed after the commit.
-        checkWindowEffects(job.name, w.key, counts.effects ?? []);
+        checkWindowEffects(job.name, w.key, counts.effects ?? [], input.policy.retry);
         return counts;
       });
     }),

@@ -8,6 +8,7 @@ import { windowAttributes } from '../contract/span-attributes.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
 import type { WindowInput, WindowResult } from '../contract/workflows.js';
 import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
+import { effectRetryOf } from './effect-input.js';
 import { failAttempt, finishWindow, isDone, recordRun, startLocalAttempt } from '../db/ledger.js';
 import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
@@ -107,12 +108,14 @@ export function windowActivities(deps: ActivityDeps) {
         await recordRun(db, { ...run, finishedAt: deps.now(), outcome: 'skipped', reason: 'already-done' });
         // The run that processed it may have died before its effects were done, or before its
         // alerts (findings, recovery notice) went out: drive them.
+        const open = await openEffectsOfWindow(db, w.key);
         return {
           key: w.key,
           outcome: 'already-done',
           counts: null,
           watermark: null,
-          effects: await openEffectsOfWindow(db, w.key),
+          effects: open.keys,
+          ...(Object.keys(open.retry).length > 0 ? { effectRetry: open.retry } : {}),
           alerts: await undeliveredNoticesOfWindow(db, w.key),
         };
       };
@@ -195,6 +198,7 @@ export function windowActivities(deps: ActivityDeps) {
                 policy: e.policy ?? 'ask',
                 request: e.request,
                 providerKey: `${w.key}:${e.name}`,
+                retry: e.retry ? effectRetryOf(input.policy.retry, e.retry) : null,
               })),
             );
             // Earlier attempts failed: if that opened an incident, it closes with this commit.
@@ -240,13 +244,18 @@ export function windowActivities(deps: ActivityDeps) {
               watermark,
               alerted,
               effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
+              effectRetry: Object.fromEntries(
+                (counts.effects ?? [])
+                  .filter((e) => e.retry)
+                  .map((e) => [`${w.key}:${e.name}`, effectRetryOf(input.policy.retry, e.retry!)]),
+              ),
               findings: counts.findings ?? [],
             };
           },
         );
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
-        const { counts, watermark, alerted, effects, findings } = committed;
+        const { counts, watermark, alerted, effects, effectRetry, findings } = committed;
         logger.info(
           `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
           {
@@ -264,6 +273,7 @@ export function windowActivities(deps: ActivityDeps) {
           counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
           watermark: watermark ? isoUtc(watermark) : null,
           effects,
+          ...(Object.keys(effectRetry).length > 0 ? { effectRetry } : {}),
           alerts: alerted,
           findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
         };

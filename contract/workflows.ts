@@ -1,14 +1,17 @@
 // Workflow contracts: one input and one result type per workflow, plain JSON (no Date, no secrets).
 // A workflow's function name is its persisted type: renaming one is a migration.
 
+/** How an activity retries: a job's `retry` with its defaults, or an effect's own over it. */
+export interface RetryPolicyDto {
+  readonly maximumAttempts: number;
+  readonly initialInterval: string;
+  readonly maximumInterval: string;
+  readonly backoffCoefficient: number;
+}
+
 /** How a window's activity retries and how long one attempt may take, from the job's definition. */
 export interface ActivityPolicy {
-  readonly retry: {
-    maximumAttempts: number;
-    initialInterval: string;
-    maximumInterval: string;
-    backoffCoefficient: number;
-  };
+  readonly retry: RetryPolicyDto;
   readonly startToCloseTimeoutMs: number;
   /** Start-to-close limit of one attempt at one of the window's external effects. */
   readonly effectTimeoutMs?: number;
@@ -111,6 +114,8 @@ export interface WindowResult {
   readonly watermark: string | null;
   /** Keys of the window's external effects not yet done: the workflow drives them next. */
   readonly effects?: readonly string[];
+  /** The retry policy of those effects that have one of their own, by key (the others: the job's). */
+  readonly effectRetry?: Readonly<Record<string, RetryPolicyDto>>;
   /** Recovery notices to deliver (results of runs that started before `alerts` existed). */
   readonly recovery?: readonly string[];
   /** Findings of the handler that alert although the window committed (already raised in its transaction). */

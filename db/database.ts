@@ -173,7 +173,13 @@ export async function migrate(
       await m.up(trx);
     },
   });
-  return await migrateWith(db, list, inSchema, { schema, table: 'kysely_migration', what: 'migration' });
+  const applied = await migrateWith(db, list, inSchema, {
+    schema,
+    table: 'kysely_migration',
+    what: 'migration',
+  });
+  if (applied.length > 0) await refreshPublicCompat(db, schema);
+  return applied;
 }
 
 /**
@@ -504,6 +510,25 @@ async function moveBlocked(db: Kysely<Database>, tries: number): Promise<Databas
       `${who.length ? `held by ${who.join('; ')}` : 'held by transactions that have ended since'}. ` +
       'Nothing moved. Run tidemark migrate again once those transactions end (a window of a worker of 0.1.0 ends with its attempt), or stop those workers first.',
   );
+}
+
+/**
+ * The views the move left in public show the columns their tables had then: a later migration's
+ * added column appears in them too (a plain view's column list is fixed when it is made; a
+ * replacement may only add columns at its end, as an added column is).
+ */
+async function refreshPublicCompat(db: Kysely<Database>, schema: string): Promise<void> {
+  const stale = await sql<{ name: string }>`select c.relname as name from pg_class c
+      join pg_namespace n on n.oid = c.relnamespace
+     where n.nspname = 'public' and c.relkind = 'v' and obj_description(c.oid, 'pg_class') = ${COMPAT_MARK}
+       and (select count(*) from pg_attribute a where a.attrelid = c.oid and a.attnum > 0)
+         < (select count(*) from pg_attribute a where a.attrelid = to_regclass(${schema} || '.' || c.relname)
+             and a.attnum > 0 and not a.attisdropped)
+     order by 1`.execute(db.withoutPlugins());
+  for (const v of stale.rows)
+    await sql
+      .raw(`create or replace view public.${v.name} as select * from ${schema}.${v.name}`)
+      .execute(db.withoutPlugins());
 }
 
 /**

@@ -1,6 +1,7 @@
 // Effect markers and incidents: repository functions, each taking `db` or a transaction first.
 import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import { ledger } from './ledger-schema.js';
+import type { RetryPolicyDto } from '../contract/workflows.js';
 import type { Database, EffectPolicy, EffectStatus, EffectTable, IncidentTable } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -16,6 +17,8 @@ export interface NewEffect {
   policy: EffectPolicy;
   request: unknown;
   providerKey: string;
+  /** The effect's own retry policy; absent: the job's. */
+  retry?: RetryPolicyDto | null;
 }
 
 /** Records effects to perform (the outbox); an effect already recorded is left as it is. */
@@ -34,6 +37,7 @@ export async function recordEffects(db: Db, effects: readonly NewEffect[]): Prom
         status: 'pending' as const,
         request: JSON.stringify(e.request),
         provider_key: e.providerKey,
+        retry: e.retry ? JSON.stringify(e.retry) : null,
       })),
     )
     .onConflict((oc) => oc.column('effect_key').doNothing())
@@ -44,17 +48,25 @@ export async function getEffect(db: Db, key: string): Promise<EffectRow | undefi
   return await db.selectFrom('effects').selectAll().where('effect_key', '=', key).executeTakeFirst();
 }
 
-/** Effects of a window that still need driving (not done, not skipped), oldest first. */
-export async function openEffectsOfWindow(db: Db, windowKey: string): Promise<string[]> {
+/**
+ * Effects of a window that still need driving (not done, not skipped), oldest first, and the retry
+ * policy of those that have one of their own.
+ */
+export async function openEffectsOfWindow(
+  db: Db,
+  windowKey: string,
+): Promise<{ keys: string[]; retry: Record<string, RetryPolicyDto> }> {
   const rows = await db
     .selectFrom('effects')
-    .select('effect_key')
+    .select(['effect_key', 'retry'])
     .where('window_key', '=', windowKey)
     .where('status', 'in', ['pending', 'begun', 'failed', 'unknown'])
     .orderBy('created_at')
     .orderBy('effect_key')
     .execute();
-  return rows.map((r) => r.effect_key);
+  const retry: Record<string, RetryPolicyDto> = {};
+  for (const r of rows) if (r.retry) retry[r.effect_key] = r.retry;
+  return { keys: rows.map((r) => r.effect_key), retry };
 }
 
 export async function listEffects(

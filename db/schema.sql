@@ -378,6 +378,7 @@ CREATE TABLE tidemark.effects (
     decided_by text,
     decided_at timestamp with time zone,
     result jsonb,
+    retry jsonb,
     CONSTRAINT effects_decision_check CHECK ((decision = ANY (ARRAY['resend'::text, 'skip'::text]))),
     CONSTRAINT effects_policy_check CHECK ((policy = ANY (ARRAY['ask'::text, 'resend'::text, 'skip'::text]))),
     CONSTRAINT effects_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'begun'::text, 'done'::text, 'unknown'::text, 'failed'::text, 'skipped'::text])))

@@ -1,5 +1,6 @@
 // Table types of the ledger and of the demo jobs' tables, as kysely sees them.
 import type { ColumnType, Generated } from 'kysely';
+import type { RetryPolicyDto } from '../contract/workflows.js';
 
 type Timestamp = ColumnType<Date, Date | string, Date | string>;
 type CreatedAt = ColumnType<Date, Date | string | undefined, never>;
@@ -108,6 +109,8 @@ export interface EffectTable {
   name: string;
   channel: string;
   policy: EffectPolicy;
+  /** The effect's own retry policy (null: the job's). */
+  retry: ColumnType<RetryPolicyDto | null, string | null | undefined, string | null>;
   status: EffectStatus;
   fence: ColumnType<number, number | undefined, number>;
   attempts: ColumnType<number, number | undefined, number>;

@@ -71,7 +71,8 @@ export interface WindowContext<DB = AnyDatabase> {
 /**
  * An external effect of a window (a report e-mail, a chat message), recorded in the window's
  * transaction and performed after it commits through the effect guard, keyed
- * `<window key>:<name>`. `policy` says what to do when its outcome is unknown.
+ * `<window key>:<name>`. `policy` says what to do when its outcome is unknown; `retry`, how often
+ * and how far apart a failed attempt is tried again (what it leaves out is the job's `retry`).
  */
 export type WindowEffect =
   | {
@@ -79,24 +80,28 @@ export type WindowEffect =
       readonly channel: 'email';
       readonly request: EmailRequest;
       readonly policy?: EffectPolicy;
+      readonly retry?: EffectRetry;
     }
   | {
       readonly name: string;
       readonly channel: 'slack';
       readonly request: SlackRequest;
       readonly policy?: EffectPolicy;
+      readonly retry?: EffectRetry;
     }
   | {
       readonly name: string;
       readonly channel: 'telegram';
       readonly request: TelegramRequest;
       readonly policy?: EffectPolicy;
+      readonly retry?: EffectRetry;
     }
   | {
       readonly name: string;
       readonly channel: 'http';
       readonly request: HttpRequest;
       readonly policy?: EffectPolicy;
+      readonly retry?: EffectRetry;
     };
 
 /** What a handler reports; applied + quarantined must equal input. */
@@ -164,6 +169,9 @@ export interface TableWrite {
 
 /** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
+
+/** An effect's own retry policy: each field it leaves out is the job's. */
+export type EffectRetry = Partial<RetrySpec>;
 
 export interface RetrySpec {
   readonly maximumAttempts: number;

@@ -103,9 +103,11 @@ export async function window(input: WindowInput): Promise<WindowRunResult> {
 
   // Effects in the order the handler declared them; one that fails or whose outcome is
   // unknown alerts, and the run ends failed so that it shows in the Web UI.
-  const { performEffect } = effectActivity(input.policy);
   const effectOutcomes: EffectOutcomeDto[] = [];
   for (const effectKey of result.effects ?? []) {
+    // An effect with a retry policy of its own retries by it; the others by the job's.
+    const own = result.effectRetry?.[effectKey];
+    const { performEffect } = effectActivity(own ? { ...input.policy, retry: own } : input.policy);
     try {
       const r = await performEffect({ key: effectKey });
       effectOutcomes.push({ key: effectKey, outcome: r.outcome, error: r.error });

@@ -707,6 +707,37 @@ test('a credential header written as plain text, or a secret reference of the wr
   await refused('edges-bad-header', [http({ 'bad header': 'x' })], [/"bad header" is not a header name/]);
 });
 
+test("an effect's retry policy of the wrong shape is refused before anything commits, naming the field", async () => {
+  const withRetry = (retry: unknown) => ({
+    name: 'push',
+    channel: 'http',
+    request: { method: 'POST', url: 'http://127.0.0.1:9/x', body: {} },
+    retry,
+  });
+  await refused(
+    'edges-retry-attempts',
+    [withRetry({ maximumAttempts: 0 })],
+    [/effect "push": retry\.maximumAttempts must be a whole number from 1 to 100/],
+  );
+  await refused(
+    'edges-retry-interval',
+    [withRetry({ initialInterval: 'soon' })],
+    [/effect "push": retry\.initialInterval must be a duration such as "500ms", "10s" or "5m"/],
+  );
+  await refused(
+    'edges-retry-order',
+    [withRetry({ initialInterval: '1m', maximumInterval: '1s' })],
+    [/effect "push": retry\.maximumInterval must not be shorter than retry\.initialInterval/],
+  );
+  await refused(
+    'edges-retry-unknown',
+    [withRetry({ attempts: 3 })],
+    [
+      /effect "push": retry\.attempts is not a retry setting \(maximumAttempts, initialInterval, maximumInterval, backoffCoefficient\)/,
+    ],
+  );
+});
+
 test('a resend decided where the channel is not configured is refused and not left to resend later', async () => {
   const key = 'edges/review-decide-unconfigured:post';
   await recordSlack(key, 'post', 'decide me');

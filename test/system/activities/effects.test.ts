@@ -420,3 +420,62 @@ test('a begin without a done, where the API can say what happened: the guard ask
     await api.close();
   }
 });
+
+test("an effect's own retry policy bounds its attempts apart from the job's, and holds when it is driven again", async () => {
+  const hits = new Map<string, number>();
+  const server = createHttpServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      hits.set(req.url!, (hits.get(req.url!) ?? 0) + 1);
+      res.writeHead(429).end('slow down');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const job = 'http-retry';
+  const push = (name: string, retry: { maximumAttempts: number }) => ({
+    name,
+    channel: 'http' as const,
+    request: { method: 'POST' as const, url: `${url}/${name}`, body: { n: 1 } },
+    retry: { ...retry, initialInterval: '20ms', maximumInterval: '50ms' },
+  });
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: '2026-08-01T00:00:00Z',
+      alerts: { telegram: ['ops-chat'] },
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [push('patient', { maximumAttempts: 5 }), push('once', { maximumAttempts: 1 })],
+      }),
+    }),
+  ]);
+  const taskQueue = uniqueQueue(job);
+  const start = '2026-08-01T00:00:00Z';
+  const deps = channelDeps(catalog);
+  try {
+    await withWorker(
+      stack.env,
+      taskQueue,
+      { ...deps, channels: { ...deps.channels, http: httpApiProvider() } },
+      async () => {
+        // The job's policy allows 3 attempts (effectRunPolicy); each effect's own bounds it.
+        await assert.rejects(runWindow(taskQueue, job, start, '2026-08-01T01:00:00Z'), incomplete);
+        assert.deepEqual(Object.fromEntries(hits), { '/patient': 5, '/once': 1 });
+        const row = await effectRow(stack.t.db, `${job}/${start}:patient`);
+        assert.equal(row.status, 'failed');
+        assert.deepEqual(row.retry, {
+          maximumAttempts: 5,
+          initialInterval: '20ms',
+          maximumInterval: '50ms',
+          backoffCoefficient: 1,
+        });
+        // Run again, the window is done: its open effects are driven with the policy stored with them.
+        await assert.rejects(runWindow(taskQueue, job, start, '2026-08-01T01:00:00Z'), incomplete);
+        assert.deepEqual(Object.fromEntries(hits), { '/patient': 10, '/once': 2 });
+      },
+    );
+  } finally {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+  }
+});
