@@ -48,7 +48,8 @@ export function windowActivities(deps: ActivityDeps) {
       if (!job.settle) return null;
       try {
         await job.settle({
-          db,
+          db: db.withoutPlugins(),
+          ledger: db,
           job,
           window: { start: w.start, end: w.end },
           key: w.key,
@@ -139,7 +140,8 @@ export function windowActivities(deps: ActivityDeps) {
         if (job.prepare) {
           if (await isDone(db, w)) return await skipDone();
           await job.prepare({
-            db,
+            db: db.withoutPlugins(),
+            ledger: db,
             job,
             window: { start: w.start, end: w.end },
             key: w.key,

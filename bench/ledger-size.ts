@@ -87,7 +87,8 @@ try {
   const c0 = Date.now();
   const window = { start: new Date(end.getTime() - 86_400_000), end };
   await spec.prepare!({
-    db,
+    db: db.withoutPlugins(),
+    ledger: db,
     job: defineJob(spec),
     window,
     key: `tidemark-housekeeping/${window.start.toISOString()}`,

@@ -87,12 +87,13 @@ export function marketplacePush(opts: MarketplaceOptions): JobSpec {
   };
 
   /** Per-item answers: applied ones marked so, rejected ones set aside with the marketplace's reason. */
-  const settle: WindowSettler = async ({ db, job, window, key, generation, effects }) => {
+  const settle: WindowSettler = async ({ ledger, job, window, key, generation, effects }) => {
     for (const e of effects) {
       const m = /^push:(.+):\d+$/.exec(e.name)?.[1];
       const results = (e.result as { results?: ItemResult[] } | null)?.results;
       if (!m || e.status !== 'done' || !Array.isArray(results)) continue;
-      await db.transaction().execute(async (trx) => {
+      // On the ledger's handle: the quarantine is tidemark's; the demo's table names its schema.
+      await ledger.transaction().execute(async (trx) => {
         for (const item of results) {
           const rejected = item.status === 'rejected';
           await trx

@@ -124,9 +124,13 @@ export interface WindowCounts {
 /** Processes one window inside the ledger transaction. It must not commit or open another connection. */
 export type WindowHandler<DB = AnyDatabase> = (ctx: WindowContext<DB>) => Promise<WindowCounts>;
 
-/** A window's identity and a database handle (no transaction) for the steps around its commit. */
-export interface WindowScope {
-  readonly db: Kysely<Database>;
+/**
+ * A window's identity and database handles (no transaction) for the steps around its commit:
+ * `db` for the job's own tables, its names resolved as `ctx.trx`'s are; `ledger` for tidemark's.
+ */
+export interface WindowScope<DB = AnyDatabase> {
+  readonly db: Kysely<DB>;
+  readonly ledger: Kysely<Database>;
   readonly job: Job;
   readonly window: Window;
   readonly key: string;
@@ -139,8 +143,8 @@ export interface WindowScope {
  * `heartbeat` after each chunk so a dead worker is noticed quickly. The handler then folds its
  * results in with the window's done marker.
  */
-export type WindowPreparer = (
-  ctx: WindowScope & {
+export type WindowPreparer<DB = AnyDatabase> = (
+  ctx: WindowScope<DB> & {
     readonly heartbeat: (details?: unknown) => void;
     readonly log: (line: string) => void;
   },
@@ -150,7 +154,9 @@ export type WindowPreparer = (
  * After a window's effects ran: read what the providers answered (per-item results of a batch)
  * and record it, for example setting rejected items aside with their reason.
  */
-export type WindowSettler = (ctx: WindowScope & { readonly effects: readonly EffectRow[] }) => Promise<void>;
+export type WindowSettler<DB = AnyDatabase> = (
+  ctx: WindowScope<DB> & { readonly effects: readonly EffectRow[] },
+) => Promise<void>;
 
 /**
  * A table a job's handler writes, and the columns that identify one of its rows: the rerun
@@ -206,8 +212,8 @@ export interface JobSpec<DB = AnyDatabase> {
   effectTimeout?: string;
   /** Processes a window; `DB` types its `ctx.trx` with the job author's tables. */
   handler: WindowHandler<DB>;
-  prepare?: WindowPreparer;
-  settle?: WindowSettler;
+  prepare?: WindowPreparer<DB>;
+  settle?: WindowSettler<DB>;
   /** An attempt that stops heartbeating for this long is retried elsewhere (jobs with `prepare`). */
   heartbeatTimeout?: string;
   /** Local time range in which windows may run, e.g. { from: '01:00', to: '05:00' } in `timezone`. */

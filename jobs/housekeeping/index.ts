@@ -99,7 +99,7 @@ export function housekeeping(opts: HousekeepingOptions): JobSpec {
   // Progress rows are read by their own window's report only: kept as long as the longest retention.
   const progressMs = Math.max(...Object.values(retentionMs));
 
-  const prepare: WindowPreparer = async ({ db, key, window, heartbeat, log }) => {
+  const prepare: WindowPreparer = async ({ ledger: db, key, window, heartbeat, log }) => {
     const began = Date.now();
     // Before anything is deleted: a window that could not export quarantine removes nothing.
     await ensureWritable(exportDir);

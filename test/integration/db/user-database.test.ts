@@ -169,6 +169,53 @@ test("a handler's builder names resolve as the user's connection resolves them, 
   }
 });
 
+test("a job's prepare and settle steps reach the user's tables by their names, and the ledger as ctx.ledger", async () => {
+  await migrateAll(t.db, {});
+  const db = createDb(`${t.url}?options=${encodeURIComponent('-c search_path=public')}`, { max: 2 });
+  try {
+    interface ShopDb {
+      jobs: { id: Generated<number>; kind: string; payload: unknown };
+    }
+    const job = defineJob<ShopDb>({
+      name: 'shop-steps',
+      grid: '1h',
+      start: '2026-11-02T00:00:00Z',
+      prepare: async (ctx) => {
+        await ctx.db
+          .insertInto('jobs')
+          .values({ kind: `prepared ${ctx.key}`, payload: null })
+          .execute();
+        const windows = await ctx.ledger
+          .selectFrom('job_windows')
+          .select('status')
+          .where('job', '=', 'shop-steps')
+          .execute();
+        assert.deepEqual(windows, [], 'the ledger, before the window commits');
+      },
+      handler: async () => ({ input: 0, applied: 0, quarantined: 0 }),
+      settle: async (ctx) => {
+        await ctx.db
+          .insertInto('jobs')
+          .values({ kind: `settled ${ctx.key}`, payload: null })
+          .execute();
+      },
+    });
+    const acts = directActivities(db, [job]);
+    const w = hourlyWindow('shop-steps', T0, 0, windowPolicy(1, 30_000));
+    assert.equal(((await acts.processWindow(w)) as WindowResult).outcome, 'processed');
+    await acts.settleWindow(w);
+    const rows = await sql<{
+      kind: string;
+    }>`select kind from public.jobs where kind like '%shop-steps%' order by id`.execute(t.db);
+    assert.deepEqual(
+      rows.rows.map((r) => r.kind),
+      ['prepared shop-steps/2026-11-02T00:00:00Z', 'settled shop-steps/2026-11-02T00:00:00Z'],
+    );
+  } finally {
+    await db.destroy();
+  }
+});
+
 test("a catalog's migrations run in name order, once each, on the user's names; a failing one is named and undone", async () => {
   await migrateAll(t.db, {});
   const ran: string[] = [];

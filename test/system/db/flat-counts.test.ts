@@ -145,7 +145,8 @@ test('the counts follow latest generations, compaction, a span put back, a delet
   ]).get(HOUSEKEEPING_JOB);
   const lines: string[] = [];
   await hk.prepare!({
-    db: stack.t.db,
+    db: stack.t.db.withoutPlugins(),
+    ledger: stack.t.db,
     job: hk,
     window: { start: FAR, end: new Date(FAR.getTime() + 86_400_000) },
     key: `${HOUSEKEEPING_JOB}/2030-01-01T00:00:00Z`,
