@@ -5,6 +5,7 @@ import type { RetryPolicyDto } from '../contract/workflows.js';
 import { FAILURE } from '../contract/failures.js';
 import { badInput } from './errors.js';
 import { parseDuration } from '../schedules/duration.js';
+import { HEADER_VALUE } from './notify/http-api.js';
 
 const CHANNELS: readonly string[] = ['email', 'slack', 'telegram', 'http'];
 const POLICIES: readonly string[] = ['ask', 'resend', 'skip'];
@@ -17,7 +18,20 @@ function isHttpUrl(value: unknown): boolean {
 }
 
 /** Header names whose value is a credential: refused as plain text (it would be stored with the window). */
-const CREDENTIAL_HEADER = /auth|token|key|secret|cookie|password|signature/i;
+const CREDENTIAL_HEADER =
+  /auth|token|key|secret|cookie|pass|pwd|credential|signature|session|jwt|hmac|bearer|(^|[-_])sig([-_]|$)/i;
+/** Headers the HTTP client sets itself (fetch refuses them, or the request would be malformed). */
+const CLIENT_HEADERS: readonly string[] = [
+  'connection',
+  'content-length',
+  'expect',
+  'host',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+];
 const SECRET_NAME = /^[A-Z][A-Z0-9_]{0,63}$/;
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
 
@@ -33,17 +47,23 @@ function checkHeaders(what: string, headers: unknown): void {
         FAILURE.badEffect,
         `${what}: request.headers: ${JSON.stringify(name)} is not a header name; nothing was committed`,
       );
+    if (CLIENT_HEADERS.includes(name.toLowerCase()))
+      throw badInput(
+        FAILURE.badEffect,
+        `${what}: request.headers.${name} is set by the HTTP client, not by an effect; nothing was committed`,
+      );
+    const unsendable = () =>
+      badInput(
+        FAILURE.badEffect,
+        `${what}: request.headers.${name} holds a character a header cannot carry (a line break, a control character, or one outside Latin-1); nothing was committed`,
+      );
     if (typeof value === 'string') {
       if (CREDENTIAL_HEADER.test(name))
         throw badInput(
           FAILURE.badEffect,
           `${what}: request.headers.${name} looks like a credential and would be stored with the window: give it as { secret: 'NAME', prefix: 'Bearer ' } and set TIDEMARK_SECRET_NAME on the workers; nothing was committed`,
         );
-      if (/[\r\n]/.test(value))
-        throw badInput(
-          FAILURE.badEffect,
-          `${what}: request.headers.${name} holds a line break; nothing was committed`,
-        );
+      if (!HEADER_VALUE.test(value)) throw unsendable();
       continue;
     }
     const ref = value as { secret?: unknown; prefix?: unknown } | null;
@@ -59,9 +79,12 @@ function checkHeaders(what: string, headers: unknown): void {
         FAILURE.badEffect,
         `${what}: request.headers.${name} must be a string or { secret: 'NAME', prefix?: '...' } (NAME in capitals, digits and _; read from TIDEMARK_SECRET_NAME); nothing was committed`,
       );
+    if (ref.prefix !== undefined && !HEADER_VALUE.test(ref.prefix as string)) throw unsendable();
   }
 }
 
+/** A retry interval: a whole number above zero of one unit, as parseDuration and Temporal both read it. */
+const RETRY_INTERVAL = /^[1-9][0-9]{0,8}(ms|s|m|h|d)$/;
 const RETRY_FIELDS: readonly string[] = [
   'maximumAttempts',
   'initialInterval',
@@ -78,24 +101,24 @@ function checkRetry(what: string, retry: unknown, base: RetryPolicyDto): void {
   for (const field of Object.keys(r))
     if (!RETRY_FIELDS.includes(field))
       throw refuse(`retry.${field} is not a retry setting (${RETRY_FIELDS.join(', ')})`);
+  const got = (v: unknown) => (typeof v === 'number' ? String(v) : JSON.stringify(v));
   const attempts = r.maximumAttempts;
   if (
     attempts !== undefined &&
     (!Number.isInteger(attempts) || (attempts as number) < 1 || (attempts as number) > 100)
   )
-    throw refuse(
-      `retry.maximumAttempts must be a whole number from 1 to 100 (got ${JSON.stringify(attempts)})`,
-    );
+    throw refuse(`retry.maximumAttempts must be a whole number from 1 to 100 (got ${got(attempts)})`);
   for (const field of ['initialInterval', 'maximumInterval'] as const) {
     const v = r[field];
-    if (v !== undefined && (typeof v !== 'string' || parseDuration(v) === undefined))
+    // As Temporal reads it after the commit: no spaces, more than zero.
+    if (v !== undefined && (typeof v !== 'string' || !RETRY_INTERVAL.test(v)))
       throw refuse(
-        `retry.${field} must be a duration such as "500ms", "10s" or "5m" (got ${JSON.stringify(v)})`,
+        `retry.${field} must be a duration such as "500ms", "10s" or "5m", more than zero (got ${got(v)})`,
       );
   }
   const c = r.backoffCoefficient;
   if (c !== undefined && (typeof c !== 'number' || !Number.isFinite(c) || c < 1 || c > 100))
-    throw refuse(`retry.backoffCoefficient must be a number from 1 to 100 (got ${JSON.stringify(c)})`);
+    throw refuse(`retry.backoffCoefficient must be a number from 1 to 100 (got ${got(c)})`);
   const merged = effectRetryOf(base, r);
   if (parseDuration(merged.maximumInterval)! < parseDuration(merged.initialInterval)!)
     throw refuse(

@@ -38,7 +38,7 @@ const schema = z.object({
   TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
   TIDEMARK_STATE_DIR: z.string().min(1).default('.tidemark'),
   TEMPORAL_CLI: z.string().min(1).optional(),
-  /** Where the demo marketplace job pushes; npm start runs a simulator there. */
+  /** Where the demo marketplace job pushes; tidemark dev runs a simulator there for the demo. */
   TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
   /**
    * Who may approve reruns and effects: comma-separated names, or name=SlackUserId pairs, so one
@@ -63,7 +63,7 @@ const schema = z.object({
     .string()
     .regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"')
     .default('24h'),
-  /** The management page: its port and the token that opens it (npm start makes one when unset). */
+  /** The management page: its port and the token that opens it (tidemark dev makes one when unset). */
   TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
   /** The address the page listens on: loopback unless told (0.0.0.0 in a container, behind a TLS proxy). */
   TIDEMARK_WEB_HOST: z
@@ -143,7 +143,7 @@ const schema = z.object({
   TIDEMARK_ALERT_EMAIL: z.string().optional().transform(list),
   TIDEMARK_ALERT_SLACK: z.string().optional().transform(list),
   TIDEMARK_ALERT_TELEGRAM: z.string().optional().transform(list),
-  /** Log lines: JSON (one object a line, the workers' default) or pretty (npm start's default). */
+  /** Log lines: JSON (one object a line, the workers' default) or pretty (tidemark dev's default). */
   TIDEMARK_LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
   TIDEMARK_LOG_LEVEL: z
     .string()

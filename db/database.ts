@@ -533,9 +533,13 @@ async function refreshPublicCompat(db: Kysely<Database>, schema: string): Promis
 
 /**
  * Drops what moveLedgerFromPublic left in public for workers of the earlier release (the views and
- * wrappers it marked): run once none of them runs. Returns what it dropped.
+ * wrappers it marked): run once none of them runs. Returns what it dropped (with `dryRun`: what it
+ * would drop, dropping nothing).
  */
-export async function dropPublicCompat(db: Kysely<Database>): Promise<string[]> {
+export async function dropPublicCompat(
+  db: Kysely<Database>,
+  opts: { dryRun?: boolean } = {},
+): Promise<string[]> {
   return await db
     .withoutPlugins()
     .transaction()
@@ -549,8 +553,10 @@ export async function dropPublicCompat(db: Kysely<Database>): Promise<string[]> 
           from pg_proc p join pg_namespace n on n.oid = p.pronamespace
          where n.nspname = 'public' and obj_description(p.oid, 'pg_proc') = ${COMPAT_MARK}
          order by 1`.execute(trx);
-      for (const v of views.rows) await sql.raw(`drop view public.${v.name}`).execute(trx);
-      for (const f of fns.rows) await sql.raw(`drop function public.${f.name}(${f.args})`).execute(trx);
+      if (!opts.dryRun) {
+        for (const v of views.rows) await sql.raw(`drop view public.${v.name}`).execute(trx);
+        for (const f of fns.rows) await sql.raw(`drop function public.${f.name}(${f.args})`).execute(trx);
+      }
       return [...views.rows.map((v) => v.name), ...fns.rows.map((f) => `${f.name}()`)];
     });
 }

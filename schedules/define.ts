@@ -45,6 +45,11 @@ const durationText = z
   .string()
   .refine((s) => parseDuration(s) !== undefined, { message: 'not a duration: use e.g. "30s", "5m", "1h"' });
 
+/** A retry interval as Temporal reads it: no spaces, more than zero. */
+const retryInterval = z.string().refine((s) => /^[1-9][0-9]{0,8}(ms|s|m|h|d)$/.test(s), {
+  message: 'not a duration more than zero: use e.g. "500ms", "30s", "5m"',
+});
+
 const COLUMN = /^[a-z_][a-z0-9_]*$/;
 const SQL_NAME = /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/;
 
@@ -72,8 +77,8 @@ const specSchema = z
     retry: z
       .object({
         maximumAttempts: z.number().int().min(1, 'must be at least 1').optional(),
-        initialInterval: durationText.optional(),
-        maximumInterval: durationText.optional(),
+        initialInterval: retryInterval.optional(),
+        maximumInterval: retryInterval.optional(),
         backoffCoefficient: z.number().min(1, 'must be at least 1').optional(),
       })
       .strict()

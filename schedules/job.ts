@@ -173,7 +173,7 @@ export interface TableWrite {
   readonly volatile?: readonly string[];
 }
 
-/** Optional one-time set-up of a job's own tables and demo data (run by `npm start`). */
+/** Optional one-time set-up of a job's own tables and demo data (run by `tidemark dev` for the demo catalog). */
 export type JobSeeder = (db: Kysely<Database>, opts: { now: Date }) => Promise<void>;
 
 /** An effect's own retry policy: each field it leaves out is the job's. */

@@ -6,7 +6,8 @@ import { memoryLogger } from '../activities/logger.js';
 import { windowActivities } from '../activities/window.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
 import { createDb, ensureDatabase, migrateAll } from '../db/database.js';
-import { DEFAULT_SCHEMA } from '../db/ledger-schema.js';
+import { checkSchemaName, DEFAULT_SCHEMA } from '../db/ledger-schema.js';
+import type { RetryPolicyDto } from '../contract/workflows.js';
 import type { Catalog } from '../schedules/job.js';
 import { windowAt } from '../schedules/windows.js';
 
@@ -17,7 +18,15 @@ export interface WindowRunReport {
   readonly window: { readonly start: string; readonly end: string };
   readonly counts: { readonly input: number; readonly applied: number; readonly quarantined: number } | null;
   /** The effects the run recorded (its outbox), not performed: a worker would send them. */
-  readonly effects: readonly { readonly name: string; readonly channel: string; readonly request: unknown }[];
+  readonly effects: readonly {
+    readonly name: string;
+    readonly channel: string;
+    readonly request: unknown;
+    /** Its own retry policy, merged with the job's; null: the job's. */
+    readonly retry: RetryPolicyDto | null;
+  }[];
+  /** The handler's findings (each alerts once a worker runs the window; here none is sent). */
+  readonly findings: readonly { readonly subject: string; readonly message: string }[];
   /** What it set aside with ctx.quarantine (or its own statements), this window and generation. */
   readonly quarantined: readonly {
     readonly key: string;
@@ -53,9 +62,12 @@ export async function runWindowOnce(opts: {
       `runWindowOnce: ${isoUtc(at)} is not a window start of job "${job.name}" (grid "${job.grid.label}" in ${job.timezone}); the window containing it starts at ${isoUtc(w.start)}`,
     );
   const generation = opts.generation ?? 0;
+  if (!Number.isInteger(generation) || generation < 0)
+    throw new Error(`runWindowOnce: generation must be a whole number from 0 (got ${String(generation)})`);
+  const schema = checkSchemaName(opts.schema ?? DEFAULT_SCHEMA, 'schema');
   const key = `${windowKey(job.name, w.start)}${generation ? `#${generation}` : ''}`;
   await ensureDatabase(opts.databaseUrl);
-  const db = createDb(opts.databaseUrl, { max: 2, schema: opts.schema ?? DEFAULT_SCHEMA });
+  const db = createDb(opts.databaseUrl, { max: 2, schema });
   const logger = memoryLogger();
   try {
     await migrateAll(db, opts.catalog.migrations);
@@ -79,7 +91,7 @@ export async function runWindowOnce(opts: {
     });
     const effects = await db
       .selectFrom('effects')
-      .select(['name', 'channel', 'request'])
+      .select(['name', 'channel', 'request', 'retry'])
       .where('window_key', '=', key)
       .orderBy('name')
       .execute();
@@ -96,7 +108,8 @@ export async function runWindowOnce(opts: {
       key,
       window: { start: isoUtc(w.start), end: isoUtc(w.end) },
       counts: result.counts ?? null,
-      effects: effects.map((e) => ({ name: e.name, channel: e.channel, request: e.request })),
+      effects: effects.map((e) => ({ name: e.name, channel: e.channel, request: e.request, retry: e.retry })),
+      findings: result.findings ?? [],
       quarantined: quarantined.map((q) => ({ key: q.record_key, reason: q.reason, payload: q.payload })),
       log: [...logger.lines],
     };

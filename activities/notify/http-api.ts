@@ -6,6 +6,9 @@ import { fetchFailure, retryAfter } from './http.js';
 import type { HttpRequest } from '../../contract/effects.js';
 import { callSignal, EffectError, type CallOptions, type Provider } from './provider.js';
 
+/** What a header's value may hold: tabs and visible Latin-1 (RFC 9110 field-value), spaces inside. */
+export const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
 /** The request's headers with each secret read now (TIDEMARK_SECRET_<name>); a missing one refuses the send. */
 function headersOf(
   request: HttpRequest,
@@ -23,6 +26,13 @@ function headersOf(
       throw new EffectError(
         'rejected',
         `${what}: header ${name} needs the secret ${value.secret}, and TIDEMARK_SECRET_${value.secret} is not set on this worker: set it and retry the effect (tidemark effects retry)`,
+      );
+    // A header carries visible Latin-1 and tabs: anything else fetch refuses before sending, which
+    // would read as a lost reply. Certainly not sent: rejected, naming the variable (not its value).
+    if (!HEADER_VALUE.test(found))
+      throw new EffectError(
+        'rejected',
+        `${what}: header ${name}: TIDEMARK_SECRET_${value.secret} holds a character a header cannot carry (a line break, a control character, or one outside Latin-1): fix its value and retry the effect (tidemark effects retry)`,
       );
     out[name] = `${value.prefix ?? ''}${found}`;
   }

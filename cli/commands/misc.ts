@@ -38,7 +38,7 @@ export const previewCommand: Command = {
 export const migrateCommand: Command = {
   name: 'migrate',
   summary: "create or update tidemark's tables (in their own schema) and the catalog's own tables",
-  usage: ['migrate [--dry-run] [--json]', 'migrate --drop-public-compat [--json]'],
+  usage: ['migrate [--dry-run] [--json]', 'migrate --drop-public-compat [--dry-run] [--json]'],
   options: { 'dry-run': { type: 'boolean' }, 'drop-public-compat': { type: 'boolean' } },
   async run(ctx, { values }) {
     const dry = !!values['dry-run'];
@@ -53,12 +53,12 @@ export const migrateCommand: Command = {
     const db = await ctx.db({ migrated: false });
     if (values['drop-public-compat']) {
       // The views and wrappers an upgrade from 0.1.0 left in public for that release's workers.
-      const dropped = await dropPublicCompat(db);
+      const dropped = await dropPublicCompat(db, { dryRun: dry });
       return {
-        json: { dropped },
+        json: dry ? { wouldDrop: dropped, applied: false } : { dropped },
         lines: [
           dropped.length
-            ? `dropped from schema public what workers of 0.1.0 used: ${dropped.join(', ')}`
+            ? `${dry ? 'would drop' : 'dropped'} from schema public what workers of 0.1.0 used: ${dropped.join(', ')}`
             : 'nothing of an earlier release left in schema public',
         ],
       };

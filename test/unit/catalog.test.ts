@@ -65,6 +65,11 @@ describe('bad job definitions are refused with the job and the field', () => {
       'retry.maximumInterval',
       'initialInterval',
     ));
+  // Temporal reads the intervals itself: zero or a space would fail every window's activity.
+  test('retry interval of zero', () =>
+    refused({ retry: { initialInterval: '0ms' } }, 'retry.initialInterval', 'more than zero'));
+  test('retry interval with a space', () =>
+    refused({ retry: { maximumInterval: ' 2m' } }, 'retry.maximumInterval', 'more than zero'));
   test('duplicate job name', () => {
     assert.throws(
       () => defineCatalog([base, { ...base }]),

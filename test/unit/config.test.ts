@@ -41,6 +41,9 @@ test("the ledger's schema: a plain name, none of PostgreSQL's own", () => {
     ['tidemark; drop table x', /plain schema name/],
     ['pg_catalog', /PostgreSQL keeps for itself/],
     ['information_schema', /PostgreSQL keeps for itself/],
+    ['user', /PostgreSQL reserves/],
+    ['order', /PostgreSQL reserves/],
+    ['left', /PostgreSQL reserves/],
   ] as const)
     assert.throws(
       () => loadConfig({ TIDEMARK_SCHEMA: value }),

@@ -705,7 +705,55 @@ test('a credential header written as plain text, or a secret reference of the wr
     [/request\.headers\.x-api-key must be a string or \{ secret/],
   );
   await refused('edges-bad-header', [http({ 'bad header': 'x' })], [/"bad header" is not a header name/]);
+  for (const name of ['X-Credentials', 'X-Pwd', 'X-Passwd', 'X-Jwt', 'X-Session-Id', 'X-Hmac', 'X-Sig'])
+    await refused(
+      `edges-plain-${name.toLowerCase()}`,
+      [http({ [name]: 'hunter2' })],
+      [new RegExp(`request\\.headers\\.${name} looks like a credential`)],
+    );
+  // What the HTTP client would refuse after the commit (and report as a lost reply) is refused before it.
+  await refused('edges-header-euro', [http({ 'x-note': 'price in €' })], [/request\.headers\.x-note holds/]);
+  for (const name of ['Transfer-Encoding', 'content-length', 'Expect', 'Host', 'Connection'])
+    await refused(
+      `edges-header-${name.toLowerCase()}`,
+      [http({ [name]: '1' })],
+      [new RegExp(`request\\.headers\\.${name} is set by the HTTP client`)],
+    );
+  await refused(
+    'edges-header-prefix',
+    [http({ authorization: { secret: 'SHOP_TOKEN', prefix: 'Bearer \r\nX-Evil: 1' } })],
+    [/request\.headers\.authorization holds/],
+  );
 });
+
+test('an http effect whose secret cannot go into a header fails, naming the variable, and nothing is sent', () =>
+  withApi(async (api) => {
+    const key = 'edges/secret-crlf:push';
+    const base = depsAt();
+    const deps = {
+      ...base,
+      channels: {
+        ...base.channels,
+        http: httpApiProvider({ secret: (n) => (n === 'BAD' ? 'tok\r\nX-Injected: yes' : undefined) }),
+      },
+    };
+    await recordEdge(key, {
+      name: 'push',
+      channel: 'http',
+      request: {
+        method: 'POST',
+        url: `${api.url}/hook`,
+        body: {},
+        headers: { authorization: { secret: 'BAD' } },
+      },
+    });
+    await settled(perform(key, deps));
+    const row = await effectRow(t.db, key);
+    assert.equal(row.status, 'failed', String(row.last_error));
+    assert.match(String(row.last_error), /TIDEMARK_SECRET_BAD holds a character a header cannot carry/);
+    assert.doesNotMatch(String(row.last_error), /tok|Injected/);
+    assert.deepEqual(api.posts, []);
+  }));
 
 test("an effect's retry policy of the wrong shape is refused before anything commits, naming the field", async () => {
   const withRetry = (retry: unknown) => ({
@@ -729,6 +777,18 @@ test("an effect's retry policy of the wrong shape is refused before anything com
     [withRetry({ initialInterval: '1m', maximumInterval: '1s' })],
     [/effect "push": retry\.maximumInterval must not be shorter than retry\.initialInterval/],
   );
+  // Temporal reads durations itself: what it would refuse after the commit is refused before it.
+  await refused(
+    'edges-retry-zero',
+    [withRetry({ initialInterval: '0ms' })],
+    [/retry\.initialInterval must be a duration such as/],
+  );
+  await refused(
+    'edges-retry-space',
+    [withRetry({ maximumInterval: ' 20ms' })],
+    [/retry\.maximumInterval must be a duration such as/],
+  );
+  await refused('edges-retry-nan', [withRetry({ maximumAttempts: NaN })], [/\(got NaN\)/]);
   await refused(
     'edges-retry-unknown',
     [withRetry({ attempts: 3 })],

@@ -5,6 +5,9 @@
 // the move leaves, no window is applied twice, and 0.1.0's migrator refuses to start afterwards
 // instead of making a second ledger. Then the compatibility objects are dropped.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { sql, type Kysely } from 'kysely';
 import { Migrator } from 'kysely/migration';
@@ -173,6 +176,21 @@ test('a worker of 0.1.0 restarting after the upgrade refuses to start: it makes 
   const { error } = await migrator.migrateToLatest();
   assert.match(String((error as Error)?.message), /previously executed migration .* is missing/);
   assert.equal(await relkind('public', 'job_windows'), 'v');
+});
+
+test('`tidemark migrate --drop-public-compat --dry-run` names what it would drop and drops nothing', async () => {
+  const { stdout } = await promisify(execFile)(
+    'node',
+    ['bin/tidemark.js', 'migrate', '--drop-public-compat', '--dry-run'],
+    {
+      cwd: fileURLToPath(new URL('../../..', import.meta.url)),
+      env: { ...process.env, DATABASE_URL: t.url },
+    },
+  );
+  assert.match(stdout, /^would drop from schema public what workers of 0\.1\.0 used: .*\bjob_windows\b/m);
+  assert.match(stdout, /tidemark_claim_window\(\)/);
+  assert.equal(await relkind('public', 'job_windows'), 'v', 'the view is still there');
+  assert.equal(await relkind('public', 'effects'), 'v');
 });
 
 test('dropping what 0.1.0 used leaves public without the ledger; the current worker goes on', async () => {

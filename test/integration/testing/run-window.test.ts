@@ -100,8 +100,10 @@ test('runWindowOnce migrates, runs one window as a worker would, and reports its
         body: { total: 10 },
         headers: { authorization: { secret: 'HOOK_TOKEN', prefix: 'Bearer ' } },
       },
+      retry: null,
     },
   ]);
+  assert.deepEqual(first.findings, []);
   assert.deepEqual(first.quarantined, [
     { key: 'reading-2', reason: 'no value', payload: { id: 2, value: null } },
   ]);
@@ -121,6 +123,59 @@ test('runWindowOnce refuses a start that is not a window start of the job, namin
     runWindowOnce({ databaseUrl: t.url, catalog, job: 'reading-sums', start: '2026-10-05T10:30:00Z' }),
     /2026-10-05T10:30:00Z is not a window start of job "reading-sums" \(grid "1h" in UTC\); the window containing it starts at 2026-10-05T10:00:00Z/,
   );
+});
+
+test('runWindowOnce refuses a generation that is not a whole number from 0, or a schema that is not a plain name, before writing anything', async () => {
+  const base = { databaseUrl: t.url, catalog, job: 'reading-sums', start: '2026-10-05T08:00:00Z' };
+  await assert.rejects(
+    runWindowOnce({ ...base, generation: -1 }),
+    /runWindowOnce: generation must be a whole number from 0 \(got -1\)/,
+  );
+  await assert.rejects(
+    runWindowOnce({ ...base, generation: 1.5 }),
+    /generation must be a whole number from 0 \(got 1\.5\)/,
+  );
+  await assert.rejects(
+    runWindowOnce({ ...base, schema: 'Tidemark' }),
+    /schema: "Tidemark" is not a plain schema name/,
+  );
+  const n = await sql<{
+    n: number;
+  }>`select count(*)::int as n from public.reading_sums where hour = '2026-10-05T08:00:00Z'`.execute(t.db);
+  assert.equal(n.rows[0]!.n, 0);
+});
+
+test("runWindowOnce reports the handler's findings and an effect's own retry policy", async () => {
+  const found = defineCatalog([
+    defineJob({
+      name: 'finder',
+      grid: '1h',
+      handler: async () => ({
+        input: 0,
+        applied: 0,
+        quarantined: 0,
+        findings: [{ subject: 'totals', message: 'the shop says 12, we counted 10' }],
+        effects: [
+          {
+            name: 'ping',
+            channel: 'http' as const,
+            request: { method: 'POST' as const, url: 'https://hooks.example.test/p', body: {} },
+            retry: { maximumAttempts: 7 },
+          },
+        ],
+      }),
+    }),
+  ]);
+  const r = await runWindowOnce({
+    databaseUrl: t.url,
+    catalog: found,
+    job: 'finder',
+    start: '2026-10-05T10:00:00Z',
+  });
+  assert.deepEqual(r.findings, [
+    { subject: 'finder/2026-10-05T10:00:00Z:totals', message: 'the shop says 12, we counted 10' },
+  ]);
+  assert.equal(r.effects[0]!.retry?.maximumAttempts, 7);
 });
 
 test("a handler's signal aborts when its attempt is cancelled: it stops, and nothing of the window commits", async () => {
