@@ -71,6 +71,18 @@ const schema = z.object({
     .regex(/^[0-9A-Za-z.:-]+$/, 'an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0')
     .default('127.0.0.1'),
   TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
+  /**
+   * The TLS proxy in front of the page: its address or network (comma-separated), or a number of
+   * hops. The page then takes the client's address from X-Forwarded-For (throttles key on it) and
+   * its scheme from X-Forwarded-Proto. Unset: those headers are not believed.
+   */
+  TIDEMARK_WEB_TRUST_PROXY: z
+    .string()
+    .regex(
+      /^(\d+|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/,
+      "a number of proxy hops, or the proxies' addresses or networks, comma-separated, e.g. 10.0.0.5 or 10.0.0.0/8,127.0.0.1",
+    )
+    .optional(),
   /** How long a login to the management page lasts. */
   TIDEMARK_WEB_SESSION_TTL: z
     .string()

@@ -5,7 +5,7 @@
 // (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload over server-sent
 // events. Bad input is a 400 that names the field, never a 500. /metrics needs no login (a
 // Prometheus scrape has no session): counts and job names only, never a secret.
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import fastifyRateLimit from '@fastify/rate-limit';
@@ -25,6 +25,9 @@ import { metricsText } from '../workers/probes.js';
 import type { WebDeps } from './deps.js';
 import { payloadCodecOf } from '../codec/index.js';
 import { HttpError } from './errors.js';
+import { guessThrottle, trustProxyOf } from './guesses.js';
+import { consoleLogger, type Logger } from '../activities/logger.js';
+import { redactorFromConfig } from '../workers/channels.js';
 import { codecRoutes } from './routes/codec.js';
 import { routeModules } from './routes/index.js';
 
@@ -41,6 +44,8 @@ export interface WebOptions {
   now?: () => Date;
   /** What /metrics serves; default the deployment's gauges and this process's own metrics. */
   metrics?: { registry: Registry; sdkMetricsUrl?: string };
+  /** Where the causes of 500s go (under their reference); default the console. */
+  logger?: Logger;
 }
 
 /** The page's files: next to this module both in the source (tsx) and in dist/ (the build copies them). */
@@ -163,8 +168,13 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const live = (s: Session) =>
     !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
 
+  const logger = o.logger ?? consoleLogger('[web] ');
+  const redact = redactorFromConfig(o.config);
+  const guesses = guessThrottle(LOGINS_PER_MINUTE, 60_000);
   const app = Fastify({
     bodyLimit: MAX_BODY,
+    // Behind the TLS proxy: the client's address (what the throttles key on) from X-Forwarded-For.
+    ...trustProxyOf(o.config.TIDEMARK_WEB_TRUST_PROXY),
     forceCloseConnections: true,
     // What fails before routing (a path whose percent-encoding does not decode) reaches neither a
     // route nor the error handler: answered here in the page's format, never fastify's own (its
@@ -190,13 +200,13 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     return payload;
   });
 
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, _req, reply) => {
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE')
       // The connection closes after it, so no later request lands on a half-read one.
       return reply
         .code(413)
         .header('connection', 'close')
-        .send({ error: `body: larger than ${_req.routeOptions.bodyLimit ?? MAX_BODY} bytes` });
+        .send({ error: `body: larger than ${req.routeOptions.bodyLimit ?? MAX_BODY} bytes` });
     const status =
       err instanceof HttpError
         ? err.status
@@ -205,11 +215,19 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
           : err.statusCode && err.statusCode >= 400 && err.statusCode < 500
             ? err.statusCode
             : 500;
-    return reply.code(status).send({ error: err.message });
+    if (status < 500) return reply.code(status).send({ error: err.message });
+    // The cause (a host name, a driver's words) is the operator's, in the log under a reference.
+    const reference = randomUUID();
+    logger.error(
+      `web 500 reference=${reference} ${req.method} ${req.url.split('?')[0]}: ${redact(err.stack ?? err.message)}`,
+      { reference },
+    );
+    return reply
+      .code(500)
+      .send({ error: `internal error (reference ${reference}); the page's server logged its cause` });
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(sessionOf(req) ? 404 : 401).send({ error: sessionOf(req) ? 'not found' : 'log in first' }),
-  );
+  // The same answer with a token or without: an unknown path tells a guesser nothing.
+  app.setNotFoundHandler((_req, reply) => reply.code(404).send({ error: 'not found' }));
 
   // The page's files; index.html is served by the route below (it carries the session's CSRF token).
   await app.register(fastifyStatic, {
@@ -304,8 +322,18 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   // a JSON object (400). Route modules inside this scope do no auth of their own.
   await app.register(async (api: FastifyInstance) => {
     api.addHook('onRequest', async (req) => {
+      // A wrong bearer token is a guess, throttled as a wrong login is.
+      const bearer = req.headers.authorization?.startsWith('Bearer ');
+      if (bearer && guesses.over(req.ip))
+        throw new HttpError(
+          429,
+          'too many failed logins from this address in the last minute; wait a minute and try again',
+        );
       const s = sessionOf(req);
-      if (!s) throw new HttpError(401, 'log in first');
+      if (!s) {
+        if (bearer) guesses.fail(req.ip);
+        throw new HttpError(401, 'log in first');
+      }
       req.session = s;
       if (req.method === 'GET' || req.method === 'HEAD') return;
       const origin = req.headers.origin;

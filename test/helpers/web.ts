@@ -1,5 +1,8 @@
 // The management web server on a test file's stack, and logging in to it over real HTTP.
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { Kysely } from 'kysely';
+import type { Logger } from '../../activities/logger.js';
+import type { Database } from '../../db/schema.js';
 import { loadConfig } from '../../config/env.js';
 import { startWebServer } from '../../web/server.js';
 import type { TestDb } from './db.js';
@@ -17,6 +20,10 @@ export function startWeb(
     catalog: Parameters<typeof startWebServer>[0]['catalog'];
     env: Record<string, string>;
     now?: () => Date;
+    /** Where the server logs (its 500s' causes); default the console. */
+    logger?: Logger;
+    /** Another database handle than the stack's (one that fails, for instance). */
+    db?: Kysely<Database>;
   },
 ) {
   const config = loadConfig({
@@ -29,11 +36,12 @@ export function startWeb(
   return startWebServer({
     port: 0,
     token: opts.token,
-    db: stack.t.db,
+    db: opts.db ?? stack.t.db,
     client: stack.env.client,
     catalog: opts.catalog,
     config,
     ...(opts.now ? { now: opts.now } : {}),
+    ...(opts.logger ? { logger: opts.logger } : {}),
   });
 }
 
