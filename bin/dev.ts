@@ -214,6 +214,7 @@ export async function runDev(opts: { backfill?: string } = {}): Promise<void> {
       catalog,
       config,
       metrics,
+      logger: logs.logger,
     });
     cleanups.push(() => web.stop());
 

@@ -1,9 +1,10 @@
-// `tidemark web`: the management page alone, for hosts that serve it (npm start runs it too).
+// `tidemark web`: the management page alone, for hosts that serve it (tidemark dev runs it too).
 import { loadCatalog } from '../config/catalog-source.js';
 import { ConfigError, loadConfig } from '../config/env.js';
 import { describeTemporal } from '../config/temporal.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
 import { createDb, ensureDatabase, migrateAll, redactUrl } from '../db/database.js';
+import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';
 
@@ -28,6 +29,7 @@ export async function runWeb(): Promise<void> {
     client,
     catalog,
     config,
+    logger: createLog(logOptionsFromConfig(config)).logger,
   });
   console.log(
     `[web] ${web.url} (Temporal ${describeTemporal(config.temporal)}; database ${redactUrl(config.DATABASE_URL)})`,
