@@ -14,6 +14,7 @@ import { SERVICES } from '../../cli/services.js';
 const read = (file: string) => readFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), 'utf8');
 interface Service {
   image?: string;
+  ports?: (string | number | { host_ip?: string; published?: string | number })[];
   build?: string;
   command?: string[];
   depends_on?: string[] | Record<string, unknown>;
@@ -91,7 +92,7 @@ test("the page listens beyond its container's loopback and is the Web UI's codec
   // The page's own port, published on the host's loopback only.
   assert.deepEqual(ports('web'), ['127.0.0.1:8090:8090']);
   // The codec server lets the Web UI's origin in: the UI as the browser reaches it.
-  const ui = ports('temporal-ui')[0]!.split(':')[0];
+  const ui = ports('temporal-ui')[0]!.split(':').at(-2);
   assert.equal(new URL(env('web').TIDEMARK_WEB_UI_URL!).port, ui);
   assert.equal(env('temporal-ui').TEMPORAL_CODEC_INCLUDE_CREDENTIALS, 'true');
   // The page shares the worker's settings (database, Temporal, payload keys).
@@ -150,4 +151,20 @@ test("the worker's state dir (housekeeping's quarantine exports) outlives its co
   );
   const source = state.split(':')[0]!;
   assert.ok(source in (doc.volumes ?? {}), `${source} is a named volume declared under volumes:`);
+});
+
+test("no service publishes a port beyond the host's loopback: Temporal and its Web UI have no login", () => {
+  for (const [name, service] of Object.entries(compose.services))
+    for (const port of service.ports ?? []) {
+      const host =
+        typeof port === 'object'
+          ? port.host_ip
+          : String(port).split(':').length === 3
+            ? String(port).split(':')[0]
+            : undefined;
+      assert.ok(
+        host === '127.0.0.1' || host === '::1',
+        `service ${name} publishes ${JSON.stringify(port)} on every interface: bind it to 127.0.0.1`,
+      );
+    }
 });
