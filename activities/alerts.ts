@@ -15,6 +15,7 @@ import type { Database } from '../db/schema.js';
 import type { Job } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
 import type { EmailRequest, SlackRequest, TelegramRequest } from '../contract/effects.js';
+import { slackEscape } from '../contract/slack-text.js';
 
 export const INCIDENT_KIND = Object.freeze({
   windowFailed: 'window-failed',
@@ -150,11 +151,13 @@ export function alerting(deps: ActivityDeps) {
       ...(t.email.length > 0
         ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })]
         : []),
+      // Slack reads <!channel> and <url|label> in a message as markup: the text (an error is a
+      // provider's or a person's words) goes escaped, so it can neither ping nor dress a link.
       ...t.slack.map((c) =>
         effect('slack', c, {
           channel: c,
-          text,
-          ...(effectKey ? { blocks: decisionBlocks(text, effectKey) } : {}),
+          text: slackEscape(text),
+          ...(effectKey ? { blocks: decisionBlocks(slackEscape(text), effectKey) } : {}),
         }),
       ),
       ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),

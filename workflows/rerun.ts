@@ -281,12 +281,18 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   if (d.decision === 'reject') {
     status = 'rejected';
     await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-    await notice('finished', `${what()}\n*Rejected* by ${d.by}${d.note ? `: ${d.note}` : ''}.`);
+    await notice(
+      'finished',
+      `${what()}\n*Rejected* by ${slackEscape(d.by)}${d.note ? `: ${slackEscape(d.note)}` : ''}.`,
+    );
     return { outcome: 'rejected', generation, decidedBy: d.by, window: null };
   }
   status = 'approved';
   await bookkeeping.settleRerun({ request: workflowId, status, decidedBy: d.by, note: d.note ?? null });
-  await notice('decided', `${what()}\n*Approved* by ${d.by}: running generation ${generation} ...`);
+  await notice(
+    'decided',
+    `${what()}\n*Approved* by ${slackEscape(d.by)}: running generation ${generation} ...`,
+  );
   try {
     const result = (await executeChild(window, {
       workflowId: request.window.key,
@@ -310,7 +316,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status });
     await notice(
       'finished',
-      `${what()}\n*Approved* by ${d.by}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
+      `${what()}\n*Approved* by ${slackEscape(d.by)}: generation ${generation} ${result.outcome}${result.counts ? ` (${result.counts.input} records, ${result.counts.applied} applied)` : ''}.`,
     );
     return { outcome: 'done', generation, decidedBy: d.by, window: result };
   } catch (err) {
@@ -318,7 +324,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     await bookkeeping.settleRerun({ request: workflowId, status, note: (err as Error).message });
     await notice(
       'finished',
-      `${what()}\n*Approved* by ${d.by}, but generation ${generation} failed: ${(err as Error).message}`,
+      `${what()}\n*Approved* by ${slackEscape(d.by)}, but generation ${generation} failed: ${slackEscape((err as Error).message)}`,
     );
     throw err;
   }

@@ -640,3 +640,52 @@ test('a rerun request in Slack carries the preview (bounded, escaped); approving
     await app.stop();
   }
 });
+
+test("a rejection's note and who made it reach the request's Slack message as text: no ping, no dressed link", async () => {
+  const job = 'slack-note';
+  const W = { start: '2026-04-13T10:00:00Z', end: '2026-04-13T11:00:00Z' };
+  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  const taskQueue = uniqueQueue(job);
+  const deps = approvalDeps(catalog);
+  await withWorker(stack.env, taskQueue, deps, async () => {
+    await runWindow(taskQueue, job, W);
+    const id = `${job}/${W.start}/rerun-note`;
+    const handle = await stack.env.client.workflow.start('rerun', {
+      taskQueue,
+      workflowId: id,
+      args: [{ job, windowStart: W.start, reason: 'late orders', requestedBy: 'alice', approvers: ['bob'] }],
+    });
+    const posted = await eventually(
+      async () =>
+        chat.messages.find(
+          (m) => m.method === 'chat.postMessage' && JSON.stringify(m.blocks ?? '').includes(id),
+        ),
+      20_000,
+      'the request message',
+    );
+    await handle.executeUpdate('decide', {
+      args: [
+        {
+          decision: 'reject',
+          by: 'bob',
+          note: '<!channel> pay here: <https://evil.test/pay|invoice>',
+          source: 'cli',
+        },
+      ],
+    });
+    await handle.result();
+    const updated = await eventually(
+      async () =>
+        chat.messages.find(
+          (m) => m.method === 'chat.update' && m.ts === posted.ts && /Rejected/.test(m.text),
+        ),
+      20_000,
+      'the updated message',
+    );
+    assert.doesNotMatch(updated.text, /<!channel>|<https:/);
+    assert.match(
+      updated.text,
+      /\*Rejected\* by bob: &lt;!channel&gt; pay here: &lt;https:\/\/evil\.test\/pay\|invoice&gt;/,
+    );
+  });
+});
