@@ -151,6 +151,7 @@ export async function runDev(opts: { backfill?: string } = {}): Promise<void> {
     const probes = await startProbeServer({
       host: config.TIDEMARK_METRICS_HOST,
       port: config.TIDEMARK_METRICS_PORT,
+      ...(config.TIDEMARK_METRICS_TOKEN ? { token: config.TIDEMARK_METRICS_TOKEN } : {}),
       registry: metrics.registry,
       sdkMetricsUrl: metrics.sdkMetricsUrl,
       ready: () =>

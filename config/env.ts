@@ -134,6 +134,11 @@ const schema = z.object({
    */
   TIDEMARK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
   TIDEMARK_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
+  /**
+   * The scrape token: /metrics (a worker's probe server, the page's) answers
+   * `Authorization: Bearer <it>`; the page also answers a logged-in person. Health probes stay open.
+   */
+  TIDEMARK_METRICS_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
   SMTP_SECURE: z

@@ -3,8 +3,8 @@
 // session cookie; API clients may send `Authorization: Bearer`); every state-changing request must
 // carry the session's CSRF token and a same-origin Origin. Sessions expire
 // (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload over server-sent
-// events. Bad input is a 400 that names the field, never a 500. /metrics needs no login (a
-// Prometheus scrape has no session): counts and job names only, never a secret.
+// events. Bad input is a 400 that names the field, never a 500. /metrics answers a logged-in
+// person or the scrape token (TIDEMARK_METRICS_TOKEN): counts and job names only, never a secret.
 import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
@@ -21,7 +21,7 @@ import type { Catalog } from '../schedules/job.js';
 import { parseDuration } from '../schedules/duration.js';
 import { isoUtc } from '../contract/window-key.js';
 import { createMetrics } from '../workers/metrics.js';
-import { metricsText } from '../workers/probes.js';
+import { bearerIs, metricsText } from '../workers/probes.js';
 import type { WebDeps } from './deps.js';
 import { payloadCodecOf } from '../codec/index.js';
 import { HttpError } from './errors.js';
@@ -164,6 +164,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     }
     return s;
   }
+  /**
+   * Whether `accepted` lets a request in. One that presents a bearer token is refused at once (429)
+   * while its address has guessed wrong too often, the right token too (a throttle that let the
+   * right answer through would tell a guesser when it is right); a wrong one counts as a guess.
+   */
+  function admitted(req: FastifyRequest, accepted: () => boolean): boolean {
+    const bearer = req.headers.authorization?.startsWith('Bearer ') ?? false;
+    if (bearer && guesses.over(req.ip))
+      throw new HttpError(
+        429,
+        'too many failed logins from this address in the last minute; wait a minute and try again',
+      );
+    const ok = accepted();
+    if (!ok && bearer) guesses.fail(req.ip);
+    return ok;
+  }
   /** Still logged in: a bearer client always, a cookie session until it expires or logs out. */
   const live = (s: Session) =>
     !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
@@ -245,9 +261,21 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       .send(s ? html : html.replace('data-auth="yes"', 'data-auth="no"'));
   });
 
-  app.get('/metrics', async (_req, reply) =>
-    reply.type(metrics.registry.contentType).send(await metricsText(metrics.registry, metrics.sdkMetricsUrl)),
-  );
+  // The scrape token's (TIDEMARK_METRICS_TOKEN) or a logged-in person's: job names and counts are
+  // not for strangers, and each reading costs the database and Temporal (shared a few seconds).
+  app.get('/metrics', async (req, reply) => {
+    const scrapeToken = o.config.TIDEMARK_METRICS_TOKEN;
+    const scraper = (req: FastifyRequest) =>
+      scrapeToken !== undefined && bearerIs(req.headers.authorization, scrapeToken);
+    if (!admitted(req, () => scraper(req) || sessionOf(req) !== null))
+      throw new HttpError(
+        401,
+        'log in first, or scrape with Authorization: Bearer <TIDEMARK_METRICS_TOKEN> (set it on the page)',
+      );
+    return reply
+      .type(metrics.registry.contentType)
+      .send(await metricsText(metrics.registry, metrics.sdkMetricsUrl));
+  });
 
   // Guessing the token is slowed to LOGINS_PER_MINUTE tries per address (the right token too, once
   // past it: a throttle that let the right answer through would tell a guesser when it is right).
@@ -322,18 +350,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   // a JSON object (400). Route modules inside this scope do no auth of their own.
   await app.register(async (api: FastifyInstance) => {
     api.addHook('onRequest', async (req) => {
-      // A wrong bearer token is a guess, throttled as a wrong login is.
-      const bearer = req.headers.authorization?.startsWith('Bearer ');
-      if (bearer && guesses.over(req.ip))
-        throw new HttpError(
-          429,
-          'too many failed logins from this address in the last minute; wait a minute and try again',
-        );
       const s = sessionOf(req);
-      if (!s) {
-        if (bearer) guesses.fail(req.ip);
-        throw new HttpError(401, 'log in first');
-      }
+      if (!admitted(req, () => s !== null) || !s) throw new HttpError(401, 'log in first');
       req.session = s;
       if (req.method === 'GET' || req.method === 'HEAD') return;
       const origin = req.headers.origin;

@@ -7,7 +7,6 @@ import { sql, type Kysely } from 'kysely';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { MetricsSink } from '../activities/metrics.js';
 import { windowsBehind } from '../activities/watch.js';
-import { readWatermark } from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { Catalog } from '../schedules/job.js';
 import { SA_JOB } from '../contract/search-attributes.js';
@@ -23,6 +22,11 @@ export interface MetricsOptions {
   taskQueues?: readonly string[];
   /** How long one source may take per scrape before it counts as down. */
   timeoutMs?: number;
+  /**
+   * How long the gauges' reading serves the scrapes that follow (default 5 s): scraping often, or
+   * from several Prometheus replicas, then costs the database and Temporal what one scrape does.
+   */
+  snapshotMs?: number;
 }
 
 export interface Metrics {
@@ -71,12 +75,29 @@ export function createMetrics(o: MetricsOptions): Metrics {
     registers,
   });
 
-  /** One read of every source per scrape, shared by the gauges (prom-client collects them at once). */
-  let pending: Promise<Map<string, Sample[]>> | undefined;
-  const snapshot = () =>
-    (pending ??= readSources(o, now(), timeoutMs).finally(() => {
-      pending = undefined;
-    }));
+  /**
+   * One read of every source, shared by the gauges (prom-client collects them at once) and by the
+   * scrapes of the next `snapshotMs` (on the process's monotonic clock); a failed read is not kept.
+   */
+  const snapshotMs = o.snapshotMs ?? 5_000;
+  let last: { at: number; value: Promise<Map<string, Sample[]>>; pending: boolean } | undefined;
+  const snapshot = () => {
+    const t = performance.now();
+    // 0: only the gauges of one scrape share a reading (it is shared while it is being read).
+    const fresh = last && (snapshotMs > 0 ? t - last.at < snapshotMs : last.pending);
+    if (!fresh) {
+      const mine = { at: t, value: readSources(o, now(), timeoutMs), pending: true };
+      mine.value.then(
+        () => (mine.pending = false),
+        () => {
+          mine.pending = false;
+          if (last === mine) last = undefined;
+        },
+      );
+      last = mine;
+    }
+    return last!.value;
+  };
   const fromSnapshot = (name: string, help: string, labelNames: string[]) =>
     new Gauge({
       name,
@@ -128,8 +149,15 @@ export function createMetrics(o: MetricsOptions): Metrics {
 type Add = (name: string, labels: Record<string, string>, value: number) => void;
 
 async function fromPostgres(o: MetricsOptions, at: Date, add: Add): Promise<void> {
+  // Every job's watermark in one statement, not one per job.
+  const marks = new Map(
+    (await o.db.selectFrom('job_watermarks').select(['job', 'watermark']).execute()).map((r) => [
+      r.job,
+      r.watermark,
+    ]),
+  );
   for (const job of o.catalog.jobs) {
-    const watermark = (await readWatermark(o.db, job.name)) ?? job.start;
+    const watermark = marks.get(job.name) ?? job.start;
     if (watermark) add('tidemark_lag_windows', { job: job.name }, windowsBehind(job, watermark, at));
   }
   // Counts kept as effects change (effect_counts, migration 20261201T2000): a few rows, not the history.

@@ -1,6 +1,7 @@
 // A worker's probe server: /metrics (tidemark's and the Temporal SDK's), /healthz (the process
 // answers) and /readyz (the worker polls its task queue, PostgreSQL and Temporal answer), for
 // Prometheus, Kubernetes and compose. Nothing here needs a login, and nothing here is a secret.
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Connection } from '@temporalio/client';
@@ -78,6 +79,8 @@ export interface ProbeServerOptions {
   sdkMetricsUrl?: string;
   /** Without it, /readyz answers as /healthz does (a process with no worker, such as the page's). */
   ready?: () => Promise<Readiness>;
+  /** TIDEMARK_METRICS_TOKEN: when set, /metrics answers `Authorization: Bearer <it>` alone. */
+  token?: string;
 }
 
 export interface ProbeServer {
@@ -94,6 +97,13 @@ async function sdkText(url: string): Promise<string> {
   } catch (err) {
     return `# the Temporal SDK's metrics could not be read: ${(err as Error).message}\n`;
   }
+}
+
+/** Whether an Authorization header carries `token` as its bearer (compared in constant time). */
+export function bearerIs(header: string | undefined, token: string): boolean {
+  if (!header?.startsWith('Bearer ')) return false;
+  const digest = (t: string) => createHash('sha256').update(t, 'utf8').digest();
+  return timingSafeEqual(digest(header.slice(7)), digest(token));
 }
 
 /** The /metrics answer: tidemark's metrics, then the SDK's (when it has an endpoint). */
@@ -120,8 +130,16 @@ export async function startProbeServer(o: ProbeServerOptions): Promise<ProbeServ
           const r = await o.ready();
           return send(res, r.ready ? 200 : 503, json, JSON.stringify(r));
         }
-        if (path === '/metrics')
+        if (path === '/metrics') {
+          if (o.token && !bearerIs(req.headers.authorization, o.token))
+            return send(
+              res,
+              401,
+              json,
+              '{"error":"scrape with Authorization: Bearer <TIDEMARK_METRICS_TOKEN>"}',
+            );
           return send(res, 200, o.registry.contentType, await metricsText(o.registry, o.sdkMetricsUrl));
+        }
         send(res, 404, json, '{"error":"not found: try /metrics, /healthz or /readyz"}');
       } catch (err) {
         send(res, 500, json, JSON.stringify({ error: (err as Error).message }));

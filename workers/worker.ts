@@ -55,6 +55,7 @@ export async function runWorker(): Promise<void> {
     probes = await startProbeServer({
       host: config.TIDEMARK_METRICS_HOST,
       port: config.TIDEMARK_METRICS_PORT,
+      ...(config.TIDEMARK_METRICS_TOKEN ? { token: config.TIDEMARK_METRICS_TOKEN } : {}),
       registry: metrics.registry,
       sdkMetricsUrl: `http://${sdkMetrics}/metrics`,
       ready: () =>

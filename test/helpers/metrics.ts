@@ -21,8 +21,11 @@ export function parseMetrics(text: string): Sample[] {
   return samples;
 }
 
-export async function scrape(baseUrl: string): Promise<Sample[]> {
-  const res = await fetch(`${baseUrl}/metrics`);
+export async function scrape(baseUrl: string, token?: string): Promise<Sample[]> {
+  const res = await fetch(
+    `${baseUrl}/metrics`,
+    token ? { headers: { authorization: `Bearer ${token}` } } : {},
+  );
   if (res.status !== 200) throw new Error(`/metrics answered ${res.status}: ${await res.text()}`);
   return parseMetrics(await res.text());
 }

@@ -28,7 +28,8 @@ import {
 let metrics: Metrics;
 let probes: ProbeServer;
 const stack = realStack(async ({ env, t }) => {
-  metrics = createMetrics({ db: t.db, catalog, client: env.client, now: () => NOW });
+  // Each scrape reads afresh: the tests scrape right after what they change.
+  metrics = createMetrics({ db: t.db, catalog, client: env.client, now: () => NOW, snapshotMs: 0 });
   probes = await startProbeServer({ host: '127.0.0.1', port: 0, registry: metrics.registry });
 });
 after(async () => await probes?.stop());
@@ -223,14 +224,22 @@ test('a running backfill shows its progress; a finished one is gone from the gau
   });
 });
 
-test("the page's server serves /metrics without a login, and nothing else without one", async () => {
+test("the page's /metrics answers its scrape token or a logged-in session, nobody else", async () => {
   const token = 'metrics-web-token-3f9a';
-  const web = await startWeb(stack, { token, catalog, env: {} });
+  const scrapeToken = 'metrics-scrape-token-77d1';
+  const web = await startWeb(stack, { token, catalog, env: { TIDEMARK_METRICS_TOKEN: scrapeToken } });
   try {
     assert.equal((await fetch(`${web.url}/api/state`)).status, 401);
+    const anonymous = await fetch(`${web.url}/metrics`);
+    assert.equal(anonymous.status, 401);
+    assert.match(await anonymous.text(), /TIDEMARK_METRICS_TOKEN/);
+    assert.equal(
+      (await fetch(`${web.url}/metrics`, { headers: { authorization: 'Bearer wrong-scrape-token' } })).status,
+      401,
+    );
     // Its gauges read the wall clock: the lag is what the watch counts at some instant of the scrape.
     const before = new Date();
-    const s = await scrape(web.url);
+    const s = await scrape(web.url, scrapeToken);
     const after = new Date();
     for (const j of catalog.jobs) {
       const watermark = (await readWatermark(stack.t.db, j.name)) ?? j.start!;
@@ -241,8 +250,12 @@ test("the page's server serves /metrics without a login, and nothing else withou
       );
     }
     assert.equal(valueOf(s, 'tidemark_metrics_source_up', { source: 'postgres' }), 1);
-    const text = await (await fetch(`${web.url}/metrics`)).text();
-    assert.ok(!text.includes(token), 'the token is not in the metrics');
+    // A person logged in to the page may read them too (the page's own bearer token).
+    const text = await (
+      await fetch(`${web.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })
+    ).text();
+    assert.match(text, /tidemark_lag_windows/);
+    assert.ok(!text.includes(token) && !text.includes(scrapeToken), 'no token is in the metrics');
   } finally {
     await web.stop();
   }
@@ -256,6 +269,7 @@ test('pollers per task queue: a queue that no worker polls (the lag watch with e
     catalog,
     client: stack.env.client,
     taskQueues: [polled, forgotten],
+    snapshotMs: 0,
   });
   await withWorker(stack.env, polled, deps(), async () => {
     // A worker polls as soon as it runs; the server lists it once its first poll arrives.

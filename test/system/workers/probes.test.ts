@@ -91,6 +91,8 @@ test('readyz: 503 naming what is not ready, 200 while the worker polls and both 
   }
 });
 
+const SCRAPE_TOKEN = 'probe-scrape-token-5c2e';
+
 test('the worker prints its metrics address and serves its own and the SDK metrics, ready once it polls', async () => {
   const script = fileURLToPath(new URL('../../../workers/worker.ts', import.meta.url));
   const child = spawn(process.execPath, ['--import', 'tsx', script], {
@@ -102,6 +104,7 @@ test('the worker prints its metrics address and serves its own and the SDK metri
       TIDEMARK_TASK_QUEUE: uniqueQueue('probes'),
       TIDEMARK_METRICS_HOST: '127.0.0.1',
       TIDEMARK_METRICS_PORT: '0',
+      TIDEMARK_METRICS_TOKEN: SCRAPE_TOKEN,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -116,6 +119,8 @@ test('the worker prints its metrics address and serves its own and the SDK metri
       `the metrics address in the output:\n${out}`,
     );
     assert.equal((await probe(url, '/healthz')).status, 200);
+    // With a scrape token, /metrics answers it alone; the health probes stay open (a kubelet has none).
+    assert.equal((await probe(url, '/metrics')).status, 401);
     await eventually(
       async () => ((await probe(url, '/readyz')).status === 200 ? true : undefined),
       60_000,
@@ -124,7 +129,7 @@ test('the worker prints its metrics address and serves its own and the SDK metri
     // The SDK's metrics come from its own exporter once its pollers have reported.
     const samples = await eventually(
       async () => {
-        const s = await scrape(url);
+        const s = await scrape(url, SCRAPE_TOKEN);
         return s.some((x) => x.name === 'temporal_worker_task_slots_available') ? s : undefined;
       },
       30_000,
