@@ -265,8 +265,23 @@ export async function closeIncident(
     .executeTakeFirst();
 }
 
-export async function openIncidents(db: Db, job?: string): Promise<IncidentRow[]> {
-  let q = db.selectFrom('incidents').selectAll().where('closed_at', 'is', null).orderBy('opened_at');
+export async function openIncidents(
+  db: Db,
+  job?: string,
+  page: { limit?: number; after?: string } = {},
+): Promise<IncidentRow[]> {
+  let q = db
+    .selectFrom('incidents')
+    .selectAll()
+    .where('closed_at', 'is', null)
+    .orderBy('opened_at')
+    .orderBy('id');
   if (job) q = q.where('job', '=', job);
+  // After the incident `after` in this order (compared in the database: opened_at has microseconds).
+  if (page.after)
+    q = q.where(
+      sql<boolean>`(opened_at, id) > (select i.opened_at, i.id from ${ledger(db).incidents} i where i.id = ${page.after})`,
+    );
+  if (page.limit !== undefined) q = q.limit(page.limit);
   return await q.execute();
 }

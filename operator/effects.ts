@@ -58,12 +58,24 @@ const KEY_START = sql`(case when substr(e.window_key, length(e.job) + 2) ~ ${KEY
  * `catalog`: gives the bounds of a window whose marker was folded into a done span (the span holds
  * its start, from the key, and its generation, 0, but not its end); without it the end is null.
  */
+/** A page asked for after an item that does not exist. */
+export class PageCursorError extends Error {}
+
 export async function effectsInDoubt(
   db: Kysely<Database>,
-  filter: { job?: string } = {},
+  filter: { job?: string; limit?: number; after?: string } = {},
   catalog?: Catalog,
 ): Promise<EffectInDoubt[]> {
   const t = ledger(db);
+  // A page after a given effect: one that does not exist is bad input, not an empty page.
+  if (filter.after !== undefined) {
+    const known = await db
+      .selectFrom('effects')
+      .select('effect_key')
+      .where('effect_key', '=', filter.after)
+      .executeTakeFirst();
+    if (!known) throw new PageCursorError(`after: no effect "${filter.after}"; start again without after`);
+  }
   const rows = await sql<{
     effect_key: string;
     job: string;
@@ -105,7 +117,10 @@ export async function effectsInDoubt(
                           where effect_key = e.effect_key order by id desc limit 1) a on true
      where (e.status in ('unknown', 'failed') or (e.status = 'begun' and e.lease_until <= now()))
        and (${filter.job ?? null}::text is null or e.job = ${filter.job ?? null})
-     order by e.created_at, e.effect_key`.execute(db);
+       and (${filter.after ?? null}::text is null or (e.created_at, e.effect_key) >
+            (select created_at, effect_key from ${t.effects} where effect_key = ${filter.after ?? null}))
+     order by e.created_at, e.effect_key
+     limit ${filter.limit ?? null}`.execute(db);
   // A window read from its span: its end from the job's grid, when the catalog has the job.
   const compactedEnd = (name: string, start: Date): string | null => {
     const job = catalog?.jobs.find((j) => j.name === name);

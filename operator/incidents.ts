@@ -1,4 +1,5 @@
 // Open incidents for the page: failures alerted and not yet cleared, oldest first.
+import { PageCursorError } from './effects.js';
 import type { Kysely } from 'kysely';
 import { openIncidents } from '../db/effects.js';
 import type { Database } from '../db/schema.js';
@@ -16,8 +17,18 @@ export interface OpenIncident {
   lastError: string;
 }
 
-export async function incidentsOpen(db: Kysely<Database>, job?: string): Promise<OpenIncident[]> {
-  return (await openIncidents(db, job)).map((i) => ({
+export async function incidentsOpen(
+  db: Kysely<Database>,
+  job?: string,
+  page: { limit?: number; after?: string } = {},
+): Promise<OpenIncident[]> {
+  if (page.after !== undefined) {
+    const known = /^\d{1,18}$/.test(page.after)
+      ? await db.selectFrom('incidents').select('id').where('id', '=', page.after).executeTakeFirst()
+      : undefined;
+    if (!known) throw new PageCursorError(`after: no incident "${page.after}"; start again without after`);
+  }
+  return (await openIncidents(db, job, page)).map((i) => ({
     id: i.id,
     job: i.job,
     subject: i.subject,

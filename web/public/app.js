@@ -36,6 +36,12 @@ async function answer(r) {
   return body;
 }
 const api = (path) => fetch(path, { headers: { accept: 'application/json' } }).then(answer);
+/** One page of a list the server answers in pages: its items, and the next page's path while more follow. */
+const apiPage = (path) =>
+  fetch(path, { headers: { accept: 'application/json' } }).then(async (r) => ({
+    items: await answer(r),
+    next: /<([^>]+)>;\s*rel="next"/.exec(r.headers.get('link') ?? '')?.[1],
+  }));
 const post = (path, body) =>
   fetch(path, {
     method: 'POST',
@@ -50,6 +56,7 @@ const ready = new Promise((r) => (first = r));
 
 const ctx = {
   api,
+  apiPage,
   post,
   go: (hash) => {
     location.hash = hash;

@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
+import type { LightMyRequestResponse } from 'fastify';
 import { loadConfig } from '../../../config/env.js';
 import { claimEffect, recordEffects } from '../../../db/effects.js';
 import { recordRun } from '../../../db/ledger.js';
@@ -377,5 +378,88 @@ test('in the browser: Resend of an unknown effect really resends it; both views 
   } finally {
     await browser.close();
     await web.stop();
+  }
+});
+
+test('effects in doubt and open incidents come in pages: a limit, and a Link to the next page until the last', async () => {
+  const many = 'page-many';
+  await stack.t.db
+    .insertInto('effects')
+    .values(
+      Array.from({ length: 250 }, (_, i) => ({
+        effect_key: `${many}/e-${String(i).padStart(3, '0')}`,
+        job: many,
+        window_key: null,
+        name: `e-${i}`,
+        channel: 'http',
+        policy: 'ask' as const,
+        status: 'failed' as const,
+        request: '{}',
+        provider_key: `${many}/e-${i}`,
+        created_at: new Date(Date.UTC(2026, 7, 1, 0, 0, Math.floor(i / 2))),
+      })),
+    )
+    .execute();
+  await stack.t.db
+    .insertInto('incidents')
+    .values(
+      Array.from({ length: 130 }, (_, i) => ({
+        job: many,
+        subject: `${many}/s-${i}`,
+        kind: 'window-failed',
+        last_error: 'x',
+        opened_at: new Date(Date.UTC(2026, 7, 1, 0, 0, Math.floor(i / 3))),
+      })),
+    )
+    .execute();
+  // A catalog of its own: the file's other tests leave effects of theirs in doubt.
+  const app = await routeApp(effectsRoutes, {
+    ...webDeps(),
+    catalog: defineCatalog([salesJob(many, { start: '2026-08-01T00:00:00Z' })]),
+  });
+  try {
+    /** Every page from `url` on, following rel="next". */
+    const pages = async (url: string) => {
+      const seen: { key?: string; id?: string }[][] = [];
+      for (let next: string | undefined = url; next;) {
+        const r: LightMyRequestResponse = await app.inject({ method: 'GET', url: next });
+        assert.equal(r.statusCode, 200, r.body);
+        seen.push(r.json());
+        next = /<([^>]+)>;\s*rel="next"/.exec(String(r.headers.link ?? ''))?.[1];
+      }
+      return seen;
+    };
+    const effects = await pages(`/api/effects?job=${many}`);
+    assert.deepEqual(
+      effects.map((p) => p.length),
+      [100, 100, 50],
+    );
+    const keys = effects.flat().map((e) => e.key!);
+    assert.equal(new Set(keys).size, 250, 'each once');
+    assert.deepEqual(keys, [...keys].sort(), 'in order');
+    assert.deepEqual(
+      (await pages(`/api/effects?limit=120&job=${many}`)).map((p) => p.length),
+      [120, 120, 10],
+    );
+    const incidents = await pages(`/api/incidents?limit=50&job=${many}`);
+    assert.deepEqual(
+      incidents.map((p) => p.length),
+      [50, 50, 30],
+    );
+    assert.equal(new Set(incidents.flat().map((i) => i.id)).size, 130);
+    for (const [url, field] of [
+      ['/api/effects?limit=0', /limit: a whole number from 1 to 1000/],
+      ['/api/effects?limit=5000', /limit: a whole number from 1 to 1000/],
+      ['/api/incidents?limit=x', /limit: a whole number from 1 to 1000/],
+      ['/api/effects?after=no-such-effect', /after: no effect "no-such-effect"/],
+      ['/api/incidents?after=nope', /after: no incident "nope"/],
+    ] as const) {
+      const r = await app.inject({ method: 'GET', url });
+      assert.equal(r.statusCode, 400, url);
+      assert.match(r.json<{ error: string }>().error, field);
+    }
+  } finally {
+    await stack.t.db.deleteFrom('effects').where('job', '=', many).execute();
+    await stack.t.db.deleteFrom('incidents').where('job', '=', many).execute();
   }
 });

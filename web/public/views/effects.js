@@ -78,58 +78,81 @@ export async function renderEffects(root, ctx) {
     }
   }
 
-  async function load() {
-    const effects = await ctx.api('/api/effects');
-    if (!effects.length) {
-      list.replaceChildren(h('p', { class: 'empty' }, 'No effects in doubt.'));
-      return;
-    }
-    list.replaceChildren(
-      ...effects.map((e) => {
-        const zone = ctx.job(e.job)?.timezone;
-        const state = e.leasePassed ? 'unknown (its attempt died)' : e.status;
-        const buttons = e.actions.map((a) => {
-          const b = h(
+  // In pages of 100, oldest first: "Show more" appends the next.
+  const more = h('div', { class: 'more' });
+  root.append(more);
+  function offer(next) {
+    more.replaceChildren(
+      next
+        ? h(
             'button',
             {
               type: 'button',
-              class: a === 'resend' ? 'primary' : '',
-              'aria-label': `${a === 'resend' ? 'Resend' : 'Skip'} ${e.name} of ${e.window ?? e.job}`,
-              onclick: () => decide(e, a, b),
+              onclick: async () => {
+                const p = await ctx.apiPage(next);
+                list.append(...p.items.map(cardOf));
+                offer(p.next);
+              },
             },
-            a === 'resend' ? 'Resend' : 'Skip',
-          );
-          return b;
-        });
-        return h(
-          'article',
-          { class: `card effect ${e.status}` },
-          h('h2', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
-          h(
-            'dl',
-            {},
-            field('Job', e.job),
-            field(
-              'Window',
-              e.windowStart
-                ? h(
-                    'a',
-                    { href: `#/jobs/${encodeURIComponent(e.job)}/windows/${encodeURIComponent(e.window)}` },
-                    `${inZoneAndUtc(e.windowStart, zone)}${e.generation ? ` (generation ${e.generation})` : ''}`,
-                  )
-                : e.window,
-            ),
-            field('Effect', h('code', {}, e.key)),
-            field('Policy', e.policy),
-            field('Attempts', String(e.attempts)),
-            field('Last attempt', lastAttempt(e, zone)),
-            field('Last error', e.lastError),
-            field('Provider reply', reply(e)),
-            e.decidedBy ? field('Decided by', e.decidedBy) : [],
-          ),
-          h('div', { class: 'actions' }, buttons),
-        );
-      }),
+            'Show more',
+          )
+        : [],
+    );
+  }
+
+  async function load() {
+    const first = await ctx.apiPage('/api/effects');
+    offer(first.next);
+    if (!first.items.length) {
+      list.replaceChildren(h('p', { class: 'empty' }, 'No effects in doubt.'));
+      return;
+    }
+    list.replaceChildren(...first.items.map(cardOf));
+  }
+
+  function cardOf(e) {
+    const zone = ctx.job(e.job)?.timezone;
+    const state = e.leasePassed ? 'unknown (its attempt died)' : e.status;
+    const buttons = e.actions.map((a) => {
+      const b = h(
+        'button',
+        {
+          type: 'button',
+          class: a === 'resend' ? 'primary' : '',
+          'aria-label': `${a === 'resend' ? 'Resend' : 'Skip'} ${e.name} of ${e.window ?? e.job}`,
+          onclick: () => decide(e, a, b),
+        },
+        a === 'resend' ? 'Resend' : 'Skip',
+      );
+      return b;
+    });
+    return h(
+      'article',
+      { class: `card effect ${e.status}` },
+      h('h2', {}, h('span', { class: `badge ${e.status}` }, state), ' ', e.name, ' via ', e.channel),
+      h(
+        'dl',
+        {},
+        field('Job', e.job),
+        field(
+          'Window',
+          e.windowStart
+            ? h(
+                'a',
+                { href: `#/jobs/${encodeURIComponent(e.job)}/windows/${encodeURIComponent(e.window)}` },
+                `${inZoneAndUtc(e.windowStart, zone)}${e.generation ? ` (generation ${e.generation})` : ''}`,
+              )
+            : e.window,
+        ),
+        field('Effect', h('code', {}, e.key)),
+        field('Policy', e.policy),
+        field('Attempts', String(e.attempts)),
+        field('Last attempt', lastAttempt(e, zone)),
+        field('Last error', e.lastError),
+        field('Provider reply', reply(e)),
+        e.decidedBy ? field('Decided by', e.decidedBy) : [],
+      ),
+      h('div', { class: 'actions' }, buttons),
     );
   }
   await load();

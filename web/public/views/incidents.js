@@ -18,8 +18,8 @@ function windowOf(i) {
 
 export async function renderIncidents(root, ctx) {
   useStyles('/views/views.css');
-  const incidents = await ctx.api('/api/incidents');
-  const cards = incidents.map((i) => {
+  const first = await ctx.apiPage('/api/incidents');
+  const cardOf = (i) => {
     const zone = ctx.job(i.job)?.timezone;
     const win = windowOf(i);
     return h(
@@ -52,9 +52,31 @@ export async function renderIncidents(root, ctx) {
         ? h('p', {}, h('a', { href: '#/effects' }, 'Decide it under Effects in doubt'))
         : null,
     );
-  });
+  };
+  const list = h('div', { class: 'cards' }, first.items.map(cardOf));
+  // In pages of 100, oldest first: "Show more" appends the next.
+  const more = h('div', { class: 'more' });
+  const offer = (next) =>
+    more.replaceChildren(
+      next
+        ? h(
+            'button',
+            {
+              type: 'button',
+              onclick: async () => {
+                const p = await ctx.apiPage(next);
+                list.append(...p.items.map(cardOf));
+                offer(p.next);
+              },
+            },
+            'Show more',
+          )
+        : [],
+    );
+  offer(first.next);
   root.replaceChildren(
     h('h1', {}, 'Open incidents'),
-    cards.length ? h('div', { class: 'cards' }, cards) : h('p', { class: 'empty' }, 'No open incidents.'),
+    first.items.length ? list : h('p', { class: 'empty' }, 'No open incidents.'),
+    more,
   );
 }
