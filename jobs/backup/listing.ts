@@ -33,23 +33,42 @@ function location(destination: string, objectKey: string): string {
   return s3 ? `s3://${s3[1]}/${objectKey}${s3[2] ?? ''}` : `${destination} ${objectKey}`;
 }
 
-export async function listBackups(db: Kysely<Database>, job: string): Promise<BackupRecord[]> {
-  const rows = await db
+export async function listBackups(
+  db: Kysely<Database>,
+  job: string,
+  page: { limit?: number; after?: string } = {},
+): Promise<BackupRecord[]> {
+  let q = db
     .selectFrom('backups')
     .selectAll()
     .where('job', '=', job)
     .where('deleted_at', 'is', null)
-    .orderBy('window_start', 'desc')
-    .execute();
-  const checks = await db
-    .selectFrom('backup_checks')
-    .distinctOn('window_key')
-    .select(['window_key', 'at', 'ok', 'detail', 'trigger'])
-    .where('job', '=', job)
-    .where('kind', '=', 'verify')
-    .orderBy('window_key')
-    .orderBy('at', 'desc')
-    .execute();
+    .orderBy('window_start', 'desc');
+  // Older than the backup of window `after` (a page of the list, newest first).
+  if (page.after !== undefined)
+    q = q.where('window_start', '<', (eb) =>
+      eb
+        .selectFrom('backups')
+        .select('window_start')
+        .where('job', '=', job)
+        .where('window_key', '=', page.after!)
+        .limit(1),
+    );
+  if (page.limit !== undefined) q = q.limit(page.limit);
+  const rows = await q.execute();
+  const keys = rows.map((r) => r.window_key);
+  const checks = keys.length
+    ? await db
+        .selectFrom('backup_checks')
+        .distinctOn('window_key')
+        .select(['window_key', 'at', 'ok', 'detail', 'trigger'])
+        .where('job', '=', job)
+        .where('kind', '=', 'verify')
+        .where('window_key', 'in', keys)
+        .orderBy('window_key')
+        .orderBy('at', 'desc')
+        .execute()
+    : [];
   const last = new Map(checks.map((c) => [c.window_key, c]));
   return rows.map((r) => {
     const v = last.get(r.window_key);

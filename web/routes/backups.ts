@@ -13,6 +13,7 @@ import { type Job } from '../../schedules/job.js';
 import { UnknownJobError } from '../../schedules/define.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
+import { page, pageAsk } from '../paging.js';
 
 type JobParams = { Params: { job: string } };
 type BackupParams = { Params: { job: string; windowKey: string } };
@@ -44,6 +45,9 @@ function backupJob(deps: WebDeps, name: string): { job: Job; bj: BackupJob } {
   return { job, bj };
 }
 
+/** Backup verifications one page process runs at once. */
+export const VERIFICATIONS_AT_ONCE = 2;
+
 export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promise<void> {
   const { catalog, db } = deps;
   // What the configuration knows as secret, and the password of any URL, never reach an answer.
@@ -53,9 +57,25 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
     jobs: catalog.jobs.filter((j) => backupJobOf(j)).map((j) => j.name),
   }));
 
-  app.get<JobParams>('/api/jobs/:job/backups', async (req) => {
+  // In pages, newest first (web/paging.ts): a job that keeps years of dailies has thousands.
+  app.get<JobParams>('/api/jobs/:job/backups', async (req, reply) => {
     const { job, bj } = backupJob(deps, req.params.job);
-    const [backups, drill] = await Promise.all([listBackups(db, job.name), lastDrill(db, job.name)]);
+    const ask = pageAsk(req);
+    if (
+      ask.after !== undefined &&
+      !(await db
+        .selectFrom('backups')
+        .select('window_key')
+        .where('job', '=', job.name)
+        .where('window_key', '=', ask.after)
+        .executeTakeFirst())
+    )
+      throw new HttpError(400, `after: ${job.name} has no backup "${ask.after}"; start again without after`);
+    const [rows, drill] = await Promise.all([
+      listBackups(db, job.name, { ...ask, limit: ask.limit + 1 }),
+      lastDrill(db, job.name),
+    ]);
+    const backups = page(req, reply, ask, rows, (b) => b.windowKey);
     return {
       job: job.name,
       backups: backups.map((b) => ({
@@ -67,7 +87,8 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
   });
 
   // Verifications under way, by job and window key: a backup's whole object is read, and a second
-  // reading of the same one (another tab, a reload) only doubles that.
+  // reading of the same one (another tab, a reload) only doubles that. Each reads a whole object and
+  // runs pg_restore: at most VERIFICATIONS_AT_ONCE of them at a time in this process.
   const verifying = new Set<string>();
 
   // The key is the window key `<job>/<start>` URL-encoded as one segment (or the object key).
@@ -85,6 +106,11 @@ export async function backupsRoutes(app: FastifyInstance, deps: WebDeps): Promis
       throw new HttpError(
         409,
         `${rec.windowKey} is already being verified (from another tab or person): its result shows as the last verification when it ends`,
+      );
+    if (verifying.size >= VERIFICATIONS_AT_ONCE)
+      throw new HttpError(
+        429,
+        `${verifying.size} verifications are running (at most ${VERIFICATIONS_AT_ONCE} at once: each reads a whole backup); try again when one ends`,
       );
     verifying.add(running);
     // The browser gone (tab closed, page left) stops the reading: a multi-GB object is not read

@@ -5,7 +5,9 @@
 // shows the table, verifies inline and passes axe-core. No answer carries a connection password.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { constants } from 'node:fs';
+import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -21,7 +23,14 @@ import { defineCatalog } from '../../../schedules/define.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
 import { salesJob } from '../../helpers/jobs.js';
-import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../../helpers/temporal.js';
+import {
+  eventually,
+  realStack,
+  uniqueQueue,
+  windowByHand,
+  windowPolicy,
+  withWorker,
+} from '../../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
 import { restoreCommand } from '../../../web/routes/backups.js';
 import { redactor } from '../../../workers/channels.js';
@@ -389,4 +398,86 @@ test('the restore command quotes what a shell would split, and errors lose conne
     redactor([])('connect to postgres://backup:s3cr%40t@db.internal:5432/sales failed; s3://bucket/k ok'),
     'connect to postgres://backup:***@db.internal:5432/sales failed; s3://bucket/k ok',
   );
+});
+
+test('verifications at once are bounded: past two, a third is refused (429) until one ends; the two finish', async () => {
+  const { backups } = await list();
+  assert.ok(backups.length >= 2);
+  const [a, b] = backups;
+  const encrypted = (await (await api(`/api/jobs/${ENC}/backups`)).json()) as Listed;
+  // Each of the two files becomes a pipe with nothing written yet: its verification waits on it.
+  const held = await Promise.all(
+    [a!, b!].map(async (rec) => {
+      const bytes = await readFile(rec.location);
+      await rm(rec.location);
+      execFileSync('mkfifo', [rec.location]);
+      return { rec, bytes };
+    }),
+  );
+  try {
+    const running = held.map(({ rec }) => api(verifyPath(rec.windowKey), { method: 'POST', body: '{}' }));
+    // Both have opened their pipes (each waits for a writer), so both hold their slot.
+    await eventually(
+      async () => {
+        const r = await api(
+          `/api/jobs/${ENC}/backups/${encodeURIComponent(encrypted.backups[0]!.windowKey)}/verify`,
+          {
+            method: 'POST',
+            body: '{}',
+          },
+        );
+        return r.status === 429 ? r : undefined;
+      },
+      20_000,
+      'a third verification to be refused',
+    ).then(async (r) =>
+      assert.match(((await r.json()) as { error: string }).error, /2 verifications are running/),
+    );
+    // The pipes get their bytes: both verifications end, ok.
+    await Promise.all(held.map(({ rec, bytes }) => writeFile(rec.location, bytes)));
+    for (const r of await Promise.all(running)) {
+      assert.equal(r.status, 200);
+      assert.equal(((await r.json()) as VerifyReport).ok, true);
+    }
+    const third = await api(
+      `/api/jobs/${ENC}/backups/${encodeURIComponent(encrypted.backups[0]!.windowKey)}/verify`,
+      {
+        method: 'POST',
+        body: '{}',
+      },
+    );
+    assert.equal(third.status, 200, 'a slot is free again');
+  } finally {
+    for (const { rec, bytes } of held) {
+      // A reader still waiting on its pipe gets the bytes (a pipe nobody reads refuses at once).
+      await open(rec.location, constants.O_WRONLY | constants.O_NONBLOCK).then(
+        async (f) => {
+          await f.writeFile(bytes).catch(() => undefined);
+          await f.close();
+        },
+        () => undefined,
+      );
+      await rm(rec.location, { force: true });
+      await writeFile(rec.location, bytes);
+    }
+  }
+});
+
+test("a job's backups come in pages, newest first, with a Link to the older ones", async () => {
+  const first = await api(`/api/jobs/${JOB}/backups?limit=1`);
+  assert.equal(first.status, 200);
+  const next = /<([^>]+)>;\s*rel="next"/.exec(first.headers.get('link') ?? '')?.[1];
+  assert.ok(next, 'a Link to the next page');
+  const second = await api(next);
+  assert.equal(second.headers.get('link'), null, 'the last page');
+  const keys = [
+    ...((await first.json()) as Listed).backups,
+    ...((await second.json()) as Listed).backups,
+  ].map((b) => b.windowKey);
+  assert.deepEqual(keys, [`${JOB}/${DAYS[1]}`, `${JOB}/${DAYS[0]}`]);
+  const bad = await api(
+    `/api/jobs/${JOB}/backups?after=${encodeURIComponent(`${JOB}/1999-01-01T00:00:00Z`)}`,
+  );
+  assert.equal(bad.status, 400);
+  assert.match(((await bad.json()) as { error: string }).error, /after: web-bk has no backup/);
 });

@@ -187,11 +187,33 @@ function backupRow(ctx, b, zone) {
 async function jobSection(ctx, job, withHeading) {
   const zone = ctx.job(job)?.timezone;
   let data;
+  let next;
   try {
-    data = await ctx.api(`/api/jobs/${encodeURIComponent(job)}/backups`);
+    ({ items: data, next } = await ctx.apiPage(`/api/jobs/${encodeURIComponent(job)}/backups`));
   } catch (err) {
     return h('section', {}, h('p', { class: 'error', role: 'alert' }, `${job}: ${err.message}`));
   }
+  // In pages of 100, newest first: "Show older backups" appends the next page's rows.
+  let table;
+  const more = h('p', { class: 'more' });
+  const offer = (path) =>
+    more.replaceChildren(
+      path
+        ? h(
+            'button',
+            {
+              type: 'button',
+              onclick: async () => {
+                const p = await ctx.apiPage(path);
+                table.append(...p.items.backups.map((b) => backupRow(ctx, b, zone)));
+                offer(p.next);
+              },
+            },
+            'Show older backups',
+          )
+        : [],
+    );
+  offer(next);
   const d = data.lastDrill;
   const drill = d
     ? [
@@ -215,10 +237,10 @@ async function jobSection(ctx, job, withHeading) {
             role: 'region',
             'aria-label': `Backups of ${job}, scrollable`,
           },
-          h(
+          (table = h(
             'table',
             { class: 'bk-table', dataset: { job } },
-            h('caption', {}, `${data.backups.length} backups of ${job}, newest first`),
+            h('caption', {}, `Backups of ${job}, newest first`),
             h(
               'thead',
               {},
@@ -229,9 +251,10 @@ async function jobSection(ctx, job, withHeading) {
               ),
             ),
             data.backups.map((b) => backupRow(ctx, b, zone)),
-          ),
+          )),
         )
       : h('p', { class: 'empty' }, 'No backups yet.'),
+    more,
   );
 }
 
