@@ -1,4 +1,5 @@
 // What every activity is built from. Entry points build these; tests hand in their own.
+import type { ApprovalPolicy } from '../contract/workflows.js';
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Database } from '../db/schema.js';
@@ -29,9 +30,10 @@ export interface ActivityDeps {
   readonly webUi?: { url: string; namespace: string };
   /**
    * Where rerun requests are posted with Approve and Reject buttons (a Slack channel id), and the
-   * secret that checks the Slack app's word that someone is in the approver group.
+   * secret that checks the Slack app's word that someone is in the approver group, and who may
+   * decide reruns (this worker's configuration, checked when a decision arrives).
    */
-  readonly approvals?: { slackChannel?: string; groupProofSecret?: string };
+  readonly approvals?: { slackChannel?: string; groupProofSecret?: string; policy?: ApprovalPolicy };
   /** Where window outcomes are counted (the process's /metrics); none: not counted. */
   readonly metrics?: MetricsSink;
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */

@@ -10,7 +10,7 @@ import type { SlackRequest } from '../contract/effects.js';
 import { isGroupProof, type GroupClaim } from './group-proof.js';
 import { isAligned, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
-import type { RerunRequest } from '../contract/workflows.js';
+import type { ApprovalPolicy, RerunRequest } from '../contract/workflows.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { FAILURE } from '../contract/failures.js';
 import { badInput } from './errors.js';
@@ -244,6 +244,11 @@ export function rerunActivities(deps: ActivityDeps) {
     },
 
     /** Is this the Slack app's proof that the person is in the approver group? */
+    /** Who may decide reruns, as this worker is configured; null: a worker given no rule (tests). */
+    async approvalPolicy(): Promise<ApprovalPolicy | null> {
+      return deps.approvals?.policy ?? null;
+    },
+
     async verifyGroupClaim(input: GroupClaim & { proof: string }): Promise<boolean> {
       const secret = deps.approvals?.groupProofSecret;
       if (!secret) {

@@ -220,13 +220,27 @@ export interface BatchResult {
   readonly perWindow?: string;
 }
 
+/**
+ * Who may decide reruns, as the workers' own configuration says (TIDEMARK_APPROVERS,
+ * TIDEMARK_APPROVER_GROUP, TIDEMARK_ALLOW_SELF_APPROVAL), read when a decision arrives.
+ */
+export interface ApprovalPolicy {
+  readonly approvers: readonly string[];
+  readonly approverGroup?: string;
+  readonly allowSelfApproval: boolean;
+}
+
 export interface RerunInput {
   readonly job: string;
   /** Start of the completed window to run again (ISO). */
   readonly windowStart: string;
   readonly reason: string;
   readonly requestedBy: string;
-  /** Names of who may approve (config/people.ts); nobody when empty. */
+  /**
+   * Names of who may approve (config/people.ts) as the requester's process saw them: shown with the
+   * request. What decides is the workers' own rule (ApprovalPolicy), read when a decision arrives;
+   * this is the rule only for runs started before that, and for workers given none.
+   */
   readonly approvers: readonly string[];
   /** A Slack user group whose members may decide too (membership is checked by the Slack app). */
   readonly approverGroup?: string;

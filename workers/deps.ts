@@ -1,4 +1,5 @@
 // Builds the activities' dependencies from the parsed configuration, for every entry point.
+import { directoryOf } from '../config/people.js';
 import type { Client } from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { ActivityDeps } from '../activities/deps.js';
@@ -38,16 +39,18 @@ export function buildDeps(
       telegram: config.TIDEMARK_ALERT_TELEGRAM,
     },
     webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
-    ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL || config.SLACK_SIGNING_SECRET
-      ? {
-          approvals: {
-            ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
-              ? { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL }
-              : {}),
-            ...(config.SLACK_SIGNING_SECRET ? { groupProofSecret: config.SLACK_SIGNING_SECRET } : {}),
-          },
-        }
-      : {}),
+    approvals: {
+      ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
+        ? { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL }
+        : {}),
+      ...(config.SLACK_SIGNING_SECRET ? { groupProofSecret: config.SLACK_SIGNING_SECRET } : {}),
+      // Who may decide reruns: this worker's own rule, not what a request says of itself.
+      policy: {
+        approvers: directoryOf(config).approvers,
+        ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+        allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL,
+      },
+    },
     ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
   };
 }

@@ -28,6 +28,7 @@ import {
   type RerunPreview,
   type RerunState,
   type WindowRunResult,
+  type ApprovalPolicy,
 } from '../contract/workflows.js';
 import { window } from './window.js';
 import { BAD_INPUT, DECISION_FAILURE } from '../contract/failures.js';
@@ -104,15 +105,34 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     ...(previewNote ? { previewNote } : {}),
     previewing: previewingNow,
   }));
+  /** The rule a request carries: the rule of runs started before the workers' own was read. */
+  const requestRule: ApprovalPolicy = {
+    approvers: input.approvers,
+    ...(input.approverGroup ? { approverGroup: input.approverGroup } : {}),
+    allowSelfApproval: input.allowSelfApproval ?? false,
+  };
   /** Does this decision stand only on membership of the approver group? */
-  const needsGroup = (d: RerunDecision) =>
-    !input.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
-  const whoMay = () => {
+  const needsGroup = (d: RerunDecision, rule: ApprovalPolicy = requestRule) =>
+    !rule.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
+  const whoMay = (rule: ApprovalPolicy = requestRule) => {
     const who = [
-      ...(input.approvers.length ? [`approvers: ${input.approvers.join(', ')}`] : []),
-      ...(input.approverGroup ? [`or members of ${input.approverGroup}`] : []),
+      ...(rule.approvers.length ? [`approvers: ${rule.approvers.join(', ')}`] : []),
+      ...(rule.approverGroup ? [`or members of ${rule.approverGroup}`] : []),
     ];
     return who.length ? ` (${who.join(' ')})` : ' (no approvers are configured)';
+  };
+  /**
+   * Refuses `d` under `rule`: the requester approving their own request unless allowed, anyone but
+   * an approver (or a member of the approver group, whose proof is checked after) deciding.
+   */
+  const refuseUnder = (rule: ApprovalPolicy, d: RerunDecision): void => {
+    const refuse = (why: string) => {
+      throw ApplicationFailure.nonRetryable(why, DECISION_FAILURE.notAnApprover);
+    };
+    if (d.by === input.requestedBy && d.decision === 'approve' && !rule.allowSelfApproval)
+      refuse(`${d.by} asked for this rerun and may not approve it`);
+    if (needsGroup(d, rule) && !(rule.approverGroup && d.viaGroup === rule.approverGroup && d.groupProof))
+      refuse(`${d.by} may not decide reruns${whoMay(rule)}`);
   };
   /** A worker checks the Slack app's proof: a Temporal client cannot claim membership. */
   const vouchedFor = (d: RerunDecision) =>
@@ -141,10 +161,16 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
       }
       deciding = d;
       try {
+        // The rule is the workers' own, read as the decision arrives: a request's input is written by
+        // whoever starts the workflow. Histories from before replay without it (the marker tells).
+        const rule = patched('issue30-worker-rule')
+          ? ((await recording.approvalPolicy()) ?? requestRule)
+          : requestRule;
+        refuseUnder(rule, d);
         // Histories from before the proof existed replay without the check (the marker tells them apart).
-        if (needsGroup(d) && patched('issue8-group-proof') && !(await vouchedFor(d)))
+        if (needsGroup(d, rule) && patched('issue8-group-proof') && !(await vouchedFor(d)))
           throw ApplicationFailure.nonRetryable(
-            `${d.by} may not decide reruns${whoMay()}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
+            `${d.by} may not decide reruns${whoMay(rule)}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
             DECISION_FAILURE.notAnApprover,
           );
         // An approval approves the change it was shown: computed again now, it must be the same
@@ -222,13 +248,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
           );
         if (d.decision !== 'approve' && d.decision !== 'reject')
           throw new Error(`decision must be approve or reject, not "${String(d.decision)}"`);
-        const requester = d.by === input.requestedBy;
-        if (requester && d.decision === 'approve' && !input.allowSelfApproval)
-          throw new Error(`${d.by} asked for this rerun and may not approve it`);
-        // The requester may withdraw (reject) their own request; anyone else must be an approver,
-        // or a member of the approver group with the Slack app's proof of it (checked in the handler).
-        if (needsGroup(d) && !(input.approverGroup && d.viaGroup === input.approverGroup && d.groupProof))
-          throw new Error(`${d.by} may not decide reruns${whoMay()}`);
+        // Who may decide is checked in the handler, under the workers' own rule (an activity reads
+        // it; a validator cannot). The requester may withdraw (reject) their own request.
       },
     },
   );

@@ -420,6 +420,42 @@ test('approver-group membership is not a claim a Temporal client can make', asyn
   );
 });
 
+test("the approval rule is the workers' own: a request naming itself its approver, or allowing self-approval, approves nothing", async () => {
+  const job = 'rerun-worker-policy';
+  const W = { start: '2026-04-19T10:00:00Z', end: '2026-04-19T11:00:00Z' };
+  const { taskQueue, deps } = await rerunJob(job, W, 4);
+  const workers = { ...deps, approvals: { policy: { approvers: ['bob'], allowSelfApproval: false } } };
+  await withWorker(stack.env, taskQueue, workers, async () => {
+    await processWindow(taskQueue, job, W);
+    // A client with raw access to Temporal: it asks, names itself sole approver and allows self-approval.
+    const forged = await startRerun(taskQueue, job, W, 'forged', {
+      requestedBy: 'mallory',
+      approvers: ['mallory'],
+      allowSelfApproval: true,
+    });
+    await waitForRequest(forged.workflowId);
+    await assert.rejects(
+      forged.executeUpdate('decide', { args: [{ decision: 'approve', by: 'mallory', source: 'cli' }] }),
+      (e: unknown) =>
+        /mallory asked for this rerun and may not approve it/.test(refusal(e)) || assert.fail(refusal(e)),
+    );
+    await assert.rejects(
+      forged.executeUpdate('decide', { args: [{ decision: 'approve', by: 'eve', source: 'cli' }] }),
+      (e: unknown) =>
+        /eve may not decide reruns \(approvers: bob\)/.test(refusal(e)) || assert.fail(refusal(e)),
+    );
+    assert.equal((await forged.query<RerunState>('state')).status, 'pending');
+    await forged.executeUpdate('decide', { args: [{ decision: 'reject', by: 'bob', source: 'cli' }] });
+    assert.equal(((await forged.result()) as RerunResult).outcome, 'rejected');
+
+    // A request made before any approver was configured: the workers' list, as it is now, decides.
+    const early = await startRerun(taskQueue, job, W, 'early', { approvers: [] });
+    await waitForRequest(early.workflowId);
+    await early.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
+    assert.equal(((await early.result()) as RerunResult).outcome, 'done');
+  });
+});
+
 test('a pending request whose workflow was terminated does not hold the window', async () => {
   const job = 'rerun-terminated';
   const W = { start: '2026-04-19T10:00:00Z', end: '2026-04-19T11:00:00Z' };
