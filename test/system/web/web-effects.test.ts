@@ -21,7 +21,14 @@ import {
 } from '../../helpers/effects.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { routeApp } from '../../helpers/routes.js';
-import { realStack, uniqueQueue, windowByHand, windowPolicy, withWorker } from '../../helpers/temporal.js';
+import {
+  eventually,
+  realStack,
+  uniqueQueue,
+  windowByHand,
+  windowPolicy,
+  withWorker,
+} from '../../helpers/temporal.js';
 import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
 
@@ -457,6 +464,38 @@ test('effects in doubt and open incidents come in pages: a limit, and a Link to 
       const r = await app.inject({ method: 'GET', url });
       assert.equal(r.statusCode, 400, url);
       assert.match(r.json<{ error: string }>().error, field);
+    }
+
+    // On the page: the first 100, and Show more until every one is shown and the button is gone.
+    const all = ((await app.inject({ method: 'GET', url: '/api/effects?limit=1000' })).json() as unknown[])
+      .length;
+    const token = 'page-effects-paging-5678';
+    const web = await startWeb(stack, {
+      token,
+      catalog: defineCatalog([salesJob(many, { start: '2026-08-01T00:00:00Z' })]),
+      env: pageEnv(),
+    });
+    const browser = await launchBrowser();
+    try {
+      const { page } = await loggedInPage(browser, web.url, token, { hash: '#/effects' });
+      const cards = page.locator('article.effect');
+      const shows = (n: number) =>
+        eventually(async () => ((await cards.count()) === n ? true : undefined), 20_000, `${n} cards`);
+      await shows(100);
+      for (let shown = 100; shown < all; shown = Math.min(shown + 100, all)) {
+        await page.getByRole('button', { name: 'Show more' }).click();
+        const want = Math.min(shown + 100, all);
+        await shows(want);
+      }
+      assert.equal(await cards.count(), all);
+      assert.equal(
+        await page.getByRole('button', { name: 'Show more' }).count(),
+        0,
+        'no button after the last page',
+      );
+    } finally {
+      await browser.close();
+      await web.stop();
     }
   } finally {
     await stack.t.db.deleteFrom('effects').where('job', '=', many).execute();

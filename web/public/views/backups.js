@@ -4,6 +4,7 @@
 // with a Copy button, and the person fills in the server to restore into.
 import { h } from '../dom.js';
 import { both } from '../time.js';
+import { showMore } from './more.js';
 import { useStyles } from './styles.js';
 
 /** 1536 -> "1.5 KiB": sizes for people (the exact bytes are in the cell's title). */
@@ -195,25 +196,10 @@ async function jobSection(ctx, job, withHeading) {
   }
   // In pages of 100, newest first: "Show older backups" appends the next page's rows.
   let table;
-  const more = h('p', { class: 'more' });
-  const offer = (path) =>
-    more.replaceChildren(
-      path
-        ? h(
-            'button',
-            {
-              type: 'button',
-              onclick: async () => {
-                const p = await ctx.apiPage(path);
-                table.append(...p.items.backups.map((b) => backupRow(ctx, b, zone)));
-                offer(p.next);
-              },
-            },
-            'Show older backups',
-          )
-        : [],
-    );
-  offer(next);
+  const more = showMore(ctx, 'Show older backups', (items) =>
+    table.append(...items.backups.map((b) => backupRow(ctx, b, zone))),
+  );
+  more.offer(next);
   const d = data.lastDrill;
   const drill = d
     ? [
@@ -254,7 +240,7 @@ async function jobSection(ctx, job, withHeading) {
           )),
         )
       : h('p', { class: 'empty' }, 'No backups yet.'),
-    more,
+    more.box,
   );
 }
 

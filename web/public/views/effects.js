@@ -3,6 +3,7 @@
 // name and goes through the same code as `tidemark effects decide` and the Slack buttons.
 import { h } from '../dom.js';
 import { both } from '../time.js';
+import { showMore } from './more.js';
 import { useStyles } from './styles.js';
 
 /** An instant in the job's zone and in UTC, as the other views show it. */
@@ -79,30 +80,12 @@ export async function renderEffects(root, ctx) {
   }
 
   // In pages of 100, oldest first: "Show more" appends the next.
-  const more = h('div', { class: 'more' });
-  root.append(more);
-  function offer(next) {
-    more.replaceChildren(
-      next
-        ? h(
-            'button',
-            {
-              type: 'button',
-              onclick: async () => {
-                const p = await ctx.apiPage(next);
-                list.append(...p.items.map(cardOf));
-                offer(p.next);
-              },
-            },
-            'Show more',
-          )
-        : [],
-    );
-  }
+  const more = showMore(ctx, 'Show more', (items) => list.append(...items.map(cardOf)));
+  root.append(more.box);
 
   async function load() {
     const first = await ctx.apiPage('/api/effects');
-    offer(first.next);
+    more.offer(first.next);
     if (!first.items.length) {
       list.replaceChildren(h('p', { class: 'empty' }, 'No effects in doubt.'));
       return;

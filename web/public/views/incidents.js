@@ -2,6 +2,7 @@
 // job's lag), since when (in the job's zone and UTC) and how often.
 import { h } from '../dom.js';
 import { both } from '../time.js';
+import { showMore } from './more.js';
 import { useStyles } from './styles.js';
 
 /** An instant in the job's zone and in UTC, as the other views show it. */
@@ -55,28 +56,11 @@ export async function renderIncidents(root, ctx) {
   };
   const list = h('div', { class: 'cards' }, first.items.map(cardOf));
   // In pages of 100, oldest first: "Show more" appends the next.
-  const more = h('div', { class: 'more' });
-  const offer = (next) =>
-    more.replaceChildren(
-      next
-        ? h(
-            'button',
-            {
-              type: 'button',
-              onclick: async () => {
-                const p = await ctx.apiPage(next);
-                list.append(...p.items.map(cardOf));
-                offer(p.next);
-              },
-            },
-            'Show more',
-          )
-        : [],
-    );
-  offer(first.next);
+  const more = showMore(ctx, 'Show more', (items) => list.append(...items.map(cardOf)));
+  more.offer(first.next);
   root.replaceChildren(
     h('h1', {}, 'Open incidents'),
     first.items.length ? list : h('p', { class: 'empty' }, 'No open incidents.'),
-    more,
+    more.box,
   );
 }
