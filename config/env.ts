@@ -269,6 +269,7 @@ export function secretsOf(config: Config): string[] {
     config.SLACK_SIGNING_SECRET,
     config.TIDEMARK_WEB_TOKEN,
     config.TIDEMARK_CODEC_TOKEN,
+    config.TIDEMARK_METRICS_TOKEN,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
     ...Object.values(config.effectSecrets ?? {}),

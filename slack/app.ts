@@ -6,6 +6,7 @@
 // a Slack user with no name is refused. Membership of the approver group is checked here and
 // vouched for with a proof only the Slack app (and the workers that check it) can make. A refused
 // decision is audited and the clicker is told why.
+import { slackEscape } from '../contract/slack-text.js';
 import type { Client } from '@temporalio/client';
 import boltPkg from '@slack/bolt';
 import type { Kysely } from 'kysely';
@@ -86,7 +87,9 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const request = action.value ?? '';
     const tell = (text: string) =>
       body.channel?.id
-        ? client.chat.postEphemeral({ channel: body.channel.id, user, text }).catch(() => undefined)
+        ? client.chat
+            .postEphemeral({ channel: body.channel.id, user, text: slackEscape(text) })
+            .catch(() => undefined)
         : undefined;
     const who = nameOf(user);
     if ('refused' in who) {
@@ -130,7 +133,9 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const user = body.user.id;
     const tell = (text: string) =>
       body.channel?.id
-        ? client.chat.postEphemeral({ channel: body.channel.id, user, text }).catch(() => undefined)
+        ? client.chat
+            .postEphemeral({ channel: body.channel.id, user, text: slackEscape(text) })
+            .catch(() => undefined)
         : undefined;
     const who = nameOf(user);
     const by = 'name' in who ? who.name : user;

@@ -9,6 +9,9 @@ export interface Guesses {
   fail(address: string): void;
 }
 
+/** Addresses remembered at most (each a few failure times). */
+const MAX_ADDRESSES = 10_000;
+
 export function guessThrottle(max: number, windowMs: number, now: () => number = Date.now): Guesses {
   const failures = new Map<string, number[]>();
   const recent = (address: string) => {
@@ -23,9 +26,14 @@ export function guessThrottle(max: number, windowMs: number, now: () => number =
     fail: (address) => {
       const kept = recent(address);
       kept.push(now());
+      // Bounded: past MAX_ADDRESSES the addresses that failed least recently are forgotten first
+      // (a Map keeps insertion order; a failing address is moved to the end), at O(1) a guess.
+      failures.delete(address);
       failures.set(address, kept);
-      // Addresses that stopped guessing are forgotten as they are looked at; many at once, here.
-      if (failures.size > 10_000) for (const a of [...failures.keys()]) recent(a);
+      for (const oldest of failures.keys()) {
+        if (failures.size <= MAX_ADDRESSES) break;
+        failures.delete(oldest);
+      }
     },
   };
 }

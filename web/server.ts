@@ -155,6 +155,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   function sessionOf(req: FastifyRequest): Session | null {
     const auth = req.headers.authorization;
     if (auth?.startsWith('Bearer ') && same(auth.slice(7), o.token)) return { csrf: '', expires: Infinity };
+    return cookieSessionOf(req);
+  }
+  /** The login cookie's session, whatever else the request carries. */
+  function cookieSessionOf(req: FastifyRequest): Session | null {
     const id = cookieOf(req);
     const s = id ? sessions.get(id) : undefined;
     if (!id || !s) return null;
@@ -254,7 +258,8 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   });
 
   app.get('/', async (req, reply) => {
-    const s = sessionOf(req);
+    // The page itself knows only the cookie's session: a bearer token here would be an oracle.
+    const s = req.headers.authorization ? cookieSessionOf(req) : sessionOf(req);
     const html = (await readFile(`${PUBLIC_DIR}index.html`, 'utf8')).replaceAll('%CSRF%', s?.csrf ?? '');
     return reply
       .type('text/html; charset=utf-8')
@@ -337,11 +342,13 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         ? o.config.TIDEMARK_CODEC_ORIGINS
         : [new URL(o.config.TIDEMARK_WEB_UI_URL).origin],
       namespace: o.config.TEMPORAL_NAMESPACE,
-      authorized: (req) => {
-        const auth = req.headers.authorization;
-        if (codecToken && auth?.startsWith('Bearer ') && same(auth.slice(7), codecToken)) return true;
-        return sessionOf(req) !== null;
-      },
+      // A wrong codec or page token counts as a guess here too (429 past the limit).
+      authorized: (req) =>
+        admitted(req, () => {
+          const auth = req.headers.authorization;
+          if (codecToken && auth?.startsWith('Bearer ') && same(auth.slice(7), codecToken)) return true;
+          return sessionOf(req) !== null;
+        }),
     }),
   );
 

@@ -77,7 +77,8 @@ export function createMetrics(o: MetricsOptions): Metrics {
 
   /**
    * One read of every source, shared by the gauges (prom-client collects them at once) and by the
-   * scrapes of the next `snapshotMs` (on the process's monotonic clock); a failed read is not kept.
+   * scrapes of the next `snapshotMs` (on the process's monotonic clock), a source that was down
+   * included (its gauges left out, tidemark_metrics_source_up 0): no reading is older than that.
    */
   const snapshotMs = o.snapshotMs ?? 5_000;
   let last: { at: number; value: Promise<Map<string, Sample[]>>; pending: boolean } | undefined;

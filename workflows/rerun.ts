@@ -229,9 +229,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     },
     {
       validator: (d) => {
-        const taken = decision ?? deciding;
-        if (taken)
-          throw new Error(`already ${taken.decision === 'approve' ? 'approved' : 'rejected'} by ${taken.by}`);
+        if (decision)
+          throw new Error(
+            `already ${decision.decision === 'approve' ? 'approved' : 'rejected'} by ${decision.by}`,
+          );
+        // One decision is checked at a time (it may yet be refused): the next waits for its outcome.
+        if (deciding) throw new Error(`a decision by ${deciding.by} is being checked: try again in a moment`);
         // Until the request is recorded (its generation reserved) it may yet be refused: a decision
         // now could be audited as accepted on a request that never was.
         if (!request && status === 'pending' && !closed)
@@ -283,7 +286,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
   // The request in words, with the preview as it stands (an approval that found the data moved shows the new one).
   const what = () =>
     `*Rerun requested* for \`${request.window.key}\` (window ${request.window.start} - ${request.window.end} of ${input.job}, generation ${generation})\n` +
-    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${request.repeats.join(', ') || 'no external effects'}${previewed ? `\n${slackPreview(preview, previewNote)}` : ''}`;
+    `asked by ${slackEscape(input.requestedBy)}: ${slackEscape(input.reason)}\nwill repeat: ${slackEscape(request.repeats.join(', ')) || 'no external effects'}${previewed ? `\n${slackPreview(preview, previewNote)}` : ''}`;
   const notice = async (event: 'requested' | 'decided' | 'finished', text: string) =>
     deliver(await bookkeeping.noticeRerun({ request: workflowId, event, text }));
   await notice('requested', what());

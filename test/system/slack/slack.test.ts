@@ -348,7 +348,10 @@ test('approving a rerun from Slack', async () => {
       assert.equal(audit.filter((a) => !a.accepted).length, 2);
       // The one of bob and dave (a group member, not on the list) who lost was refused only for being second.
       const loser = audit.find((a) => !a.accepted && a.actor !== 'mallory')!;
-      assert.match(loser.reason ?? '', /already approved by (bob|dave)/);
+      assert.match(
+        loser.reason ?? '',
+        /already approved by (bob|dave)|a decision by (bob|dave) is being checked/,
+      );
       assert.ok(audit.every((a) => a.source === 'slack'));
       const gens = await stack.t.db
         .selectFrom('job_windows')
@@ -608,8 +611,10 @@ test('a rerun request in Slack carries the preview (bounded, escaped); approving
       );
       assert.match(
         told.text,
-        /the data changed since the preview shown with the request.*order_count 5 -> 7/,
+        /the data changed since the preview shown with the request.*order_count 5 -&gt; 7/,
       );
+      // The refusal quotes the data (a record key here): escaped, it pings nobody and dresses no link.
+      assert.doesNotMatch(told.text, /<!channel>/);
       assert.equal((await post(click('UBOB', 'rerun_approve', handle.workflowId))).status, 200);
       const result = (await handle.result()) as RerunResult;
       assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
@@ -644,7 +649,23 @@ test('a rerun request in Slack carries the preview (bounded, escaped); approving
 test("a rejection's note and who made it reach the request's Slack message as text: no ping, no dressed link", async () => {
   const job = 'slack-note';
   const W = { start: '2026-04-13T10:00:00Z', end: '2026-04-13T11:00:00Z' };
-  const catalog = defineCatalog([salesJob(job, { start: W.start, lateness: '0m' })]);
+  // An effect named from the data: its name is listed in the request as what will repeat.
+  const catalog = defineCatalog([
+    salesJob(job, {
+      start: W.start,
+      lateness: '0m',
+      handler: async (ctx) => ({
+        ...(await summariseWindow(ctx)),
+        effects: [
+          {
+            name: 'thanks <!here> <https://evil.test/x|click>',
+            channel: 'slack',
+            request: { channel: 'C_OPS', text: 'thanks' },
+          },
+        ],
+      }),
+    }),
+  ]);
   const taskQueue = uniqueQueue(job);
   const deps = approvalDeps(catalog);
   await withWorker(stack.env, taskQueue, deps, async () => {
@@ -663,6 +684,8 @@ test("a rejection's note and who made it reach the request's Slack message as te
       20_000,
       'the request message',
     );
+    assert.doesNotMatch(posted.text, /<!here>|<https:/, 'what will repeat is escaped');
+    assert.match(posted.text, /will repeat: thanks &lt;!here&gt;/);
     await handle.executeUpdate('decide', {
       args: [
         {

@@ -107,3 +107,29 @@ test('a 500 carries a reference, never its cause; the log has the cause under th
     await unreachable.destroy();
   }
 });
+
+test('the page itself and the codec server tell a guesser nothing: / ignores a bearer, the codec counts wrong tokens', async () => {
+  const web = await startWeb(stack, {
+    token,
+    catalog,
+    env: { TIDEMARK_CODEC_TOKEN: 'codec-token-0123456789' },
+  });
+  try {
+    const page = async (bearer: string) =>
+      /data-auth="(yes|no)"/.exec(
+        await (await fetch(`${web.url}/`, { headers: { authorization: `Bearer ${bearer}` } })).text(),
+      )?.[1];
+    assert.equal(await page('wrong-token-1234'), 'no');
+    assert.equal(await page(token), 'no', 'the same answer for the right token: log in with the form');
+    const decode = (bearer: string) =>
+      fetch(`${web.url}/codec/decode`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${bearer}`, 'content-type': 'application/json' },
+        body: '{"payloads":[]}',
+      });
+    for (let i = 0; i < 20; i++) assert.equal((await decode(`wrong-codec-${i}`)).status, 401);
+    assert.equal((await decode('codec-token-0123456789')).status, 429, 'the right one too, past the limit');
+  } finally {
+    await web.stop();
+  }
+});
