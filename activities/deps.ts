@@ -33,7 +33,13 @@ export interface ActivityDeps {
    * secret that checks the Slack app's word that someone is in the approver group, and who may
    * decide reruns (this worker's configuration, checked when a decision arrives).
    */
-  readonly approvals?: { slackChannel?: string; groupProofSecret?: string; policy?: ApprovalPolicy };
+  readonly approvals?: {
+    slackChannel?: string;
+    groupProofSecret?: string;
+    policy?: ApprovalPolicy;
+    /** TIDEMARK_DECISION_KEY: checks the page's and the Slack app's signatures over decisions. */
+    decisionKey?: string;
+  };
   /** Where window outcomes are counted (the process's /metrics); none: not counted. */
   readonly metrics?: MetricsSink;
   /** The Temporal client and task queue, for the watch's diagnosis (schedule state, pollers). */

@@ -7,6 +7,7 @@ import { expandWindow } from '../db/compaction.js';
 import { isDone } from '../db/ledger.js';
 import { ledger } from '../db/ledger-schema.js';
 import type { SlackRequest } from '../contract/effects.js';
+import { isDecisionProof, type DecisionClaim } from './decision-proof.js';
 import { isGroupProof, type GroupClaim } from './group-proof.js';
 import { isAligned, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
@@ -260,6 +261,18 @@ export function rerunActivities(deps: ActivityDeps) {
       return isGroupProof(secret, input, input.proof);
     },
 
+    /** Is this decision signed by the page or the Slack app (TIDEMARK_DECISION_KEY)? */
+    async verifyDecision(input: DecisionClaim & { proof: string }): Promise<boolean> {
+      const key = deps.approvals?.decisionKey;
+      if (!key) return false;
+      const ok = isDecisionProof(key, input, input.proof);
+      if (!ok)
+        logger.warn(
+          `APPROVAL request=${input.request}: a ${input.decision} in the name of ${input.by} (${input.source}) carries no valid signature of the page or the Slack app: refused`,
+        );
+      return ok;
+    },
+
     async auditDecision(input: {
       request: string;
       actor: string;
@@ -267,10 +280,19 @@ export function rerunActivities(deps: ActivityDeps) {
       accepted: boolean;
       reason?: string | null;
       source: string;
+      /** Who, verified (the page's session or token, the Slack app's user): absent when not. */
+      subject?: string;
+      displayName?: string;
+      credential?: string;
     }): Promise<void> {
+      const { subject, displayName, credential, ...rest } = input;
       await db
         .insertInto('approval_audit')
-        .values({ ...input, reason: input.reason ?? null })
+        .values({
+          ...rest,
+          reason: input.reason ?? null,
+          ...(subject ? { subject, display_name: displayName ?? null, credential: credential ?? null } : {}),
+        })
         .execute();
       logger.info(
         `APPROVAL request=${input.request} actor=${input.actor} decision=${input.decision} ${input.accepted ? 'accepted' : `refused: ${input.reason}`}`,

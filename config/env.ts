@@ -6,6 +6,7 @@ import { parseDuration } from '../schedules/duration.js';
 import { ConfigError } from '../contract/config-error.js';
 import { checkSchemaName, DEFAULT_SCHEMA } from '../db/ledger-schema.js';
 import { directoryOf, parsePeople, type Person } from './people.js';
+import { parseRoleMap, type RoleGrant } from '../contract/roles.js';
 import { resolveTemporal, temporalSecrets, type TemporalSettings } from './temporal.js';
 
 export { ConfigError };
@@ -139,6 +140,39 @@ const schema = z.object({
    * `Authorization: Bearer <it>`; the page also answers a logged-in person. Health probes stay open.
    */
   TIDEMARK_METRICS_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
+  /**
+   * Sign-in through the company's identity provider (OpenID Connect, authorization code with PKCE):
+   * its issuer URL, this page's client id and (for a confidential client) secret, and the page's
+   * address as browsers reach it (the provider sends them back to <it>/auth/callback). Unset: the
+   * page runs in single-user mode, opened by TIDEMARK_WEB_TOKEN.
+   */
+  TIDEMARK_OIDC_ISSUER: z.url().optional(),
+  TIDEMARK_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  TIDEMARK_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  TIDEMARK_WEB_URL: z.url().optional(),
+  TIDEMARK_OIDC_SCOPES: z.string().min(1).default('openid profile email groups'),
+  /** The claim that names a person in tidemark (as in TIDEMARK_APPROVERS and TIDEMARK_PEOPLE). */
+  TIDEMARK_OIDC_NAME_CLAIM: z.string().min(1).default('preferred_username'),
+  /** The claim that lists a person's groups, and which group gives which role (group=role, ...). */
+  TIDEMARK_OIDC_ROLES_CLAIM: z.string().min(1).default('groups'),
+  TIDEMARK_OIDC_ROLES: z
+    .string()
+    .optional()
+    .transform((text, ctx): RoleGrant[] => {
+      const parsed = parseRoleMap(text);
+      if (typeof parsed !== 'string') return parsed;
+      ctx.addIssue({ code: 'custom', message: parsed });
+      return z.NEVER;
+    }),
+  /**
+   * The key the page and the Slack app sign each decision with, and the workers check it by: set,
+   * a worker takes a rerun decision only with a valid signature (a client with raw access to
+   * Temporal cannot approve). At least 32 characters, e.g. `openssl rand -hex 32`.
+   */
+  TIDEMARK_DECISION_KEY: z
+    .string()
+    .min(32, 'use at least 32 characters, e.g. openssl rand -hex 32')
+    .optional(),
   SMTP_HOST: z.string().min(1).optional(),
   SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
   SMTP_SECURE: z
@@ -270,6 +304,8 @@ export function secretsOf(config: Config): string[] {
     config.TIDEMARK_WEB_TOKEN,
     config.TIDEMARK_CODEC_TOKEN,
     config.TIDEMARK_METRICS_TOKEN,
+    config.TIDEMARK_OIDC_CLIENT_SECRET,
+    config.TIDEMARK_DECISION_KEY,
     config.TELEGRAM_BOT_TOKEN,
     ...(config.temporal ? temporalSecrets(config.temporal) : []),
     ...Object.values(config.effectSecrets ?? {}),
@@ -333,6 +369,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'must differ from TIDEMARK_TASK_QUEUE, so the watch still runs when every job worker is gone',
     );
   checkSchemaName(parsed.data.TIDEMARK_SCHEMA);
+  if (parsed.data.TIDEMARK_OIDC_ISSUER) {
+    for (const name of ['TIDEMARK_OIDC_CLIENT_ID', 'TIDEMARK_WEB_URL'] as const)
+      if (!parsed.data[name])
+        throw new ConfigError(
+          name,
+          name === 'TIDEMARK_WEB_URL'
+            ? "set it to the page's address as browsers reach it (e.g. https://tidemark.example.com): TIDEMARK_OIDC_ISSUER is set, and the identity provider sends people back to <it>/auth/callback"
+            : 'set it to the client id the identity provider gave the page: TIDEMARK_OIDC_ISSUER is set',
+        );
+    if (parsed.data.TIDEMARK_OIDC_ROLES.length === 0)
+      throw new ConfigError(
+        'TIDEMARK_OIDC_ROLES',
+        "map the identity provider's groups to roles, e.g. tidemark-readers=viewer,tidemark-ops=operator,tidemark-leads=approver,platform=admin: without it nobody signed in could do anything",
+      );
+  }
   try {
     directoryOf(parsed.data);
   } catch (err) {

@@ -228,6 +228,22 @@ export interface ApprovalPolicy {
   readonly approvers: readonly string[];
   readonly approverGroup?: string;
   readonly allowSelfApproval: boolean;
+  /**
+   * The worker holds TIDEMARK_DECISION_KEY: a decision counts only with the page's or the Slack
+   * app's signature over it (activities/decision-proof.ts), never on a bare name.
+   */
+  readonly requireProof?: boolean;
+}
+
+/** Who made a decision, as the page or the Slack app verified them (signed with the decision). */
+export interface DecisionActor {
+  /** The identity provider's subject (slack:<user id> for a Slack user). */
+  readonly subject: string;
+  readonly displayName: string;
+  /** Their roles when they decided (contract/roles.ts): an approver by role needs no name in TIDEMARK_APPROVERS. */
+  readonly roles: readonly string[];
+  /** The session or personal token it came through (an id, never a secret). */
+  readonly credential: string;
 }
 
 export interface RerunInput {
@@ -269,6 +285,10 @@ export interface RerunDecision {
   readonly viaGroup?: string;
   /** The Slack app's proof of the membership (activities/group-proof.ts), checked by a worker. */
   readonly groupProof?: string;
+  /** Who decided, verified by the page or the Slack app; worth nothing without `proof`. */
+  readonly actor?: DecisionActor;
+  /** Their signature over the decision and the actor (activities/decision-proof.ts), checked by a worker. */
+  readonly proof?: string;
 }
 
 export interface RerunState {

@@ -256,6 +256,41 @@ export interface ApprovalAuditTable {
   reason: string | null;
   source: string;
   at: CreatedAt;
+  /** The identity provider's subject of who decided; null: not verified (single-user mode, older rows). */
+  subject?: string | null;
+  display_name?: string | null;
+  /** The session or personal token (its id, never its secret) the decision came through. */
+  credential?: string | null;
+}
+export interface WebSessionTable {
+  id: string;
+  csrf: string;
+  subject: string;
+  name: string;
+  display_name: string;
+  roles: string[];
+  verified: boolean;
+  created_at: CreatedAt;
+  expires_at: Timestamp;
+}
+export interface WebLoginTable {
+  state: string;
+  verifier: string;
+  nonce: string;
+  expires_at: Timestamp;
+}
+export interface ApiTokenTable {
+  id: string;
+  hash: string;
+  label: string;
+  subject: string;
+  name: string;
+  display_name: string;
+  role: string;
+  created_at: CreatedAt;
+  expires_at: Timestamp;
+  revoked_at: Timestamp | null;
+  last_used_at: Timestamp | null;
 }
 export interface SalesWindowTotalTable {
   job: string;
@@ -346,6 +381,9 @@ export interface Database {
   backup_checks: BackupCheckTable;
   rerun_requests: RerunRequestTable;
   approval_audit: ApprovalAuditTable;
+  web_sessions: WebSessionTable;
+  web_logins: WebLoginTable;
+  api_tokens: ApiTokenTable;
   sales_window_totals: SalesWindowTotalTable;
   window_notices: WindowNoticeTable;
   local_window_attempts: LocalWindowAttemptTable;

@@ -49,7 +49,9 @@ export function buildDeps(
         approvers: directoryOf(config).approvers,
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
         allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL,
+        ...(config.TIDEMARK_DECISION_KEY ? { requireProof: true } : {}),
       },
+      ...(config.TIDEMARK_DECISION_KEY ? { decisionKey: config.TIDEMARK_DECISION_KEY } : {}),
     },
     ...(parts.client ? { temporal: { client: parts.client, taskQueue: config.TIDEMARK_TASK_QUEUE } } : {}),
   };

@@ -16,6 +16,7 @@ import {
 import type { Activities } from '../activities/index.js';
 import { deliver } from './alerts.js';
 import { bookkeeping } from './policy.js';
+import { hasRole } from '../contract/roles.js';
 import { searchAttributes } from '../contract/search-attributes.js';
 import { slackEscape } from '../contract/slack-text.js';
 import {
@@ -112,8 +113,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     allowSelfApproval: input.allowSelfApproval ?? false,
   };
   /** Does this decision stand only on membership of the approver group? */
-  const needsGroup = (d: RerunDecision, rule: ApprovalPolicy = requestRule) =>
-    !rule.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
+  const needsGroup = (d: RerunDecision, rule: ApprovalPolicy = requestRule, byRole = false) =>
+    !byRole && !rule.approvers.includes(d.by) && !(d.by === input.requestedBy && d.decision === 'reject');
   const whoMay = (rule: ApprovalPolicy = requestRule) => {
     const who = [
       ...(rule.approvers.length ? [`approvers: ${rule.approvers.join(', ')}`] : []),
@@ -125,15 +126,33 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
    * Refuses `d` under `rule`: the requester approving their own request unless allowed, anyone but
    * an approver (or a member of the approver group, whose proof is checked after) deciding.
    */
-  const refuseUnder = (rule: ApprovalPolicy, d: RerunDecision): void => {
+  const refuseUnder = (rule: ApprovalPolicy, d: RerunDecision, byRole = false): void => {
     const refuse = (why: string) => {
       throw ApplicationFailure.nonRetryable(why, DECISION_FAILURE.notAnApprover);
     };
     if (d.by === input.requestedBy && d.decision === 'approve' && !rule.allowSelfApproval)
       refuse(`${d.by} asked for this rerun and may not approve it`);
-    if (needsGroup(d, rule) && !(rule.approverGroup && d.viaGroup === rule.approverGroup && d.groupProof))
+    if (
+      needsGroup(d, rule, byRole) &&
+      !(rule.approverGroup && d.viaGroup === rule.approverGroup && d.groupProof)
+    )
       refuse(`${d.by} may not decide reruns${whoMay(rule)}`);
   };
+  /**
+   * Is `d` signed by the page or the Slack app? Checked by a worker (it holds the key); a decision
+   * with no signature is not looked at.
+   */
+  const signedBy = async (d: RerunDecision): Promise<boolean> =>
+    !!d.actor &&
+    !!d.proof &&
+    (await recording.verifyDecision({
+      request: workflowId,
+      decision: d.decision,
+      by: d.by,
+      source: d.source,
+      actor: d.actor,
+      proof: d.proof,
+    }));
   /** A worker checks the Slack app's proof: a Temporal client cannot claim membership. */
   const vouchedFor = (d: RerunDecision) =>
     recording.verifyGroupClaim({
@@ -160,15 +179,28 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         return { accepted: true, decision: d.decision };
       }
       deciding = d;
+      let verified = false;
+      let byRole = false;
       try {
         // The rule is the workers' own, read as the decision arrives: a request's input is written by
         // whoever starts the workflow. Histories from before replay without it (the marker tells).
         const rule = patched('issue30-worker-rule')
           ? ((await recording.approvalPolicy()) ?? requestRule)
           : requestRule;
-        refuseUnder(rule, d);
+        // Who decides is who the page or the Slack app signed for, when the workers hold the key:
+        // a client with raw access to Temporal cannot sign, so cannot decide.
+        if (patched('issue30-decision-proof')) {
+          verified = await signedBy(d);
+          if (rule.requireProof && !verified)
+            throw ApplicationFailure.nonRetryable(
+              `a ${d.decision} in the name of ${d.by} carries no valid signature of the page or the Slack app: decide on the page (signed in), in Slack or with the CLI signed in (npx tidemark login)`,
+              DECISION_FAILURE.notAnApprover,
+            );
+          byRole = verified && hasRole(d.actor!.roles, 'approver');
+        }
+        refuseUnder(rule, d, byRole);
         // Histories from before the proof existed replay without the check (the marker tells them apart).
-        if (needsGroup(d, rule) && patched('issue8-group-proof') && !(await vouchedFor(d)))
+        if (needsGroup(d, rule, byRole) && patched('issue8-group-proof') && !(await vouchedFor(d)))
           throw ApplicationFailure.nonRetryable(
             `${d.by} may not decide reruns${whoMay(rule)}: membership of ${d.viaGroup} was not vouched for by the Slack app`,
             DECISION_FAILURE.notAnApprover,
@@ -214,6 +246,13 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             accepted: true,
             reason: d.note ?? null,
             source: d.source,
+            ...(verified && d.actor
+              ? {
+                  subject: d.actor.subject,
+                  displayName: d.actor.displayName,
+                  credential: d.actor.credential,
+                }
+              : {}),
           })
           .catch((err: unknown) => {
             throw ApplicationFailure.nonRetryable(

@@ -25,6 +25,7 @@ import * as spanCountBacklog from './20261201T2300_span_count_backlog.js';
 import * as backupChecks from './20261202T1600_backup_checks.js';
 import * as functionsSearchPath from './20261204T0900_ledger_functions_search_path.js';
 import * as effectRetry from './20261204T1400_effect_retry.js';
+import * as people from './20261205T0900_people.js';
 import * as withoutDemo from './without-demo.js';
 
 /** Every migration file as it shipped, in order: what a database of an earlier release ran. */
@@ -54,6 +55,7 @@ export const shipped: Readonly<Record<string, Migration>> = Object.freeze({
   '20261202T1600_backup_checks': backupChecks,
   '20261204T0900_ledger_functions_search_path': functionsSearchPath,
   '20261204T1400_effect_retry': effectRetry,
+  '20261205T0900_people': people,
 });
 
 /**

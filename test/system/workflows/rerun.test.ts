@@ -19,6 +19,7 @@ import {
 import { defineCatalog } from '../../../schedules/define.js';
 import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '../../../contract/workflows.js';
 import { rerunActivities } from '../../../activities/rerun.js';
+import { decisionProof } from '../../../activities/decision-proof.js';
 import { loadConfig } from '../../../config/env.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../../helpers/jobs.js';
 import { holding, policy, rerunTools, whyStalled } from '../../helpers/reruns.js';
@@ -454,6 +455,80 @@ test("the approval rule is the workers' own: a request naming itself its approve
     await waitForRequest(early.workflowId);
     await early.executeUpdate('decide', { args: [{ decision: 'approve', by: 'bob', source: 'cli' }] });
     assert.equal(((await early.result()) as RerunResult).outcome, 'done');
+  });
+});
+
+test('with the decision key, a worker takes only decisions the page or the Slack app signed, and audits who', async () => {
+  const job = 'rerun-signed-decisions';
+  const W = { start: '2026-04-20T10:00:00Z', end: '2026-04-20T11:00:00Z' };
+  const { taskQueue, deps } = await rerunJob(job, W, 4);
+  const key = 'k'.repeat(40);
+  const workers = {
+    ...deps,
+    approvals: {
+      policy: { approvers: ['bob'], allowSelfApproval: false, requireProof: true },
+      decisionKey: key,
+    },
+  };
+  await withWorker(stack.env, taskQueue, workers, async () => {
+    await processWindow(taskQueue, job, W);
+    const handle = await startRerun(taskQueue, job, W, 'signed', { requestedBy: 'alice' });
+    const id = handle.workflowId;
+    await waitForRequest(id);
+    const carol = {
+      subject: 'idp|carol-0001',
+      displayName: 'Carol Approver',
+      roles: ['viewer', 'approver'],
+      credential: 'session:0a1b2c3d4e5f',
+    };
+    const claim = { request: id, decision: 'approve' as const, by: 'carol', source: 'web', actor: carol };
+    const decide = (d: RerunDecision) => handle.executeUpdate('decide', { args: [d] });
+    const unsigned = /carries no valid signature of the page or the Slack app/;
+    // A client with raw access to Temporal: a bare name (even an approver's), a made-up proof, one
+    // made with another key, and a true one for another decision are all refused.
+    for (const forged of [
+      { decision: 'approve' as const, by: 'bob', source: 'cli' },
+      { ...claim, proof: 'f'.repeat(64) },
+      { ...claim, proof: decisionProof('another key of forty characters or more!', claim) },
+      { ...claim, proof: decisionProof(key, { ...claim, decision: 'reject' }) },
+      {
+        ...claim,
+        actor: { ...carol, roles: ['viewer', 'approver', 'admin'] },
+        proof: decisionProof(key, claim),
+      },
+    ])
+      await assert.rejects(
+        decide(forged),
+        (e: unknown) => unsigned.test(refusal(e)) || assert.fail(refusal(e)),
+      );
+    // Signed, but the requester approving their own request: refused whatever their roles.
+    const alice = { ...carol, subject: 'idp|alice-0002', displayName: 'Alice Operator' };
+    const own = { ...claim, by: 'alice', actor: alice };
+    await assert.rejects(
+      decide({ ...own, proof: decisionProof(key, own) }),
+      (e: unknown) =>
+        /alice asked for this rerun and may not approve it/.test(refusal(e)) || assert.fail(refusal(e)),
+    );
+    assert.equal((await handle.query<RerunState>('state')).status, 'pending');
+    // Carol is no name in TIDEMARK_APPROVERS: the approver role, signed by the page, lets her decide.
+    await decide({ ...claim, proof: decisionProof(key, claim) });
+    assert.equal(((await handle.result()) as RerunResult).outcome, 'done');
+    const rows = await stack.t.db
+      .selectFrom('approval_audit')
+      .select(['actor', 'accepted', 'source', 'subject', 'display_name', 'credential'])
+      .where('request', '=', id)
+      .where('accepted', '=', true)
+      .execute();
+    assert.deepEqual(rows, [
+      {
+        actor: 'carol',
+        accepted: true,
+        source: 'web',
+        subject: 'idp|carol-0001',
+        display_name: 'Carol Approver',
+        credential: 'session:0a1b2c3d4e5f',
+      },
+    ]);
   });
 });
 
