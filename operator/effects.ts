@@ -170,7 +170,13 @@ export class EffectDecisionRefused extends Error {
  * Who may decide an effect, by their tidemark name: someone with a name who, when people are
  * configured, is one of them; and when approvers are configured, one of those (as in Slack).
  */
-export function deciderProblem(directory: Directory, by: string): { status: number; message: string } | null {
+export function deciderProblem(
+  directory: Directory,
+  by: string,
+  /** Signed in with the approver role (the page checked it): no name list to be on. */
+  byRole = false,
+): { status: number; message: string } | null {
+  if (byRole) return null;
   const problem = requesterProblem(directory, by);
   if (problem) return { status: 400, message: `by: ${problem.replace('the requester', 'the decider')}` };
   if (directory.approvers.length > 0 && !directory.approvers.includes(by))
@@ -188,18 +194,35 @@ export function deciderProblem(directory: Directory, by: string): { status: numb
 export async function decideEffectAs(
   deps: ActivityDeps,
   directory: Directory,
-  d: { key: string; decision: 'resend' | 'skip'; by: string; source: string },
+  d: {
+    key: string;
+    decision: 'resend' | 'skip';
+    by: string;
+    source: string;
+    /** Who, verified by the page (signed in): audited, and an approver by role needs no listed name. */
+    actor?: { subject: string; displayName: string; credential: string; approver: boolean };
+  },
 ): Promise<EffectResult> {
   const audit = (accepted: boolean, reason: string | null) =>
     deps.db
       .insertInto('approval_audit')
-      .values({ request: d.key, actor: d.by, decision: d.decision, accepted, reason, source: d.source })
+      .values({
+        request: d.key,
+        actor: d.by,
+        decision: d.decision,
+        accepted,
+        reason,
+        source: d.source,
+        ...(d.actor
+          ? { subject: d.actor.subject, display_name: d.actor.displayName, credential: d.actor.credential }
+          : {}),
+      })
       .execute();
   const refuse = async (status: number, message: string): Promise<never> => {
     await audit(false, message);
     throw new EffectDecisionRefused(status, message);
   };
-  const problem = deciderProblem(directory, d.by);
+  const problem = deciderProblem(directory, d.by, d.actor?.approver ?? false);
   if (problem) return await refuse(problem.status, problem.message);
   const row = await getEffect(deps.db, d.key);
   if (!row) return await refuse(404, `effect: there is no effect "${d.key}"`);

@@ -142,6 +142,9 @@ export async function decide(
         accepted: false,
         reason,
         source: d.source,
+        ...(d.actor
+          ? { subject: d.actor.subject, display_name: d.actor.displayName, credential: d.actor.credential }
+          : {}),
       })
       .execute();
     throw new DecisionRefused(`${d.decision} by ${d.by} refused: ${reason}`);

@@ -8,13 +8,16 @@ import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { shutdownTracing } from '../workers/tracing.js';
 import { startWebServer } from './server.js';
 
-/** Serves the page until SIGINT/SIGTERM. TIDEMARK_WEB_TOKEN is required: it is the login. */
+/**
+ * Serves the page until SIGINT/SIGTERM. People sign in through the identity provider
+ * (TIDEMARK_OIDC_ISSUER), or, in single-user mode, with TIDEMARK_WEB_TOKEN: one of them is required.
+ */
 export async function runWeb(): Promise<void> {
   const config = loadConfig();
-  if (!config.TIDEMARK_WEB_TOKEN)
+  if (!config.TIDEMARK_OIDC_ISSUER && !config.TIDEMARK_WEB_TOKEN)
     throw new ConfigError(
-      'TIDEMARK_WEB_TOKEN',
-      'set it (at least 12 characters) to run the page: it is the login',
+      'TIDEMARK_OIDC_ISSUER',
+      'set it (with TIDEMARK_OIDC_CLIENT_ID, TIDEMARK_WEB_URL and TIDEMARK_OIDC_ROLES) so people sign in through your identity provider, or set TIDEMARK_WEB_TOKEN (at least 12 characters) for single-user mode',
     );
   const catalog = await loadCatalog(config);
   await ensureDatabase(config.DATABASE_URL);
@@ -24,7 +27,7 @@ export async function runWeb(): Promise<void> {
   const web = await startWebServer({
     port: config.TIDEMARK_WEB_PORT,
     host: config.TIDEMARK_WEB_HOST,
-    token: config.TIDEMARK_WEB_TOKEN,
+    ...(config.TIDEMARK_WEB_TOKEN ? { token: config.TIDEMARK_WEB_TOKEN } : {}),
     db,
     client,
     catalog,
@@ -32,7 +35,7 @@ export async function runWeb(): Promise<void> {
     logger: createLog(logOptionsFromConfig(config)).logger,
   });
   console.log(
-    `[web] ${web.url} (Temporal ${describeTemporal(config.temporal)}; database ${redactUrl(config.DATABASE_URL)})`,
+    `[web] ${web.url}, ${config.TIDEMARK_OIDC_ISSUER ? `sign-in through ${config.TIDEMARK_OIDC_ISSUER}` : 'single-user mode (the shared token)'}${config.TIDEMARK_DECISION_KEY ? '' : '; decisions are not signed (TIDEMARK_DECISION_KEY unset)'} (Temporal ${describeTemporal(config.temporal)}; database ${redactUrl(config.DATABASE_URL)})`,
   );
   await new Promise<void>((done) => {
     const stop = () => done();

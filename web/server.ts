@@ -1,11 +1,13 @@
-// The management page's server (fastify): the static page (web/public), a login, and the JSON API
-// the page's views call. Access needs the token (a login form sets an HttpOnly, SameSite=Strict
-// session cookie; API clients may send `Authorization: Bearer`); every state-changing request must
-// carry the session's CSRF token and a same-origin Origin. Sessions expire
-// (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload over server-sent
+// The management page's server (fastify): the static page (web/public), a sign-in, and the JSON API
+// the page's views call. People sign in through the company's identity provider (web/oidc.ts;
+// roles from its groups, web/access.ts), or, in single-user mode (no provider configured: trials,
+// tidemark dev), with the shared token. A sign-in sets an HttpOnly, SameSite=Strict session cookie
+// (sessions in PostgreSQL, web/sessions.ts); API clients may send `Authorization: Bearer`. Every
+// state-changing request must carry the session's CSRF token and a same-origin Origin. Sessions
+// expire (TIDEMARK_WEB_SESSION_TTL) and can log out. Updates arrive without a reload over server-sent
 // events. Bad input is a 400 that names the field, never a 500. /metrics answers a logged-in
 // person or the scrape token (TIDEMARK_METRICS_TOKEN): counts and job names only, never a secret.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomUUID, timingSafeEqual } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import fastifyRateLimit from '@fastify/rate-limit';
@@ -26,6 +28,10 @@ import type { WebDeps } from './deps.js';
 import { payloadCodecOf } from '../codec/index.js';
 import { HttpError } from './errors.js';
 import { guessThrottle, trustProxyOf } from './guesses.js';
+import { roleFor, ROLE_DOES } from './access.js';
+import { oidcLogin } from './oidc.js';
+import { sessionStore, type Actor, type Session } from './sessions.js';
+import { hasRole, ROLES } from '../contract/roles.js';
 import { consoleLogger, type Logger } from '../activities/logger.js';
 import { redactorFromConfig } from '../workers/channels.js';
 import { codecRoutes } from './routes/codec.js';
@@ -35,7 +41,8 @@ export interface WebOptions {
   port: number;
   /** Where to listen; default loopback. */
   host?: string;
-  token: string;
+  /** The shared token of single-user mode; unused when an identity provider is configured. */
+  token?: string;
   db: Kysely<Database>;
   client: Client;
   catalog: Catalog;
@@ -121,17 +128,24 @@ function originHost(origin: string): string {
   }
 }
 
-interface Session {
-  /** Empty for a bearer-token client (no cookie, so no cross-site request to guard against). */
-  csrf: string;
-  expires: number;
-}
-
 declare module 'fastify' {
   interface FastifyRequest {
     session: Session | null;
   }
 }
+
+/** The one person of single-user mode: anyone with the shared token, with every role, unverified. */
+const SINGLE_USER: Omit<Actor, 'credential'> = {
+  subject: 'single-user',
+  name: '',
+  displayName: 'single-user mode (shared token)',
+  roles: ROLES,
+  verified: false,
+};
+
+/** A short HTML answer (sign-in refusals, the hop home after a sign-in), escaped. */
+const htmlPage = (text: string, link = '<a href="/">Back to tidemark</a>') =>
+  `<!doctype html><meta charset="utf-8"><title>tidemark</title><p>${text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)}</p><p>${link}</p>`;
 
 const formField = (body: unknown, name: string) =>
   new URLSearchParams(typeof body === 'string' ? body : '').get(name) ?? '';
@@ -148,45 +162,58 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     }).registry,
   };
   const deps: WebDeps = { db: o.db, client: o.client, catalog: o.catalog, config: o.config, now };
-  const sessions = new Map<string, Session>();
-  const cookieOf = (req: FastifyRequest) =>
-    /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/.exec(req.headers.cookie ?? '')?.[1];
+  const store = sessionStore(o.db, now, ttlMs);
+  const c = o.config;
+  const oidc = c.TIDEMARK_OIDC_ISSUER
+    ? oidcLogin(
+        {
+          issuer: c.TIDEMARK_OIDC_ISSUER,
+          clientId: c.TIDEMARK_OIDC_CLIENT_ID!,
+          ...(c.TIDEMARK_OIDC_CLIENT_SECRET ? { clientSecret: c.TIDEMARK_OIDC_CLIENT_SECRET } : {}),
+          webUrl: c.TIDEMARK_WEB_URL!,
+          scopes: c.TIDEMARK_OIDC_SCOPES,
+          nameClaim: c.TIDEMARK_OIDC_NAME_CLAIM,
+          rolesClaim: c.TIDEMARK_OIDC_ROLES_CLAIM,
+          grants: c.TIDEMARK_OIDC_ROLES,
+        },
+        o.db,
+        now,
+      )
+    : null;
+  // Single-user mode is the shared token's; with an identity provider, the token opens nothing.
+  const sharedToken = oidc ? undefined : o.token;
+  if (!oidc && !sharedToken)
+    throw new Error(
+      'the page needs a way in: TIDEMARK_OIDC_ISSUER (sign-in through the identity provider) or TIDEMARK_WEB_TOKEN (single-user mode)',
+    );
+  const cookieOf = (req: FastifyRequest) => store.cookieOf(req.headers.cookie);
 
-  function sessionOf(req: FastifyRequest): Session | null {
+  async function sessionOf(req: FastifyRequest): Promise<Session | null> {
     const auth = req.headers.authorization;
-    if (auth?.startsWith('Bearer ') && same(auth.slice(7), o.token)) return { csrf: '', expires: Infinity };
+    if (sharedToken && auth?.startsWith('Bearer ') && same(auth.slice(7), sharedToken))
+      return { csrf: '', expires: Infinity, actor: { ...SINGLE_USER, credential: 'token:shared' } };
     return cookieSessionOf(req);
   }
   /** The login cookie's session, whatever else the request carries. */
-  function cookieSessionOf(req: FastifyRequest): Session | null {
-    const id = cookieOf(req);
-    const s = id ? sessions.get(id) : undefined;
-    if (!id || !s) return null;
-    if (now().getTime() >= s.expires) {
-      sessions.delete(id);
-      return null;
-    }
-    return s;
-  }
+  const cookieSessionOf = (req: FastifyRequest) => store.get(cookieOf(req));
   /**
    * Whether `accepted` lets a request in. One that presents a bearer token is refused at once (429)
    * while its address has guessed wrong too often, the right token too (a throttle that let the
    * right answer through would tell a guesser when it is right); a wrong one counts as a guess.
    */
-  function admitted(req: FastifyRequest, accepted: () => boolean): boolean {
+  async function admitted(req: FastifyRequest, accepted: () => Promise<boolean>): Promise<boolean> {
     const bearer = req.headers.authorization?.startsWith('Bearer ') ?? false;
     if (bearer && guesses.over(req.ip))
       throw new HttpError(
         429,
         'too many failed logins from this address in the last minute; wait a minute and try again',
       );
-    const ok = accepted();
+    const ok = await accepted();
     if (!ok && bearer) guesses.fail(req.ip);
     return ok;
   }
   /** Still logged in: a bearer client always, a cookie session until it expires or logs out. */
-  const live = (s: Session) =>
-    !s.csrf || [...sessions.values()].some((x) => x === s && now().getTime() < x.expires);
+  const live = async (s: Session) => !s.id || (await store.live(s.id));
 
   const logger = o.logger ?? consoleLogger('[web] ');
   const redact = redactorFromConfig(o.config);
@@ -259,8 +286,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
 
   app.get('/', async (req, reply) => {
     // The page itself knows only the cookie's session: a bearer token here would be an oracle.
-    const s = req.headers.authorization ? cookieSessionOf(req) : sessionOf(req);
-    const html = (await readFile(`${PUBLIC_DIR}index.html`, 'utf8')).replaceAll('%CSRF%', s?.csrf ?? '');
+    const s = req.headers.authorization ? await cookieSessionOf(req) : await sessionOf(req);
+    const html = (await readFile(`${PUBLIC_DIR}index.html`, 'utf8'))
+      .replaceAll('%CSRF%', s?.csrf ?? '')
+      .replace('data-mode="single-user"', `data-mode="${oidc ? 'oidc' : 'single-user'}"`);
     return reply
       .type('text/html; charset=utf-8')
       .send(s ? html : html.replace('data-auth="yes"', 'data-auth="no"'));
@@ -272,7 +301,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     const scrapeToken = o.config.TIDEMARK_METRICS_TOKEN;
     const scraper = (req: FastifyRequest) =>
       scrapeToken !== undefined && bearerIs(req.headers.authorization, scrapeToken);
-    if (!admitted(req, () => scraper(req) || sessionOf(req) !== null))
+    if (!(await admitted(req, async () => scraper(req) || (await sessionOf(req)) !== null)))
       throw new HttpError(
         401,
         'log in first, or scrape with Authorization: Bearer <TIDEMARK_METRICS_TOKEN> (set it on the page)',
@@ -292,32 +321,71 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       new HttpError(429, 'too many logins from this address in the last minute; wait a minute and try again'),
   };
 
+  const sessionCookie = (req: FastifyRequest, cookie: string) =>
+    `tidemark_session=${cookie}; HttpOnly; SameSite=Strict;${secureFlag(req)} Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`;
+
   app.post('/login', { config: { rateLimit: loginLimit } }, async (req, reply) => {
-    if (!same(formField(req.body, 'token'), o.token))
+    if (!sharedToken)
+      throw new HttpError(
+        404,
+        'this page signs people in through the identity provider (GET /auth/login); the shared token is single-user mode only',
+      );
+    if (!same(formField(req.body, 'token'), sharedToken))
       return reply
         .code(401)
         .type('text/html; charset=utf-8')
         .send('<p>Wrong token. <a href="/">Try again</a></p>');
-    const t = now().getTime();
-    for (const [k, v] of sessions) if (t >= v.expires) sessions.delete(k);
-    const id = randomBytes(32).toString('hex');
-    sessions.set(id, { csrf: randomBytes(32).toString('hex'), expires: t + ttlMs });
-    return reply
-      .code(303)
-      .header('location', '/')
-      .header(
-        'set-cookie',
-        `tidemark_session=${id}; HttpOnly; SameSite=Strict;${secureFlag(req)} Path=/; Max-Age=${Math.floor(ttlMs / 1000)}`,
-      )
-      .send('');
+    const { cookie } = await store.open(SINGLE_USER);
+    return reply.code(303).header('location', '/').header('set-cookie', sessionCookie(req, cookie)).send('');
   });
+
+  // Sign-in through the identity provider: off to it with PKCE, back with a code (web/oidc.ts).
+  // The login cookie is SameSite=Lax: it must come back on the provider's redirect, a cross-site one.
+  const loginCookie = (req: FastifyRequest, value: string, maxAge: number) =>
+    `tidemark_login=${value}; HttpOnly; SameSite=Lax;${secureFlag(req)} Path=/auth/; Max-Age=${maxAge}`;
+  if (oidc) {
+    app.get('/auth/login', { config: { rateLimit: loginLimit } }, async (req, reply) => {
+      const { url, state } = await oidc.begin();
+      return reply
+        .code(302)
+        .header('location', url)
+        .header('set-cookie', loginCookie(req, state, 600))
+        .send('');
+    });
+    app.get('/auth/callback', { config: { rateLimit: loginLimit } }, async (req, reply) => {
+      const query = req.url.includes('?') ? req.url.slice(req.url.indexOf('?') + 1) : '';
+      const state = /(?:^|;\s*)tidemark_login=([A-Za-z0-9_-]{20,100})/.exec(req.headers.cookie ?? '')?.[1];
+      const result = await oidc.finish(query, state);
+      reply.header('set-cookie', [loginCookie(req, '', 0)]);
+      if ('refused' in result) {
+        logger.warn(`web sign-in refused: ${redact(result.refused)}`);
+        return reply
+          .code(403)
+          .type('text/html; charset=utf-8')
+          .send(htmlPage(`Not signed in: ${result.refused}`, '<a href="/auth/login">Sign in again</a>'));
+      }
+      const { cookie } = await store.open(result.who);
+      logger.info(
+        `web sign-in: ${result.who.name} (${result.who.subject}) as ${result.who.roles.join(', ')}`,
+      );
+      // Home through a page of the page's own: a SameSite=Strict cookie set at the end of a
+      // cross-site redirect would not be sent with a redirect's next request.
+      return reply
+        .code(200)
+        .header('set-cookie', [loginCookie(req, '', 0), sessionCookie(req, cookie)])
+        .type('text/html; charset=utf-8')
+        .send(
+          '<!doctype html><meta charset="utf-8"><meta http-equiv="refresh" content="0;url=/"><title>tidemark</title><p>Signed in. <a href="/">Go to tidemark</a></p>',
+        );
+    });
+  }
 
   app.post('/logout', async (req, reply) => {
     const id = cookieOf(req);
-    const s = id ? sessions.get(id) : undefined;
+    const s = await store.get(id);
     if (s && !same(formField(req.body, 'csrf'), s.csrf))
       throw new HttpError(403, 'missing or wrong CSRF token');
-    if (id) sessions.delete(id);
+    if (id) await store.end(id);
     return reply
       .code(303)
       .header('location', '/')
@@ -343,12 +411,16 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         : [new URL(o.config.TIDEMARK_WEB_UI_URL).origin],
       namespace: o.config.TEMPORAL_NAMESPACE,
       // A wrong codec or page token counts as a guess here too (429 past the limit).
-      authorized: (req) =>
-        admitted(req, () => {
+      authorized: async (req) => {
+        let roles: readonly string[] | null = null;
+        await admitted(req, async () => {
           const auth = req.headers.authorization;
-          if (codecToken && auth?.startsWith('Bearer ') && same(auth.slice(7), codecToken)) return true;
-          return sessionOf(req) !== null;
-        }),
+          if (codecToken && auth?.startsWith('Bearer ') && same(auth.slice(7), codecToken)) roles = ROLES;
+          else roles = (await sessionOf(req))?.actor.roles ?? null;
+          return roles !== null;
+        });
+        return roles;
+      },
     }),
   );
 
@@ -357,15 +429,25 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   // a JSON object (400). Route modules inside this scope do no auth of their own.
   await app.register(async (api: FastifyInstance) => {
     api.addHook('onRequest', async (req) => {
-      const s = sessionOf(req);
-      if (!admitted(req, () => s !== null) || !s) throw new HttpError(401, 'log in first');
+      let found: Session | null = null;
+      await admitted(req, async () => (found = await sessionOf(req)) !== null);
+      const s = found as Session | null;
+      if (!s) throw new HttpError(401, 'log in first');
       req.session = s;
-      if (req.method === 'GET' || req.method === 'HEAD') return;
-      const origin = req.headers.origin;
-      if (origin !== undefined && originHost(origin) !== req.headers.host)
-        throw new HttpError(403, 'cross-site request refused');
-      if (s.csrf && !same(String(req.headers['x-csrf-token'] ?? ''), s.csrf))
-        throw new HttpError(403, 'missing or wrong CSRF token');
+      if (req.method !== 'GET' && req.method !== 'HEAD') {
+        const origin = req.headers.origin;
+        if (origin !== undefined && originHost(origin) !== req.headers.host)
+          throw new HttpError(403, 'cross-site request refused');
+        if (s.csrf && !same(String(req.headers['x-csrf-token'] ?? ''), s.csrf))
+          throw new HttpError(403, 'missing or wrong CSRF token');
+      }
+      // A route that does not exist answers 404 below, whoever asks.
+      const need = roleFor(req.method, req.routeOptions.url);
+      if (req.routeOptions.url && !hasRole(s.actor.roles, need))
+        throw new HttpError(
+          403,
+          `this needs the ${need} role (${ROLE_DOES[need]}); ${s.actor.name || s.actor.displayName} has ${s.actor.roles.join(', ') || 'none'}: ask for it through your identity provider's groups`,
+        );
     });
     api.addHook('preValidation', async (req) => {
       if (req.method !== 'GET' && req.method !== 'HEAD')
@@ -385,6 +467,18 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     });
 
     api.get('/api/state', async () => snapshot());
+    // Who the page acts as, and how people sign in: the page shows what one may do, no more.
+    api.get('/api/me', async (req) => {
+      const a = req.session!.actor;
+      return {
+        mode: oidc ? 'oidc' : 'single-user',
+        name: a.name,
+        displayName: a.displayName,
+        subject: a.subject,
+        roles: a.roles,
+        verified: a.verified,
+      };
+    });
     api.get('/api/events', (req, reply) => events(req, reply));
     for (const routes of routeModules) await routes(api, deps);
   });
@@ -443,7 +537,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     req.raw.on('close', () => (open = false));
     res.on('close', () => (open = false));
     try {
-      while (open && live(req.session!)) {
+      while (open && (await live(req.session!))) {
         res.write(`data: ${JSON.stringify(await sharedSnapshot())}\n\n`);
         await new Promise((r) => setTimeout(r, 1_000));
       }

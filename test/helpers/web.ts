@@ -16,7 +16,10 @@ type Stack = { readonly env: TestWorkflowEnvironment; readonly t: TestDb };
 export function startWeb(
   stack: Stack,
   opts: {
-    token: string;
+    /** The shared token (single-user mode); unused when the env configures an identity provider. */
+    token?: string;
+    /** Where to listen; default any free port. */
+    port?: number;
     catalog: Parameters<typeof startWebServer>[0]['catalog'];
     env: Record<string, string>;
     now?: () => Date;
@@ -34,8 +37,8 @@ export function startWeb(
     ...opts.env,
   });
   return startWebServer({
-    port: 0,
-    token: opts.token,
+    port: opts.port ?? 0,
+    ...(opts.token ? { token: opts.token } : {}),
     db: opts.db ?? stack.t.db,
     client: stack.env.client,
     catalog: opts.catalog,

@@ -115,8 +115,28 @@ async function show() {
   }
 }
 
+/**
+ * Who the page acts as (GET /api/me), shown in the header; the body's can-<role> classes hide what
+ * this person may not do (app.css), and the server refuses it anyway (403 naming the role).
+ */
+async function whoAmI() {
+  ctx.me = await api('/api/me');
+  const can = (role) => ctx.me.roles.includes(role) || ctx.me.roles.includes('admin');
+  ctx.can = can;
+  for (const role of ['viewer', 'operator', 'approver', 'admin'])
+    document.body.classList.toggle(`can-${role}`, can(role));
+  document.getElementById('who').textContent =
+    ctx.me.mode === 'oidc'
+      ? `${ctx.me.displayName} (${ctx.me.roles.join(', ')})`
+      : 'Single-user mode: anyone with the shared token; names are not verified';
+}
+
 if (document.body.dataset.auth === 'no') {
   document.getElementById('login').hidden = false;
+  // Signed in through the identity provider, or (single-user mode) with the shared token.
+  const oidc = document.body.dataset.mode === 'oidc';
+  document.getElementById('oidc-login').hidden = !oidc;
+  document.getElementById('token-login').hidden = oidc;
 } else {
   document.getElementById('login').remove();
   document.getElementById('nav').hidden = false;
@@ -132,5 +152,5 @@ if (document.body.dataset.auth === 'no') {
     if (events.readyState === EventSource.CLOSED) location.reload();
   };
   window.addEventListener('hashchange', () => void show());
-  ready.then(() => show());
+  Promise.all([ready, whoAmI()]).then(() => show());
 }

@@ -1,9 +1,11 @@
 // Pending rerun approvals for the page: each request with the preview of what approving it would
 // change, and Approve / Reject through the same decide() as the CLI and Slack (the workflow's
-// validator: approvers only, never the requester; refusals audited). The page has one token, so
-// the decider names themselves as in the CLI (--by) and the rerun form: a name tidemark knows.
+// validator: approvers only, never the requester; refusals audited). The decider is the signed-in
+// person (web/actor.ts); in single-user mode, the name they give, as in the CLI (--by).
 import type { FastifyInstance } from 'fastify';
-import { directoryOf, requesterProblem } from '../../config/people.js';
+import { directoryOf } from '../../config/people.js';
+import { signed } from '../../activities/decision-proof.js';
+import { actingAs, actorOf } from '../actor.js';
 import { decide, DecisionRefused, pendingApprovals } from '../../operator/reruns.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
@@ -24,20 +26,37 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
     const request = (body.request ?? '').trim();
     if (!request)
       throw new HttpError(400, 'request: name the rerun request (its id, from GET /api/approvals)');
-    const by = (body.by ?? '').trim();
-    if (!by)
+    if (!actorOf(req).verified && !(body.by ?? '').trim())
       throw new HttpError(400, 'by: your name is required (the name tidemark knows you by, as in the CLI)');
-    const problem = requesterProblem(directoryOf(config), by);
-    if (problem) throw new HttpError(400, `by: ${problem}`);
+    const { name: by, actor } = actingAs(req, body.by, directoryOf(config));
+    const d = {
+      decision,
+      by,
+      source: 'web',
+      ...(body.note?.trim() ? { note: body.note.trim() } : {}),
+      // The preview the person saw: approving applies only that change (the workflow checks it again).
+      ...(body.previewDigest ? { previewDigest: body.previewDigest } : {}),
+    } as const;
     try {
-      await decide(client, db, request, {
-        decision,
-        by,
-        source: 'web',
-        ...(body.note?.trim() ? { note: body.note.trim() } : {}),
-        // The preview the person saw: approving applies only that change (the workflow checks it again).
-        ...(body.previewDigest ? { previewDigest: body.previewDigest } : {}),
-      });
+      // A signed-in person's decision carries the page's signature over who they are, which the
+      // workers check (activities/decision-proof.ts); single-user mode's names are not signed.
+      await decide(
+        client,
+        db,
+        request,
+        actor.verified
+          ? signed(config.TIDEMARK_DECISION_KEY, {
+              ...d,
+              request,
+              actor: {
+                subject: actor.subject,
+                displayName: actor.displayName,
+                roles: actor.roles,
+                credential: actor.credential,
+              },
+            })
+          : d,
+      );
     } catch (err) {
       if (err instanceof DecisionRefused) throw new HttpError(409, err.message);
       throw err;

@@ -8,6 +8,7 @@
 // and no login 401, both before the body is read; without payload keys the routes are a clear 404.
 import type { Payload, PayloadCodec } from '@temporalio/common';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { hasRole } from '../../contract/roles.js';
 import { HttpError } from '../errors.js';
 
 /** Request bodies up to this size (the Web UI sends a page of history events' payloads at once). */
@@ -22,7 +23,8 @@ export interface CodecRouteOptions {
   /** The namespace this deployment's payloads belong to. */
   namespace: string;
   /** Whether the request carries a login (session cookie, page token or codec token). */
-  authorized: (req: FastifyRequest) => boolean;
+  /** The caller's roles; null: not logged in. Decoding needs viewer, encoding admin. */
+  authorized: (req: FastifyRequest) => Promise<readonly string[] | null>;
 }
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
@@ -101,10 +103,18 @@ export async function codecRoutes(app: FastifyInstance, o: CodecRouteOptions): P
           .header('vary', 'Origin');
     }
     if (req.method === 'OPTIONS') return;
-    if (!o.authorized(req))
+    const roles = await o.authorized(req);
+    if (!roles)
       throw new HttpError(
         401,
         'log in first: the page session cookie (the Web UI\'s "include cross-origin credentials"), or Authorization: Bearer <TIDEMARK_CODEC_TOKEN>',
+      );
+    // Encoding writes payloads a worker will believe (a signal's, a reset's): an admin's alone.
+    const need = req.url.split('?')[0] === '/codec/encode' ? 'admin' : 'viewer';
+    if (!hasRole(roles, need))
+      throw new HttpError(
+        403,
+        `the codec's ${need === 'admin' ? 'encode' : 'decode'} needs the ${need} role`,
       );
     if (!o.codec)
       throw new HttpError(

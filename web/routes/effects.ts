@@ -15,6 +15,8 @@ import { incidentsOpen } from '../../operator/incidents.js';
 import { buildDeps } from '../../workers/deps.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
+import { actingAs, actorOf } from '../actor.js';
+import { hasRole } from '../../contract/roles.js';
 
 type Decide = { Params: { key: string; decision: string }; Body: unknown };
 
@@ -65,14 +67,29 @@ export async function effectsRoutes(app: FastifyInstance, deps: WebDeps): Promis
     if (decision !== 'resend' && decision !== 'skip')
       throw new HttpError(404, `no action "${decision}" on an effect; use resend or skip`);
     const body = (req.body ?? {}) as Record<string, unknown>;
-    if (typeof body.by !== 'string' || !body.by.trim())
+    if (!actorOf(req).verified && (typeof body.by !== 'string' || !body.by.trim()))
       throw new HttpError(400, 'by: name who decides (your tidemark name), e.g. {"by": "alice"}');
+    if (body.by !== undefined && typeof body.by !== 'string')
+      throw new HttpError(400, 'by: a name, e.g. {"by": "alice"}');
+    // Single-user mode's name is checked (and a refusal audited) by decideEffectAs, as the CLI's.
+    const actor = actorOf(req);
+    const name = actor.verified ? actingAs(req, body.by, directory).name : (body.by as string).trim();
     try {
       const result = await decideEffectAs(activityDeps, directory, {
         key: req.params.key,
         decision,
-        by: body.by.trim(),
+        by: name,
         source: 'page',
+        ...(actor.verified
+          ? {
+              actor: {
+                subject: actor.subject,
+                displayName: actor.displayName,
+                credential: actor.credential,
+                approver: hasRole(actor.roles, 'approver'),
+              },
+            }
+          : {}),
       });
       return { ok: true, ...result };
     } catch (err) {

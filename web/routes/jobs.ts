@@ -3,7 +3,7 @@
 import { ScheduleNotFoundError, type ScheduleHandle } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { overviewRows } from '../../operator/job-health.js';
-import { directoryOf, requesterProblem } from '../../config/people.js';
+import { directoryOf } from '../../config/people.js';
 import {
   NotAWindowStart,
   requestRerun,
@@ -18,6 +18,8 @@ import { searchAttributes } from '../../contract/search-attributes.js';
 import { MAX_BATCH } from '../../contract/workflows.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
+import { actingAs, actorOf } from '../actor.js';
+import { hasRole } from '../../contract/roles.js';
 
 /** The form fields of an action: strings (or booleans, read as "true"/"false"); anything else is a 400. */
 export function stringFields(body: unknown): Record<string, string> {
@@ -98,6 +100,11 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
     // A typo in a year must not start years of windows: past the limit, only on purpose. Counting
     // stops just past the limit, so a huge range costs nothing to refuse.
     const windows = windowsInRange(job.grid, job.timezone, from, to, maxBackfill + 1).length;
+    if (windows > maxBackfill && body.allowLarge === 'true' && !hasRole(actorOf(req).roles, 'admin'))
+      throw new HttpError(
+        403,
+        `from, to: ${isoUtc(from)} to ${isoUtc(to)} holds more than ${maxBackfill} windows of ${job.name}: a backfill that large needs the admin role; narrow the range`,
+      );
     if (windows > maxBackfill && body.allowLarge !== 'true')
       throw new HttpError(
         400,
@@ -123,10 +130,9 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
     const start = new Date(body.window ?? '');
     if (Number.isNaN(start.getTime()) || !body.reason)
       throw new HttpError(400, 'window (an instant) and reason are required');
-    // The requester by their name, as in the CLI and Slack, so they cannot approve it elsewhere.
-    const by = typeof body.by === 'string' ? body.by.trim() : '';
-    const problem = requesterProblem(directoryOf(config), by);
-    if (problem) throw new HttpError(400, `by: ${problem}`);
+    // The requester: the signed-in person (web/actor.ts), the same name as in the CLI and Slack, so
+    // they cannot approve it elsewhere.
+    const by = actingAs(req, body.by, directoryOf(config)).name;
     const handle = await requestRerun(client, config, {
       job,
       windowStart: start,

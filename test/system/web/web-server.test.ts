@@ -188,12 +188,18 @@ test("open pages share the update stream's snapshot: three tabs connecting toget
   const catalog = defineCatalog(
     Array.from({ length: 10 }, (_, i) => salesJob(`tabs-${i}`, { start: '2026-06-01T00:00:00Z' })),
   );
-  // A database handle of its own whose queries are counted.
+  // A database handle of its own whose queries are counted: the snapshot's (each request's look at
+  // its session is its own, and not what is shared).
   const db = createDb(stack.t.url);
   let queries = 0;
+  const sessionLookup = (q: unknown) =>
+    /"web_sessions"/.test(typeof q === 'string' ? q : ((q as { text?: string } | null)?.text ?? ''));
   poolOf(db).on('connect', (c) => {
     const query = c.query.bind(c) as (...a: unknown[]) => unknown;
-    (c as unknown as { query: unknown }).query = (...a: unknown[]) => (queries++, query(...a));
+    (c as unknown as { query: unknown }).query = (...a: unknown[]) => (
+      sessionLookup(a[0]) || queries++,
+      query(...a)
+    );
   });
   const config = loadConfig({
     ...process.env,

@@ -139,14 +139,18 @@ export async function renderApprovals(root, ctx) {
   });
   name.addEventListener('change', () => sessionStorage.setItem('tidemark-name', name.value.trim()));
   const list = h('div', { class: 'pv-list' });
+  // Signed in, one decides as oneself; in single-user mode the page knows nobody: a name is given.
+  const who = () => (ctx.me.verified ? ctx.me.name : name.value.trim());
   root.replaceChildren(
     h('h1', {}, 'Pending approvals'),
-    h(
-      'p',
-      { class: 'pv-who' },
-      h('label', { for: 'approver-name' }, 'Your name (as tidemark knows you) '),
-      name,
-    ),
+    ctx.me.verified
+      ? h('p', { class: 'pv-who' }, `Deciding as ${ctx.me.displayName} (${ctx.me.name})`)
+      : h(
+          'p',
+          { class: 'pv-who' },
+          h('label', { for: 'approver-name' }, 'Your name (as tidemark knows you) '),
+          name,
+        ),
     status,
     list,
   );
@@ -156,11 +160,11 @@ export async function renderApprovals(root, ctx) {
     try {
       await ctx.post(`/api/approvals/${decision}`, {
         request: a.request,
-        by: name.value.trim(),
+        ...(ctx.me.verified ? {} : { by: who() }),
         note: note.value,
         ...(a.preview ? { previewDigest: a.preview.digest } : {}),
       });
-      status.textContent = `${a.request}: ${decision === 'approve' ? 'approved' : 'rejected'} by ${name.value.trim()}.`;
+      status.textContent = `${a.request}: ${decision === 'approve' ? 'approved' : 'rejected'} by ${who()}.`;
     } catch (err) {
       status.textContent = `Not accepted: ${err.message}`;
     }
@@ -171,8 +175,16 @@ export async function renderApprovals(root, ctx) {
     const zone = ctx.job?.(a.job)?.timezone ?? 'UTC';
     const id = `req-${a.request.replace(/[^A-Za-z0-9]+/g, '-')}`;
     const note = h('input', { id: `${id}-note`, name: 'note' });
-    const approve = h('button', { type: 'button', class: 'pv-approve' }, 'Approve');
-    const reject = h('button', { type: 'button', class: 'pv-reject' }, 'Reject');
+    const approve = h(
+      'button',
+      { type: 'button', class: 'pv-approve', dataset: { needs: 'approver' } },
+      'Approve',
+    );
+    const reject = h(
+      'button',
+      { type: 'button', class: 'pv-reject', dataset: { needs: 'approver' } },
+      'Reject',
+    );
     approve.addEventListener('click', () => decideOn(a, 'approve', note));
     reject.addEventListener('click', () => decideOn(a, 'reject', note));
     return h(

@@ -241,6 +241,8 @@ export async function renderBackfills(root, ctx) {
   });
 
   const list = h('ul', { class: 'backfills', id: 'bf-list' });
+  form.dataset.needs = 'operator';
+  preview.dataset.needs = 'operator';
   root.append(h('h1', {}, 'Backfills'), form, preview, h('h2', {}, 'Running and recent'), list);
 
   async function refresh() {

@@ -72,6 +72,7 @@ function backupRow(ctx, b, zone) {
     {
       type: 'button',
       class: 'bk-button',
+      dataset: { needs: 'operator' },
       'aria-label': `Verify the backup of ${b.windowKey}`,
       onclick: async () => {
         verify.disabled = true;

@@ -50,13 +50,20 @@ export async function renderEffects(root, ctx) {
       { class: 'hint' },
       'Effects whose outcome is unknown (a lost reply, an attempt that died) or that failed. Resend sends it once more; Skip records it as not to be sent.',
     ),
-    h('p', { class: 'decider' }, h('label', { for: 'decider' }, 'Deciding as (your tidemark name)'), name),
+    ctx.me.verified
+      ? h('p', { class: 'decider' }, `Deciding as ${ctx.me.displayName} (${ctx.me.name})`)
+      : h(
+          'p',
+          { class: 'decider' },
+          h('label', { for: 'decider' }, 'Deciding as (your tidemark name)'),
+          name,
+        ),
     status,
     list,
   );
 
   async function decide(e, decision, button) {
-    const by = name.value.trim();
+    const by = ctx.me.verified ? ctx.me.name : name.value.trim();
     if (!by) {
       status.textContent = 'Enter your name first: a decision is recorded under it.';
       name.focus();
@@ -66,7 +73,10 @@ export async function renderEffects(root, ctx) {
     for (const b of list.querySelectorAll('button')) b.disabled = true;
     status.textContent = `${decision === 'resend' ? 'Resending' : 'Skipping'} ${e.key}…`;
     try {
-      const r = await ctx.post(`/api/effects/${encodeURIComponent(e.key)}/${decision}`, { by });
+      const r = await ctx.post(
+        `/api/effects/${encodeURIComponent(e.key)}/${decision}`,
+        ctx.me.verified ? {} : { by },
+      );
       if (r && r.error) throw new Error(r.error);
       status.textContent = `${e.key}: ${r.outcome}${r.providerId ? ` (provider id ${r.providerId})` : ''}`;
       await load();
@@ -102,6 +112,7 @@ export async function renderEffects(root, ctx) {
         {
           type: 'button',
           class: a === 'resend' ? 'primary' : '',
+          dataset: { needs: 'approver' },
           'aria-label': `${a === 'resend' ? 'Resend' : 'Skip'} ${e.name} of ${e.window ?? e.job}`,
           onclick: () => decide(e, a, b),
         },

@@ -89,6 +89,7 @@ function card(j, ctx) {
     {
       class: 'pause-form',
       hidden: true,
+      dataset: { needs: 'operator' },
       onsubmit: async (e) => {
         e.preventDefault();
         await act('pause', { reason: reason.value.trim() }, `${name}: paused`);
@@ -116,7 +117,7 @@ function card(j, ctx) {
     'button',
     {
       type: 'button',
-      dataset: { action: 'trigger' },
+      dataset: { action: 'trigger', needs: 'operator' },
       onclick: () => act('trigger', {}, `${name}: triggered`),
     },
     'Trigger',
@@ -125,7 +126,7 @@ function card(j, ctx) {
     'button',
     {
       type: 'button',
-      dataset: { action: 'pause' },
+      dataset: { action: 'pause', needs: 'operator' },
       onclick: () => {
         pauseForm.hidden = false;
         reason.focus();
@@ -137,7 +138,7 @@ function card(j, ctx) {
     'button',
     {
       type: 'button',
-      dataset: { action: 'resume' },
+      dataset: { action: 'resume', needs: 'operator' },
       onclick: async () => {
         await act('resume', {}, `${name}: resumed`);
         pause.focus();

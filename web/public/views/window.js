@@ -68,7 +68,7 @@ function rerunForm(ctx, d, root) {
   const status = h('p', { role: 'status', class: 'form-status' });
   const form = h(
     'form',
-    { class: 'wd-rerun-form' },
+    { class: 'wd-rerun-form', dataset: { needs: 'operator' } },
     h(
       'p',
       {},
@@ -76,8 +76,11 @@ function rerunForm(ctx, d, root) {
     ),
     h('label', { for: 'rerun-reason' }, 'Reason'),
     h('input', { id: 'rerun-reason', name: 'reason', required: true, autocomplete: 'off' }),
-    h('label', { for: 'rerun-by' }, 'Your name'),
-    h('input', { id: 'rerun-by', name: 'by', required: true, autocomplete: 'username' }),
+    // Signed in, one asks as oneself; in single-user mode the page knows nobody: a name is given.
+    ctx.me.verified ? null : h('label', { for: 'rerun-by' }, 'Your name'),
+    ctx.me.verified
+      ? null
+      : h('input', { id: 'rerun-by', name: 'by', required: true, autocomplete: 'username' }),
     h('button', { type: 'submit' }, 'Request a rerun'),
     status,
   );
@@ -89,7 +92,7 @@ function rerunForm(ctx, d, root) {
       const r = await ctx.post(`/api/jobs/${encodeURIComponent(d.job)}/rerun`, {
         window: d.start,
         reason: f.reason,
-        by: f.by,
+        ...(f.by ? { by: f.by } : {}),
       });
       status.textContent =
         r.note ??

@@ -1,0 +1,365 @@
+// Who acts on the page: people sign in through a real OpenID provider (oidc-provider, in-process,
+// on another site than the page) with the authorization code flow and PKCE; their session is kept
+// in PostgreSQL, expires and logs out; their roles come from the provider's groups, and a missing
+// role is a 403 naming it, on the page hidden. Decisions carry the signed-in person, signed for the
+// workers: asking and approving as one person is self-approval, whatever the request's body says.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import type { RerunResult } from '../../../contract/workflows.js';
+import { sha256Hex } from '../../../web/sessions.js';
+import { startIdp, signIn, type TestIdp } from '../../helpers/idp.js';
+import { freePort } from '../../helpers/net.js';
+import { rerunTools } from '../../helpers/reruns.js';
+import { realStack, withWorker } from '../../helpers/temporal.js';
+import { startWeb } from '../../helpers/web.js';
+import { launchBrowser } from '../../helpers/browser.js';
+
+const stack = realStack();
+const { rerunJob, processWindow, waitForRequest } = rerunTools(stack);
+
+const PEOPLE = {
+  u1001: { name: 'alice', displayName: 'Alice Operator', groups: ['staff', 'tm-ops'] },
+  u1002: { name: 'bob', displayName: 'Bob Approver', groups: ['tm-leads'] },
+  u1003: { name: 'vera', displayName: 'Vera Viewer', groups: ['tm-readers'] },
+  u1004: { name: 'olga', displayName: 'Olga Both', groups: ['tm-ops', 'tm-leads'] },
+  u1005: { name: 'nick', displayName: 'Nick Nobody', groups: ['staff'] },
+};
+const ROLE_MAP = 'tm-readers=viewer,tm-ops=operator,tm-leads=approver,tm-platform=admin';
+const DECISION_KEY = 'decision-key-of-the-page-and-workers-0123456789';
+
+let idp: TestIdp;
+let port: number;
+let webUrl: string;
+before(async () => {
+  port = await freePort();
+  webUrl = `http://127.0.0.1:${port}`;
+  idp = await startIdp(PEOPLE, `${webUrl}/auth/callback`);
+});
+after(() => idp?.stop());
+
+/** The page signing people in through the test provider, on its redirect URI's port. */
+function oidcWeb(
+  catalog: Parameters<typeof startWeb>[1]['catalog'],
+  env: Record<string, string> = {},
+  now?: () => Date,
+) {
+  return startWeb(stack, {
+    port,
+    catalog,
+    ...(now ? { now } : {}),
+    env: {
+      TIDEMARK_OIDC_ISSUER: idp.issuer,
+      TIDEMARK_OIDC_CLIENT_ID: idp.clientId,
+      TIDEMARK_OIDC_CLIENT_SECRET: idp.clientSecret,
+      TIDEMARK_WEB_URL: webUrl,
+      TIDEMARK_OIDC_ROLES: ROLE_MAP,
+      TIDEMARK_DECISION_KEY: DECISION_KEY,
+      TIDEMARK_WEB_TOKEN: 'a-shared-token-that-opens-nothing-here',
+      ...env,
+    },
+  });
+}
+
+const me = async (cookie: string) => {
+  const r = await fetch(`${webUrl}/api/me`, { headers: { cookie } });
+  return { status: r.status, body: (await r.json()) as Record<string, unknown> };
+};
+
+const post = async (cookie: string, path: string, body: unknown) => {
+  const page = await fetch(`${webUrl}/`, { headers: { cookie } }).then((r) => r.text());
+  const csrf = /name="csrf" content="([0-9a-f]*)"/.exec(page)?.[1] ?? '';
+  const r = await fetch(`${webUrl}${path}`, {
+    method: 'POST',
+    headers: { cookie, 'content-type': 'application/json', 'x-csrf-token': csrf },
+    body: JSON.stringify(body),
+  });
+  return { status: r.status, body: (await r.json().catch(() => ({}))) as Record<string, unknown> };
+};
+
+describe('signing in through the identity provider', () => {
+  test('authorization code with PKCE, a session in the database, roles from groups, and logout', async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-login', { start: '2026-05-01T10:00:00Z', end: '2026-05-01T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog);
+    try {
+      // The page says how people sign in.
+      assert.match(await (await fetch(`${webUrl}/`)).text(), /data-mode="oidc"/);
+      const { cookie, authorizeUrl, answer } = await signIn(webUrl, 'u1001');
+      assert.equal(authorizeUrl.origin, idp.issuer);
+      assert.equal(authorizeUrl.searchParams.get('code_challenge_method'), 'S256');
+      assert.match(authorizeUrl.searchParams.get('code_challenge') ?? '', /^[A-Za-z0-9_-]{43}$/);
+      assert.ok(authorizeUrl.searchParams.get('nonce') && authorizeUrl.searchParams.get('state'));
+      assert.equal(answer.status, 200);
+      assert.ok(cookie, 'signed in');
+      const who = await me(cookie);
+      assert.equal(who.status, 200);
+      assert.deepEqual(
+        { ...who.body },
+        {
+          mode: 'oidc',
+          name: 'alice',
+          displayName: 'Alice Operator',
+          subject: 'u1001',
+          roles: ['viewer', 'operator'],
+          verified: true,
+        },
+      );
+      // Kept in PostgreSQL under the cookie's hash, never the cookie itself.
+      const rows = await stack.t.db
+        .selectFrom('web_sessions')
+        .selectAll()
+        .where('subject', '=', 'u1001')
+        .execute();
+      assert.equal(rows.length, 1);
+      const value = cookie.split('=')[1]!;
+      assert.equal(rows[0]!.id, sha256Hex(value));
+      assert.notEqual(rows[0]!.id, value);
+      // The shared token opens nothing when people sign in through the provider.
+      const shared = await fetch(`${webUrl}/api/me`, {
+        headers: { authorization: 'Bearer a-shared-token-that-opens-nothing-here' },
+      });
+      assert.equal(shared.status, 401);
+      const login = await fetch(`${webUrl}/login`, {
+        method: 'POST',
+        body: 'token=a-shared-token-that-opens-nothing-here',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        redirect: 'manual',
+      });
+      assert.equal(login.status, 404);
+      // Logout ends the session in the database: the cookie opens nothing after.
+      const page = await fetch(`${webUrl}/`, { headers: { cookie } }).then((r) => r.text());
+      const csrf = /name="csrf" content="([0-9a-f]+)"/.exec(page)![1]!;
+      const out = await fetch(`${webUrl}/logout`, {
+        method: 'POST',
+        headers: { cookie, 'content-type': 'application/x-www-form-urlencoded' },
+        body: `csrf=${csrf}`,
+        redirect: 'manual',
+      });
+      assert.equal(out.status, 303);
+      assert.equal((await me(cookie)).status, 401);
+      assert.equal(
+        (await stack.t.db.selectFrom('web_sessions').selectAll().where('subject', '=', 'u1001').execute())
+          .length,
+        0,
+      );
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test('a session survives the page restarting and ends when it expires', async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-expiry', { start: '2026-05-01T10:00:00Z', end: '2026-05-01T11:00:00Z' }, 1);
+    let clock = new Date();
+    const now = () => clock;
+    let web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now);
+    const { cookie } = await signIn(webUrl, 'u1003');
+    assert.equal((await me(cookie)).status, 200);
+    await web.stop();
+    web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now);
+    try {
+      assert.equal((await me(cookie)).body.name, 'vera', 'a restart logs nobody out');
+      clock = new Date(clock.getTime() + 59 * 60_000);
+      assert.equal((await me(cookie)).status, 200);
+      clock = new Date(clock.getTime() + 60_000);
+      assert.equal((await me(cookie)).status, 401, 'expired after an hour');
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test("a sign-in is refused when it is not this browser's, is used twice, or gives no role", async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-refused', { start: '2026-05-01T10:00:00Z', end: '2026-05-01T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog);
+    try {
+      // Nick's groups map to no role: no session, and the page says why and what to do.
+      const nobody = await signIn(webUrl, 'u1005');
+      assert.equal(nobody.cookie, '');
+      assert.equal(nobody.answer.status, 403);
+      assert.match(
+        await nobody.answer.text(),
+        /nick is signed in but has no role in tidemark.*TIDEMARK_OIDC_ROLES/,
+      );
+      // A callback without the browser's login cookie (a link someone was sent): refused.
+      const foreign = await fetch(`${webUrl}/auth/callback?code=abc&state=${'s'.repeat(43)}`, {
+        redirect: 'manual',
+      });
+      assert.equal(foreign.status, 403);
+      assert.match(await foreign.text(), /not begun in this browser/);
+      // The provider's error comes back named.
+      const denied = await fetch(`${webUrl}/auth/callback?error=access_denied&error_description=no`, {
+        redirect: 'manual',
+      });
+      assert.equal(denied.status, 403);
+      assert.match(await denied.text(), /access_denied/);
+      assert.equal(
+        (await stack.t.db.selectFrom('web_sessions').selectAll().where('subject', '=', 'u1005').execute())
+          .length,
+        0,
+      );
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test("each action needs its role: 403 naming the role, the codec's encode an admin's", async () => {
+    const W = { start: '2026-05-02T10:00:00Z', end: '2026-05-02T11:00:00Z' };
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-roles', W, 1);
+    const web = await oidcWeb(catalog);
+    try {
+      const viewer = (await signIn(webUrl, 'u1003')).cookie;
+      const operator = (await signIn(webUrl, 'u1001')).cookie;
+      // The viewer reads everything, and does nothing.
+      assert.equal((await fetch(`${webUrl}/api/jobs`, { headers: { cookie: viewer } })).status, 200);
+      for (const [path, role] of [
+        ['/api/jobs/id-roles/trigger', 'operator'],
+        ['/api/jobs/id-roles/pause', 'operator'],
+        ['/api/jobs/id-roles/rerun', 'operator'],
+        ['/api/approvals/approve', 'approver'],
+        ['/api/effects/x/skip', 'approver'],
+      ] as const) {
+        const r = await post(viewer, path, { reason: 'x' });
+        assert.equal(r.status, 403, `${path}: ${JSON.stringify(r.body)}`);
+        assert.match(String(r.body.error), new RegExp(`^this needs the ${role} role .*vera has viewer`));
+      }
+      // The operator may act, but not decide.
+      assert.equal((await post(operator, '/api/approvals/approve', { request: 'x' })).status, 403);
+      const encode = await fetch(`${webUrl}/codec/encode`, {
+        method: 'POST',
+        headers: { cookie: operator, 'content-type': 'application/json' },
+        body: '{"payloads":[]}',
+      });
+      assert.equal(encode.status, 403);
+      assert.match(((await encode.json()) as { error: string }).error, /encode needs the admin role/);
+      // A large backfill is an admin's: the operator is told so.
+      const large = await post(operator, '/api/jobs/id-roles/backfill', {
+        from: '2020-01-01T00:00:00Z',
+        to: '2026-01-01T00:00:00Z',
+        allowLarge: true,
+      });
+      assert.equal(large.status, 403, JSON.stringify(large.body));
+      assert.match(String(large.body.error), /needs the admin role/);
+    } finally {
+      await web.stop();
+    }
+  });
+});
+
+describe('decisions by verified people', () => {
+  test("asking and approving as one person is self-approval; another approver's approval applies, audited with both subjects", async () => {
+    const job = 'id-four-eyes';
+    const W = { start: '2026-05-03T10:00:00Z', end: '2026-05-03T11:00:00Z' };
+    const { taskQueue, deps } = await rerunJob(job, W, 3, { temporal: true });
+    const workers = {
+      ...deps,
+      approvals: {
+        policy: { approvers: [], allowSelfApproval: false, requireProof: true },
+        decisionKey: DECISION_KEY,
+      },
+    };
+    const web = await oidcWeb(deps.catalog, { TIDEMARK_TASK_QUEUE: taskQueue });
+    try {
+      await withWorker(stack.env, taskQueue, workers, async () => {
+        await processWindow(taskQueue, job, W);
+        const olga = (await signIn(webUrl, 'u1004')).cookie; // operator and approver
+        const bob = (await signIn(webUrl, 'u1002')).cookie;
+        // A name in the body is not believed: Olga cannot ask as someone else.
+        const asOther = await post(olga, `/api/jobs/${job}/rerun`, {
+          window: W.start,
+          reason: 'x',
+          by: 'alice',
+        });
+        assert.equal(asOther.status, 400);
+        assert.match(String(asOther.body.error), /^by: you are signed in as olga/);
+        const asked = await post(olga, `/api/jobs/${job}/rerun`, { window: W.start, reason: 'late orders' });
+        assert.equal(asked.status, 200, JSON.stringify(asked.body));
+        const request = String(asked.body.request);
+        assert.equal((await waitForRequest(request)).request?.window.generation, 1);
+        const row = await stack.t.db
+          .selectFrom('rerun_requests')
+          .select('requested_by')
+          .where('workflow_id', '=', request)
+          .executeTakeFirstOrThrow();
+        assert.equal(row.requested_by, 'olga');
+        // Olga has the approver role, and still may not approve her own request.
+        const own = await post(olga, '/api/approvals/approve', { request });
+        assert.equal(own.status, 409, JSON.stringify(own.body));
+        assert.match(String(own.body.error), /olga asked for this rerun and may not approve it/);
+        // Bob approves: no name in TIDEMARK_APPROVERS, the approver role signed by the page.
+        const approved = await post(bob, '/api/approvals/approve', { request });
+        assert.equal(approved.status, 200, JSON.stringify(approved.body));
+        const result = (await stack.env.client.workflow.getHandle(request).result()) as RerunResult;
+        assert.equal(result.outcome, 'done');
+        const audit = await stack.t.db
+          .selectFrom('approval_audit')
+          .select(['actor', 'accepted', 'source', 'subject', 'display_name', 'credential'])
+          .where('request', '=', request)
+          .orderBy('id')
+          .execute();
+        assert.deepEqual(
+          audit.map((a) => [a.actor, a.accepted, a.source, a.subject, a.display_name]),
+          [
+            ['olga', false, 'web', 'u1004', 'Olga Both'],
+            ['bob', true, 'web', 'u1002', 'Bob Approver'],
+          ],
+        );
+        assert.ok(
+          audit.every((a) => /^session:[0-9a-f]{16}$/.test(a.credential ?? '')),
+          JSON.stringify(audit),
+        );
+      });
+    } finally {
+      await web.stop();
+    }
+  });
+});
+
+describe('the page signed in, in Chromium', () => {
+  test("sign in at the provider, see one's name and only what one may do, log out", async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-browser', { start: '2026-05-04T10:00:00Z', end: '2026-05-04T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog);
+    const browser = await launchBrowser();
+    try {
+      const pageAs = async (login: string) => {
+        const page = await (await browser.newContext()).newPage();
+        await page.goto(webUrl);
+        await page.click('text=Sign in with your organisation');
+        await page.fill('input[name=login]', login);
+        await page.fill('input[name=password]', 'any');
+        await page.click('button[type=submit]');
+        await page.locator('#nav').waitFor();
+        return page;
+      };
+      const vera = await pageAs('u1003');
+      await vera.locator('#who').filter({ hasText: 'Vera Viewer (viewer)' }).waitFor();
+      await vera.locator('article.job[data-job="id-browser"]').waitFor();
+      assert.equal(
+        await vera.locator('[data-action=trigger]').isVisible(),
+        false,
+        'a viewer sees no Trigger',
+      );
+      const alice = await pageAs('u1001');
+      await alice.locator('#who').filter({ hasText: 'Alice Operator (viewer, operator)' }).waitFor();
+      await alice
+        .locator('article.job[data-job="id-browser"] [data-action=trigger]')
+        .waitFor({ state: 'visible' });
+      await alice.click('#logout button');
+      await alice.locator('#oidc-login').waitFor({ state: 'visible' });
+      assert.equal(
+        (await alice.context().cookies()).some((c) => c.name === 'tidemark_session'),
+        false,
+      );
+    } finally {
+      await browser.close();
+      await web.stop();
+    }
+  });
+});
