@@ -249,6 +249,20 @@ CREATE FUNCTION tidemark.tidemark_span_backlog() RETURNS trigger
     end
     $$;
 
+CREATE TABLE tidemark.api_tokens (
+    id text NOT NULL,
+    hash text NOT NULL,
+    label text NOT NULL,
+    subject text NOT NULL,
+    name text NOT NULL,
+    display_name text NOT NULL,
+    role text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL,
+    revoked_at timestamp with time zone,
+    last_used_at timestamp with time zone
+);
+
 CREATE TABLE tidemark.approval_audit (
     id bigint NOT NULL,
     request text NOT NULL,
@@ -257,7 +271,10 @@ CREATE TABLE tidemark.approval_audit (
     accepted boolean NOT NULL,
     reason text,
     source text NOT NULL,
-    at timestamp with time zone DEFAULT now() NOT NULL
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    subject text,
+    display_name text,
+    credential text
 );
 
 CREATE SEQUENCE tidemark.approval_audit_id_seq
@@ -549,6 +566,47 @@ CREATE TABLE tidemark.rerun_requests (
     CONSTRAINT rerun_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'timed-out'::text, 'done'::text, 'failed'::text])))
 );
 
+CREATE TABLE tidemark.web_actions (
+    id bigint NOT NULL,
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    action text NOT NULL,
+    job text,
+    target text,
+    actor text NOT NULL,
+    subject text NOT NULL,
+    display_name text NOT NULL,
+    credential text NOT NULL,
+    verified boolean NOT NULL
+);
+
+CREATE SEQUENCE tidemark.web_actions_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE tidemark.web_actions_id_seq OWNED BY tidemark.web_actions.id;
+
+CREATE TABLE tidemark.web_logins (
+    state text NOT NULL,
+    verifier text NOT NULL,
+    nonce text NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
+CREATE TABLE tidemark.web_sessions (
+    id text NOT NULL,
+    csrf text NOT NULL,
+    subject text NOT NULL,
+    name text NOT NULL,
+    display_name text NOT NULL,
+    roles text[] NOT NULL,
+    verified boolean NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    expires_at timestamp with time zone NOT NULL
+);
+
 CREATE TABLE tidemark.window_notices (
     window_key text NOT NULL,
     effect_key text NOT NULL,
@@ -572,6 +630,11 @@ ALTER TABLE ONLY tidemark.job_span_backlog ALTER COLUMN id SET DEFAULT nextval('
 ALTER TABLE ONLY tidemark.job_window_counts ALTER COLUMN id SET DEFAULT nextval('tidemark.job_window_counts_id_seq'::regclass);
 
 ALTER TABLE ONLY tidemark.quarantine ALTER COLUMN id SET DEFAULT nextval('tidemark.quarantine_id_seq'::regclass);
+
+ALTER TABLE ONLY tidemark.web_actions ALTER COLUMN id SET DEFAULT nextval('tidemark.web_actions_id_seq'::regclass);
+
+ALTER TABLE ONLY tidemark.api_tokens
+    ADD CONSTRAINT api_tokens_pkey PRIMARY KEY (id);
 
 ALTER TABLE ONLY tidemark.approval_audit
     ADD CONSTRAINT approval_audit_pkey PRIMARY KEY (id);
@@ -633,8 +696,19 @@ ALTER TABLE ONLY tidemark.quarantine
 ALTER TABLE ONLY tidemark.rerun_requests
     ADD CONSTRAINT rerun_requests_pkey PRIMARY KEY (workflow_id);
 
+ALTER TABLE ONLY tidemark.web_actions
+    ADD CONSTRAINT web_actions_pkey PRIMARY KEY (id);
+
+ALTER TABLE ONLY tidemark.web_logins
+    ADD CONSTRAINT web_logins_pkey PRIMARY KEY (state);
+
+ALTER TABLE ONLY tidemark.web_sessions
+    ADD CONSTRAINT web_sessions_pkey PRIMARY KEY (id);
+
 ALTER TABLE ONLY tidemark.window_notices
     ADD CONSTRAINT window_notices_pk PRIMARY KEY (window_key, effect_key);
+
+CREATE INDEX api_tokens_subject_idx ON tidemark.api_tokens USING btree (subject);
 
 CREATE INDEX backup_checks_job_kind_at_idx ON tidemark.backup_checks USING btree (job, kind, at DESC);
 
@@ -669,6 +743,10 @@ CREATE INDEX job_windows_status_idx ON tidemark.job_windows USING btree (job, st
 CREATE INDEX quarantine_created_idx ON tidemark.quarantine USING btree (created_at);
 
 CREATE UNIQUE INDEX rerun_requests_one_open ON tidemark.rerun_requests USING btree (job, window_start) WHERE (status = ANY (ARRAY['pending'::text, 'approved'::text]));
+
+CREATE INDEX web_actions_target_idx ON tidemark.web_actions USING btree (target);
+
+CREATE INDEX web_sessions_expires_idx ON tidemark.web_sessions USING btree (expires_at);
 
 CREATE TRIGGER effects_count_delete AFTER DELETE ON tidemark.effects REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION tidemark.tidemark_count_effects();
 

@@ -279,6 +279,20 @@ export interface WebLoginTable {
   nonce: string;
   expires_at: Timestamp;
 }
+export interface WebActionTable {
+  id: Generated<string>;
+  at: CreatedAt;
+  /** The route: "POST /api/jobs/:job/rerun". */
+  action: string;
+  job: string | null;
+  /** What it acted on: a rerun request's id, a window's start, an effect's key. */
+  target: string | null;
+  actor: string;
+  subject: string;
+  display_name: string;
+  credential: string;
+  verified: boolean;
+}
 export interface ApiTokenTable {
   id: string;
   hash: string;
@@ -384,6 +398,7 @@ export interface Database {
   web_sessions: WebSessionTable;
   web_logins: WebLoginTable;
   api_tokens: ApiTokenTable;
+  web_actions: WebActionTable;
   sales_window_totals: SalesWindowTotalTable;
   window_notices: WindowNoticeTable;
   local_window_attempts: LocalWindowAttemptTable;

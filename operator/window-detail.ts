@@ -130,7 +130,7 @@ export async function windowDetail(o: DetailOptions) {
   const generations = Math.max(maxGeneration, ...requests.map((r) => r.generation));
   const keys = Array.from({ length: generations + 1 }, (_, g) => windowKey(job.name, start, g));
 
-  const [runs, effects, incidents, audit, quarantined] = await Promise.all([
+  const [runs, effects, incidents, audit, quarantined, asked] = await Promise.all([
     db
       .selectFrom('job_runs')
       .selectAll()
@@ -176,7 +176,31 @@ export async function windowDetail(o: DetailOptions) {
       .where('window_start', '=', start)
       .groupBy('generation')
       .execute(),
+    // Who asked for each rerun through the page (web_actions), as signed in.
+    requests.length === 0
+      ? []
+      : db
+          .selectFrom('web_actions')
+          .selectAll()
+          .where(
+            'target',
+            'in',
+            requests.map((r) => r.workflow_id),
+          )
+          .where('action', '=', 'POST /api/jobs/:job/rerun')
+          .execute(),
   ]);
+  const askedThrough = (request: string) => {
+    const a = asked.find((x) => x.target === request);
+    return a
+      ? {
+          subject: a.verified ? a.subject : null,
+          displayName: a.display_name,
+          credential: a.credential,
+          source: 'web',
+        }
+      : null;
+  };
   const attempts =
     effects.length === 0
       ? []
@@ -312,7 +336,12 @@ export async function windowDetail(o: DetailOptions) {
           reason: a.reason,
           source: a.source,
           at: iso(a.at),
+          // Verified: who the identity provider (or Slack) said they are, and through what.
+          subject: a.subject ?? null,
+          displayName: a.display_name ?? null,
+          credential: a.credential ?? null,
         })),
+      askedThrough: askedThrough(r.workflow_id),
     })),
     quarantined: Object.fromEntries(quarantined.map((q) => [q.generation, q.n])),
     temporal: webUiLink(o.config, windowKey(job.name, start, generation)),

@@ -31,6 +31,8 @@ import { guessThrottle, trustProxyOf } from './guesses.js';
 import { roleFor, ROLE_DOES } from './access.js';
 import { oidcLogin } from './oidc.js';
 import { sessionStore, type Actor, type Session } from './sessions.js';
+import { tokenStore } from './tokens.js';
+import { tokenRoutes } from './routes/tokens.js';
 import { hasRole, ROLES } from '../contract/roles.js';
 import { consoleLogger, type Logger } from '../activities/logger.js';
 import { redactorFromConfig } from '../workers/channels.js';
@@ -131,6 +133,8 @@ function originHost(origin: string): string {
 declare module 'fastify' {
   interface FastifyRequest {
     session: Session | null;
+    /** What a state-changing request acted on, for web_actions (a route sets it where the path does not say). */
+    auditTarget: string | null;
   }
 }
 
@@ -188,10 +192,16 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     );
   const cookieOf = (req: FastifyRequest) => store.cookieOf(req.headers.cookie);
 
+  const tokens = tokenStore(o.db, now);
   async function sessionOf(req: FastifyRequest): Promise<Session | null> {
     const auth = req.headers.authorization;
     if (sharedToken && auth?.startsWith('Bearer ') && same(auth.slice(7), sharedToken))
       return { csrf: '', expires: Infinity, actor: { ...SINGLE_USER, credential: 'token:shared' } };
+    // A personal token (web/tokens.ts): its maker, with its role; revoked or expired, nobody.
+    if (oidc && auth?.startsWith('Bearer tmk_')) {
+      const actor = await tokens.actorOf(auth.slice(7));
+      if (actor) return { csrf: '', expires: Infinity, actor };
+    }
     return cookieSessionOf(req);
   }
   /** The login cookie's session, whatever else the request carries. */
@@ -241,6 +251,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'string' }, (_req, body, done) => done(null, body));
   app.decorateRequest('session', null);
+  app.decorateRequest('auditTarget', null);
 
   app.addHook('onSend', async (_req, reply, payload) => {
     secure(reply);
@@ -466,6 +477,30 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         );
     });
 
+    // Each change made through the page, with who made it (web_actions): read on a window's detail.
+    api.addHook('onResponse', async (req, reply) => {
+      const s = req.session;
+      if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400 || !s) return;
+      const params = (req.params ?? {}) as Record<string, string | undefined>;
+      await o.db
+        .insertInto('web_actions')
+        .values({
+          action: `${req.method} ${req.routeOptions.url ?? req.url.split('?')[0]}`,
+          job: params.job ?? null,
+          target: req.auditTarget ?? params.key ?? params.windowKey ?? params.id ?? null,
+          actor: s.actor.name || s.actor.displayName,
+          subject: s.actor.subject,
+          display_name: s.actor.displayName,
+          credential: s.actor.credential,
+          verified: s.actor.verified,
+        })
+        .execute()
+        .catch((err: Error) =>
+          logger.error(
+            `web action ${req.method} ${req.url.split('?')[0]} done but not audited: ${redact(err.message)}`,
+          ),
+        );
+    });
     api.get('/api/state', async () => snapshot());
     // Who the page acts as, and how people sign in: the page shows what one may do, no more.
     api.get('/api/me', async (req) => {
@@ -481,6 +516,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     });
     api.get('/api/events', (req, reply) => events(req, reply));
     for (const routes of routeModules) await routes(api, deps);
+    await tokenRoutes(api, tokens);
   });
 
   async function snapshot() {

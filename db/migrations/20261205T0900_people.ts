@@ -44,6 +44,22 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('last_used_at', 'timestamptz')
     .execute();
   await db.schema.createIndex('api_tokens_subject_idx').on('api_tokens').column('subject').execute();
+  // What each signed-in person (or token) changed through the page: the route, its job and
+  // target (a rerun request's id, a window), and who, as the approval audit records decisions.
+  await db.schema
+    .createTable('web_actions')
+    .addColumn('id', 'bigserial', (c) => c.primaryKey())
+    .addColumn('at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
+    .addColumn('action', 'text', (c) => c.notNull())
+    .addColumn('job', 'text')
+    .addColumn('target', 'text')
+    .addColumn('actor', 'text', (c) => c.notNull())
+    .addColumn('subject', 'text', (c) => c.notNull())
+    .addColumn('display_name', 'text', (c) => c.notNull())
+    .addColumn('credential', 'text', (c) => c.notNull())
+    .addColumn('verified', 'boolean', (c) => c.notNull())
+    .execute();
+  await db.schema.createIndex('web_actions_target_idx').on('web_actions').column('target').execute();
   await db.schema
     .alterTable('approval_audit')
     .addColumn('subject', 'text')

@@ -29,6 +29,7 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
     if (!actorOf(req).verified && !(body.by ?? '').trim())
       throw new HttpError(400, 'by: your name is required (the name tidemark knows you by, as in the CLI)');
     const { name: by, actor } = actingAs(req, body.by, directoryOf(config));
+    req.auditTarget = request;
     const d = {
       decision,
       by,

@@ -144,6 +144,7 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
         ? new HttpError(400, `window: ${err.message}: ask for ${isoUtc(err.window.start)}`)
         : err;
     });
+    req.auditTarget = handle.workflowId;
     // Wait until the workers have recorded it (its generation reserved): a refusal (never
     // processed, or a rerun of the window already open) is the page's answer, not "ok".
     try {

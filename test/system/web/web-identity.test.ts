@@ -251,6 +251,103 @@ describe('signing in through the identity provider', () => {
   });
 });
 
+describe('personal API tokens', () => {
+  test("made for one of one's roles, shown once, kept hashed, listed, and revoked at once", async () => {
+    let clock = new Date();
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-tokens', { start: '2026-05-05T10:00:00Z', end: '2026-05-05T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog, {}, () => clock);
+    try {
+      const alice = (await signIn(webUrl, 'u1001')).cookie;
+      // Each field named when wrong; a role one does not have is not one's to give.
+      for (const [body, status, error] of [
+        [{ role: 'operator' }, 400, /^label: say what the token is for/],
+        [{ label: 'x', role: 'boss' }, 400, /^role: one of viewer, operator, approver, admin/],
+        [
+          { label: 'x', role: 'approver' },
+          403,
+          /^role: you have viewer, operator; a token cannot have approver/,
+        ],
+        [{ label: 'x', role: 'operator', expiresIn: '400d' }, 400, /^expiresIn: a duration up to 366d/],
+      ] as const) {
+        const r = await post(alice, '/api/tokens', body);
+        assert.equal(r.status, status, JSON.stringify(r.body));
+        assert.match(String(r.body.error), error);
+      }
+      const made = await post(alice, '/api/tokens', {
+        label: 'nightly export',
+        role: 'operator',
+        expiresIn: '2d',
+      });
+      assert.equal(made.status, 201, JSON.stringify(made.body));
+      const token = String(made.body.token);
+      assert.match(token, /^tmk_[a-z0-9]{12}_[A-Za-z0-9_-]{43}$/);
+      const bearer = { authorization: `Bearer ${token}` };
+      const meByToken = await fetch(`${webUrl}/api/me`, { headers: bearer }).then((r) => r.json());
+      assert.deepEqual(
+        { ...(meByToken as object) },
+        {
+          mode: 'oidc',
+          name: 'alice',
+          displayName: 'Alice Operator',
+          subject: 'u1001',
+          roles: ['viewer', 'operator'],
+          verified: true,
+        },
+      );
+      // Scoped to its role: an operator's token decides nothing.
+      const decide = await fetch(`${webUrl}/api/approvals/approve`, {
+        method: 'POST',
+        headers: { ...bearer, 'content-type': 'application/json' },
+        body: '{"request":"x"}',
+      });
+      assert.equal(decide.status, 403);
+      // Listed without its secret; the table holds only the secret's hash.
+      const listed = (await fetch(`${webUrl}/api/tokens`, { headers: { cookie: alice } }).then((r) =>
+        r.json(),
+      )) as {
+        tokens: Record<string, unknown>[];
+      };
+      assert.deepEqual(
+        listed.tokens.map((t) => [t.label, t.role, t.revokedAt, typeof t.lastUsedAt]),
+        [['nightly export', 'operator', null, 'string']],
+      );
+      assert.doesNotMatch(JSON.stringify(listed), new RegExp(token.slice(17)));
+      const rows = await stack.t.db.selectFrom('api_tokens').selectAll().execute();
+      assert.doesNotMatch(JSON.stringify(rows), new RegExp(token.slice(17)));
+      // Another person cannot see or revoke it.
+      const bob = (await signIn(webUrl, 'u1002')).cookie;
+      const bobs = (await fetch(`${webUrl}/api/tokens`, { headers: { cookie: bob } }).then((r) =>
+        r.json(),
+      )) as {
+        tokens: unknown[];
+      };
+      assert.deepEqual(bobs.tokens, []);
+      assert.equal((await post(bob, `/api/tokens/${String(made.body.id)}/revoke`, {})).status, 404);
+      // Revoked in the middle of a client's work: its next request is refused.
+      assert.equal((await fetch(`${webUrl}/api/jobs`, { headers: bearer })).status, 200);
+      assert.equal((await post(alice, `/api/tokens/${String(made.body.id)}/revoke`, {})).status, 200);
+      assert.equal((await fetch(`${webUrl}/api/jobs`, { headers: bearer })).status, 401);
+      // And one that expires is refused once its time is up.
+      const short = String(
+        (await post(alice, '/api/tokens', { label: 'short', role: 'viewer', expiresIn: '1h' })).body.token,
+      );
+      assert.equal(
+        (await fetch(`${webUrl}/api/jobs`, { headers: { authorization: `Bearer ${short}` } })).status,
+        200,
+      );
+      clock = new Date(clock.getTime() + 61 * 60_000);
+      assert.equal(
+        (await fetch(`${webUrl}/api/jobs`, { headers: { authorization: `Bearer ${short}` } })).status,
+        401,
+      );
+    } finally {
+      await web.stop();
+    }
+  });
+});
+
 describe('decisions by verified people', () => {
   test("asking and approving as one person is self-approval; another approver's approval applies, audited with both subjects", async () => {
     const job = 'id-four-eyes';
@@ -307,6 +404,34 @@ describe('decisions by verified people', () => {
           [
             ['olga', false, 'web', 'u1004', 'Olga Both'],
             ['bob', true, 'web', 'u1002', 'Bob Approver'],
+          ],
+        );
+        // The window's detail shows both people as verified, and through what.
+        const detail = (await fetch(
+          `${webUrl}/api/jobs/${job}/windows/${encodeURIComponent(`${job}/${W.start}`)}`,
+          {
+            headers: { cookie: bob },
+          },
+        ).then((r) => r.json())) as {
+          reruns: {
+            askedThrough: { subject: string; displayName: string; credential: string } | null;
+            decisions: {
+              actor: string;
+              accepted: boolean;
+              subject: string | null;
+              displayName: string | null;
+            }[];
+          }[];
+        };
+        const shown = detail.reruns.find((r) => r.askedThrough)!;
+        assert.equal(shown.askedThrough?.subject, 'u1004');
+        assert.equal(shown.askedThrough?.displayName, 'Olga Both');
+        assert.match(shown.askedThrough?.credential ?? '', /^session:[0-9a-f]{16}$/);
+        assert.deepEqual(
+          shown.decisions.map((x) => [x.actor, x.accepted, x.subject, x.displayName]),
+          [
+            ['olga', false, 'u1004', 'Olga Both'],
+            ['bob', true, 'u1002', 'Bob Approver'],
           ],
         );
         assert.ok(

@@ -59,6 +59,12 @@ function table(caption, head, rows, empty) {
   );
 }
 
+/** "(Alice Operator, subject u1001, session:0a1b…)": who a person was, as verified, and through what. */
+const whoVerified = (x) =>
+  x.subject
+    ? `(${x.displayName}, subject ${x.subject}, ${x.credential})`
+    : `(${x.displayName}, not verified, ${x.credential})`;
+
 const section = (id, title, ...body) =>
   h('section', { 'aria-labelledby': id }, h('h2', { id }, title), ...body);
 
@@ -347,7 +353,13 @@ export async function renderWindow(root, ctx) {
                       'request in Temporal',
                     ),
                   ),
-                  h('p', { class: 'muted' }, 'Asked ', when(r.requestedAt, zone)),
+                  h(
+                    'p',
+                    { class: 'muted' },
+                    'Asked ',
+                    when(r.requestedAt, zone),
+                    r.askedThrough ? ` ${whoVerified(r.askedThrough)}` : '',
+                  ),
                   r.decisions.length
                     ? h(
                         'ul',
@@ -356,7 +368,7 @@ export async function renderWindow(root, ctx) {
                           h(
                             'li',
                             {},
-                            `${x.decision} by ${x.actor} via ${x.source}: ${x.accepted ? 'accepted' : `refused (${x.reason})`}`,
+                            `${x.decision} by ${x.actor} via ${x.source}${x.subject ? ` ${whoVerified(x)}` : ' (not verified)'}: ${x.accepted ? 'accepted' : `refused (${x.reason})`}`,
                           ),
                         ),
                       )
