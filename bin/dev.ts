@@ -199,6 +199,7 @@ export async function runDev(opts: { backfill?: string } = {}): Promise<void> {
         deps,
         directory: directoryOf(config),
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+        ...(config.TIDEMARK_DECISION_KEY ? { decisionKey: config.TIDEMARK_DECISION_KEY } : {}),
       });
       cleanups.push(() => slack.stop());
       log(

@@ -19,6 +19,7 @@ import {
   schedulesCommand,
   syncCommand,
 } from './commands/misc.js';
+import { loginCommand, logoutCommand, whoamiCommand } from './commands/login.js';
 import { quarantineCommand } from './commands/quarantine.js';
 import { approveCommand, rejectCommand, rerunCommand, rerunsCommand } from './commands/rerun.js';
 import { runsCommand, statusCommand } from './commands/status.js';
@@ -41,6 +42,9 @@ export const COMMANDS: readonly Command[] = [
   approveCommand,
   rejectCommand,
   rerunsCommand,
+  loginCommand,
+  logoutCommand,
+  whoamiCommand,
   schedulesCommand,
   syncCommand,
   effectsCommand,

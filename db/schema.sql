@@ -256,7 +256,7 @@ CREATE TABLE tidemark.api_tokens (
     subject text NOT NULL,
     name text NOT NULL,
     display_name text NOT NULL,
-    role text NOT NULL,
+    roles text[] NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     expires_at timestamp with time zone NOT NULL,
     revoked_at timestamp with time zone,

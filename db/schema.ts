@@ -300,7 +300,7 @@ export interface ApiTokenTable {
   subject: string;
   name: string;
   display_name: string;
-  role: string;
+  roles: string[];
   created_at: CreatedAt;
   expires_at: Timestamp;
   revoked_at: Timestamp | null;

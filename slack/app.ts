@@ -17,6 +17,7 @@ import type { ActivityDeps } from '../activities/deps.js';
 import { nameOfSlackUser, type Directory } from '../config/people.js';
 import { decide, DecisionRefused } from '../operator/reruns.js';
 import { groupProof } from '../activities/group-proof.js';
+import { signed } from '../activities/decision-proof.js';
 
 const { App, HTTPReceiver, LogLevel } = boltPkg;
 
@@ -35,6 +36,11 @@ export interface SlackAppOptions {
   directory: Directory;
   /** A Slack user group whose members (who have a name) may decide as well. */
   approverGroup?: string;
+  /**
+   * TIDEMARK_DECISION_KEY: each rerun decision carries the app's signature over the Slack user it
+   * verified (activities/decision-proof.ts), for workers that take only signed decisions.
+   */
+  decisionKey?: string;
 }
 
 export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promise<void> }> {
@@ -105,10 +111,16 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     const by = who.name;
     try {
       const viaGroup = approvers.includes(by) ? undefined : await groupOf(client, user);
-      await decide(o.temporal, o.db, request, {
+      // The person is the Slack user Slack signed the click for, by their tidemark name.
+      const verified = {
+        request,
         decision,
         by,
         source: 'slack',
+        actor: { subject: `slack:${user}`, displayName: by, roles: [], credential: `slack:${user}` },
+      } as const;
+      await decide(o.temporal, o.db, request, {
+        ...(o.decisionKey ? signed(o.decisionKey, verified) : verified),
         ...(viaGroup
           ? { viaGroup, groupProof: groupProof(o.signingSecret, { request, by, decision, group: viaGroup }) }
           : {}),

@@ -38,6 +38,7 @@ export async function runSlack(): Promise<void> {
     deps,
     directory: directoryOf(config),
     ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+    ...(config.TIDEMARK_DECISION_KEY ? { decisionKey: config.TIDEMARK_DECISION_KEY } : {}),
   });
   deps.logger.info(
     `Slack app listening on :${config.SLACK_APP_PORT}/slack/events; Temporal ${describeTemporal(config.temporal)}`,

@@ -60,6 +60,36 @@ export function oidcLogin(s: OidcSettings, db: Kysely<Database>, now: () => Date
     return discovered;
   }
 
+  /** The person the provider's tokens name, with their roles; or why they may not sign in. */
+  async function personOf(
+    config: client.Configuration,
+    tokens: client.TokenEndpointResponse & client.TokenEndpointResponseHelpers,
+  ): Promise<SignIn> {
+    const idClaims = tokens.claims()!;
+    let claims: Record<string, unknown> = { ...idClaims };
+    // Groups and names often come from the userinfo endpoint only.
+    if (claims[s.rolesClaim] === undefined || claims[s.nameClaim] === undefined) {
+      const info = await client.fetchUserInfo(config, tokens.access_token, idClaims.sub).catch(() => ({}));
+      claims = { ...info, ...claims };
+    }
+    const roles = rolesOf(claims[s.rolesClaim], s.grants);
+    const name = typeof claims[s.nameClaim] === 'string' ? (claims[s.nameClaim] as string).trim() : '';
+    if (!name)
+      return {
+        refused: `the identity provider gave no "${s.nameClaim}" claim (TIDEMARK_OIDC_NAME_CLAIM) for ${idClaims.sub}: tidemark needs a name for each person`,
+      };
+    if (!/^[^\s\u0000-\u001f\u007f]{1,100}$/.test(name))
+      return {
+        refused: `the "${s.nameClaim}" claim of ${idClaims.sub} is not a name tidemark can use (at most 100 characters, no spaces or control characters): set TIDEMARK_OIDC_NAME_CLAIM to another claim`,
+      };
+    if (roles.length === 0)
+      return {
+        refused: `${name} is signed in but has no role in tidemark: none of their groups (claim "${s.rolesClaim}") is mapped in TIDEMARK_OIDC_ROLES (${s.grants.map((g) => g.group).join(', ')}); ask an administrator`,
+      };
+    const displayName = typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : name;
+    return { who: { subject: idClaims.sub, name, displayName, roles, verified: true } };
+  }
+
   return {
     redirectUri,
 
@@ -89,6 +119,51 @@ export function oidcLogin(s: OidcSettings, db: Kysely<Database>, now: () => Date
         nonce,
       });
       return { url: url.href, state };
+    },
+
+    /** Starts the device flow for the CLI (`tidemark login`): the page is the client, so the CLI holds no client secret. */
+    async deviceStart(): Promise<DeviceStart> {
+      const config = await provider();
+      const d = await client.initiateDeviceAuthorization(config, { scope: s.scopes }).catch((err: Error) => {
+        throw new HttpError(
+          502,
+          `the identity provider refused the device sign-in (${err.message}); does it allow the device flow for client ${s.clientId}?`,
+        );
+      });
+      return {
+        deviceCode: d.device_code,
+        userCode: d.user_code,
+        verificationUri: d.verification_uri,
+        verificationUriComplete: d.verification_uri_complete ?? null,
+        interval: d.interval ?? 5,
+        expiresIn: d.expires_in,
+      };
+    },
+
+    /** One poll of the device flow: still waiting (slower, when told), or the person, or why not. */
+    async deviceFinish(deviceCode: string): Promise<{ pending: true; slowDown: boolean } | SignIn> {
+      const config = await provider();
+      let tokens;
+      try {
+        tokens = await client.genericGrantRequest(config, 'urn:ietf:params:oauth:grant-type:device_code', {
+          device_code: deviceCode,
+        });
+      } catch (err) {
+        const code = (err as { error?: string }).error;
+        if (code === 'authorization_pending' || code === 'slow_down')
+          return { pending: true, slowDown: code === 'slow_down' };
+        return {
+          refused:
+            code === 'expired_token'
+              ? 'the code expired before it was entered: run npx tidemark login again'
+              : code === 'access_denied'
+                ? 'the sign-in was declined at the identity provider'
+                : `the identity provider refused the device sign-in: ${(err as Error).message}`,
+        };
+      }
+      if (!tokens.id_token)
+        return { refused: 'the identity provider gave no ID token: add "openid" to TIDEMARK_OIDC_SCOPES' };
+      return personOf(config, tokens);
     },
 
     /**
@@ -122,27 +197,19 @@ export function oidcLogin(s: OidcSettings, db: Kysely<Database>, now: () => Date
       } catch (err) {
         return { refused: `the identity provider's answer was refused: ${(err as Error).message}` };
       }
-      const idClaims = tokens.claims()!;
-      let claims: Record<string, unknown> = { ...idClaims };
-      // Groups and names often come from the userinfo endpoint only.
-      if (claims[s.rolesClaim] === undefined || claims[s.nameClaim] === undefined) {
-        const info = await client.fetchUserInfo(config, tokens.access_token, idClaims.sub).catch(() => ({}));
-        claims = { ...info, ...claims };
-      }
-      const roles = rolesOf(claims[s.rolesClaim], s.grants);
-      const name = typeof claims[s.nameClaim] === 'string' ? (claims[s.nameClaim] as string).trim() : '';
-      if (!name)
-        return {
-          refused: `the identity provider gave no "${s.nameClaim}" claim (TIDEMARK_OIDC_NAME_CLAIM) for ${idClaims.sub}: tidemark needs a name for each person`,
-        };
-      if (roles.length === 0)
-        return {
-          refused: `${name} is signed in but has no role in tidemark: none of their groups (claim "${s.rolesClaim}") is mapped in TIDEMARK_OIDC_ROLES (${s.grants.map((g) => g.group).join(', ')}); ask an administrator`,
-        };
-      const displayName = typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : name;
-      return { who: { subject: idClaims.sub, name, displayName, roles, verified: true } };
+      return personOf(config, tokens);
     },
   };
 }
 
 export type OidcLogin = ReturnType<typeof oidcLogin>;
+
+/** What `tidemark login` shows its user, and the code it polls with. */
+export interface DeviceStart {
+  readonly deviceCode: string;
+  readonly userCode: string;
+  readonly verificationUri: string;
+  readonly verificationUriComplete: string | null;
+  readonly interval: number;
+  readonly expiresIn: number;
+}

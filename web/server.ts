@@ -391,6 +391,34 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     });
   }
 
+  // The CLI's sign-in (`tidemark login`): the device flow, run by the page (it is the provider's
+  // client); a person who signs in gets a token of their own for the CLI, with their roles.
+  if (oidc) {
+    const deviceLimit = { ...loginLimit, max: LOGINS_PER_MINUTE * 3 };
+    app.post('/auth/device', { config: { rateLimit: deviceLimit } }, async () => oidc.deviceStart());
+    app.post('/auth/device/token', { config: { rateLimit: deviceLimit } }, async (req, reply) => {
+      const body = parseJsonObject(typeof req.body === 'string' ? req.body : '');
+      if (typeof body.deviceCode !== 'string' || !body.deviceCode)
+        throw new HttpError(400, 'deviceCode: the device code POST /auth/device answered');
+      const result = await oidc.deviceFinish(body.deviceCode);
+      if ('pending' in result) return reply.code(202).send(result);
+      if ('refused' in result) throw new HttpError(403, result.refused);
+      const label = typeof body.label === 'string' ? body.label : '';
+      const made = await tokens.forCli(result.who, label, ttlMs);
+      logger.info(
+        `cli sign-in: ${result.who.name} (${result.who.subject}) as ${result.who.roles.join(', ')}, token ${made.row.id}`,
+      );
+      return {
+        token: made.token,
+        id: made.row.id,
+        name: result.who.name,
+        displayName: result.who.displayName,
+        roles: result.who.roles,
+        expiresAt: made.row.expiresAt,
+      };
+    });
+  }
+
   app.post('/logout', async (req, reply) => {
     const id = cookieOf(req);
     const s = await store.get(id);

@@ -1,7 +1,8 @@
 // Personal API tokens, for automation in place of one shared bearer token: each made by a signed-in
-// person, for one of their roles, with a label and an expiry, listed on the page and revocable. A
-// token is "tmk_<id>_<secret>": the table keeps the id and the secret's SHA-256 only, so the secret
-// is shown once, when made. A token acts as its maker (their subject and name), with its role.
+// person, for one of their roles, with a label and an expiry, listed on the page and revocable; and
+// the CLI's, made by `tidemark login` with its maker's roles. A token is "tmk_<id>_<secret>": the
+// table keeps the id and the secret's SHA-256 only, so the secret is shown once, when made. A token
+// acts as its maker (their subject and name), with its roles.
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { hasRole, isRole, ROLES, type Role } from '../contract/roles.js';
@@ -18,7 +19,7 @@ const MAX_TTL_MS = 366 * 86_400_000;
 export interface TokenRow {
   readonly id: string;
   readonly label: string;
-  readonly role: string;
+  readonly roles: readonly string[];
   readonly name: string;
   readonly createdAt: string;
   readonly expiresAt: string;
@@ -26,83 +27,102 @@ export interface TokenRow {
   readonly lastUsedAt: string | null;
 }
 
-/** The roles a token of `role` acts with: it, and viewer (one who may act may see). */
+/** The roles a token made for `role` acts with: it, and viewer (one who may act may see). */
 const rolesOfToken = (role: Role): Role[] =>
   ROLES.filter((r) => r === role || r === 'viewer' || role === 'admin');
 
+/** The fields of a request to make a token, each named when wrong. */
+function checked(by: Actor, body: Record<string, unknown>): { label: string; roles: Role[]; ttl: number } {
+  if (!by.verified)
+    throw new HttpError(
+      400,
+      'personal tokens are made by a person signed in through the identity provider; single-user mode has the shared token',
+    );
+  const label = typeof body.label === 'string' ? body.label.trim() : '';
+  if (!label || label.length > 100)
+    throw new HttpError(
+      400,
+      'label: say what the token is for, in at most 100 characters, e.g. "nightly export"',
+    );
+  const role = typeof body.role === 'string' ? body.role : '';
+  if (!isRole(role)) throw new HttpError(400, `role: one of ${ROLES.join(', ')}`);
+  if (!hasRole(by.roles, role))
+    throw new HttpError(
+      403,
+      `role: you have ${by.roles.join(', ')}; a token cannot have ${role}, a role you do not have`,
+    );
+  const ttlText = body.expiresIn === undefined ? DEFAULT_TTL : String(body.expiresIn);
+  const ttl = /^[1-9]\d*(m|h|d)$/.test(ttlText) ? parseDuration(ttlText) : undefined;
+  if (!ttl || ttl > MAX_TTL_MS)
+    throw new HttpError(
+      400,
+      `expiresIn: a duration up to 366d, e.g. "30d" or "12h" (not ${JSON.stringify(ttlText.slice(0, 20))})`,
+    );
+  return { label, roles: rolesOfToken(role), ttl };
+}
+
+const rowOf = (r: {
+  id: string;
+  label: string;
+  roles: string[];
+  name: string;
+  created_at: Date;
+  expires_at: Date;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+}): TokenRow => ({
+  id: r.id,
+  label: r.label,
+  roles: r.roles,
+  name: r.name,
+  createdAt: r.created_at.toISOString(),
+  expiresAt: r.expires_at.toISOString(),
+  revokedAt: r.revoked_at?.toISOString() ?? null,
+  lastUsedAt: r.last_used_at?.toISOString() ?? null,
+});
+
 export function tokenStore(db: Kysely<Database>, now: () => Date) {
-  const rowOf = (r: {
-    id: string;
-    label: string;
-    role: string;
-    name: string;
-    created_at: Date;
-    expires_at: Date;
-    revoked_at: Date | null;
-    last_used_at: Date | null;
-  }): TokenRow => ({
-    id: r.id,
-    label: r.label,
-    role: r.role,
-    name: r.name,
-    createdAt: r.created_at.toISOString(),
-    expiresAt: r.expires_at.toISOString(),
-    revokedAt: r.revoked_at?.toISOString() ?? null,
-    lastUsedAt: r.last_used_at?.toISOString() ?? null,
-  });
+  async function issue(
+    by: Omit<Actor, 'credential'>,
+    label: string,
+    roles: readonly Role[],
+    ttlMs: number,
+  ): Promise<{ token: string; row: TokenRow }> {
+    const id = randomBytes(9)
+      .toString('base64url')
+      .toLowerCase()
+      .replace(/[^a-z0-9]/g, '0')
+      .slice(0, 12);
+    const secret = randomBytes(32).toString('base64url');
+    const t = now();
+    const row = await db
+      .insertInto('api_tokens')
+      .values({
+        id,
+        hash: sha256Hex(secret),
+        label,
+        subject: by.subject,
+        name: by.name,
+        display_name: by.displayName,
+        roles: [...roles],
+        created_at: t,
+        expires_at: new Date(t.getTime() + ttlMs),
+      })
+      .returningAll()
+      .executeTakeFirstOrThrow();
+    return { token: `tmk_${id}_${secret}`, row: rowOf(row) };
+  }
 
   return {
-    /** Makes a token for `by`; the body's fields are checked here, each named when wrong. */
+    /** Makes a token for `by` from a request's fields (label, role, expiresIn). */
     async make(by: Actor, body: Record<string, unknown>): Promise<{ token: string; row: TokenRow }> {
-      if (!by.verified)
-        throw new HttpError(
-          400,
-          'personal tokens are made by a person signed in through the identity provider; single-user mode has the shared token',
-        );
-      const label = typeof body.label === 'string' ? body.label.trim() : '';
-      if (!label || label.length > 100)
-        throw new HttpError(
-          400,
-          'label: say what the token is for, in at most 100 characters, e.g. "nightly export"',
-        );
-      const role = typeof body.role === 'string' ? body.role : '';
-      if (!isRole(role)) throw new HttpError(400, `role: one of ${ROLES.join(', ')}`);
-      if (!hasRole(by.roles, role))
-        throw new HttpError(
-          403,
-          `role: you have ${by.roles.join(', ')}; a token cannot have ${role}, a role you do not have`,
-        );
-      const ttlText = body.expiresIn === undefined ? DEFAULT_TTL : String(body.expiresIn);
-      const ttl = /^[1-9]\d*(m|h|d)$/.test(ttlText) ? parseDuration(ttlText) : undefined;
-      if (!ttl || ttl > MAX_TTL_MS)
-        throw new HttpError(
-          400,
-          `expiresIn: a duration up to 366d, e.g. "30d" or "12h" (not ${JSON.stringify(ttlText.slice(0, 20))})`,
-        );
-      const id = randomBytes(9)
-        .toString('base64url')
-        .toLowerCase()
-        .replace(/[^a-z0-9]/g, '0')
-        .slice(0, 12);
-      const secret = randomBytes(32).toString('base64url');
-      const t = now();
-      const row = await db
-        .insertInto('api_tokens')
-        .values({
-          id,
-          hash: sha256Hex(secret),
-          label,
-          subject: by.subject,
-          name: by.name,
-          display_name: by.displayName,
-          role,
-          created_at: t,
-          expires_at: new Date(t.getTime() + ttl),
-        })
-        .returningAll()
-        .executeTakeFirstOrThrow();
-      return { token: `tmk_${id}_${secret}`, row: rowOf(row) };
+      const { label, roles, ttl } = checked(by, body);
+      return issue(by, label, roles, ttl);
     },
+
+    /** A token with all of `by`'s roles, for `tidemark login` (the CLI): as long as a page session. */
+    forCli: (by: Omit<Actor, 'credential'>, label: string, ttlMs: number) =>
+      issue(by, label.trim().slice(0, 100) || 'tidemark login', by.roles, ttlMs),
 
     /** The person a bearer token acts as, or null: not a token, unknown, wrong secret, revoked or expired. */
     async actorOf(bearer: string): Promise<Actor | null> {
@@ -116,7 +136,7 @@ export function tokenStore(db: Kysely<Database>, now: () => Date) {
         subject: row.subject,
         name: row.name,
         displayName: row.display_name,
-        roles: rolesOfToken(row.role as Role),
+        roles: row.roles.filter(isRole),
         verified: true,
         credential: `token:${row.id}`,
       };

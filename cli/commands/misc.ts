@@ -19,6 +19,7 @@ import { isoUtc } from '../../contract/window-key.js';
 import { buildDeps } from '../../workers/deps.js';
 import { syncSchedulesWithAlerts } from '../../workers/sync-schedules.js';
 import type { Command } from '../command.js';
+import { asSignedIn, readLogin, type Login } from '../login.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../../operator/dates.js';
 
@@ -199,6 +200,8 @@ export const effectsCommand: Command = {
         throw new UsageError('effects decide: name the effect key (see: effects list --status unknown)');
       if (!!values.resend === !!values.skip)
         throw new UsageError('effects decide: give exactly one of --resend or --skip');
+      const login = await readLogin();
+      if (login) return decidedThroughPage(login, key, values.resend ? 'resend' : 'skip', values.by);
       const result = await decideUnknownEffect(
         buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }),
         key,
@@ -214,6 +217,8 @@ export const effectsCommand: Command = {
       const key = positionals[1];
       if (!key)
         throw new UsageError('effects retry: name the effect key (see: effects list --status failed)');
+      const login = await readLogin();
+      if (login) return decidedThroughPage(login, key, 'resend', values.by);
       const result = await retryFailedEffect(
         buildDeps(ctx.config, { db: await ctx.db(), catalog: ctx.catalog }),
         key,
@@ -252,3 +257,20 @@ export const incidentsCommand: Command = {
     };
   },
 };
+
+/** A signed-in person's decision on an effect, made through the page (it knows who they are). */
+async function decidedThroughPage(login: Login, key: string, decision: 'resend' | 'skip', by: unknown) {
+  if (by && by !== login.name)
+    throw new UsageError(
+      `--by: you are signed in as ${login.name} and decide as yourself (npx tidemark logout to decide by name)`,
+    );
+  const result = await asSignedIn<{ outcome: string; providerId?: string | null }>(
+    login,
+    `/api/effects/${encodeURIComponent(key)}/${decision}`,
+    {},
+  );
+  return {
+    json: result,
+    lines: [`${key}: ${result.outcome}${result.providerId ? ` (provider id ${result.providerId})` : ''}`],
+  };
+}

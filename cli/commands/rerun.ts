@@ -11,6 +11,7 @@ import {
 import { previewLines } from '../../contract/preview-text.js';
 import type { RerunState } from '../../contract/workflows.js';
 import type { Command } from '../command.js';
+import { asSignedIn, readLogin } from '../login.js';
 import { table, UsageError, type CliContext } from '../context.js';
 import { parseWhen } from '../../operator/dates.js';
 
@@ -92,6 +93,22 @@ function decision(kind: 'approve' | 'reject'): Command {
     async run(ctx: CliContext, { positionals, values }) {
       const id = positionals[0];
       if (!id) throw new UsageError(`${kind}: name the request (see: npx tidemark reruns)`);
+      // Signed in (npx tidemark login): decided through the page, as that person, signed for the workers.
+      const login = await readLogin();
+      if (login) {
+        if (values.by && values.by !== login.name)
+          throw new UsageError(
+            `--by: you are signed in as ${login.name} and decide as yourself (npx tidemark logout to decide by name, unverified)`,
+          );
+        await asSignedIn(login, `/api/approvals/${kind}`, {
+          request: id,
+          ...(values.note ? { note: values.note as string } : {}),
+        });
+        return {
+          json: { request: id, decision: kind, by: login.name },
+          lines: [`${id}: ${kind === 'approve' ? 'approved' : 'rejected'} by ${login.name}`],
+        };
+      }
       const by = who(values.by);
       await decide(await ctx.client(), await ctx.db(), id, {
         decision: kind,

@@ -37,7 +37,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('subject', 'text', (c) => c.notNull())
     .addColumn('name', 'text', (c) => c.notNull())
     .addColumn('display_name', 'text', (c) => c.notNull())
-    .addColumn('role', 'text', (c) => c.notNull())
+    // What it may do: the role it was made for (and viewer), or, made by `tidemark login`, its
+    // maker's roles at sign-in.
+    .addColumn('roles', sql`text[]`, (c) => c.notNull())
     .addColumn('created_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .addColumn('expires_at', 'timestamptz', (c) => c.notNull())
     .addColumn('revoked_at', 'timestamptz')

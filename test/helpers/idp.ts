@@ -139,3 +139,43 @@ export async function signIn(
   const session = page.get('tidemark_session');
   return { cookie: session ? `tidemark_session=${session}` : '', authorizeUrl, answer };
 }
+
+/**
+ * Completes a device sign-in at the provider as `login` would in a browser, from the address
+ * `tidemark login` printed: the code's confirmation, the sign-in form; returns the last page shown.
+ */
+export async function approveDevice(start: string, login: string): Promise<string> {
+  const jar = new Map<string, string>();
+  let url = start;
+  let form: URLSearchParams | undefined;
+  for (let hop = 0; hop < 20; hop++) {
+    const r = await fetch(url, {
+      method: form ? 'POST' : 'GET',
+      redirect: 'manual',
+      headers: {
+        cookie: cookieHeader(jar),
+        ...(form ? { 'content-type': 'application/x-www-form-urlencoded' } : {}),
+      },
+      ...(form ? { body: form.toString() } : {}),
+    });
+    keep(jar, r);
+    form = undefined;
+    if (r.status >= 300 && r.status < 400) {
+      url = new URL(r.headers.get('location')!, url).href;
+      continue;
+    }
+    const html = await r.text();
+    assert.equal(r.status, 200, `the provider answered ${r.status}: ${html.slice(0, 500)}`);
+    const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
+    if (!action) return html;
+    form = new URLSearchParams();
+    for (const [, attrs = ''] of html.matchAll(/<input([^>]*)>/g)) {
+      const name = /name="([^"]+)"/.exec(attrs)?.[1];
+      if (name) form.set(name, /value="([^"]*)"/.exec(attrs)?.[1] ?? '');
+    }
+    if (form.has('login')) form.set('login', login);
+    if (form.has('password')) form.set('password', 'any');
+    url = new URL(action.replace(/&amp;/g, '&'), url).href;
+  }
+  throw new Error(`the device sign-in did not finish: last at ${url}`);
+}

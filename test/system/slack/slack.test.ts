@@ -74,7 +74,7 @@ function click(user: string, action: 'rerun_approve' | 'rerun_reject', request: 
   return `payload=${encodeURIComponent(JSON.stringify(payload))}`;
 }
 
-type AppSetup = Pick<SlackAppOptions, 'deps' | 'directory' | 'approverGroup'>;
+type AppSetup = Pick<SlackAppOptions, 'deps' | 'directory' | 'approverGroup' | 'decisionKey'>;
 
 /** Starts the Bolt app on a free port; `post` sends a request signed with SECRET unless given headers. */
 async function startApp(setup: AppSetup) {
@@ -522,6 +522,86 @@ test('one identity across the CLI and Slack: alice may not approve in Slack what
     });
   } finally {
     await app.stop();
+  }
+});
+
+test('with the decision key, a click counts only as the Slack app signed it: who, by their Slack user', async () => {
+  const job = 'sales-hourly';
+  const W = { start: '2026-04-21T10:00:00Z', end: '2026-04-21T11:00:00Z' };
+  const taskQueue = uniqueQueue('slack-signed');
+  await insertOrders(stack.t.db, ordersBetween('slack-signed', W.start, W.end, 3));
+  const env = {
+    DATABASE_URL: stack.t.url,
+    TEMPORAL_ADDRESS: stack.env.address,
+    TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
+    TIDEMARK_TASK_QUEUE: taskQueue,
+    TIDEMARK_STATE_DIR: '/tmp/tidemark-slack-test',
+    TIDEMARK_APPROVERS: 'bob=UBOB',
+    TIDEMARK_PEOPLE: 'alice=UALICE',
+  };
+  const config = loadConfig(env);
+  Object.assign(process.env, env);
+  const catalog = buildCatalog(config);
+  const key = 'slack-and-workers-decision-key-0123456789';
+  const base = approvalDeps(catalog);
+  const deps: ActivityDeps = {
+    ...base,
+    approvals: {
+      ...base.approvals,
+      policy: { approvers: ['bob'], allowSelfApproval: false, requireProof: true },
+      decisionKey: key,
+    },
+  };
+  // One Slack app without the key (its clicks are a bare name to the workers), one with it.
+  const unsigned = await startApp({ deps, directory: directoryOf(config) });
+  const signing = await startApp({ deps, directory: directoryOf(config), decisionKey: key });
+  try {
+    await withWorker(stack.env, taskQueue, deps, async () => {
+      await runWindow(taskQueue, job, W);
+      const asked = await runCli(
+        ['rerun', job, '--window', W.start, '--reason', 'late orders', '--by', 'alice', '--json'],
+        { out: () => undefined, err: () => undefined, json: true, tty: false },
+      );
+      assert.equal(asked, 0);
+      const id = (
+        await stack.t.db
+          .selectFrom('rerun_requests')
+          .select('workflow_id')
+          .where('requested_by', '=', 'alice')
+          .where('status', '=', 'pending')
+          .orderBy('requested_at', 'desc')
+          .executeTakeFirstOrThrow()
+      ).workflow_id;
+      const seen = chat.messages.length;
+      assert.equal((await unsigned.post(click('UBOB', 'rerun_approve', id))).status, 200);
+      const told = await eventually(
+        async () =>
+          chat.messages.slice(seen).find((m) => m.method === 'chat.postEphemeral' && m.user === 'UBOB'),
+        20_000,
+        'the refusal of an unsigned click',
+      );
+      assert.match(told.text, /carries no valid signature of the page or the Slack app/);
+      assert.equal(
+        (await stack.env.client.workflow.getHandle(id).query<RerunState>('state')).status,
+        'pending',
+      );
+      assert.equal((await signing.post(click('UBOB', 'rerun_approve', id))).status, 200);
+      const result = (await stack.env.client.workflow.getHandle(id).result()) as RerunResult;
+      assert.deepEqual([result.outcome, result.decidedBy], ['done', 'bob']);
+      const audit = await stack.t.db
+        .selectFrom('approval_audit')
+        .select(['actor', 'accepted', 'subject', 'credential'])
+        .where('request', '=', id)
+        .orderBy('id')
+        .execute();
+      assert.deepEqual(audit, [
+        { actor: 'bob', accepted: false, subject: 'slack:UBOB', credential: 'slack:UBOB' },
+        { actor: 'bob', accepted: true, subject: 'slack:UBOB', credential: 'slack:UBOB' },
+      ]);
+    });
+  } finally {
+    await unsigned.app.stop();
+    await signing.app.stop();
   }
 });
 

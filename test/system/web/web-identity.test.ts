@@ -4,13 +4,17 @@
 // role is a 403 naming it, on the page hidden. Decisions carry the signed-in person, signed for the
 // workers: asking and approving as one person is self-approval, whatever the request's body says.
 import assert from 'node:assert/strict';
+import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { RerunResult } from '../../../contract/workflows.js';
 import { sha256Hex } from '../../../web/sessions.js';
-import { startIdp, signIn, type TestIdp } from '../../helpers/idp.js';
+import { approveDevice, startIdp, signIn, type TestIdp } from '../../helpers/idp.js';
+import { run as runCli } from '../../../cli/main.js';
 import { freePort } from '../../helpers/net.js';
 import { rerunTools } from '../../helpers/reruns.js';
-import { realStack, withWorker } from '../../helpers/temporal.js';
+import { eventually, realStack, withWorker } from '../../helpers/temporal.js';
 import { startWeb } from '../../helpers/web.js';
 import { launchBrowser } from '../../helpers/browser.js';
 
@@ -310,8 +314,8 @@ describe('personal API tokens', () => {
         tokens: Record<string, unknown>[];
       };
       assert.deepEqual(
-        listed.tokens.map((t) => [t.label, t.role, t.revokedAt, typeof t.lastUsedAt]),
-        [['nightly export', 'operator', null, 'string']],
+        listed.tokens.map((t) => [t.label, t.roles, t.revokedAt, typeof t.lastUsedAt]),
+        [['nightly export', ['viewer', 'operator'], null, 'string']],
       );
       assert.doesNotMatch(JSON.stringify(listed), new RegExp(token.slice(17)));
       const rows = await stack.t.db.selectFrom('api_tokens').selectAll().execute();
@@ -440,6 +444,116 @@ describe('decisions by verified people', () => {
         );
       });
     } finally {
+      await web.stop();
+    }
+  });
+});
+
+describe('the CLI signed in', () => {
+  test("tidemark login signs the CLI in through the device flow; its decisions are that person's, verified", async () => {
+    const job = 'id-cli';
+    const W = { start: '2026-05-06T10:00:00Z', end: '2026-05-06T11:00:00Z' };
+    const { taskQueue, deps } = await rerunJob(job, W, 2, { temporal: true });
+    const workers = {
+      ...deps,
+      approvals: {
+        policy: { approvers: ['bob'], allowSelfApproval: false, requireProof: true },
+        decisionKey: DECISION_KEY,
+      },
+    };
+    const web = await oidcWeb(deps.catalog, { TIDEMARK_TASK_QUEUE: taskQueue });
+    const dir = await mkdtemp(join(tmpdir(), 'tidemark-login-'));
+    const file = join(dir, 'tidemark', 'login.json');
+    const saved = { ...process.env };
+    Object.assign(process.env, {
+      TIDEMARK_LOGIN_FILE: file,
+      DATABASE_URL: stack.t.url,
+      TEMPORAL_ADDRESS: stack.env.address,
+      TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
+      TIDEMARK_TASK_QUEUE: taskQueue,
+    });
+    const cli = async (args: string[], then?: (err: string[]) => Promise<void>) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const running = runCli(args, {
+        out: (l) => out.push(l),
+        err: (l) => err.push(l),
+        json: false,
+        tty: false,
+      });
+      if (then) await then(err);
+      return { code: await running, out: out.join('\n'), err: err.join('\n') };
+    };
+    /** `tidemark login` with the person's browser finishing the device sign-in at the provider. */
+    const login = (who: string) =>
+      cli(['login', '--web', webUrl], async (err) => {
+        const url = await eventually(
+          async () => /open (\S+)/.exec(err.join('\n'))?.[1],
+          20_000,
+          'the address to sign in at',
+        );
+        assert.match(await approveDevice(url, who), /success|signed in|complete/i);
+      });
+    try {
+      await withWorker(stack.env, taskQueue, workers, async () => {
+        await processWindow(taskQueue, job, W);
+        const olgaPage = (await signIn(webUrl, 'u1004')).cookie;
+        const asked = await post(olgaPage, `/api/jobs/${job}/rerun`, { window: W.start, reason: 'late' });
+        assert.equal(asked.status, 200, JSON.stringify(asked.body));
+        const request = String(asked.body.request);
+        await waitForRequest(request);
+
+        // Olga signs the CLI in: the token is kept in a file only she may read.
+        const olga = await login('u1004');
+        assert.equal(olga.code, 0, olga.err);
+        assert.match(olga.out, /signed in as Olga Both \(olga\), roles viewer, operator, approver/);
+        assert.equal((await stat(file)).mode & 0o777, 0o600);
+        assert.equal((await stat(join(dir, 'tidemark'))).mode & 0o777, 0o700);
+        // The same person on the page and in the CLI: her approval is self-approval.
+        const own = await cli(['approve', request]);
+        assert.equal(own.code, 1);
+        assert.match(own.err, /olga asked for this rerun and may not approve it/);
+        // A name on the command line is not believed while signed in.
+        const asBob = await cli(['approve', request, '--by', 'bob']);
+        assert.equal(asBob.code, 2);
+        assert.match(asBob.err, /--by: you are signed in as olga/);
+
+        // Not signed in, a decision by name reaches the workers unsigned: refused.
+        assert.equal((await cli(['logout'])).code, 0);
+        await assert.rejects(stat(file));
+        const unsigned = await cli(['approve', request, '--by', 'bob']);
+        assert.equal(unsigned.code, 1);
+        assert.match(unsigned.err, /carries no valid signature of the page or the Slack app/);
+
+        // Bob signs in and approves: applied, audited with his subject and the CLI's token.
+        assert.equal((await login('u1002')).code, 0);
+        const me = await cli(['whoami']);
+        assert.match(me.out, /Bob Approver \(bob\) at http:\/\/127\.0\.0\.1:\d+, roles viewer, approver/);
+        const approved = await cli(['approve', request]);
+        assert.equal(approved.code, 0, approved.err);
+        assert.equal(
+          ((await stack.env.client.workflow.getHandle(request).result()) as RerunResult).outcome,
+          'done',
+        );
+        const audit = await stack.t.db
+          .selectFrom('approval_audit')
+          .select(['actor', 'accepted', 'subject', 'credential'])
+          .where('request', '=', request)
+          .where('accepted', '=', true)
+          .execute();
+        assert.equal(audit.length, 1);
+        assert.equal(audit[0]!.actor, 'bob');
+        assert.equal(audit[0]!.subject, 'u1002');
+        assert.match(audit[0]!.credential ?? '', /^token:[a-z0-9]{12}$/);
+        // A kept sign-in that others may read is refused, not used.
+        await chmod(file, 0o644);
+        const loose = await cli(['whoami']);
+        assert.equal(loose.code, 1);
+        assert.match(loose.err, /may be read by others \(mode 644\).*chmod 600/);
+      });
+    } finally {
+      process.env = saved;
+      await rm(dir, { recursive: true, force: true });
       await web.stop();
     }
   });
