@@ -16,7 +16,7 @@ import { freePort } from '../../helpers/net.js';
 import { rerunTools } from '../../helpers/reruns.js';
 import { eventually, realStack, withWorker } from '../../helpers/temporal.js';
 import { startWeb } from '../../helpers/web.js';
-import { launchBrowser } from '../../helpers/browser.js';
+import { checkAccessibility, launchBrowser } from '../../helpers/browser.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, waitForRequest } = rerunTools(stack);
@@ -590,6 +590,24 @@ describe('the page signed in, in Chromium', () => {
       await alice
         .locator('article.job[data-job="id-browser"] [data-action=trigger]')
         .waitFor({ state: 'visible' });
+      // Her tokens, on the page: made for one of her roles, shown once, revoked.
+      await alice.click('#nav a[data-view="tokens"]');
+      await alice.fill('#tk-label', 'deploy script');
+      await alice.selectOption('#tk-role', 'operator');
+      await alice.click('button:has-text("Make a token")');
+      const secret = await alice.locator('#tk-secret').inputValue();
+      assert.match(secret, /^tmk_[a-z0-9]{12}_/);
+      assert.equal(
+        (await fetch(`${webUrl}/api/me`, { headers: { authorization: `Bearer ${secret}` } })).status,
+        200,
+      );
+      await checkAccessibility(alice, 'the API tokens view');
+      await alice.click('button[aria-label="Revoke deploy script"]');
+      await alice.locator('td', { hasText: /^revoked / }).waitFor();
+      assert.equal(
+        (await fetch(`${webUrl}/api/me`, { headers: { authorization: `Bearer ${secret}` } })).status,
+        401,
+      );
       await alice.click('#logout button');
       await alice.locator('#oidc-login').waitFor({ state: 'visible' });
       assert.equal(
