@@ -12,12 +12,17 @@ import { BackupCheckError, decryptor, expectDigest, type KeyLookup } from './str
 export type Progress = (done: number, total: number) => void;
 
 /** The stored object as it is checked on its way: size and SHA-256, then decrypted with its key. */
-export async function checkedStream(bj: BackupJob, rec: BackupRecord, onBytes?: (n: number) => void) {
+export async function checkedStream(
+  bj: BackupJob,
+  rec: BackupRecord,
+  onBytes?: (n: number) => void,
+  signal?: AbortSignal,
+) {
   if (rec.destination !== bj.destination.describe)
     throw new Error(
       `backup ${rec.windowKey} is in ${rec.destination}, but job ${bj.name} is configured with ${bj.destination.describe} now: point the job at the old destination to read it`,
     );
-  const raw: Readable = await bj.destination.read(rec.objectKey);
+  const raw: Readable = await bj.destination.read(rec.objectKey, signal);
   const stages: (Readable | Transform)[] = [raw, expectDigest(rec, onBytes)];
   if (rec.encrypted) {
     const source = bj.encryption ? describeKeySource(bj.encryption) : undefined;

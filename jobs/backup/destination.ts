@@ -28,7 +28,8 @@ export interface Destination {
   /** Makes the staging object visible under its final key. */
   publish(key: string): Promise<void>;
   discardStaging(key: string): Promise<void>;
-  read(key: string): Promise<Readable>;
+  /** The object; `signal` stops the reading, waiting for the first byte too. */
+  read(key: string, signal?: AbortSignal): Promise<Readable>;
   list(prefix: string): Promise<string[]>;
   remove(key: string): Promise<void>;
 }
@@ -99,9 +100,17 @@ export function s3Destination(s: S3Settings): Destination {
     requestChecksumCalculation: 'WHEN_REQUIRED',
     responseChecksumValidation: 'WHEN_REQUIRED',
     maxAttempts: 3,
+    // Storage that takes a connection and stops answering fails the call rather than holding it
+    // (and whatever waits on it, a page's verification slot) for ever: no byte for two minutes.
+    requestHandler: { connectionTimeout: 30_000, requestTimeout: 120_000 },
   });
-  const get = async (key: string) =>
-    (await client.send(new GetObjectCommand({ Bucket: s.bucket, Key: key }))).Body as Readable;
+  const get = async (key: string, signal?: AbortSignal) =>
+    (
+      await client.send(
+        new GetObjectCommand({ Bucket: s.bucket, Key: key }),
+        signal ? { abortSignal: signal } : {},
+      )
+    ).Body as Readable;
   const del = async (key: string) => {
     await client.send(new DeleteObjectCommand({ Bucket: s.bucket, Key: key }));
   };

@@ -41,8 +41,10 @@ export async function verifyBackup(
   const fail = (name: string, detail: string) => checks.push({ name, ok: false, detail });
   let stages: (Readable | Transform)[] | undefined;
   try {
-    stages = await checkedStream(bj, rec, (n) => opts.onProgress?.(n, rec.bytes));
+    stages = await checkedStream(bj, rec, (n) => opts.onProgress?.(n, rec.bytes), opts.signal);
   } catch (err) {
+    // Stopped while waiting for the storage's first byte: no verdict either.
+    if (opts.signal?.aborted) throw new VerifyAbortedError(`verification of ${rec.windowKey} was stopped`);
     fail('read', (err as Error).message);
   }
   if (stages) {

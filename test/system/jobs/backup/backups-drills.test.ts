@@ -15,7 +15,8 @@ import pg from 'pg';
 import { backupsCommand } from '../../../../cli/commands/backups.js';
 import { CliContext } from '../../../../cli/context.js';
 import { loadConfig } from '../../../../config/env.js';
-import { localDestination, type Destination } from '../../../../jobs/backup/destination.js';
+import { localDestination, s3Destination, type Destination } from '../../../../jobs/backup/destination.js';
+import { createServer, type Socket } from 'node:net';
 import { databaseBackup, type BackupOptions } from '../../../../jobs/backup/index.js';
 import { lastDrill } from '../../../../jobs/backup/drill.js';
 import { previousRelease } from '../../../../db/migrations/releases.js';
@@ -206,6 +207,69 @@ test('Verify from the page: stopped when the browser goes away (nothing recorded
     assert.equal((JSON.parse(text) as { ok: boolean }).ok, true, text);
   } finally {
     slow?.release();
+    await web.stop();
+  }
+});
+
+test('Verify from the page against storage that never answers: the read is stopped with the browser, and its slot freed', async () => {
+  // Backed up to a directory; then read from S3-compatible storage that takes the connection and
+  // answers nothing (the same backups, as the record says).
+  const root = join(dir, 'rv-stall');
+  const local = localDestination(root);
+  const catalog = defineCatalog([backupJob('rv-stall', local)]);
+  await backUp(catalog, 'rv-stall', 0);
+  const sockets = new Set<Socket>();
+  let requests = 0;
+  let closed = 0;
+  const stalled = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('data', () => requests++);
+    socket.on('close', () => (closed++, sockets.delete(socket)));
+  });
+  await new Promise<void>((r) => stalled.listen(0, '127.0.0.1', r));
+  const s3 = s3Destination({
+    bucket: 'backups',
+    endpoint: `http://127.0.0.1:${(stalled.address() as { port: number }).port}`,
+    accessKeyId: 'test',
+    secretAccessKey: 'test-secret',
+  });
+  const stallCatalog = defineCatalog([backupJob('rv-stall', { ...s3, describe: local.describe })]);
+  const web = await startWeb(stack, { token: 'rv-stall-token', catalog: stallCatalog, env: {} });
+  try {
+    const url = `${web.url}/api/jobs/rv-stall/backups/${encodeURIComponent(keyOf('rv-stall', 0))}/verify`;
+    const post = (signal: AbortSignal) =>
+      fetch(url, {
+        method: 'POST',
+        headers: { authorization: 'Bearer rv-stall-token', 'content-type': 'application/json' },
+        body: '{}',
+        signal,
+      }).catch((err: Error) => err);
+    for (let n = 1; n <= 3; n++) {
+      // A verification waits on the storage; the browser goes away; the storage's connection is
+      // dropped (the read stopped), and the next verification is not refused for want of a slot.
+      const browser = new AbortController();
+      const answer = post(browser.signal);
+      await eventually(
+        async () => (requests >= n ? true : undefined),
+        20_000,
+        `verification ${n} reaching the storage`,
+      );
+      browser.abort();
+      assert.ok((await answer) instanceof Error);
+      await eventually(
+        async () => (closed >= n ? true : undefined),
+        20_000,
+        `the read of verification ${n} stopped`,
+      );
+    }
+    assert.deepEqual(
+      await stack.t.db.selectFrom('backup_checks').select('ok').where('job', '=', 'rv-stall').execute(),
+      [],
+      'a stopped verification is no verdict',
+    );
+  } finally {
+    for (const s of sockets) s.destroy();
+    stalled.close();
     await web.stop();
   }
 });
