@@ -1,5 +1,6 @@
 // Who a request comes from, behind the TLS proxy: fastify's trustProxy from
 // TIDEMARK_WEB_TRUST_PROXY (the throttle of failed guesses, workers/guesses.ts, keys on it).
+
 /**
  * fastify's trustProxy from TIDEMARK_WEB_TRUST_PROXY: a number of proxy hops, or the proxies'
  * addresses and networks (comma-separated); unset, X-Forwarded-For is not believed.

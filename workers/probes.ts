@@ -3,6 +3,7 @@
 // Prometheus, Kubernetes and compose. Nothing here needs a login, and nothing here is a secret.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type ServerResponse } from 'node:http';
+import { guessThrottle } from './guesses.js';
 import type { AddressInfo } from 'node:net';
 import type { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
@@ -81,6 +82,8 @@ export interface ProbeServerOptions {
   ready?: () => Promise<Readiness>;
   /** TIDEMARK_METRICS_TOKEN: when set, /metrics answers `Authorization: Bearer <it>` alone. */
   token?: string;
+  /** The clock the throttle of wrong scrape tokens counts by; default Date.now. */
+  now?: () => number;
 }
 
 export interface ProbeServer {
@@ -112,12 +115,16 @@ export async function metricsText(registry: Registry, sdkMetricsUrl?: string): P
   return sdk ? `${own}\n${sdk}` : own;
 }
 
+/** Wrong scrape tokens per address and minute; past it, 429. */
+const SCRAPE_GUESSES_PER_MINUTE = 20;
+
 export async function startProbeServer(o: ProbeServerOptions): Promise<ProbeServer> {
   const send = (res: ServerResponse, status: number, type: string, body: string) => {
     res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
     res.end(body);
   };
   const json = 'application/json';
+  const guesses = guessThrottle(SCRAPE_GUESSES_PER_MINUTE, 60_000, o.now);
   const server = createServer((req, res) => {
     void (async () => {
       const path = new URL(req.url ?? '/', 'http://probe').pathname;
@@ -131,13 +138,24 @@ export async function startProbeServer(o: ProbeServerOptions): Promise<ProbeServ
           return send(res, r.ready ? 200 : 503, json, JSON.stringify(r));
         }
         if (path === '/metrics') {
-          if (o.token && !bearerIs(req.headers.authorization, o.token))
+          // Guessing the scrape token is slowed per address, as the page's login is.
+          const from = req.socket.remoteAddress ?? '';
+          if (o.token && guesses.over(from))
+            return send(
+              res,
+              429,
+              json,
+              '{"error":"too many wrong scrape tokens from this address in the last minute; wait a minute"}',
+            );
+          if (o.token && !bearerIs(req.headers.authorization, o.token)) {
+            guesses.fail(from);
             return send(
               res,
               401,
               json,
               '{"error":"scrape with Authorization: Bearer <TIDEMARK_METRICS_TOKEN>"}',
             );
+          }
           return send(res, 200, o.registry.contentType, await metricsText(o.registry, o.sdkMetricsUrl));
         }
         send(res, 404, json, '{"error":"not found: try /metrics, /healthz or /readyz"}');

@@ -91,6 +91,36 @@ test('readyz: 503 naming what is not ready, 200 while the worker polls and both 
   }
 });
 
+test('wrong scrape tokens are throttled per address: past twenty a minute, 429, the right one too', async () => {
+  const catalog = defineCatalog([salesJob('probe-guess')]);
+  let clock = 1_000_000;
+  const server = await startProbeServer({
+    host: '127.0.0.1',
+    port: 0,
+    registry: createMetrics({ db: stack.t.db, catalog, snapshotMs: 0 }).registry,
+    token: 'the-right-scrape-token',
+    now: () => clock,
+  });
+  const scrapeWith = async (token: string) =>
+    (await fetch(`${server.url}/metrics`, { headers: { authorization: `Bearer ${token}` } })).status;
+  try {
+    assert.equal(await scrapeWith('the-right-scrape-token'), 200);
+    for (let i = 0; i < 20; i++) assert.equal(await scrapeWith(`guess-${i}`), 401);
+    assert.equal(await scrapeWith('guess-21'), 429);
+    assert.equal(
+      await scrapeWith('the-right-scrape-token'),
+      429,
+      'the right token is no oracle while throttled',
+    );
+    // The health probes are not the scrape: a kubelet without a token is never throttled.
+    assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+    clock += 61_000;
+    assert.equal(await scrapeWith('the-right-scrape-token'), 200, 'a minute later');
+  } finally {
+    await server.stop();
+  }
+});
+
 const SCRAPE_TOKEN = 'probe-scrape-token-5c2e';
 
 test('the worker prints its metrics address and serves its own and the SDK metrics, ready once it polls', async () => {
