@@ -1,41 +1,77 @@
-// The page's or the Slack app's word that a person made a decision: an HMAC, keyed with
-// TIDEMARK_DECISION_KEY that only they and the workers hold, over the request, the decision, the
-// person's name, where it was made and who they are (subject, display name, roles, the session or
-// token). A Temporal client without the key cannot make one, so a decision is never a bare name.
+// The page's or the Slack app's word that a person asked for a rerun or decided one: an HMAC, keyed
+// with TIDEMARK_DECISION_KEY that only they and the workers hold. A decision's covers the request
+// and the very run of its workflow (a request id started again is another run: an old signature
+// read from a history opens nothing there), the decision, the person's name, where it was made,
+// the preview they approved and their note, and who they are (subject, display name, roles, the
+// session or token). A request's covers the request, its window, its reason and who asked. A
+// Temporal client without the key can make neither, so a decision is never a bare name.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { DecisionActor } from '../contract/workflows.js';
 
 export interface DecisionClaim {
   readonly request: string;
+  /** The run id of the request's workflow, as the signer found it open. */
+  readonly run: string;
   readonly decision: string;
   readonly by: string;
   readonly source: string;
   readonly actor: DecisionActor;
+  readonly previewDigest?: string;
+  readonly note?: string;
 }
 
-export function decisionProof(key: string, c: DecisionClaim): string {
-  // JSON of a fixed list: no field's text can be mistaken for another's.
-  const fields = [
-    'tidemark decision v1',
+export interface RequestClaim {
+  readonly request: string;
+  readonly job: string;
+  readonly windowStart: string;
+  readonly reason: string;
+  readonly requestedBy: string;
+  readonly actor: DecisionActor;
+}
+
+const actorFields = (a: DecisionActor) => [a.subject, a.displayName, [...a.roles], a.credential];
+
+// JSON of a fixed list: no field's text can be mistaken for another's.
+const mac = (key: string, fields: unknown[]) =>
+  createHmac('sha256', key).update(JSON.stringify(fields)).digest('hex');
+
+const same = (want: string, proof: string) => {
+  const a = Buffer.from(want, 'hex');
+  const b = Buffer.from(/^[0-9a-f]{64}$/.test(proof) ? proof : '', 'hex');
+  return a.length === b.length && timingSafeEqual(a, b);
+};
+
+export const decisionProof = (key: string, c: DecisionClaim): string =>
+  mac(key, [
+    'tidemark decision v2',
     c.request,
+    c.run,
     c.decision,
     c.by,
     c.source,
-    c.actor.subject,
-    c.actor.displayName,
-    [...c.actor.roles],
-    c.actor.credential,
-  ];
-  return createHmac('sha256', key).update(JSON.stringify(fields)).digest('hex');
-}
+    c.previewDigest ?? '',
+    c.note ?? '',
+    ...actorFields(c.actor),
+  ]);
 
-export function isDecisionProof(key: string, c: DecisionClaim, proof: string): boolean {
-  const want = Buffer.from(decisionProof(key, c), 'hex');
-  const got = Buffer.from(/^[0-9a-f]{64}$/.test(proof) ? proof : '', 'hex');
-  return got.length === want.length && timingSafeEqual(got, want);
-}
+export const isDecisionProof = (key: string, c: DecisionClaim, proof: string): boolean =>
+  same(decisionProof(key, c), proof);
 
-/** `d` with the actor and, when the key is given, the signature; without a key, as it came. */
+export const requestProof = (key: string, c: RequestClaim): string =>
+  mac(key, [
+    'tidemark request v1',
+    c.request,
+    c.job,
+    c.windowStart,
+    c.reason,
+    c.requestedBy,
+    ...actorFields(c.actor),
+  ]);
+
+export const isRequestProof = (key: string, c: RequestClaim, proof: string): boolean =>
+  same(requestProof(key, c), proof);
+
+/** `d` with its signature when the key is given; without a key, as it came. */
 export function signed<D extends DecisionClaim>(key: string | undefined, d: D): D & { proof?: string } {
   return key ? { ...d, proof: decisionProof(key, d) } : d;
 }

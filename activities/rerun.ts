@@ -7,11 +7,11 @@ import { expandWindow } from '../db/compaction.js';
 import { isDone } from '../db/ledger.js';
 import { ledger } from '../db/ledger-schema.js';
 import type { SlackRequest } from '../contract/effects.js';
-import { isDecisionProof, type DecisionClaim } from './decision-proof.js';
+import { isDecisionProof, isRequestProof, type DecisionClaim } from './decision-proof.js';
 import { isGroupProof, type GroupClaim } from './group-proof.js';
 import { isAligned, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
-import type { ApprovalPolicy, RerunRequest } from '../contract/workflows.js';
+import type { ApprovalPolicy, DecisionActor, RerunRequest } from '../contract/workflows.js';
 import { policyOf, type ActivityDeps } from './deps.js';
 import { FAILURE } from '../contract/failures.js';
 import { badInput } from './errors.js';
@@ -63,8 +63,36 @@ export function rerunActivities(deps: ActivityDeps) {
       reason: string;
       requestedBy: string;
       workflowId: string;
+      requester?: DecisionActor;
+      requestProof?: string;
     }): Promise<RerunRequest> {
       const job = jobOrFail(deps, input.job);
+      // Workers that take only signed decisions take only signed requests: who asked is who the
+      // page says, not what a Temporal client writes (else one could ask as another, then approve).
+      const key = deps.approvals?.decisionKey;
+      if (deps.approvals?.policy?.requireProof) {
+        const signed =
+          !!key &&
+          !!input.requester &&
+          !!input.requestProof &&
+          isRequestProof(
+            key,
+            {
+              request: input.workflowId,
+              job: input.job,
+              windowStart: input.windowStart,
+              reason: input.reason,
+              requestedBy: input.requestedBy,
+              actor: input.requester,
+            },
+            input.requestProof,
+          );
+        if (!signed)
+          throw badInput(
+            FAILURE.badWindow,
+            `a rerun request in the name of ${input.requestedBy} carries no valid signature of the page: ask on the page signed in, or with the CLI signed in (npx tidemark login)`,
+          );
+      }
       const start = new Date(input.windowStart);
       if (Number.isNaN(start.getTime()) || !isAligned(job.grid, job.timezone, start)) {
         throw badInput(
@@ -81,6 +109,19 @@ export function rerunActivities(deps: ActivityDeps) {
         .selectAll()
         .where('workflow_id', '=', input.workflowId)
         .executeTakeFirst();
+      // An id is one request: the same request recorded again (an overlapping attempt) is that
+      // request, but an id whose request has closed, or that names another window, is refused (a
+      // workflow started again under it would otherwise skip every check below).
+      if (
+        existing &&
+        (existing.status !== 'pending' ||
+          existing.job !== job.name ||
+          existing.window_start.getTime() !== start.getTime())
+      )
+        throw badInput(
+          FAILURE.badWindow,
+          `rerun request id ${input.workflowId} was used by an earlier request (${existing.job} ${isoUtc(existing.window_start)}, ${existing.status}): ask again, under a new id (npx tidemark rerun)`,
+        );
       let generation = existing?.generation;
       if (generation === undefined) {
         // The request reserves its generation: one transaction per window (an advisory lock keyed

@@ -264,6 +264,10 @@ export interface RerunInput {
   readonly allowSelfApproval?: boolean;
   /** How long to wait for a decision; default 24 hours. */
   readonly timeoutMs?: number;
+  /** Who asked, verified by the page (signed in); worth nothing without requestProof. */
+  readonly requester?: DecisionActor;
+  /** The page's signature over the request and who asked (activities/decision-proof.ts). */
+  readonly requestProof?: string;
 }
 
 export interface RerunRequest {

@@ -11,7 +11,14 @@ import type { Job } from '../schedules/job.js';
 import { isAligned, windowAt } from '../schedules/windows.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
 import { searchAttributes } from '../contract/search-attributes.js';
-import type { RerunDecision, RerunPreview, RerunResult, RerunState } from '../contract/workflows.js';
+import type {
+  DecisionActor,
+  RerunDecision,
+  RerunPreview,
+  RerunResult,
+  RerunState,
+} from '../contract/workflows.js';
+import { requestProof } from '../activities/decision-proof.js';
 
 export class DecisionRefused extends Error {
   readonly code = 'DECISION_REFUSED';
@@ -63,7 +70,15 @@ function innermost(err: unknown): string {
 export async function requestRerun(
   client: Client,
   config: Config,
-  r: { job: Job; windowStart: Date; reason: string; requestedBy: string; now: Date },
+  r: {
+    job: Job;
+    windowStart: Date;
+    reason: string;
+    requestedBy: string;
+    now: Date;
+    /** Who asked, verified (the page's signed-in person): signed with TIDEMARK_DECISION_KEY for the workers. */
+    requester?: DecisionActor;
+  },
 ) {
   const directory = directoryOf(config);
   const problem = requesterProblem(directory, r.requestedBy);
@@ -72,6 +87,21 @@ export async function requestRerun(
   if (misaligned) throw misaligned;
   const key = windowKey(r.job.name, r.windowStart);
   const workflowId = `${key}/rerun-${isoUtc(r.now)}`;
+  const signing = config.TIDEMARK_DECISION_KEY;
+  const asked =
+    r.requester && signing
+      ? {
+          requester: r.requester,
+          requestProof: requestProof(signing, {
+            request: workflowId,
+            job: r.job.name,
+            windowStart: isoUtc(r.windowStart),
+            reason: r.reason,
+            requestedBy: r.requestedBy,
+            actor: r.requester,
+          }),
+        }
+      : {};
   const handle = await client.workflow.start('rerun', {
     taskQueue: config.TIDEMARK_TASK_QUEUE,
     workflowId,
@@ -85,6 +115,7 @@ export async function requestRerun(
         allowSelfApproval: config.TIDEMARK_ALLOW_SELF_APPROVAL,
         timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
         ...(config.TIDEMARK_APPROVER_GROUP ? { approverGroup: config.TIDEMARK_APPROVER_GROUP } : {}),
+        ...asked,
       },
     ],
     typedSearchAttributes: searchAttributes('rerun', r.job.name, {
@@ -126,11 +157,25 @@ export async function requestState(
   }
 }
 
+/**
+ * The run of the request's workflow that is open now, which a signed decision names (a request id
+ * started again is another run); undefined when none is (decide() then says why).
+ */
+export async function openRun(client: Client, requestId: string): Promise<string | undefined> {
+  const d = await client.workflow
+    .getHandle(requestId)
+    .describe()
+    .catch(() => undefined);
+  return d?.status.name === 'RUNNING' ? d.runId : undefined;
+}
+
 export async function decide(
   client: Client,
   db: Kysely<Database>,
   requestId: string,
   d: RerunDecision,
+  /** The run the decision was signed for; the decision goes to it alone. */
+  runId?: string,
 ): Promise<void> {
   const refuse = async (reason: string): Promise<never> => {
     await db
@@ -150,7 +195,7 @@ export async function decide(
     throw new DecisionRefused(`${d.decision} by ${d.by} refused: ${reason}`);
   };
   try {
-    await client.workflow.getHandle(requestId).executeUpdate('decide', { args: [d] });
+    await client.workflow.getHandle(requestId, runId).executeUpdate('decide', { args: [d] });
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError)
       return await refuse((err.cause as Error | undefined)?.message ?? err.message);

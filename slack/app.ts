@@ -15,7 +15,7 @@ import type { Database } from '../db/schema.js';
 import { decideUnknownEffect } from '../activities/decisions.js';
 import type { ActivityDeps } from '../activities/deps.js';
 import { nameOfSlackUser, type Directory } from '../config/people.js';
-import { decide, DecisionRefused } from '../operator/reruns.js';
+import { decide, DecisionRefused, openRun } from '../operator/reruns.js';
 import { groupProof } from '../activities/group-proof.js';
 import { signed } from '../activities/decision-proof.js';
 
@@ -112,19 +112,30 @@ export async function startSlackApp(o: SlackAppOptions): Promise<{ stop(): Promi
     try {
       const viaGroup = approvers.includes(by) ? undefined : await groupOf(client, user);
       // The person is the Slack user Slack signed the click for, by their tidemark name.
+      const run = await openRun(o.temporal, request);
       const verified = {
         request,
+        run: run ?? '',
         decision,
         by,
         source: 'slack',
         actor: { subject: `slack:${user}`, displayName: by, roles: [], credential: `slack:${user}` },
       } as const;
-      await decide(o.temporal, o.db, request, {
-        ...(o.decisionKey ? signed(o.decisionKey, verified) : verified),
-        ...(viaGroup
-          ? { viaGroup, groupProof: groupProof(o.signingSecret, { request, by, decision, group: viaGroup }) }
-          : {}),
-      });
+      await decide(
+        o.temporal,
+        o.db,
+        request,
+        {
+          ...(o.decisionKey ? signed(o.decisionKey, verified) : verified),
+          ...(viaGroup
+            ? {
+                viaGroup,
+                groupProof: groupProof(o.signingSecret, { request, by, decision, group: viaGroup }),
+              }
+            : {}),
+        },
+        run,
+      );
       o.logger.info(`SLACK decision ${decision} by ${by} (${user}) on ${request}`);
     } catch (err) {
       const text =

@@ -126,11 +126,15 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
    * Refuses `d` under `rule`: the requester approving their own request unless allowed, anyone but
    * an approver (or a member of the approver group, whose proof is checked after) deciding.
    */
-  const refuseUnder = (rule: ApprovalPolicy, d: RerunDecision, byRole = false): void => {
+  const refuseUnder = (rule: ApprovalPolicy, d: RerunDecision, byRole = false, verified = false): void => {
     const refuse = (why: string) => {
       throw ApplicationFailure.nonRetryable(why, DECISION_FAILURE.notAnApprover);
     };
-    if (d.by === input.requestedBy && d.decision === 'approve' && !rule.allowSelfApproval)
+    // The same person by name, or (both verified) by the identity provider's subject.
+    const asker =
+      d.by === input.requestedBy ||
+      (verified && !!input.requester && d.actor?.subject === input.requester.subject);
+    if (asker && d.decision === 'approve' && !rule.allowSelfApproval)
       refuse(`${d.by} asked for this rerun and may not approve it`);
     if (
       needsGroup(d, rule, byRole) &&
@@ -147,10 +151,14 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     !!d.proof &&
     (await recording.verifyDecision({
       request: workflowId,
+      // This run: a signature made for an earlier run of the same request id opens nothing here.
+      run: workflowInfo().runId,
       decision: d.decision,
       by: d.by,
       source: d.source,
       actor: d.actor,
+      ...(d.previewDigest !== undefined ? { previewDigest: d.previewDigest } : {}),
+      ...(d.note !== undefined ? { note: d.note } : {}),
       proof: d.proof,
     }));
   /** A worker checks the Slack app's proof: a Temporal client cannot claim membership. */
@@ -198,7 +206,7 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
             );
           byRole = verified && hasRole(d.actor!.roles, 'approver');
         }
-        refuseUnder(rule, d, byRole);
+        refuseUnder(rule, d, byRole, verified);
         // Histories from before the proof existed replay without the check (the marker tells them apart).
         if (needsGroup(d, rule, byRole) && patched('issue8-group-proof') && !(await vouchedFor(d)))
           throw ApplicationFailure.nonRetryable(
@@ -302,6 +310,9 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     reason: input.reason,
     requestedBy: input.requestedBy,
     workflowId,
+    ...(input.requester && input.requestProof
+      ? { requester: input.requester, requestProof: input.requestProof }
+      : {}),
   });
   const generation = request.window.generation;
   let previewed = false;

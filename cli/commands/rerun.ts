@@ -46,6 +46,31 @@ export const rerunCommand: Command = {
       throw new UsageError(
         `--window: ${misaligned.message}: use --window ${isoUtc(misaligned.window.start)}`,
       );
+    // Signed in (npx tidemark login): asked through the page, as that person, signed for the workers.
+    const login = values.preview ? null : await readLogin();
+    if (login) {
+      if (values.by && values.by !== login.name)
+        throw new UsageError(`--by: you are signed in as ${login.name} and ask as yourself`);
+      const asked = await asSignedIn<{ request: string; generation: number | null; note?: string }>(
+        login,
+        `/api/jobs/${encodeURIComponent(job.name)}/rerun`,
+        { window: isoUtc(start), reason: values.reason as string },
+      );
+      if (values.wait) {
+        const r = await rerunResult(await ctx.client(), asked.request);
+        return {
+          json: { id: asked.request, ...r },
+          lines: [`${r.outcome}${r.decidedBy ? ` (decided by ${r.decidedBy})` : ''}`],
+        };
+      }
+      return {
+        json: { id: asked.request, generation: asked.generation },
+        lines: [
+          `rerun requested: ${asked.request} by ${login.name}${asked.note ? ` (${asked.note})` : ''}`,
+          `approve with: npx tidemark approve ${asked.request}`,
+        ],
+      };
+    }
     const client = await ctx.client();
     if (values.preview) {
       const preview = await previewRerun(client, ctx.config, { job, windowStart: start, now: new Date() });

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { directoryOf } from '../../config/people.js';
 import { signed } from '../../activities/decision-proof.js';
 import { actingAs, actorOf } from '../actor.js';
-import { decide, DecisionRefused, pendingApprovals } from '../../operator/reruns.js';
+import { decide, DecisionRefused, openRun, pendingApprovals } from '../../operator/reruns.js';
 import type { WebDeps } from '../deps.js';
 import { HttpError } from '../errors.js';
 import { stringFields } from './jobs.js';
@@ -39,8 +39,10 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
       ...(body.previewDigest ? { previewDigest: body.previewDigest } : {}),
     } as const;
     try {
-      // A signed-in person's decision carries the page's signature over who they are, which the
-      // workers check (activities/decision-proof.ts); single-user mode's names are not signed.
+      // A signed-in person's decision carries the page's signature over who they are and what they
+      // decided, for this very run of the request (activities/decision-proof.ts), which the workers
+      // check; single-user mode's names are not signed.
+      const run = actor.verified ? await openRun(client, request) : undefined;
       await decide(
         client,
         db,
@@ -49,6 +51,7 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
           ? signed(config.TIDEMARK_DECISION_KEY, {
               ...d,
               request,
+              run: run ?? '',
               actor: {
                 subject: actor.subject,
                 displayName: actor.displayName,
@@ -57,6 +60,7 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
               },
             })
           : d,
+        run,
       );
     } catch (err) {
       if (err instanceof DecisionRefused) throw new HttpError(409, err.message);

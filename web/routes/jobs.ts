@@ -132,13 +132,23 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
       throw new HttpError(400, 'window (an instant) and reason are required');
     // The requester: the signed-in person (web/actor.ts), the same name as in the CLI and Slack, so
     // they cannot approve it elsewhere.
-    const by = actingAs(req, body.by, directoryOf(config)).name;
+    const { name: by, actor } = actingAs(req, body.by, directoryOf(config));
     const handle = await requestRerun(client, config, {
       job,
       windowStart: start,
       reason: body.reason,
       requestedBy: by,
       now: new Date(),
+      ...(actor.verified
+        ? {
+            requester: {
+              subject: actor.subject,
+              displayName: actor.displayName,
+              roles: actor.roles,
+              credential: actor.credential,
+            },
+          }
+        : {}),
     }).catch((err: unknown) => {
       throw err instanceof NotAWindowStart
         ? new HttpError(400, `window: ${err.message}: ask for ${isoUtc(err.window.start)}`)

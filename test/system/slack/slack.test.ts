@@ -13,6 +13,7 @@ import { summariseWindow } from '../../../jobs/sales-summary.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { startSlackApp, type SlackAppOptions } from '../../../slack/app.js';
 import { run as runCli } from '../../../cli/main.js';
+import { requestRerun, requestState } from '../../../operator/reruns.js';
 import { loadConfig } from '../../../config/env.js';
 import { directoryOf } from '../../../config/people.js';
 import { buildCatalog } from '../../../jobs/catalog.js';
@@ -558,20 +559,26 @@ test('with the decision key, a click counts only as the Slack app signed it: who
   try {
     await withWorker(stack.env, taskQueue, deps, async () => {
       await runWindow(taskQueue, job, W);
-      const asked = await runCli(
-        ['rerun', job, '--window', W.start, '--reason', 'late orders', '--by', 'alice', '--json'],
-        { out: () => undefined, err: () => undefined, json: true, tty: false },
+      // Asked on the page by alice, signed in (workers holding the key take only signed requests).
+      const handle = await requestRerun(
+        stack.env.client,
+        loadConfig({ ...env, TIDEMARK_DECISION_KEY: key }),
+        {
+          job: catalog.get(job),
+          windowStart: new Date(W.start),
+          reason: 'late orders',
+          requestedBy: 'alice',
+          now: new Date(),
+          requester: {
+            subject: 'idp|alice',
+            displayName: 'Alice',
+            roles: ['viewer', 'operator'],
+            credential: 'session:0123456789abcdef',
+          },
+        },
       );
-      assert.equal(asked, 0);
-      const id = (
-        await stack.t.db
-          .selectFrom('rerun_requests')
-          .select('workflow_id')
-          .where('requested_by', '=', 'alice')
-          .where('status', '=', 'pending')
-          .orderBy('requested_at', 'desc')
-          .executeTakeFirstOrThrow()
-      ).workflow_id;
+      const id = handle.workflowId;
+      await requestState(stack.env.client, id);
       const seen = chat.messages.length;
       assert.equal((await unsigned.post(click('UBOB', 'rerun_approve', id))).status, 200);
       const told = await eventually(

@@ -19,7 +19,7 @@ import {
 import { defineCatalog } from '../../../schedules/define.js';
 import type { RerunDecision, RerunResult, RerunState, WindowRunResult } from '../../../contract/workflows.js';
 import { rerunActivities } from '../../../activities/rerun.js';
-import { decisionProof } from '../../../activities/decision-proof.js';
+import { decisionProof, requestProof } from '../../../activities/decision-proof.js';
 import { loadConfig } from '../../../config/env.js';
 import { insertOrders, ordersBetween, reference, salesJob, summaryOf } from '../../helpers/jobs.js';
 import { holding, policy, rerunTools, whyStalled } from '../../helpers/reruns.js';
@@ -36,6 +36,46 @@ const { rerunJob, processWindow, startRerun, waitForRequest, auditOf } = rerunTo
 function refusal(e: unknown): string {
   if (!(e instanceof WorkflowUpdateFailedError)) return `not an update failure: ${String(e)}`;
   return `${(e.cause as Error | undefined)?.message ?? ''} ${e.message}`;
+}
+
+const CAROL = {
+  subject: 'idp|carol-0001',
+  displayName: 'Carol Approver',
+  roles: ['viewer', 'approver'],
+  credential: 'session:0a1b2c3d4e5f',
+};
+const ALICE = { ...CAROL, subject: 'idp|alice-0002', displayName: 'Alice Operator' };
+
+/** A rerun request as the page asks it for a signed-in person: signed with `key`. */
+function startSigned(
+  taskQueue: string,
+  job: string,
+  W: { start: string; end: string },
+  n: number | string,
+  key: string,
+  requestedBy: string,
+  requester: typeof CAROL,
+) {
+  const request = `${job}/${W.start}/rerun-${n}`;
+  const claim = { request, job, windowStart: W.start, reason: 'x', requestedBy, actor: requester };
+  return startRerun(taskQueue, job, W, n, { requestedBy, requester, requestProof: requestProof(key, claim) });
+}
+
+/** The innermost message of a failure (a workflow's, wrapping its activity's). */
+function innermost(e: unknown): string {
+  let x = e as Error;
+  while (x.cause instanceof Error) x = x.cause;
+  return x.message;
+}
+
+/** What a raw Temporal client reads in a history: the arguments of each accepted decision. */
+async function decisionsInHistory(id: string, runId?: string): Promise<RerunDecision[]> {
+  const h = await stack.env.client.workflow.getHandle(id, runId).fetchHistory();
+  return (h.events ?? []).flatMap((e) =>
+    (e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input?.args?.payloads ?? []).map(
+      (p) => JSON.parse(Buffer.from(p.data!).toString('utf8')) as RerunDecision,
+    ),
+  );
 }
 
 test("an approved rerun replaces the window's earlier generation; refusals are audited; two approvers make one rerun", async () => {
@@ -472,16 +512,18 @@ test('with the decision key, a worker takes only decisions the page or the Slack
   };
   await withWorker(stack.env, taskQueue, workers, async () => {
     await processWindow(taskQueue, job, W);
-    const handle = await startRerun(taskQueue, job, W, 'signed', { requestedBy: 'alice' });
+    const handle = await startSigned(taskQueue, job, W, 'signed', key, 'alice', ALICE);
     const id = handle.workflowId;
     await waitForRequest(id);
-    const carol = {
-      subject: 'idp|carol-0001',
-      displayName: 'Carol Approver',
-      roles: ['viewer', 'approver'],
-      credential: 'session:0a1b2c3d4e5f',
+    const carol = CAROL;
+    const claim = {
+      request: id,
+      run: handle.firstExecutionRunId,
+      decision: 'approve' as const,
+      by: 'carol',
+      source: 'web',
+      actor: carol,
     };
-    const claim = { request: id, decision: 'approve' as const, by: 'carol', source: 'web', actor: carol };
     const decide = (d: RerunDecision) => handle.executeUpdate('decide', { args: [d] });
     const unsigned = /carries no valid signature of the page or the Slack app/;
     // A client with raw access to Temporal: a bare name (even an approver's), a made-up proof, one
@@ -502,8 +544,7 @@ test('with the decision key, a worker takes only decisions the page or the Slack
         (e: unknown) => unsigned.test(refusal(e)) || assert.fail(refusal(e)),
       );
     // Signed, but the requester approving their own request: refused whatever their roles.
-    const alice = { ...carol, subject: 'idp|alice-0002', displayName: 'Alice Operator' };
-    const own = { ...claim, by: 'alice', actor: alice };
+    const own = { ...claim, by: 'alice', actor: ALICE };
     await assert.rejects(
       decide({ ...own, proof: decisionProof(key, own) }),
       (e: unknown) =>
@@ -529,6 +570,107 @@ test('with the decision key, a worker takes only decisions the page or the Slack
         credential: 'session:0a1b2c3d4e5f',
       },
     ]);
+  });
+});
+
+test('a signature counts for what it signed: not without its preview, not in a new run of the request id, not for a request a client wrote', async () => {
+  const job = 'rerun-signed-replay';
+  const W = { start: '2026-04-21T10:00:00Z', end: '2026-04-21T11:00:00Z' };
+  const W2 = { start: '2026-04-21T11:00:00Z', end: '2026-04-21T12:00:00Z' };
+  const { taskQueue, deps } = await rerunJob(job, W, 6);
+  await insertOrders(stack.t.db, [{ key: `${job}-w2`, at: '2026-04-21T11:10:00Z', amount: 7 }]);
+  const key = 'r'.repeat(40);
+  const workers = {
+    ...deps,
+    approvals: {
+      policy: { approvers: ['bob'], allowSelfApproval: false, requireProof: true },
+      decisionKey: key,
+    },
+  };
+  const unsigned = /carries no valid signature of the page or the Slack app/;
+  await withWorker(stack.env, taskQueue, workers, async () => {
+    await processWindow(taskQueue, job, W);
+    await processWindow(taskQueue, job, W2);
+    // A request a Temporal client writes (naming anyone it likes as requester) is not recorded.
+    const raw = await startRerun(taskQueue, job, W, 'raw', { requestedBy: 'bob' });
+    await assert.rejects(
+      raw.result(),
+      (e: unknown) =>
+        /carries no valid signature of the page: ask on the page signed in/.test(innermost(e)) ||
+        assert.fail(innermost(e)),
+    );
+
+    const handle = await startSigned(taskQueue, job, W, 1, key, 'alice', ALICE);
+    const id = handle.workflowId;
+    const shown = (await waitForRequest(id)).preview!;
+    const claim = {
+      request: id,
+      run: handle.firstExecutionRunId,
+      decision: 'approve' as const,
+      by: 'carol',
+      source: 'web',
+      actor: CAROL,
+      previewDigest: shown.digest,
+    };
+    // The data moves before Carol's approval lands: refused, the new preview shown.
+    await insertOrders(stack.t.db, [{ key: `${job}-late`, at: '2026-04-21T10:50:00Z', amount: 5000 }]);
+    await assert.rejects(
+      handle.executeUpdate('decide', { args: [{ ...claim, proof: decisionProof(key, claim) }] }),
+      (e: unknown) =>
+        /the data changed since the preview you approved/.test(refusal(e)) || assert.fail(refusal(e)),
+    );
+    // Read from the history and sent again without its preview, or with a note of another: refused.
+    const [seen] = await decisionsInHistory(id);
+    assert.ok(seen?.proof);
+    const withoutPreview = { ...seen! };
+    delete withoutPreview.previewDigest;
+    for (const replayed of [withoutPreview, { ...seen!, note: 'carol said yes' }])
+      await assert.rejects(
+        handle.executeUpdate('decide', { args: [replayed] }),
+        (e: unknown) => unsigned.test(refusal(e)) || assert.fail(refusal(e)),
+      );
+    assert.equal((await handle.query<RerunState>('state')).status, 'pending');
+    // Carol rejects; the request is closed. The id started again (its window or another) is refused,
+    // and her signed decision read from the first run's history opens nothing in a new run.
+    const reject = { ...claim, decision: 'reject' as const, previewDigest: undefined };
+    delete (reject as { previewDigest?: string }).previewDigest;
+    await handle.executeUpdate('decide', { args: [{ ...reject, proof: decisionProof(key, reject) }] });
+    assert.equal(((await handle.result()) as RerunResult).outcome, 'rejected');
+    for (const window of [W, W2]) {
+      const again = await stack.env.client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: id,
+        args: [
+          {
+            job,
+            windowStart: window.start,
+            reason: 'x',
+            requestedBy: 'alice',
+            approvers: [],
+            requester: ALICE,
+            requestProof: requestProof(key, {
+              request: id,
+              job,
+              windowStart: window.start,
+              reason: 'x',
+              requestedBy: 'alice',
+              actor: ALICE,
+            }),
+          },
+        ],
+      });
+      await assert.rejects(
+        again.result(),
+        (e: unknown) => /was used by an earlier request/.test(innermost(e)) || assert.fail(innermost(e)),
+      );
+    }
+    const generations = await stack.t.db
+      .selectFrom('job_windows')
+      .select(['window_start', 'generation'])
+      .where('job', '=', job)
+      .where('generation', '>', 0)
+      .execute();
+    assert.deepEqual(generations, [], 'no rerun ran');
   });
 });
 
