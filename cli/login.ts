@@ -2,7 +2,9 @@
 // of the person's own (made by the page through the identity provider's device flow) in a file only
 // its owner may read (mode 0600; a file others can read is refused, not used). Signed in, the CLI's
 // decisions go through the page, which knows who is deciding and signs it for the workers.
-import { chmod, mkdir, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
+import { lstat, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 
@@ -27,10 +29,34 @@ export function loginFile(env: NodeJS.ProcessEnv = process.env): string {
   return join(env.XDG_CONFIG_HOME || join(homedir(), '.config'), 'tidemark', 'login.json');
 }
 
+const myUid = () => process.getuid?.() ?? -1;
+
+/**
+ * A file or directory that only its owner, this user, controls: not a symbolic link (which could
+ * point anywhere), owned by this user, and (a directory) writable by nobody else.
+ */
+async function ownedByMe(path: string, what: 'file' | 'directory'): Promise<void> {
+  const info = await lstat(path);
+  if (info.isSymbolicLink())
+    throw new LoginFileError(
+      `${path} is a symbolic link: tidemark keeps its sign-in only in a ${what} of its own; remove it and run npx tidemark login`,
+    );
+  if (myUid() >= 0 && info.uid !== myUid())
+    throw new LoginFileError(
+      `${path} belongs to another user (uid ${info.uid}): remove it, or set TIDEMARK_LOGIN_FILE to a place of your own`,
+    );
+  if (what === 'directory' && (info.mode & 0o022) !== 0)
+    throw new LoginFileError(
+      `${path} may be written by others (mode ${(info.mode & 0o777).toString(8)}): keep the sign-in in a directory only you can write (chmod 700 ${path}, or set TIDEMARK_LOGIN_FILE)`,
+    );
+}
+
 /** The kept sign-in; null when there is none or it has expired. Refuses a file others may read. */
 export async function readLogin(file = loginFile(), now = new Date()): Promise<Login | null> {
-  const info = await stat(file).catch(() => null);
+  const info = await lstat(file).catch(() => null);
   if (!info) return null;
+  await ownedByMe(file, 'file');
+  await ownedByMe(dirname(file), 'directory');
   if ((info.mode & 0o077) !== 0)
     throw new LoginFileError(
       `${file} may be read by others (mode ${(info.mode & 0o777).toString(8)}): it holds a token; run chmod 600 ${file}, or npx tidemark login again`,
@@ -48,13 +74,33 @@ export async function readLogin(file = loginFile(), now = new Date()): Promise<L
   return new Date(login.expiresAt).getTime() > now.getTime() ? login : null;
 }
 
-/** Keeps `login`: written whole (a crash leaves the old file or the new), mode 0600, in a 0700 directory. */
+/**
+ * Keeps `login`: written whole (a crash leaves the old file or the new), mode 0600 from its
+ * creation, under a name nobody can guess and that must not exist yet (no link is followed), in a
+ * directory this user owns and nobody else may write.
+ */
 export async function writeLogin(login: Login, file = loginFile()): Promise<void> {
-  await mkdir(dirname(file), { recursive: true, mode: 0o700 });
-  const part = `${file}.${process.pid}.part`;
-  await writeFile(part, `${JSON.stringify(login, null, 2)}\n`, { mode: 0o600 });
-  await chmod(part, 0o600);
-  await rename(part, file);
+  const dir = dirname(file);
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await ownedByMe(dir, 'directory');
+  const existing = await lstat(file).catch(() => null);
+  if (existing) await ownedByMe(file, 'file');
+  const part = join(dir, `.login-${randomBytes(12).toString('hex')}.part`);
+  const fh = await open(
+    part,
+    constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+    0o600,
+  );
+  try {
+    await fh.writeFile(`${JSON.stringify(login, null, 2)}\n`);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(part, file).catch(async (err: Error) => {
+    await rm(part, { force: true });
+    throw err;
+  });
 }
 
 export const forgetLogin = (file = loginFile()) => rm(file, { force: true });
