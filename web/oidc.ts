@@ -78,15 +78,26 @@ export function oidcLogin(s: OidcSettings, db: Kysely<Database>, now: () => Date
       return {
         refused: `the identity provider gave no "${s.nameClaim}" claim (TIDEMARK_OIDC_NAME_CLAIM) for ${idClaims.sub}: tidemark needs a name for each person`,
       };
-    if (!/^[^\s\u0000-\u001f\u007f]{1,100}$/.test(name))
+    // Letters, digits and . _ @ + - only: no invisible or look-alike characters that would make one
+    // name read as another's in Slack or the audit.
+    if (!/^[\p{L}\p{N}][\p{L}\p{N}._@+-]{0,99}$/u.test(name))
       return {
-        refused: `the "${s.nameClaim}" claim of ${idClaims.sub} is not a name tidemark can use (at most 100 characters, no spaces or control characters): set TIDEMARK_OIDC_NAME_CLAIM to another claim`,
+        refused: `the "${s.nameClaim}" claim of ${idClaims.sub} is not a name tidemark can use (letters, digits, ".", "_", "@", "+" or "-", at most 100): set TIDEMARK_OIDC_NAME_CLAIM to another claim`,
       };
     if (roles.length === 0)
       return {
         refused: `${name} is signed in but has no role in tidemark: none of their groups (claim "${s.rolesClaim}") is mapped in TIDEMARK_OIDC_ROLES (${s.grants.map((g) => g.group).join(', ')}); ask an administrator`,
       };
-    const displayName = typeof claims.name === 'string' && claims.name.trim() ? claims.name.trim() : name;
+    // The name shown: without control, format (zero-width, bidirectional) or line characters.
+    const shown =
+      typeof claims.name === 'string'
+        ? claims.name
+            .replace(/[\s\p{Zl}\p{Zp}]+/gu, ' ')
+            .replace(/\p{C}/gu, '')
+            .trim()
+            .slice(0, 200)
+        : '';
+    const displayName = shown || name;
     return { who: { subject: idClaims.sub, name, displayName, roles, verified: true } };
   }
 

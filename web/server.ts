@@ -167,7 +167,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     }).registry,
   };
   const deps: WebDeps = { db: o.db, client: o.client, catalog: o.catalog, config: o.config, now };
-  const store = sessionStore(o.db, now, ttlMs);
+  const store = sessionStore(o.db, now, ttlMs, !!o.config.TIDEMARK_OIDC_ISSUER);
   const c = o.config;
   const oidc = c.TIDEMARK_OIDC_ISSUER
     ? oidcLogin(
@@ -200,8 +200,9 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       return { csrf: '', expires: Infinity, actor: { ...SINGLE_USER, credential: 'token:shared' } };
     // A personal token (web/tokens.ts): its maker, with its role; revoked or expired, nobody.
     if (oidc && auth?.startsWith('Bearer tmk_')) {
-      const actor = await tokens.actorOf(auth.slice(7));
-      if (actor) return { csrf: '', expires: Infinity, actor };
+      const bearer = auth.slice(7);
+      const actor = await tokens.actorOf(bearer);
+      if (actor) return { csrf: '', expires: Infinity, actor, live: () => tokens.live(bearer) };
     }
     return cookieSessionOf(req);
   }
@@ -224,7 +225,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     return ok;
   }
   /** Still logged in: a bearer client always, a cookie session until it expires or logs out. */
-  const live = async (s: Session) => !s.id || (await store.live(s.id));
+  const live = async (s: Session) => (s.live ? await s.live() : !s.id || (await store.live(s.id)));
 
   const logger = o.logger ?? consoleLogger('[web] ');
   const redact = redactorFromConfig(o.config);

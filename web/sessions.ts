@@ -28,6 +28,8 @@ export interface Session {
   readonly actor: Actor;
   /** The row's id (the cookie's hash), for a stream to check the session is still live. */
   readonly id?: string;
+  /** A personal token's: whether it still acts (revoked or expired mid-stream: no more). */
+  readonly live?: () => Promise<boolean>;
 }
 
 const COOKIE = /(?:^|;\s*)tidemark_session=([a-f0-9]{64})/;
@@ -36,7 +38,11 @@ export const sha256Hex = (s: string) => createHash('sha256').update(s, 'utf8').d
 /** The credential id of a session: a prefix of its row's id (itself a hash of the cookie). */
 const credentialOf = (rowId: string) => `session:${rowId.slice(0, 16)}`;
 
-export function sessionStore(db: Kysely<Database>, now: () => Date, ttlMs: number) {
+/**
+ * `verified`: the sessions this page takes, signed in through the identity provider (true) or with
+ * the shared token (false): a session of the other mode, opened before the page changed mode, is none.
+ */
+export function sessionStore(db: Kysely<Database>, now: () => Date, ttlMs: number, verified: boolean) {
   return {
     cookieOf: (cookieHeader: string | undefined) => COOKIE.exec(cookieHeader ?? '')?.[1],
 
@@ -69,7 +75,7 @@ export function sessionStore(db: Kysely<Database>, now: () => Date, ttlMs: numbe
       if (!cookie) return null;
       const id = sha256Hex(cookie);
       const row = await db.selectFrom('web_sessions').selectAll().where('id', '=', id).executeTakeFirst();
-      if (!row) return null;
+      if (!row || row.verified !== verified) return null;
       if (now().getTime() >= row.expires_at.getTime()) {
         await db.deleteFrom('web_sessions').where('id', '=', id).execute();
         return null;

@@ -142,6 +142,18 @@ export function tokenStore(db: Kysely<Database>, now: () => Date) {
       };
     },
 
+    /** Whether a bearer token still acts (neither revoked nor expired): a stream checks it as it goes. */
+    async live(bearer: string): Promise<boolean> {
+      const m = TOKEN.exec(bearer);
+      if (!m) return false;
+      const row = await db
+        .selectFrom('api_tokens')
+        .select(['hash', 'revoked_at', 'expires_at'])
+        .where('id', '=', m[1]!)
+        .executeTakeFirst();
+      return !!row && row.hash === sha256Hex(m[2]!) && !row.revoked_at && now() < row.expires_at;
+    },
+
     /** A person's tokens (an admin's list: everyone's), newest first. */
     async list(by: Actor): Promise<TokenRow[]> {
       let q = db.selectFrom('api_tokens').selectAll().orderBy('created_at', 'desc').limit(500);

@@ -110,7 +110,8 @@ export async function codecRoutes(app: FastifyInstance, o: CodecRouteOptions): P
         'log in first: the page session cookie (the Web UI\'s "include cross-origin credentials"), or Authorization: Bearer <TIDEMARK_CODEC_TOKEN>',
       );
     // Encoding writes payloads a worker will believe (a signal's, a reset's): an admin's alone.
-    const need = req.url.split('?')[0] === '/codec/encode' ? 'admin' : 'viewer';
+    // By the route matched, not the path as sent (/codec/%65ncode is the encode route too).
+    const need = req.routeOptions.url === '/codec/encode' ? 'admin' : 'viewer';
     if (!hasRole(roles, need))
       throw new HttpError(
         403,

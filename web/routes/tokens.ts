@@ -2,12 +2,19 @@
 // for one of one's roles (the secret shown once), revoked at once. Registered by web/server.ts.
 import type { FastifyInstance } from 'fastify';
 import { actorOf } from '../actor.js';
+import { HttpError } from '../errors.js';
 import type { TokenStore } from '../tokens.js';
 
 export async function tokenRoutes(app: FastifyInstance, tokens: TokenStore): Promise<void> {
   app.get('/api/tokens', async (req) => ({ tokens: await tokens.list(actorOf(req)) }));
 
   app.post('/api/tokens', async (req, reply) => {
+    // Made on the page, signed in: a token making another would outlive its own revocation.
+    if (req.session && !req.session.csrf)
+      throw new HttpError(
+        403,
+        'tokens are made on the page by a person signed in there, not with a token (a token that made another would live on after it is revoked)',
+      );
     const made = await tokens.make(actorOf(req), (req.body ?? {}) as Record<string, unknown>);
     return reply.code(201).send({
       ...made.row,

@@ -27,6 +27,9 @@ const PEOPLE = {
   u1003: { name: 'vera', displayName: 'Vera Viewer', groups: ['tm-readers'] },
   u1004: { name: 'olga', displayName: 'Olga Both', groups: ['tm-ops', 'tm-leads'] },
   u1005: { name: 'nick', displayName: 'Nick Nobody', groups: ['staff'] },
+  // A name that would read as bob's; a display name with a terminal escape and a line break.
+  u1006: { name: 'bob\u200b', displayName: 'Not Bob', groups: ['tm-leads'] },
+  u1007: { name: 'eve', displayName: 'Eve\u001b[31m\u202e\nRoot', groups: ['tm-readers'] },
 };
 const ROLE_MAP = 'tm-readers=viewer,tm-ops=operator,tm-leads=approver,tm-platform=admin';
 const DECISION_KEY = 'decision-key-of-the-page-and-workers-0123456789';
@@ -352,6 +355,94 @@ describe('personal API tokens', () => {
   });
 });
 
+describe('sign-in and tokens at their edges', () => {
+  test('roles by the route matched, whatever the encoding; a token makes no token; a stream ends with its token', async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-edges', { start: '2026-05-07T10:00:00Z', end: '2026-05-07T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog);
+    try {
+      const vera = (await signIn(webUrl, 'u1003')).cookie;
+      for (const path of ['/codec/encode', '/codec/%65ncode', '/codec/encod%65']) {
+        const r = await fetch(`${webUrl}${path}`, {
+          method: 'POST',
+          headers: { cookie: vera, 'content-type': 'application/json' },
+          body: '{"payloads":[]}',
+        });
+        assert.equal(r.status, 403, `${path}: ${await r.text()}`);
+      }
+      const alice = (await signIn(webUrl, 'u1001')).cookie;
+      const made = await post(alice, '/api/tokens', { label: 'short', role: 'viewer', expiresIn: '1h' });
+      const bearer = { authorization: `Bearer ${String(made.body.token)}` };
+      const child = await fetch(`${webUrl}/api/tokens`, {
+        method: 'POST',
+        headers: { ...bearer, 'content-type': 'application/json' },
+        body: JSON.stringify({ label: 'forever', role: 'viewer', expiresIn: '366d' }),
+      });
+      assert.equal(child.status, 403);
+      assert.match(((await child.json()) as { error: string }).error, /^tokens are made on the page/);
+      // The update stream of a token ends once the token is revoked.
+      const stream = await fetch(`${webUrl}/api/events`, { headers: bearer });
+      const reader = stream.body!.getReader();
+      assert.ok(
+        Buffer.from((await reader.read()).value!)
+          .toString()
+          .startsWith('data: '),
+      );
+      assert.equal((await post(alice, `/api/tokens/${String(made.body.id)}/revoke`, {})).status, 200);
+      const ended = await eventually(
+        async () => {
+          const r = await reader.read();
+          return r.done ? true : undefined;
+        },
+        20_000,
+        'the stream to end',
+      );
+      assert.equal(ended, true);
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test('a session opened with the shared token opens nothing once the page signs people in', async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-switch', { start: '2026-05-08T10:00:00Z', end: '2026-05-08T11:00:00Z' }, 1);
+    const single = await startWeb(stack, { token: 'single-user-token-0123', catalog, env: {} });
+    const login = await fetch(`${single.url}/login`, {
+      method: 'POST',
+      body: 'token=single-user-token-0123',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      redirect: 'manual',
+    });
+    const cookie = login.headers.get('set-cookie')!.split(';')[0]!;
+    assert.equal((await fetch(`${single.url}/api/me`, { headers: { cookie } })).status, 200);
+    await single.stop();
+    const web = await oidcWeb(catalog);
+    try {
+      assert.equal((await me(cookie)).status, 401);
+    } finally {
+      await web.stop();
+    }
+  });
+
+  test("names that would read as another's are refused; a display name is shown without control characters", async () => {
+    const {
+      deps: { catalog },
+    } = await rerunJob('id-names', { start: '2026-05-09T10:00:00Z', end: '2026-05-09T11:00:00Z' }, 1);
+    const web = await oidcWeb(catalog);
+    try {
+      const lookalike = await signIn(webUrl, 'u1006');
+      assert.equal(lookalike.cookie, '');
+      assert.match(await lookalike.answer.text(), /is not a name tidemark can use/);
+      const eve = await signIn(webUrl, 'u1007');
+      assert.equal((await me(eve.cookie)).body.displayName, 'Eve[31m Root');
+    } finally {
+      await web.stop();
+    }
+  });
+});
+
 describe('decisions by verified people', () => {
   test("asking and approving as one person is self-approval; another approver's approval applies, audited with both subjects", async () => {
     const job = 'id-four-eyes';
@@ -603,7 +694,10 @@ describe('the page signed in, in Chromium', () => {
       );
       await checkAccessibility(alice, 'the API tokens view');
       await alice.click('button[aria-label="Revoke deploy script"]');
-      await alice.locator('td', { hasText: /^revoked / }).waitFor();
+      await alice
+        .locator('tr', { hasText: 'deploy script' })
+        .locator('td', { hasText: /^revoked / })
+        .waitFor();
       assert.equal(
         (await fetch(`${webUrl}/api/me`, { headers: { authorization: `Bearer ${secret}` } })).status,
         401,
