@@ -579,6 +579,16 @@ test('with the decision key, a click counts only as the Slack app signed it: who
       );
       const id = handle.workflowId;
       await requestState(stack.env.client, id);
+      // Alice asked on the page; her own Slack account is the same person: self-approval, refused.
+      const before = chat.messages.length;
+      assert.equal((await signing.post(click('UALICE', 'rerun_approve', id))).status, 200);
+      const toldAlice = await eventually(
+        async () =>
+          chat.messages.slice(before).find((m) => m.method === 'chat.postEphemeral' && m.user === 'UALICE'),
+        20_000,
+        "the refusal of alice's own approval",
+      );
+      assert.match(toldAlice.text, /alice asked for this rerun and may not approve it/);
       const seen = chat.messages.length;
       assert.equal((await unsigned.post(click('UBOB', 'rerun_approve', id))).status, 200);
       const told = await eventually(
@@ -602,6 +612,7 @@ test('with the decision key, a click counts only as the Slack app signed it: who
         .orderBy('id')
         .execute();
       assert.deepEqual(audit, [
+        { actor: 'alice', accepted: false, subject: 'slack:UALICE', credential: 'slack:UALICE' },
         { actor: 'bob', accepted: false, subject: 'slack:UBOB', credential: 'slack:UBOB' },
         { actor: 'bob', accepted: true, subject: 'slack:UBOB', credential: 'slack:UBOB' },
       ]);
