@@ -655,7 +655,8 @@ describe('the page signed in, in Chromium', () => {
     const {
       deps: { catalog },
     } = await rerunJob('id-browser', { start: '2026-05-04T10:00:00Z', end: '2026-05-04T11:00:00Z' }, 1);
-    const web = await oidcWeb(catalog);
+    let clock = new Date();
+    const web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '2h' }, () => clock);
     const browser = await launchBrowser();
     try {
       const pageAs = async (login: string) => {
@@ -708,6 +709,10 @@ describe('the page signed in, in Chromium', () => {
         (await alice.context().cookies()).some((c) => c.name === 'tidemark_session'),
         false,
       );
+      // Vera's session expires while her page is open: the page goes back to the sign-in.
+      clock = new Date(clock.getTime() + 2 * 3_600_000 + 1_000);
+      await vera.locator('#oidc-login').waitFor({ state: 'visible', timeout: 30_000 });
+      assert.equal(await vera.locator('#nav').isVisible(), false);
     } finally {
       await browser.close();
       await web.stop();
