@@ -26,6 +26,8 @@ export interface RequestClaim {
   readonly windowStart: string;
   readonly reason: string;
   readonly requestedBy: string;
+  /** How long it waits for a decision (a client must not keep it open, or close it, at will). */
+  readonly timeoutMs: number | null;
   readonly actor: DecisionActor;
 }
 
@@ -59,12 +61,13 @@ export const isDecisionProof = (key: string, c: DecisionClaim, proof: string): b
 
 export const requestProof = (key: string, c: RequestClaim): string =>
   mac(key, [
-    'tidemark request v1',
+    'tidemark request v2',
     c.request,
     c.job,
     c.windowStart,
     c.reason,
     c.requestedBy,
+    c.timeoutMs,
     ...actorFields(c.actor),
   ]);
 

@@ -65,6 +65,9 @@ export function rerunActivities(deps: ActivityDeps) {
       workflowId: string;
       requester?: DecisionActor;
       requestProof?: string;
+      /** The run recording it (absent from histories before runs were kept). */
+      run?: string;
+      timeoutMs?: number;
     }): Promise<RerunRequest> {
       const job = jobOrFail(deps, input.job);
       // Workers that take only signed decisions take only signed requests: who asked is who the
@@ -83,6 +86,7 @@ export function rerunActivities(deps: ActivityDeps) {
               windowStart: input.windowStart,
               reason: input.reason,
               requestedBy: input.requestedBy,
+              timeoutMs: input.timeoutMs ?? null,
               actor: input.requester,
             },
             input.requestProof,
@@ -116,7 +120,9 @@ export function rerunActivities(deps: ActivityDeps) {
         existing &&
         (existing.status !== 'pending' ||
           existing.job !== job.name ||
-          existing.window_start.getTime() !== start.getTime())
+          existing.window_start.getTime() !== start.getTime() ||
+          // Recorded by another run of the id: the request was ended and started again by a client.
+          (input.run !== undefined && !!existing.run_id && existing.run_id !== input.run))
       )
         throw badInput(
           FAILURE.badWindow,
@@ -186,6 +192,7 @@ export function rerunActivities(deps: ActivityDeps) {
               reason: input.reason,
               requested_by: input.requestedBy,
               status: 'pending',
+              ...(input.run ? { run_id: input.run } : {}),
             })
             .execute();
           return next;

@@ -563,6 +563,7 @@ CREATE TABLE tidemark.rerun_requests (
     decided_by text,
     decided_at timestamp with time zone,
     note text,
+    run_id text,
     CONSTRAINT rerun_requests_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'timed-out'::text, 'done'::text, 'failed'::text])))
 );
 

@@ -246,6 +246,8 @@ export interface RerunRequestTable {
   decided_by: string | null;
   decided_at: Timestamp | null;
   note: string | null;
+  /** The workflow run that recorded it; null: recorded before runs were kept. */
+  run_id?: string | null;
 }
 export interface ApprovalAuditTable {
   id: Generated<string>;

@@ -98,6 +98,7 @@ export async function requestRerun(
             windowStart: isoUtc(r.windowStart),
             reason: r.reason,
             requestedBy: r.requestedBy,
+            timeoutMs: parseDuration(config.TIDEMARK_RERUN_TIMEOUT)!,
             actor: r.requester,
           }),
         }

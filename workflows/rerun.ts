@@ -98,6 +98,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
    */
   let inMessage: string | undefined;
   const shownTo = new Map<string, string>();
+  /** Signatures this run has been sent: one signature, one try (a refused one read from the history opens nothing later). */
+  const proofsSeen = new Set<string>();
   setHandler(rerunState, () => ({
     status,
     request,
@@ -199,6 +201,12 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
         // a client with raw access to Temporal cannot sign, so cannot decide.
         if (patched('issue30-decision-proof')) {
           verified = await signedBy(d);
+          if (verified && proofsSeen.has(d.proof!))
+            throw ApplicationFailure.nonRetryable(
+              `this signed ${d.decision} by ${d.by} was sent before: a signature counts once; decide again on the page, in Slack or with the CLI`,
+              DECISION_FAILURE.notAnApprover,
+            );
+          if (verified) proofsSeen.add(d.proof!);
           if (rule.requireProof && !verified)
             throw ApplicationFailure.nonRetryable(
               `a ${d.decision} in the name of ${d.by} carries no valid signature of the page or the Slack app: decide on the page (signed in), in Slack or with the CLI signed in (npx tidemark login)`,
@@ -310,6 +318,8 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     reason: input.reason,
     requestedBy: input.requestedBy,
     workflowId,
+    run: workflowInfo().runId,
+    ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
     ...(input.requester && input.requestProof
       ? { requester: input.requester, requestProof: input.requestProof }
       : {}),

@@ -62,6 +62,9 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .addColumn('verified', 'boolean', (c) => c.notNull())
     .execute();
   await db.schema.createIndex('web_actions_target_idx').on('web_actions').column('target').execute();
+  // The run of the workflow that recorded a request: another run under the same id (a client
+  // that terminated the request and started it again with input of its own) is refused.
+  await db.schema.alterTable('rerun_requests').addColumn('run_id', 'text').execute();
   await db.schema
     .alterTable('approval_audit')
     .addColumn('subject', 'text')

@@ -3,6 +3,7 @@
 // validator: approvers only, never the requester; refusals audited). The decider is the signed-in
 // person (web/actor.ts); in single-user mode, the name they give, as in the CLI (--by).
 import type { FastifyInstance } from 'fastify';
+import type { RerunState } from '../../contract/workflows.js';
 import { directoryOf } from '../../config/people.js';
 import { signed } from '../../activities/decision-proof.js';
 import { actingAs, actorOf } from '../actor.js';
@@ -30,19 +31,34 @@ export async function approvalsRoutes(app: FastifyInstance, deps: WebDeps): Prom
       throw new HttpError(400, 'by: your name is required (the name tidemark knows you by, as in the CLI)');
     const { name: by, actor } = actingAs(req, body.by, directoryOf(config));
     req.auditTarget = request;
-    const d = {
+    let d: {
+      decision: 'approve' | 'reject';
+      by: string;
+      source: string;
+      note?: string;
+      previewDigest?: string;
+    } = {
       decision,
       by,
       source: 'web',
       ...(body.note?.trim() ? { note: body.note.trim() } : {}),
       // The preview the person saw: approving applies only that change (the workflow checks it again).
       ...(body.previewDigest ? { previewDigest: body.previewDigest } : {}),
-    } as const;
+    };
     try {
       // A signed-in person's decision carries the page's signature over who they are and what they
       // decided, for this very run of the request (activities/decision-proof.ts), which the workers
       // check; single-user mode's names are not signed.
       const run = actor.verified ? await openRun(client, request) : undefined;
+      // What is approved is a change seen: the preview the person saw, or (the CLI shows none) the
+      // one the request shows now; signed, so the signature approves that change alone.
+      if (run && decision === 'approve' && !d.previewDigest) {
+        const shown = await client.workflow
+          .getHandle(request, run)
+          .query<RerunState>('state')
+          .catch(() => null);
+        if (shown?.preview?.digest) d = { ...d, previewDigest: shown.preview.digest };
+      }
       await decide(
         client,
         db,

@@ -45,6 +45,7 @@ const CAROL = {
   credential: 'session:0a1b2c3d4e5f',
 };
 const ALICE = { ...CAROL, subject: 'idp|alice-0002', displayName: 'Alice Operator' };
+const DAY = 86_400_000;
 
 /** A rerun request as the page asks it for a signed-in person: signed with `key`. */
 function startSigned(
@@ -57,8 +58,21 @@ function startSigned(
   requester: typeof CAROL,
 ) {
   const request = `${job}/${W.start}/rerun-${n}`;
-  const claim = { request, job, windowStart: W.start, reason: 'x', requestedBy, actor: requester };
-  return startRerun(taskQueue, job, W, n, { requestedBy, requester, requestProof: requestProof(key, claim) });
+  const claim = {
+    request,
+    job,
+    windowStart: W.start,
+    reason: 'x',
+    requestedBy,
+    timeoutMs: DAY,
+    actor: requester,
+  };
+  return startRerun(taskQueue, job, W, n, {
+    requestedBy,
+    requester,
+    timeoutMs: DAY,
+    requestProof: requestProof(key, claim),
+  });
 }
 
 /** The innermost message of a failure (a workflow's, wrapping its activity's). */
@@ -629,6 +643,11 @@ test('a signature counts for what it signed: not without its preview, not in a n
         handle.executeUpdate('decide', { args: [replayed] }),
         (e: unknown) => unsigned.test(refusal(e)) || assert.fail(refusal(e)),
       );
+    // Sent again as it was: one signature, one try (the preview it was refused for is now shown).
+    await assert.rejects(
+      handle.executeUpdate('decide', { args: [seen!] }),
+      (e: unknown) => /was sent before: a signature counts once/.test(refusal(e)) || assert.fail(refusal(e)),
+    );
     assert.equal((await handle.query<RerunState>('state')).status, 'pending');
     // Carol rejects; the request is closed. The id started again (its window or another) is refused,
     // and her signed decision read from the first run's history opens nothing in a new run.
@@ -648,7 +667,9 @@ test('a signature counts for what it signed: not without its preview, not in a n
             requestedBy: 'alice',
             approvers: [],
             requester: ALICE,
+            timeoutMs: DAY,
             requestProof: requestProof(key, {
+              timeoutMs: DAY,
               request: id,
               job,
               windowStart: window.start,
@@ -662,6 +683,30 @@ test('a signature counts for what it signed: not without its preview, not in a n
       await assert.rejects(
         again.result(),
         (e: unknown) => /was used by an earlier request/.test(innermost(e)) || assert.fail(innermost(e)),
+      );
+    }
+    // An open request ended by a client and started again under its id, with its signed input as it
+    // was or with a timeout of the client's: refused either way.
+    const open = await startSigned(taskQueue, job, W2, 2, key, 'alice', ALICE);
+    await waitForRequest(open.workflowId);
+    const described = await stack.env.client.workflow.getHandle(open.workflowId).describe();
+    const firstInput = (await stack.env.client.workflow.getHandle(open.workflowId).fetchHistory()).events![0]!
+      .workflowExecutionStartedEventAttributes!.input!.payloads![0]!;
+    const input = JSON.parse(Buffer.from(firstInput.data!).toString('utf8')) as Record<string, unknown>;
+    await open.terminate('a client with raw access');
+    assert.equal(described.status.name, 'RUNNING');
+    for (const [args, why] of [
+      [input, /was used by an earlier request/],
+      [{ ...input, timeoutMs: 400 * DAY }, /carries no valid signature of the page/],
+    ] as const) {
+      const again = await stack.env.client.workflow.start('rerun', {
+        taskQueue,
+        workflowId: open.workflowId,
+        args: [args],
+      });
+      await assert.rejects(
+        again.result(),
+        (e: unknown) => why.test(innermost(e)) || assert.fail(innermost(e)),
       );
     }
     const generations = await stack.t.db
