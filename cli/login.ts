@@ -105,6 +105,18 @@ export async function writeLogin(login: Login, file = loginFile()): Promise<void
 
 export const forgetLogin = (file = loginFile()) => rm(file, { force: true });
 
+/** The kept sign-in as written, whatever its mode (to revoke its token at logout); null when none. */
+export async function keptLogin(file = loginFile()): Promise<Login | null> {
+  const info = await lstat(file).catch(() => null);
+  if (!info?.isFile()) return null;
+  try {
+    const login = JSON.parse(await readFile(file, 'utf8')) as Login;
+    return typeof login.token === 'string' && typeof login.web === 'string' ? login : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A call to the page's API as the signed-in person; an error answer is thrown with the page's words. */
 export async function asSignedIn<T>(login: Login, path: string, body?: unknown): Promise<T> {
   let r: Response;

@@ -369,7 +369,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'must differ from TIDEMARK_TASK_QUEUE, so the watch still runs when every job worker is gone',
     );
   checkSchemaName(parsed.data.TIDEMARK_SCHEMA);
+  const oidcSet = (['TIDEMARK_OIDC_CLIENT_ID', 'TIDEMARK_OIDC_CLIENT_SECRET'] as const).find(
+    (n) => parsed.data[n],
+  );
+  if (!parsed.data.TIDEMARK_OIDC_ISSUER && oidcSet)
+    throw new ConfigError(
+      'TIDEMARK_OIDC_ISSUER',
+      `${oidcSet} is set but the issuer is not: set TIDEMARK_OIDC_ISSUER to sign people in through the identity provider, or unset ${oidcSet} for single-user mode (the shared token, every role)`,
+    );
   if (parsed.data.TIDEMARK_OIDC_ISSUER) {
+    const issuer = new URL(parsed.data.TIDEMARK_OIDC_ISSUER);
+    if (issuer.protocol !== 'https:' && !['127.0.0.1', 'localhost', '[::1]'].includes(issuer.hostname))
+      throw new ConfigError(
+        'TIDEMARK_OIDC_ISSUER',
+        `use https (${issuer.origin} is plain http): sign-in answers travel over it; plain http only to a provider on this machine`,
+      );
     for (const name of ['TIDEMARK_OIDC_CLIENT_ID', 'TIDEMARK_WEB_URL'] as const)
       if (!parsed.data[name])
         throw new ConfigError(

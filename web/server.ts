@@ -194,6 +194,25 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
   const cookieOf = (req: FastifyRequest) => store.cookieOf(req.headers.cookie);
 
   const tokens = tokenStore(o.db, now);
+  /** Records a change and who made it in web_actions; a failure to record is logged, not thrown. */
+  const recordAction = (actor: Actor, action: string, job: string | null, target: string | null) =>
+    o.db
+      .insertInto('web_actions')
+      .values({
+        action,
+        job,
+        target,
+        actor: actor.name || actor.displayName,
+        subject: actor.subject,
+        display_name: actor.displayName,
+        credential: actor.credential,
+        verified: actor.verified,
+      })
+      .execute()
+      .then(
+        () => undefined,
+        (err: Error) => logger.error(`web action ${action} done but not audited: ${redact(err.message)}`),
+      );
   async function sessionOf(req: FastifyRequest): Promise<Session | null> {
     const auth = req.headers.authorization;
     if (sharedToken && auth?.startsWith('Bearer ') && same(auth.slice(7), sharedToken))
@@ -407,6 +426,12 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       if ('refused' in result) throw new HttpError(403, result.refused);
       const label = typeof body.label === 'string' ? body.label : '';
       const made = await tokens.forCli(result.who, label, ttlMs);
+      await recordAction(
+        { ...result.who, credential: `token:${made.row.id}` },
+        'POST /auth/device/token',
+        null,
+        made.row.id,
+      );
       logger.info(
         `cli sign-in: ${result.who.name} (${result.who.subject}) as ${result.who.roles.join(', ')}, token ${made.row.id}`,
       );
@@ -427,6 +452,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     if (s && !same(formField(req.body, 'csrf'), s.csrf))
       throw new HttpError(403, 'missing or wrong CSRF token');
     if (id) await store.end(id);
+    if (s) await recordAction(s.actor, 'POST /logout', null, null);
     return reply
       .code(303)
       .header('location', '/')
@@ -512,24 +538,12 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       const s = req.session;
       if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400 || !s) return;
       const params = (req.params ?? {}) as Record<string, string | undefined>;
-      await o.db
-        .insertInto('web_actions')
-        .values({
-          action: `${req.method} ${req.routeOptions.url ?? req.url.split('?')[0]}`,
-          job: params.job ?? null,
-          target: req.auditTarget ?? params.key ?? params.windowKey ?? params.id ?? null,
-          actor: s.actor.name || s.actor.displayName,
-          subject: s.actor.subject,
-          display_name: s.actor.displayName,
-          credential: s.actor.credential,
-          verified: s.actor.verified,
-        })
-        .execute()
-        .catch((err: Error) =>
-          logger.error(
-            `web action ${req.method} ${req.url.split('?')[0]} done but not audited: ${redact(err.message)}`,
-          ),
-        );
+      await recordAction(
+        s.actor,
+        `${req.method} ${req.routeOptions.url ?? req.url.split('?')[0]}`,
+        params.job ?? null,
+        req.auditTarget ?? params.key ?? params.windowKey ?? params.id ?? null,
+      );
     });
     api.get('/api/state', async () => snapshot());
     // Who the page acts as, and how people sign in: the page shows what one may do, no more.

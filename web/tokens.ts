@@ -39,6 +39,8 @@ function checked(by: Actor, body: Record<string, unknown>): { label: string; rol
       'personal tokens are made by a person signed in through the identity provider; single-user mode has the shared token',
     );
   const label = typeof body.label === 'string' ? body.label.trim() : '';
+  if (/\p{C}/u.test(label))
+    throw new HttpError(400, 'label: control or invisible characters are not allowed; write plain text');
   if (!label || label.length > 100)
     throw new HttpError(
       400,
@@ -120,9 +122,17 @@ export function tokenStore(db: Kysely<Database>, now: () => Date) {
       return issue(by, label, roles, ttl);
     },
 
-    /** A token with all of `by`'s roles, for `tidemark login` (the CLI): as long as a page session. */
+    /** A token with all of `by`'s roles, for `tidemark login` (the CLI): as long as a page session, at most 366 days. */
     forCli: (by: Omit<Actor, 'credential'>, label: string, ttlMs: number) =>
-      issue(by, label.trim().slice(0, 100) || 'tidemark login', by.roles, ttlMs),
+      issue(
+        by,
+        label
+          .replace(/[\p{C}\s]+/gu, ' ')
+          .trim()
+          .slice(0, 100) || 'tidemark login',
+        by.roles,
+        Math.min(ttlMs, MAX_TTL_MS),
+      ),
 
     /** The person a bearer token acts as, or null: not a token, unknown, wrong secret, revoked or expired. */
     async actorOf(bearer: string): Promise<Actor | null> {

@@ -4,7 +4,15 @@ import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Command } from '../command.js';
 import { UsageError } from '../context.js';
-import { asSignedIn, forgetLogin, loginFile, readLogin, writeLogin, type Login } from '../login.js';
+import {
+  asSignedIn,
+  forgetLogin,
+  keptLogin,
+  loginFile,
+  readLogin,
+  writeLogin,
+  type Login,
+} from '../login.js';
 
 interface DeviceStart {
   deviceCode: string;
@@ -94,13 +102,26 @@ export const logoutCommand: Command = {
   usage: ['logout [--json]'],
   options: {},
   async run() {
-    const login = await readLogin().catch(() => null);
-    if (login)
-      await asSignedIn(login, `/api/tokens/${encodeURIComponent(login.id)}/revoke`, {}).catch(
-        () => undefined,
+    // Read even a file refused for use (others may read it): its token is the one to revoke.
+    const login = await keptLogin();
+    if (!login) {
+      await forgetLogin();
+      return { json: { signedOut: true }, lines: ['not signed in'] };
+    }
+    const revoked = await asSignedIn(login, `/api/tokens/${encodeURIComponent(login.id)}/revoke`, {}).then(
+      () => null,
+      (err: Error) => err.message,
+    );
+    // A token the page no longer takes (revoked or expired) is as good as revoked.
+    if (revoked && !/no longer takes your sign-in/.test(revoked))
+      throw new Error(
+        `token ${login.id} was not revoked (${revoked}); it still works until ${login.expiresAt}: revoke it on the page (API tokens) or run npx tidemark logout again; ${loginFile()} is kept until then`,
       );
     await forgetLogin();
-    return { json: { signedOut: true }, lines: [login ? `signed out ${login.name}` : 'not signed in'] };
+    return {
+      json: { signedOut: true, revoked: login.id },
+      lines: [`signed out ${login.name}; token ${login.id} revoked`],
+    };
   },
 };
 

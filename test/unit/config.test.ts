@@ -31,6 +31,48 @@ test('a bad variable is named with the fix', () => {
   );
 });
 
+test('sign-in settings: each missing or unsafe one named with the fix, no secret in the message', () => {
+  const full = {
+    TIDEMARK_OIDC_ISSUER: 'https://login.example.com/realms/corp',
+    TIDEMARK_OIDC_CLIENT_ID: 'tidemark',
+    TIDEMARK_OIDC_CLIENT_SECRET: 'client-secret-never-printed',
+    TIDEMARK_WEB_URL: 'https://tidemark.example.com',
+    TIDEMARK_OIDC_ROLES: 'tm-ops=operator,tm-leads=approver',
+  };
+  const c = loadConfig(full);
+  assert.deepEqual(c.TIDEMARK_OIDC_ROLES, [
+    { group: 'tm-ops', role: 'operator' },
+    { group: 'tm-leads', role: 'approver' },
+  ]);
+  assert.ok(secretsOf(c).includes('client-secret-never-printed'));
+  const refused = (env: Record<string, string>, variable: string, message: RegExp) =>
+    assert.throws(
+      () => loadConfig(env),
+      (e: unknown) =>
+        (e instanceof ConfigError &&
+          e.variable === variable &&
+          message.test(e.message) &&
+          !e.message.includes('client-secret-never-printed')) ||
+        assert.fail(`${(e as Error).message}`),
+    );
+  const noIssuer: Record<string, string> = { ...full };
+  delete noIssuer.TIDEMARK_OIDC_ISSUER;
+  refused(noIssuer, 'TIDEMARK_OIDC_ISSUER', /TIDEMARK_OIDC_CLIENT_ID is set but the issuer is not/);
+  refused(
+    { ...full, TIDEMARK_OIDC_ISSUER: 'http://idp.example.com/realms/corp' },
+    'TIDEMARK_OIDC_ISSUER',
+    /use https/,
+  );
+  assert.ok(
+    loadConfig({ ...full, TIDEMARK_OIDC_ISSUER: 'http://localhost:9000' }),
+    'plain http on this machine',
+  );
+  refused({ ...full, TIDEMARK_WEB_URL: '' }, 'TIDEMARK_WEB_URL', /<it>\/auth\/callback/);
+  refused({ ...full, TIDEMARK_OIDC_ROLES: '' }, 'TIDEMARK_OIDC_ROLES', /map the identity provider's groups/);
+  refused({ ...full, TIDEMARK_OIDC_ROLES: 'tm-ops=boss' }, 'TIDEMARK_OIDC_ROLES', /"boss" is not a role/);
+  refused({ ...full, TIDEMARK_DECISION_KEY: 'short' }, 'TIDEMARK_DECISION_KEY', /at least 32 characters/);
+});
+
 test("the ledger's schema: a plain name, none of PostgreSQL's own", () => {
   assert.equal(loadConfig({ TIDEMARK_SCHEMA: 'jobs_ledger' }).TIDEMARK_SCHEMA, 'jobs_ledger');
   for (const [value, message] of [

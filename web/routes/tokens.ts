@@ -16,6 +16,7 @@ export async function tokenRoutes(app: FastifyInstance, tokens: TokenStore): Pro
         'tokens are made on the page by a person signed in there, not with a token (a token that made another would live on after it is revoked)',
       );
     const made = await tokens.make(actorOf(req), (req.body ?? {}) as Record<string, unknown>);
+    req.auditTarget = made.row.id;
     return reply.code(201).send({
       ...made.row,
       token: made.token,

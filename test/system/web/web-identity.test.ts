@@ -4,7 +4,7 @@
 // role is a 403 naming it, on the page hidden. Decisions carry the signed-in person, signed for the
 // workers: asking and approving as one person is self-approval, whatever the request's body says.
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -145,6 +145,13 @@ describe('signing in through the identity provider', () => {
       });
       assert.equal(out.status, 303);
       assert.equal((await me(cookie)).status, 401);
+      const loggedOut = await stack.t.db
+        .selectFrom('web_actions')
+        .select('credential')
+        .where('action', '=', 'POST /logout')
+        .where('subject', '=', 'u1001')
+        .execute();
+      assert.deepEqual(loggedOut, [{ credential: `session:${rows[0]!.id.slice(0, 16)}` }]);
       assert.equal(
         (await stack.t.db.selectFrom('web_sessions').selectAll().where('subject', '=', 'u1001').execute())
           .length,
@@ -277,6 +284,7 @@ describe('personal API tokens', () => {
           /^role: you have viewer, operator; a token cannot have approver/,
         ],
         [{ label: 'x', role: 'operator', expiresIn: '400d' }, 400, /^expiresIn: a duration up to 366d/],
+        [{ label: 'evil\u202e\nlabel', role: 'operator' }, 400, /^label: control or invisible characters/],
       ] as const) {
         const r = await post(alice, '/api/tokens', body);
         assert.equal(r.status, status, JSON.stringify(r.body));
@@ -289,6 +297,15 @@ describe('personal API tokens', () => {
       });
       assert.equal(made.status, 201, JSON.stringify(made.body));
       const token = String(made.body.token);
+      // Its making is in the audit, naming the token.
+      assert.deepEqual(
+        await stack.t.db
+          .selectFrom('web_actions')
+          .select(['action', 'subject'])
+          .where('target', '=', String(made.body.id))
+          .execute(),
+        [{ action: 'POST /api/tokens', subject: 'u1001' }],
+      );
       assert.match(token, /^tmk_[a-z0-9]{12}_[A-Za-z0-9_-]{43}$/);
       const bearer = { authorization: `Bearer ${token}` };
       const meByToken = await fetch(`${webUrl}/api/me`, { headers: bearer }).then((r) => r.json());
@@ -552,7 +569,9 @@ describe('the CLI signed in', () => {
         decisionKey: DECISION_KEY,
       },
     };
-    const web = await oidcWeb(deps.catalog, { TIDEMARK_TASK_QUEUE: taskQueue });
+    // A session lifetime past a year: the CLI's token still lasts at most 366 days.
+    const pageEnv = { TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_WEB_SESSION_TTL: '400d' };
+    let web = await oidcWeb(deps.catalog, pageEnv);
     const dir = await mkdtemp(join(tmpdir(), 'tidemark-login-'));
     const file = join(dir, 'tidemark', 'login.json');
     const saved = { ...process.env };
@@ -609,8 +628,27 @@ describe('the CLI signed in', () => {
         assert.equal(asBob.code, 2);
         assert.match(asBob.err, /--by: you are signed in as olga/);
 
+        // Her sign-in is in the audit, with the token it made.
+        const kept = JSON.parse(await readFile(file, 'utf8')) as { id: string; expiresAt: string };
+        assert.ok(Date.parse(kept.expiresAt) <= Date.now() + 366 * 86_400_000, kept.expiresAt);
+        const signedIn = await stack.t.db
+          .selectFrom('web_actions')
+          .select(['subject', 'credential'])
+          .where('action', '=', 'POST /auth/device/token')
+          .where('target', '=', kept.id)
+          .execute();
+        assert.deepEqual(signedIn, [{ subject: 'u1004', credential: `token:${kept.id}` }]);
+        // Logging out while the page is down revokes nothing: said so, and the file kept for a retry.
+        await web.stop();
+        const down = await cli(['logout']);
+        assert.equal(down.code, 1);
+        assert.match(down.err, new RegExp(`token ${kept.id} was not revoked .*could not be reached`));
+        await stat(file);
+        web = await oidcWeb(deps.catalog, pageEnv);
         // Not signed in, a decision by name reaches the workers unsigned: refused.
-        assert.equal((await cli(['logout'])).code, 0);
+        const out = await cli(['logout']);
+        assert.equal(out.code, 0, out.err);
+        assert.match(out.out, new RegExp(`token ${kept.id} revoked`));
         await assert.rejects(stat(file));
         const unsigned = await cli(['approve', request, '--by', 'bob']);
         assert.equal(unsigned.code, 1);

@@ -218,7 +218,7 @@ test('the window grid and the window detail in the browser', async () => {
       await show(`#/jobs/${job}/windows/${encodeURIComponent(`${job}/${at(9, 2)}`)}`, '2026-06-09 04:00');
       const history = (await page.locator('section[aria-labelledby=reruns]').textContent())!;
       assert.match(history, /Generation 1: done — asked by alice: “late orders”/);
-      assert.match(history, /approve by bob via web: accepted/);
+      assert.match(history, /approve by bob via web \(not verified\): accepted/);
 
       // A minutely job: hours of windows; one drills into its minutes and back.
       await show(`#/jobs/${job}-1m`, `${job}-1m: windows`);
