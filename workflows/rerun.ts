@@ -318,8 +318,14 @@ export async function rerun(input: RerunInput): Promise<RerunResult> {
     reason: input.reason,
     requestedBy: input.requestedBy,
     workflowId,
-    run: workflowInfo().runId,
-    ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+    // The run recording it and the timeout the request was signed with; histories from before
+    // replay with the arguments they recorded (the marker tells them apart).
+    ...(patched('issue30-request-run')
+      ? {
+          run: workflowInfo().runId,
+          ...(input.timeoutMs !== undefined ? { timeoutMs: input.timeoutMs } : {}),
+        }
+      : {}),
     ...(input.requester && input.requestProof
       ? { requester: input.requester, requestProof: input.requestProof }
       : {}),
