@@ -4,7 +4,7 @@
 // role is a 403 naming it, on the page hidden. Decisions carry the signed-in person, signed for the
 // workers: asking and approving as one person is self-approval, whatever the request's body says.
 import assert from 'node:assert/strict';
-import { chmod, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -49,9 +49,11 @@ function oidcWeb(
   catalog: Parameters<typeof startWeb>[1]['catalog'],
   env: Record<string, string> = {},
   now?: () => Date,
+  /** Another port than the redirect URI's (a second instance, reached directly). */
+  on = port,
 ) {
   return startWeb(stack, {
-    port,
+    port: on,
     catalog,
     ...(now ? { now } : {}),
     env: {
@@ -67,8 +69,8 @@ function oidcWeb(
   });
 }
 
-const me = async (cookie: string) => {
-  const r = await fetch(`${webUrl}/api/me`, { headers: { cookie } });
+const me = async (cookie: string, at = webUrl) => {
+  const r = await fetch(`${at}/api/me`, { headers: { cookie } });
   return { status: r.status, body: (await r.json()) as Record<string, unknown> };
 };
 
@@ -168,17 +170,19 @@ describe('signing in through the identity provider', () => {
     } = await rerunJob('id-expiry', { start: '2026-05-01T10:00:00Z', end: '2026-05-01T11:00:00Z' }, 1);
     let clock = new Date();
     const now = () => clock;
-    let web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now);
+    const first = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now);
     const { cookie } = await signIn(webUrl, 'u1003');
     assert.equal((await me(cookie)).status, 200);
-    await web.stop();
-    web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now);
+    await first.stop();
+    // Another instance (the page restarted, or a replica): the session is in the database. It
+    // listens on a port of its own, so no connection to the stopped one is reused.
+    const web = await oidcWeb(catalog, { TIDEMARK_WEB_SESSION_TTL: '1h' }, now, 0);
     try {
-      assert.equal((await me(cookie)).body.name, 'vera', 'a restart logs nobody out');
+      assert.equal((await me(cookie, web.url)).body.name, 'vera', 'a restart logs nobody out');
       clock = new Date(clock.getTime() + 59 * 60_000);
-      assert.equal((await me(cookie)).status, 200);
+      assert.equal((await me(cookie, web.url)).status, 200);
       clock = new Date(clock.getTime() + 60_000);
-      assert.equal((await me(cookie)).status, 401, 'expired after an hour');
+      assert.equal((await me(cookie, web.url)).status, 401, 'expired after an hour');
     } finally {
       await web.stop();
     }
@@ -571,7 +575,7 @@ describe('the CLI signed in', () => {
     };
     // A session lifetime past a year: the CLI's token still lasts at most 366 days.
     const pageEnv = { TIDEMARK_TASK_QUEUE: taskQueue, TIDEMARK_WEB_SESSION_TTL: '400d' };
-    let web = await oidcWeb(deps.catalog, pageEnv);
+    const web = await oidcWeb(deps.catalog, pageEnv);
     const dir = await mkdtemp(join(tmpdir(), 'tidemark-login-'));
     const file = join(dir, 'tidemark', 'login.json');
     const saved = { ...process.env };
@@ -638,13 +642,14 @@ describe('the CLI signed in', () => {
           .where('target', '=', kept.id)
           .execute();
         assert.deepEqual(signedIn, [{ subject: 'u1004', credential: `token:${kept.id}` }]);
-        // Logging out while the page is down revokes nothing: said so, and the file kept for a retry.
-        await web.stop();
+        // Logging out while the page cannot be reached (the kept address, a port nobody listens on)
+        // revokes nothing: said so, and the file kept for a retry.
+        const original = await readFile(file, 'utf8');
+        await writeFile(file, original.replace(webUrl, `http://127.0.0.1:${await freePort()}`));
         const down = await cli(['logout']);
         assert.equal(down.code, 1);
         assert.match(down.err, new RegExp(`token ${kept.id} was not revoked .*could not be reached`));
-        await stat(file);
-        web = await oidcWeb(deps.catalog, pageEnv);
+        await writeFile(file, original);
         // Not signed in, a decision by name reaches the workers unsigned: refused.
         const out = await cli(['logout']);
         assert.equal(out.code, 0, out.err);
