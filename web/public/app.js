@@ -151,6 +151,9 @@ if (document.body.dataset.auth === 'no') {
   events.onerror = () => {
     if (events.readyState === EventSource.CLOSED) location.reload();
   };
-  window.addEventListener('hashchange', () => void show());
-  Promise.all([ready, whoAmI()]).then(() => show());
+  // A view is drawn once the page knows who it acts as and has its first snapshot (the jobs' zones):
+  // a hash changed before then waits for both, rather than drawing a view without them.
+  const started = Promise.all([ready, whoAmI()]);
+  window.addEventListener('hashchange', () => void started.then(() => show()));
+  started.then(() => show());
 }
