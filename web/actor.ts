@@ -8,15 +8,17 @@ import { HttpError } from './errors.js';
 import type { Actor } from './sessions.js';
 
 /** The request's actor: its session's (every /api request has one; a route run alone has none). */
+/** The one person of single-user mode: anyone with the shared token, unverified (every role, given by the page). */
+export const SINGLE_USER: Omit<Actor, 'credential' | 'roles'> = {
+  subject: 'single-user',
+  name: '',
+  displayName: 'single-user mode (shared token)',
+  verified: false,
+};
+
+/** The request's actor: its session's (every /api request has one; a route run alone has none, and no role). */
 export const actorOf = (req: FastifyRequest): Actor =>
-  req.session?.actor ?? {
-    subject: 'single-user',
-    name: '',
-    displayName: 'single-user mode (shared token)',
-    roles: [],
-    verified: false,
-    credential: 'none',
-  };
+  req.session?.actor ?? { ...SINGLE_USER, roles: [], credential: 'none' };
 
 export function actingAs(
   req: FastifyRequest,

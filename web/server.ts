@@ -31,6 +31,7 @@ import { trustProxyOf } from './guesses.js';
 import { guessThrottle } from '../workers/guesses.js';
 import { roleFor, ROLE_DOES } from './access.js';
 import { oidcLogin } from './oidc.js';
+import { SINGLE_USER as ONE_USER } from './actor.js';
 import { sessionStore, type Actor, type Session } from './sessions.js';
 import { tokenStore } from './tokens.js';
 import { tokenRoutes } from './routes/tokens.js';
@@ -139,14 +140,8 @@ declare module 'fastify' {
   }
 }
 
-/** The one person of single-user mode: anyone with the shared token, with every role, unverified. */
-const SINGLE_USER: Omit<Actor, 'credential'> = {
-  subject: 'single-user',
-  name: '',
-  displayName: 'single-user mode (shared token)',
-  roles: ROLES,
-  verified: false,
-};
+/** Single-user mode's person has every role. */
+const SINGLE_USER = { ...ONE_USER, roles: ROLES };
 
 /** A short HTML answer (sign-in refusals, the hop home after a sign-in), escaped. */
 const htmlPage = (text: string, link = '<a href="/">Back to tidemark</a>') =>

@@ -67,12 +67,12 @@ export async function effectsRoutes(app: FastifyInstance, deps: WebDeps): Promis
     if (decision !== 'resend' && decision !== 'skip')
       throw new HttpError(404, `no action "${decision}" on an effect; use resend or skip`);
     const body = (req.body ?? {}) as Record<string, unknown>;
-    if (!actorOf(req).verified && (typeof body.by !== 'string' || !body.by.trim()))
+    const actor = actorOf(req);
+    if (!actor.verified && (typeof body.by !== 'string' || !body.by.trim()))
       throw new HttpError(400, 'by: name who decides (your tidemark name), e.g. {"by": "alice"}');
     if (body.by !== undefined && typeof body.by !== 'string')
       throw new HttpError(400, 'by: a name, e.g. {"by": "alice"}');
     // Single-user mode's name is checked (and a refusal audited) by decideEffectAs, as the CLI's.
-    const actor = actorOf(req);
     const name = actor.verified ? actingAs(req, body.by, directory).name : (body.by as string).trim();
     try {
       const result = await decideEffectAs(activityDeps, directory, {
