@@ -150,7 +150,7 @@ export async function loadCatalog(config: Config, opts: CatalogSourceOptions = {
   }
   try {
     const value: unknown = typeof exported === 'function' ? await exported(config) : exported;
-    // The built-in housekeeping job joins every catalog (README "Housekeeping"; TIDEMARK_HOUSEKEEPING=off).
+    // The built-in housekeeping job joins every catalog (docs/guides/housekeeping.md; TIDEMARK_HOUSEKEEPING=off).
     if (isCatalog(value)) return withHousekeeping(value, config);
     if (Array.isArray(value)) return withHousekeeping(defineCatalog(value as (JobSpec | Job)[]), config);
     throw new Error(

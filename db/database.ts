@@ -391,7 +391,7 @@ async function inPublicToMove(db: Kysely<Database>, schema: string): Promise<boo
  * the recorded migrations made moves into it (tables with their indexes, constraints, sequences
  * and triggers; the functions, their search_path pinned to the schema), in one transaction under
  * an advisory lock (hosts starting at once move it once): the rows stay, nothing is copied. The
- * demo's tables stay in public, the user's to keep or drop (README, "Upgrading from 0.1.0").
+ * demo's tables stay in public, the user's to keep or drop (docs/upgrading.md, "Upgrading from 0.1.0").
  *
  * Workers of the earlier release may still run: their statements name the tables bare, in public.
  * Each moved table leaves a view of its name in public (with the table's grants; a plain view:

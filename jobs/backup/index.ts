@@ -85,7 +85,7 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     throw new JobDefinitionError(
       opts.name,
       'encryptionKey',
-      'is gone: keys never live in code. Write encryption: { env: \'VARIABLE\' } or { file: \'/path\' }, holding "k1:<base64 of the same 32 bytes>" (README "Restore"); backups written with the old key still restore with it',
+      'is gone: keys never live in code. Write encryption: { env: \'VARIABLE\' } or { file: \'/path\' }, holding "k1:<base64 of the same 32 bytes>" (docs/restore.md, "Keys"); backups written with the old key still restore with it',
     );
   const { database, destination, encryption, retention, tables, restoreCheck, onDump, ...spec } = opts;
   if (encryption && !('env' in encryption && encryption.env) && !('file' in encryption && encryption.file))

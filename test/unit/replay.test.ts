@@ -170,7 +170,7 @@ test('replayed from their recorded inputs, the runs schedule their activities wi
   // Replay compares the kind of each command, not its arguments: a workflow input read differently
   // (a backfill's continue-as-new input with \`cursor\` renamed replays clean, and every running
   // backfill would start over from \`from\`) shows only here. An intended change of an activity's
-  // arguments re-records the histories (README "Re-recording").
+  // arguments re-records the histories (CONTRIBUTING.md, "Re-recording").
   const options = await replayOptions();
   const workflowBundle = await bundleWorkflowCode({
     workflowsPath,

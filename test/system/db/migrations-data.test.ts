@@ -57,13 +57,13 @@ async function rowCounts(db: Kysely<Database>, schemas: readonly string[]): Prom
   return out;
 }
 
-/** The README's SQL that keeps an upgraded installation's demo data (its "Upgrading" section). */
+/** The SQL of docs/upgrading.md that keeps an upgraded installation's demo data. */
 function keepDemoSql(): string {
-  const readme = readFileSync(new URL('../../../README.md', import.meta.url), 'utf8');
-  const block = [...readme.matchAll(/```sql\n([\s\S]*?)```/g)].find((m) =>
+  const page = readFileSync(new URL('../../../docs/upgrading.md', import.meta.url), 'utf8');
+  const block = [...page.matchAll(/```sql\n([\s\S]*?)```/g)].find((m) =>
     m[1]!.includes('set schema tidemark_demo'),
   );
-  assert.ok(block, "the README's Upgrading section shows how to keep the demo's data");
+  assert.ok(block, "docs/upgrading.md shows how to keep the demo's data");
   return block[1]!;
 }
 
@@ -82,7 +82,7 @@ before(async () => {
   countsBefore = await rowCounts(t.db, ['public']);
   // The upgrade: the ledger moves into its schema, then the current migrations and the demo's own.
   await migrateAll(t.db, demoMigrations);
-  // The demo's data stays in public, the user's to keep or drop: kept here as the README says.
+  // The demo's data stays in public, the user's to keep or drop: kept here as docs/upgrading.md says.
   execFileSync('psql', ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-1', '-c', keepDemoSql(), t.url], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -186,7 +186,7 @@ export const check = () => runWindowOnce({ databaseUrl: 'postgres://x', catalog,
       jobs.map((j) => [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome]),
       [
         ['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed'],
-        // The built-in housekeeping job joins every catalog (README "Housekeeping").
+        // The built-in housekeeping job joins every catalog (docs/guides/housekeeping.md).
         ['tidemark-housekeeping', true, undefined, undefined],
       ],
     );

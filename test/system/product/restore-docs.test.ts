@@ -1,4 +1,4 @@
-// The README's "Restore" section, run as written: every ```sh block of it goes to bash from the
+// docs/restore.md, the page to get data back, run as written: every ```sh block of it goes to bash from the
 // project root, the test setting only environment variables (the catalog, the ledger, the target,
 // the keys). The backups are made by the real job on a real worker: in a directory and on an
 // S3-compatible server (moto), plain and encrypted, and across a key rotation. Each restore is
@@ -33,17 +33,8 @@ const SQL_FILE = '/tmp/db-backup.sql';
 
 // ---- The section and its blocks -------------------------------------------------------------
 
-const readme = await readFile(join(ROOT, 'README.md'), 'utf8');
-
-/** From "## Restore" to the next second-level heading: its ### subsections belong to it. */
-function restoreSection(): string {
-  const start = readme.indexOf('\n## Restore\n');
-  assert.ok(start >= 0, 'README.md has a "## Restore" section');
-  const end = readme.indexOf('\n## ', start + 1);
-  return readme.slice(start, end < 0 ? undefined : end);
-}
-
-const section = restoreSection();
+/** The whole page: its steps, keys, drill and the table of what a failed verify means. */
+const section = await readFile(join(ROOT, 'docs', 'restore.md'), 'utf8');
 const blocks = [...section.matchAll(/^```sh\n([\s\S]*?)^```$/gm)].map((m) => m[1]!);
 const ran = new Set<string>();
 /** Every block run and what it printed, in order. */
@@ -52,7 +43,7 @@ const log: { script: string; out: string; err: string }[] = [];
 /** The one block `match` picks out (the test fails if none or several do). */
 function block(what: string, match: (b: string) => boolean): string {
   const found = blocks.filter(match);
-  assert.equal(found.length, 1, `one sh block of the Restore section ${what}: ${found.length} found`);
+  assert.equal(found.length, 1, `one sh block of docs/restore.md ${what}: ${found.length} found`);
   return found[0]!;
 }
 
@@ -410,12 +401,12 @@ test('a directory, encrypted with keys from a file (one window): restore after a
   }
 });
 
-test('every sh block of the Restore section was run, and every check verify printed is explained there', () => {
+test('every sh block of docs/restore.md was run, and every check verify printed is explained there', () => {
   assert.deepEqual(
     blocks.filter((b) => !ran.has(b)),
     [],
   );
-  const table = section.slice(section.indexOf('\n### When verify fails\n'));
+  const table = section.slice(section.indexOf('\n## When verify fails\n'));
   const documented = [...table.matchAll(/^\| `([a-z0-9-]+)` \|/gm)].map((m) => m[1]!);
   // Passing and failing verifications, plain and encrypted, name every documented check between them.
   assert.deepEqual([...new Set(checkRuns.flat())].sort(), [...documented].sort());
