@@ -11,99 +11,339 @@ import { resolveTemporal, temporalSecrets, type TemporalSettings } from './tempo
 
 export { ConfigError };
 
-const schema = z.object({
+const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine', 'markers'];
+
+/** The topics docs/reference/environment.md groups the variables by, in its order. */
+export const ENV_TOPICS = {
+  database: 'Database',
+  temporal: 'Temporal and workers',
+  catalog: 'Catalog and CLI',
+  web: 'Management page and sign-in',
+  approvals: 'Reruns and approvals',
+  alerts: 'Alerts',
+  slack: 'Slack',
+  effects: 'Effects',
+  backups: 'Backups',
+  housekeeping: 'Housekeeping',
+  logs: 'Logs',
+  observability: 'Metrics and tracing',
+  encryption: 'Payload encryption',
+  demo: 'Demo and tidemark dev',
+} as const;
+export type EnvTopic = keyof typeof ENV_TOPICS;
+/** The processes: `tidemark worker`, `tidemark web` (the page), the CLI commands, `tidemark slack`, `tidemark dev`. */
+export type EnvReader = 'worker' | 'page' | 'CLI' | 'Slack app' | 'dev';
+
+/** What a variable is for: its schema's metadata here, a row of config/env-elsewhere.ts otherwise. */
+export interface EnvDoc {
+  readonly topic: EnvTopic;
+  readonly description: string;
+  /** The processes that use it; absent: every one. */
+  readonly readBy?: readonly EnvReader[];
+  /** What happens when it is unset, for a variable whose schema has no default. */
+  readonly unset?: string;
+}
+
+const doc = (
+  topic: EnvTopic,
+  description: string,
+  more: Omit<EnvDoc, 'topic' | 'description'> = {},
+): EnvDoc & Record<string, unknown> => ({ topic, description, ...more });
+
+const WORKER_PAGE_SLACK: EnvReader[] = ['worker', 'page', 'Slack app', 'dev'];
+
+/** The configuration every process parses; each variable's metadata (`.meta()`) documents it. */
+export const envSchema = z.object({
   DATABASE_URL: z
     .string()
     .regex(
       /^postgres(ql)?:\/\//,
       'must be a postgres:// URL, e.g. postgres://postgres@127.0.0.1:5432/tidemark',
     )
-    .default('postgres://postgres@127.0.0.1:5432/tidemark'),
-  /** The schema of DATABASE_URL's database that holds tidemark's own tables (db/ledger-schema.ts). */
-  TIDEMARK_SCHEMA: z.string().default(DEFAULT_SCHEMA),
-  /**
-   * Temporal's own settings (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_*,
-   * TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE) are resolved in config/temporal.ts; loadConfig() sets these
-   * two from that resolution: the address an environment variable or a profile names (unset: the dev
-   * server on 127.0.0.1:TEMPORAL_PORT), and the namespace (default "default").
-   */
+    .default('postgres://postgres@127.0.0.1:5432/tidemark')
+    .meta(
+      doc(
+        'database',
+        "The PostgreSQL database that holds tidemark's ledger and the jobs' own tables; its sslmode, sslrootcert, sslcert and sslkey parameters outrank the PGSSL* variables.",
+      ),
+    ),
+  TIDEMARK_SCHEMA: z
+    .string()
+    .default(DEFAULT_SCHEMA)
+    .meta(
+      doc(
+        'database',
+        "The schema of DATABASE_URL's database that holds tidemark's own tables (db/ledger-schema.ts).",
+      ),
+    ),
   // Checked (host:port, IPv6 in brackets too) where it is resolved, with a profile's address.
-  TEMPORAL_ADDRESS: z.string().optional(),
-  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
-  TIDEMARK_TASK_QUEUE: z.string().min(1).default('tidemark'),
-  /** The lag watch's own task queue (default: the job queue's name + "-watch"). */
-  TIDEMARK_WATCH_TASK_QUEUE: z.string().min(1).optional(),
-  /** What a worker polls: both queues (all), the job queue only (jobs), or the watch's only (watch). */
-  TIDEMARK_WORKER_ROLE: z.enum(['all', 'jobs', 'watch'], 'must be all, jobs or watch').default('all'),
-  TEMPORAL_UI_PORT: z.coerce.number().int().min(1).max(65535).default(8233),
-  TEMPORAL_PORT: z.coerce.number().int().min(1).max(65535).default(7233),
-  TIDEMARK_STATE_DIR: z.string().min(1).default('.tidemark'),
-  TEMPORAL_CLI: z.string().min(1).optional(),
-  /** Where the demo marketplace job pushes; tidemark dev runs a simulator there for the demo. */
-  TIDEMARK_DEMO_MARKETPLACE_URL: z.url().default('http://127.0.0.1:8299/demo-shop'),
-  /**
-   * Who may approve reruns and effects: comma-separated names, or name=SlackUserId pairs, so one
-   * person is the same in the CLI (--by or $USER), the page and Slack.
-   */
-  TIDEMARK_APPROVERS: z.string().optional().transform(people(false)),
-  /** Everyone else who requests or decides from Slack: comma-separated name=SlackUserId pairs. */
-  TIDEMARK_PEOPLE: z.string().optional().transform(people(true)),
-  /** Slack channel where rerun requests are posted with Approve / Reject buttons. */
-  TIDEMARK_APPROVAL_SLACK_CHANNEL: z.string().min(1).optional(),
-  /** The Slack app's signing secret: requests without a valid signature are refused. */
-  SLACK_SIGNING_SECRET: z.string().min(1).optional(),
-  SLACK_APP_PORT: z.coerce.number().int().min(1).max(65535).default(3000),
-  /** A Slack user group (id, e.g. S0123ABC) whose members may approve too; checked by the Slack app. */
-  TIDEMARK_APPROVER_GROUP: z.string().min(1).optional(),
+  TEMPORAL_ADDRESS: z
+    .string()
+    .optional()
+    .meta(
+      doc(
+        'temporal',
+        "Temporal's frontend, host:port. Resolved with the other TEMPORAL_* settings and a TOML profile in config/temporal.ts.",
+        { unset: "the profile's address, else the dev server on 127.0.0.1:TEMPORAL_PORT" },
+      ),
+    ),
+  TEMPORAL_NAMESPACE: z
+    .string()
+    .min(1)
+    .default('default')
+    .meta(doc('temporal', 'The Temporal namespace (a profile may name it too; the variable wins).')),
+  TIDEMARK_TASK_QUEUE: z
+    .string()
+    .min(1)
+    .default('tidemark')
+    .meta(doc('temporal', "The task queue of the jobs' workflows and activities.")),
+  TIDEMARK_WATCH_TASK_QUEUE: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('temporal', "The lag watch's own task queue; it must differ from TIDEMARK_TASK_QUEUE.", {
+        unset: 'TIDEMARK_TASK_QUEUE + "-watch"',
+        readBy: ['worker', 'CLI', 'dev'],
+      }),
+    ),
+  TIDEMARK_WORKER_ROLE: z
+    .enum(['all', 'jobs', 'watch'], 'must be all, jobs or watch')
+    .default('all')
+    .meta(
+      doc(
+        'temporal',
+        "What a worker polls: both queues (all), the job queue only (jobs), or the watch's only (watch).",
+        { readBy: ['worker'] },
+      ),
+    ),
+  TEMPORAL_UI_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(8233)
+    .meta(
+      doc('demo', "The port of the Temporal dev server's Web UI that tidemark dev starts.", {
+        readBy: ['dev'],
+      }),
+    ),
+  TEMPORAL_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(7233)
+    .meta(
+      doc(
+        'temporal',
+        "The port of the dev server on 127.0.0.1 that tidemark dev starts, and every process's address when neither TEMPORAL_ADDRESS nor a profile names one.",
+      ),
+    ),
+  TIDEMARK_STATE_DIR: z
+    .string()
+    .min(1)
+    .default('.tidemark')
+    .meta(
+      doc(
+        'temporal',
+        "The directory of local state: the dev server's database (tidemark dev), the built-in backups' files and housekeeping's quarantine exports.",
+      ),
+    ),
+  TEMPORAL_CLI: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('demo', 'The Temporal CLI that tidemark dev runs as its dev server.', {
+        unset: '`temporal` on PATH, then the project-local one',
+        readBy: ['dev'],
+      }),
+    ),
+  TIDEMARK_DEMO_MARKETPLACE_URL: z
+    .url()
+    .default('http://127.0.0.1:8299/demo-shop')
+    .meta(
+      doc(
+        'demo',
+        'Where the demo marketplace job pushes; tidemark dev runs a simulator there for the demo.',
+        {
+          readBy: ['worker', 'dev'],
+        },
+      ),
+    ),
+  TIDEMARK_APPROVERS: z
+    .string()
+    .optional()
+    .transform(people(false))
+    .meta(
+      doc(
+        'approvals',
+        'Who may approve reruns and effects: comma-separated names, or name=SlackUserId pairs, so one person is the same in the CLI (--by or $USER), the page and Slack.',
+        { unset: 'nobody is an approver by name', readBy: WORKER_PAGE_SLACK },
+      ),
+    ),
+  TIDEMARK_PEOPLE: z
+    .string()
+    .optional()
+    .transform(people(true))
+    .meta(
+      doc(
+        'approvals',
+        'Everyone else who requests or decides from Slack: comma-separated name=SlackUserId pairs.',
+        {
+          readBy: ['page', 'Slack app', 'dev'],
+        },
+      ),
+    ),
+  TIDEMARK_APPROVAL_SLACK_CHANNEL: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('slack', 'Slack channel where rerun requests are posted with Approve / Reject buttons.', {
+        unset: 'requests are not posted to Slack',
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  SLACK_SIGNING_SECRET: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('slack', "The Slack app's signing secret: requests without a valid signature are refused.", {
+        readBy: ['Slack app', 'dev'],
+      }),
+    ),
+  SLACK_APP_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(3000)
+    .meta(
+      doc('slack', "The port the Slack app listens on for Slack's requests.", {
+        readBy: ['Slack app', 'dev'],
+      }),
+    ),
+  TIDEMARK_APPROVER_GROUP: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc(
+        'slack',
+        'A Slack user group (id, e.g. S0123ABC) whose members may approve too; checked by the Slack app.',
+        {
+          readBy: ['worker', 'Slack app', 'dev'],
+        },
+      ),
+    ),
   TIDEMARK_ALLOW_SELF_APPROVAL: z
     .enum(['true', 'false'])
     .default('false')
-    .transform((v) => v === 'true'),
-  /** How long a rerun request waits for a decision. */
+    .transform((v) => v === 'true')
+    .meta(
+      doc('approvals', 'true: the person who requested a rerun may approve it too (a team of one).', {
+        readBy: WORKER_PAGE_SLACK,
+      }),
+    ),
   TIDEMARK_RERUN_TIMEOUT: z
     .string()
     .regex(/^\d+(s|m|h|d)$/, 'a duration such as "24h"')
-    .default('24h'),
-  /** The management page: its port and the token that opens it (tidemark dev makes one when unset). */
-  TIDEMARK_WEB_PORT: z.coerce.number().int().min(1).max(65535).default(8090),
-  /** The address the page listens on: loopback unless told (0.0.0.0 in a container, behind a TLS proxy). */
+    .default('24h')
+    .meta(
+      doc('approvals', 'How long a rerun request waits for a decision.', {
+        readBy: ['page', 'CLI', 'Slack app', 'dev'],
+      }),
+    ),
+  TIDEMARK_WEB_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(8090)
+    .meta(doc('web', 'The port of the management page.', { readBy: ['page', 'dev'] })),
   TIDEMARK_WEB_HOST: z
     .string()
     .regex(/^[0-9A-Za-z.:-]+$/, 'an address or host name to listen on, e.g. 127.0.0.1 or 0.0.0.0')
-    .default('127.0.0.1'),
-  TIDEMARK_WEB_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
-  /**
-   * The TLS proxy in front of the page: its address or network (comma-separated), or a number of
-   * hops. The page then takes the client's address from X-Forwarded-For (throttles key on it) and
-   * its scheme from X-Forwarded-Proto. Unset: those headers are not believed.
-   */
+    .default('127.0.0.1')
+    .meta(
+      doc(
+        'web',
+        'The address the page listens on: loopback unless told (0.0.0.0 in a container, behind a TLS proxy).',
+        { readBy: ['page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_WEB_TOKEN: z
+    .string()
+    .min(12, 'use at least 12 characters')
+    .optional()
+    .meta(
+      doc(
+        'web',
+        'The token that opens the page in single-user mode (no TIDEMARK_OIDC_ISSUER); at least 12 characters.',
+        {
+          unset: 'tidemark dev makes one; tidemark web needs it or TIDEMARK_OIDC_ISSUER',
+          readBy: ['page', 'dev'],
+        },
+      ),
+    ),
   TIDEMARK_WEB_TRUST_PROXY: z
     .string()
     .regex(
       /^(\d+|[0-9A-Fa-f.:/]+(\s*,\s*[0-9A-Fa-f.:/]+)*)$/,
       "a number of proxy hops, or the proxies' addresses or networks, comma-separated, e.g. 10.0.0.5 or 10.0.0.0/8,127.0.0.1",
     )
-    .optional(),
-  /** How long a login to the management page lasts. */
+    .optional()
+    .meta(
+      doc(
+        'web',
+        "The TLS proxy in front of the page: its address or network (comma-separated), or a number of hops. The page then takes the client's address from X-Forwarded-For (throttles key on it) and its scheme from X-Forwarded-Proto.",
+        { unset: 'those headers are not believed', readBy: ['page', 'dev'] },
+      ),
+    ),
   TIDEMARK_WEB_SESSION_TTL: z
     .string()
     .regex(/^[1-9]\d*(s|m|h|d)$/, 'a duration such as "12h"')
-    .default('12h'),
-  /** A backfill from the page covering more windows than this needs an explicit "allowLarge". */
-  TIDEMARK_WEB_MAX_BACKFILL_WINDOWS: z.coerce.number().int().min(1).default(1000),
-  /** Base of links to runs in alerts. */
-  TIDEMARK_WEB_UI_URL: z.url().default('http://127.0.0.1:8233'),
-  /**
-   * Payload encryption (codec/keys.ts checks them): "id:base64,id:base64", the first encrypts, all
-   * decrypt; and/or a file with the same list.
-   */
-  TIDEMARK_PAYLOAD_KEYS: z.string().optional(),
-  TIDEMARK_PAYLOAD_KEYS_FILE: z.string().optional(),
-  /**
-   * The codec server (/codec/decode, /codec/encode on the page's port): the origins of the Temporal
-   * Web UIs that may call it (comma-separated; default the origin of TIDEMARK_WEB_UI_URL), and a
-   * bearer token that opens the codec endpoints only (for `temporal --codec-auth`).
-   */
+    .default('12h')
+    .meta(doc('web', 'How long a login to the management page lasts.', { readBy: ['page', 'dev'] })),
+  TIDEMARK_WEB_MAX_BACKFILL_WINDOWS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(1000)
+    .meta(
+      doc('web', 'A backfill from the page covering more windows than this needs an explicit "allowLarge".', {
+        readBy: ['page', 'dev'],
+      }),
+    ),
+  TIDEMARK_WEB_UI_URL: z
+    .url()
+    .default('http://127.0.0.1:8233')
+    .meta(
+      doc(
+        'alerts',
+        "Base of links to runs (the Temporal Web UI) in alerts and on the page; its origin is the codec server's default allowed origin.",
+        { readBy: ['worker', 'page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_PAYLOAD_KEYS: z
+    .string()
+    .optional()
+    .meta(
+      doc(
+        'encryption',
+        'Payload encryption keys (codec/keys.ts checks them): "id:base64,id:base64" (or one a line), the first encrypts, all decrypt.',
+        { unset: 'payloads are not encrypted (unless TIDEMARK_PAYLOAD_KEYS_FILE is set)' },
+      ),
+    ),
+  TIDEMARK_PAYLOAD_KEYS_FILE: z
+    .string()
+    .optional()
+    .meta(
+      doc('encryption', 'A file holding the same list of keys as TIDEMARK_PAYLOAD_KEYS; both may be set.'),
+    ),
   TIDEMARK_CODEC_ORIGINS: z
     .string()
     .optional()
@@ -126,35 +366,129 @@ const schema = z.object({
         origins.push(origin);
       }
       return origins;
-    }),
-  TIDEMARK_CODEC_TOKEN: z.string().min(16, 'use at least 16 characters').optional(),
-  /**
-   * The worker's probe server (/metrics, /healthz, /readyz): its port (0: any free one; unset: 9464,
-   * or any free one when another process on the host has it) and the address it listens on (0.0.0.0
-   * so that Prometheus and the kubelet reach it in a container).
-   */
-  TIDEMARK_METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
-  TIDEMARK_METRICS_HOST: z.string().min(1).default('0.0.0.0'),
-  /**
-   * The scrape token: /metrics (a worker's probe server, the page's) answers
-   * `Authorization: Bearer <it>`; the page also answers a logged-in person. Health probes stay open.
-   */
-  TIDEMARK_METRICS_TOKEN: z.string().min(12, 'use at least 12 characters').optional(),
-  /**
-   * Sign-in through the company's identity provider (OpenID Connect, authorization code with PKCE):
-   * its issuer URL, this page's client id and (for a confidential client) secret, and the page's
-   * address as browsers reach it (the provider sends them back to <it>/auth/callback). Unset: the
-   * page runs in single-user mode, opened by TIDEMARK_WEB_TOKEN.
-   */
-  TIDEMARK_OIDC_ISSUER: z.url().optional(),
-  TIDEMARK_OIDC_CLIENT_ID: z.string().min(1).optional(),
-  TIDEMARK_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
-  TIDEMARK_WEB_URL: z.url().optional(),
-  TIDEMARK_OIDC_SCOPES: z.string().min(1).default('openid profile email groups'),
-  /** The claim that names a person in tidemark (as in TIDEMARK_APPROVERS and TIDEMARK_PEOPLE). */
-  TIDEMARK_OIDC_NAME_CLAIM: z.string().min(1).default('preferred_username'),
-  /** The claim that lists a person's groups, and which group gives which role (group=role, ...). */
-  TIDEMARK_OIDC_ROLES_CLAIM: z.string().min(1).default('groups'),
+    })
+    .meta(
+      doc(
+        'encryption',
+        "The codec server (/codec/decode, /codec/encode on the page's port): the origins of the Temporal Web UIs that may call it, comma-separated.",
+        { unset: 'the origin of TIDEMARK_WEB_UI_URL', readBy: ['page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_CODEC_TOKEN: z
+    .string()
+    .min(16, 'use at least 16 characters')
+    .optional()
+    .meta(
+      doc(
+        'encryption',
+        'A bearer token that opens the codec endpoints only (for `temporal --codec-auth`); at least 16 characters.',
+        { readBy: ['page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_METRICS_PORT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .optional()
+    .meta(
+      doc(
+        'observability',
+        "The port of the worker's probe server (/metrics, /healthz, /readyz); 0: any free one.",
+        {
+          unset: '9464, or any free port when another process on the host has it',
+          readBy: ['worker', 'dev'],
+        },
+      ),
+    ),
+  TIDEMARK_METRICS_HOST: z
+    .string()
+    .min(1)
+    .default('0.0.0.0')
+    .meta(
+      doc(
+        'observability',
+        "The address the worker's probe server listens on (0.0.0.0 so that Prometheus and the kubelet reach it in a container).",
+        { readBy: ['worker', 'dev'] },
+      ),
+    ),
+  TIDEMARK_METRICS_TOKEN: z
+    .string()
+    .min(12, 'use at least 12 characters')
+    .optional()
+    .meta(
+      doc(
+        'observability',
+        "The scrape token: /metrics (a worker's probe server, the page's) answers `Authorization: Bearer <it>`; the page also answers a logged-in person. Health probes stay open.",
+        { unset: '/metrics is open', readBy: ['worker', 'page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_OIDC_ISSUER: z
+    .url()
+    .optional()
+    .meta(
+      doc(
+        'web',
+        "Sign-in through the company's identity provider (OpenID Connect, authorization code with PKCE): its issuer URL; https unless on this machine.",
+        { unset: 'the page runs in single-user mode, opened by TIDEMARK_WEB_TOKEN', readBy: ['page', 'dev'] },
+      ),
+    ),
+  TIDEMARK_OIDC_CLIENT_ID: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('web', 'The client id the identity provider gave the page; required with TIDEMARK_OIDC_ISSUER.', {
+        readBy: ['page', 'dev'],
+      }),
+    ),
+  TIDEMARK_OIDC_CLIENT_SECRET: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('web', "The page's client secret, for a confidential client.", {
+        unset: 'a public client',
+        readBy: ['page', 'dev'],
+      }),
+    ),
+  TIDEMARK_WEB_URL: z
+    .url()
+    .optional()
+    .meta(
+      doc(
+        'web',
+        "The page's address as browsers reach it: the identity provider sends them back to <it>/auth/callback; required with TIDEMARK_OIDC_ISSUER. The CLI's `tidemark login` uses it too.",
+        { readBy: ['page', 'CLI', 'dev'] },
+      ),
+    ),
+  TIDEMARK_OIDC_SCOPES: z
+    .string()
+    .min(1)
+    .default('openid profile email groups')
+    .meta(
+      doc('web', 'The scopes the page asks the identity provider for, space-separated.', {
+        readBy: ['page', 'dev'],
+      }),
+    ),
+  TIDEMARK_OIDC_NAME_CLAIM: z
+    .string()
+    .min(1)
+    .default('preferred_username')
+    .meta(
+      doc(
+        'web',
+        'The claim that names a person in tidemark (as in TIDEMARK_APPROVERS and TIDEMARK_PEOPLE).',
+        {
+          readBy: ['page', 'dev'],
+        },
+      ),
+    ),
+  TIDEMARK_OIDC_ROLES_CLAIM: z
+    .string()
+    .min(1)
+    .default('groups')
+    .meta(doc('web', "The claim that lists a person's groups.", { readBy: ['page', 'dev'] })),
   TIDEMARK_OIDC_ROLES: z
     .string()
     .optional()
@@ -163,64 +497,196 @@ const schema = z.object({
       if (typeof parsed !== 'string') return parsed;
       ctx.addIssue({ code: 'custom', message: parsed });
       return z.NEVER;
-    }),
-  /**
-   * The key the page and the Slack app sign each decision with, and the workers check it by: set,
-   * a worker takes a rerun decision only with a valid signature (a client with raw access to
-   * Temporal cannot approve). At least 32 characters, e.g. `openssl rand -hex 32`.
-   */
+    })
+    .meta(
+      doc(
+        'web',
+        'Which group gives which role: group=role pairs, comma-separated (roles viewer, operator, approver, admin); required with TIDEMARK_OIDC_ISSUER.',
+        { readBy: ['page', 'dev'] },
+      ),
+    ),
   TIDEMARK_DECISION_KEY: z
     .string()
     .min(32, 'use at least 32 characters, e.g. openssl rand -hex 32')
-    .optional(),
-  SMTP_HOST: z.string().min(1).optional(),
-  SMTP_PORT: z.coerce.number().int().min(1).max(65535).default(587),
+    .optional()
+    .meta(
+      doc(
+        'approvals',
+        'The key the page and the Slack app sign each decision with, and the workers check it by: set, a worker takes a rerun decision only with a valid signature (a client with raw access to Temporal cannot approve). At least 32 characters, e.g. `openssl rand -hex 32`.',
+        { unset: 'decisions are not signed', readBy: WORKER_PAGE_SLACK },
+      ),
+    ),
+  SMTP_HOST: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('alerts', 'The SMTP server that sends alert and report e-mails.', {
+        unset: 'no e-mail is sent',
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  SMTP_PORT: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(65535)
+    .default(587)
+    .meta(doc('alerts', "The SMTP server's port.", { readBy: ['worker', 'dev'] })),
   SMTP_SECURE: z
     .enum(['true', 'false'])
     .default('false')
-    .transform((v) => v === 'true'),
+    .transform((v) => v === 'true')
+    .meta(
+      doc('alerts', 'true: TLS from the first byte (port 465); false: STARTTLS when the server offers it.', {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
   SMTP_TLS_REJECT_UNAUTHORIZED: z
     .enum(['true', 'false'])
     .default('true')
-    .transform((v) => v === 'true'),
-  SMTP_USER: z.string().min(1).optional(),
-  SMTP_PASSWORD: z.string().min(1).optional(),
-  SMTP_FROM: z.string().min(3).default('tidemark <tidemark@localhost>'),
-  SLACK_BOT_TOKEN: z.string().min(1).optional(),
-  SLACK_API_URL: z.url().default('https://slack.com/api'),
-  TELEGRAM_BOT_TOKEN: z.string().min(1).optional(),
-  TELEGRAM_API_URL: z.url().default('https://api.telegram.org'),
-  /** Alert channels for jobs that name none: comma-separated addresses, Slack channels, Telegram chat ids. */
-  TIDEMARK_ALERT_EMAIL: z.string().optional().transform(list),
-  TIDEMARK_ALERT_SLACK: z.string().optional().transform(list),
-  TIDEMARK_ALERT_TELEGRAM: z.string().optional().transform(list),
-  /** Log lines: JSON (one object a line, the workers' default) or pretty (tidemark dev's default). */
-  TIDEMARK_LOG_FORMAT: z.enum(['json', 'pretty']).optional(),
+    .transform((v) => v === 'true')
+    .meta(
+      doc('alerts', "false: accept an SMTP server's certificate that does not verify (a test server only).", {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  SMTP_USER: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(doc('alerts', 'The SMTP login.', { unset: 'no authentication', readBy: ['worker', 'dev'] })),
+  SMTP_PASSWORD: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(doc('alerts', "The SMTP login's password.", { readBy: ['worker', 'dev'] })),
+  SMTP_FROM: z
+    .string()
+    .min(3)
+    .default('tidemark <tidemark@localhost>')
+    .meta(doc('alerts', 'The From of the e-mails tidemark sends.', { readBy: ['worker', 'dev'] })),
+  SLACK_BOT_TOKEN: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('slack', "The Slack bot's token (xoxb-...): alerts, effects and rerun requests post with it.", {
+        unset: 'nothing is posted to Slack',
+        readBy: ['worker', 'Slack app', 'dev'],
+      }),
+    ),
+  SLACK_API_URL: z
+    .url()
+    .default('https://slack.com/api')
+    .meta(
+      doc('slack', "Slack's Web API (a test server's in tests).", { readBy: ['worker', 'Slack app', 'dev'] }),
+    ),
+  TELEGRAM_BOT_TOKEN: z
+    .string()
+    .min(1)
+    .optional()
+    .meta(
+      doc('alerts', "The Telegram bot's token: alerts and effects to Telegram chats go out with it.", {
+        unset: 'nothing is sent to Telegram',
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  TELEGRAM_API_URL: z
+    .url()
+    .default('https://api.telegram.org')
+    .meta(doc('alerts', "Telegram's Bot API (a test server's in tests).", { readBy: ['worker', 'dev'] })),
+  TIDEMARK_ALERT_EMAIL: z
+    .string()
+    .optional()
+    .transform(list)
+    .meta(
+      doc('alerts', 'E-mail addresses (comma-separated) alerted for jobs that name no alert channel.', {
+        unset: 'tidemark dev: ops@localhost',
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  TIDEMARK_ALERT_SLACK: z
+    .string()
+    .optional()
+    .transform(list)
+    .meta(
+      doc('alerts', 'Slack channels (comma-separated) alerted for jobs that name no alert channel.', {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  TIDEMARK_ALERT_TELEGRAM: z
+    .string()
+    .optional()
+    .transform(list)
+    .meta(
+      doc('alerts', 'Telegram chat ids (comma-separated) alerted for jobs that name no alert channel.', {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  TIDEMARK_LOG_FORMAT: z
+    .enum(['json', 'pretty'])
+    .optional()
+    .meta(
+      doc('logs', 'Log lines: JSON (one object a line) or pretty.', {
+        unset: 'json for the workers, pretty for tidemark dev',
+        readBy: ['worker', 'dev'],
+      }),
+    ),
   TIDEMARK_LOG_LEVEL: z
     .string()
     .toLowerCase()
     .pipe(z.enum(['trace', 'debug', 'info', 'warn', 'error']))
-    .default('info'),
-  /** The Temporal SDK's own lines (worker, activity and workflow lifecycle): warnings and errors unless set. */
+    .default('info')
+    .meta(
+      doc('logs', "tidemark's own log level: trace, debug, info, warn or error.", {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
   TIDEMARK_SDK_LOG_LEVEL: z
     .string()
     .toUpperCase()
     .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']))
-    .default('WARN'),
-  /** The built-in housekeeping job (README "Housekeeping"): on unless "off". */
-  TIDEMARK_HOUSEKEEPING: z.enum(['on', 'off'], 'must be on or off').default('on'),
-  /** Retention per kind, e.g. "runs=90d,attempts=90d,incidents=180d,quarantine=90d" (unnamed kinds keep their default). */
-  TIDEMARK_HOUSEKEEPING_RETENTION: z.string().optional().transform(retention),
-  /** Rows per delete transaction of the housekeeping job; default 5000. */
+    .default('WARN')
+    .meta(
+      doc('logs', "The Temporal SDK's own lines (worker, activity and workflow lifecycle).", {
+        readBy: ['worker', 'dev'],
+      }),
+    ),
+  TIDEMARK_HOUSEKEEPING: z
+    .enum(['on', 'off'], 'must be on or off')
+    .default('on')
+    .meta(
+      doc('housekeeping', 'The built-in housekeeping job: on unless "off".', {
+        readBy: ['worker', 'CLI', 'dev'],
+      }),
+    ),
+  TIDEMARK_HOUSEKEEPING_RETENTION: z
+    .string()
+    .optional()
+    .transform(retention)
+    .meta(
+      doc(
+        'housekeeping',
+        `Retention per kind (${RETENTION_KINDS.join(', ')}), e.g. "runs=90d,attempts=90d,incidents=180d,quarantine=90d"; at least 1d each.`,
+        { unset: 'each kind keeps its default', readBy: ['worker', 'CLI', 'dev'] },
+      ),
+    ),
   TIDEMARK_HOUSEKEEPING_BATCH_SIZE: z.coerce
     .number()
     .int('must be a whole number')
     .min(1, 'must be at least 1')
     .max(100_000, 'must be at most 100000, so one delete stays short')
-    .optional(),
+    .optional()
+    .meta(
+      doc('housekeeping', 'Rows per delete transaction of the housekeeping job (1 to 100000).', {
+        unset: '5000',
+        readBy: ['worker', 'CLI', 'dev'],
+      }),
+    ),
 });
+const schema = envSchema;
 
-const RETENTION_KINDS = ['runs', 'attempts', 'incidents', 'quarantine', 'markers'];
 const DAY_MS = 86_400_000;
 
 function retention(
