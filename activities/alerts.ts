@@ -16,6 +16,7 @@ import type { Job } from '../schedules/job.js';
 import type { ActivityDeps } from './deps.js';
 import type { EmailRequest, SlackRequest, TelegramRequest } from '../contract/effects.js';
 import { slackEscape } from '../contract/slack-text.js';
+import { nextSteps, pageLink, runbookRef, type LagSituation } from '../contract/next-steps.js';
 
 export const INCIDENT_KIND = Object.freeze({
   windowFailed: 'window-failed',
@@ -40,6 +41,10 @@ export interface RaiseInput {
   readonly attempts?: number;
   readonly workflowId?: string;
   readonly runId?: string;
+  /** Lines of what is known beyond the error (a lag's catch-up estimate), printed before the next steps. */
+  readonly notes?: readonly string[];
+  /** A lag's diagnosis, so its next steps name only the fixes that apply. */
+  readonly lag?: LagSituation;
 }
 
 export interface AlertDeliveries {
@@ -61,6 +66,23 @@ const TITLES: Record<IncidentKind, string> = {
   'restore-drill-failed': 'restore drill failed',
 };
 
+/** A line of an alert: text, or a labelled link (Slack gets it as its own link markup). */
+type AlertLine = string | { readonly label: string; readonly url: string };
+
+/** Slack's link markup `<url>`: the URL's own &, <, > and | cannot end it or add a label. */
+const slackLink = (url: string): string =>
+  `<${url.replace(/&/g, '&amp;').replace(/</g, '%3C').replace(/>/g, '%3E').replace(/\|/g, '%7C')}>`;
+
+/** An alert's lines as plain text (e-mail, Telegram) and as Slack mrkdwn (the text escaped, the links markup). */
+function render(lines: readonly AlertLine[]): { plain: string; slack: string } {
+  return {
+    plain: lines.map((l) => (typeof l === 'string' ? l : `${l.label}${l.url}`)).join('\n'),
+    slack: lines
+      .map((l) => (typeof l === 'string' ? slackEscape(l) : `${slackEscape(l.label)}${slackLink(l.url)}`))
+      .join('\n'),
+  };
+}
+
 /** The alert deliveries of an incident event: `alert:<incident>:<event>:`. */
 export const alertKeyPrefix = (incidentId: string, event: 'opened' | 'closed'): string =>
   `alert:${incidentId}:${event}:`;
@@ -71,10 +93,16 @@ export interface AlertTarget {
   readonly target: string;
 }
 
+/** Slack refuses a section whose text is longer than this. */
+const SECTION_MAX = 3000;
+
 /** An alert about an effect in doubt, with the buttons that decide it (handled by the Slack app). */
 function decisionBlocks(text: string, effectKey: string): unknown[] {
+  // Cut at a line's end, so no entity or link is cut in two; the message's text keeps it all.
+  const cut = text.lastIndexOf('\n', SECTION_MAX - 2);
+  const fits = text.length <= SECTION_MAX ? text : `${text.slice(0, cut > 0 ? cut : SECTION_MAX - 2)}\n…`;
   return [
-    { type: 'section', text: { type: 'mrkdwn', text } },
+    { type: 'section', text: { type: 'mrkdwn', text: fits } },
     {
       type: 'actions',
       block_id: 'effect',
@@ -128,6 +156,7 @@ export function alerting(deps: ActivityDeps) {
     body: string,
     effectKey?: string,
     exclude?: AlertTarget,
+    slackBody?: string,
   ): Promise<string[]> {
     const t = targets(incident.job);
     const base = alertKeyPrefix(incident.id, event).slice(0, -1);
@@ -147,17 +176,19 @@ export function alerting(deps: ActivityDeps) {
       providerKey: `${base}:${channel}:${target}`,
     });
     const text = `${subjectLine}\n${body}`;
+    // Slack reads <!channel> and <url|label> in a message as markup: the text (an error is a
+    // provider's or a person's words) goes escaped, so it can neither ping nor dress a link; the
+    // links the alert adds itself (runbook, page) are markup built from the configuration.
+    const slackText = `${slackEscape(subjectLine)}\n${slackBody ?? slackEscape(body)}`;
     const all: NewEffect[] = [
       ...(t.email.length > 0
         ? [effect('email', t.email.join(','), { to: [...t.email], subject: subjectLine, text: body })]
         : []),
-      // Slack reads <!channel> and <url|label> in a message as markup: the text (an error is a
-      // provider's or a person's words) goes escaped, so it can neither ping nor dress a link.
       ...t.slack.map((c) =>
         effect('slack', c, {
           channel: c,
-          text: slackEscape(text),
-          ...(effectKey ? { blocks: decisionBlocks(slackEscape(text), effectKey) } : {}),
+          text: slackText,
+          ...(effectKey ? { blocks: decisionBlocks(slackText, effectKey) } : {}),
         }),
       ),
       ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),
@@ -229,7 +260,10 @@ export function alerting(deps: ActivityDeps) {
       return { incidentId: id, deliveries: unsent.map((a) => a.effect_key) };
     }
     const subjectLine = `[tidemark] ${input.job}: ${TITLES[input.kind]} (${input.subject})`;
-    const body = [
+    const page = pageLink(input.kind, input.job, input.subject, deps.pageUrl);
+    const runbook = runbookRef(input.kind, deps.pageUrl);
+    const steps = nextSteps(input.kind, input.subject, input.job, input.lag);
+    const lines: AlertLine[] = [
       `job: ${input.job}`,
       `what: ${TITLES[input.kind]}`,
       `subject: ${input.subject}`,
@@ -237,7 +271,13 @@ export function alerting(deps: ActivityDeps) {
       ...(attempts !== null ? [`attempts: ${attempts}`] : []),
       ...(link ? [`run: ${link}`] : []),
       `incident: ${id}`,
-    ].join('\n');
+      ...(input.notes ?? []).map(redact),
+      deps.pageUrl ? { label: 'runbook: ', url: runbook } : `runbook: ${runbook}`,
+      ...(page ? [{ label: 'page: ', url: page }] : []),
+      'next steps:',
+      ...steps.map((s) => `  ${s.command}    # ${s.why}`),
+    ];
+    const { plain: body, slack: slackBody } = render(lines);
     const row = { id, job: input.job } as IncidentRow;
     return {
       incidentId: id,
@@ -249,6 +289,7 @@ export function alerting(deps: ActivityDeps) {
         body,
         input.kind === 'effect-unknown' ? input.subject : undefined,
         exclude,
+        slackBody,
       ),
     };
   }

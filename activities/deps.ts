@@ -28,6 +28,8 @@ export interface ActivityDeps {
   };
   /** Where links to runs point. */
   readonly webUi?: { url: string; namespace: string };
+  /** The management page's address (TIDEMARK_WEB_URL): alerts link their runbook entry and window there. */
+  readonly pageUrl?: string;
   /**
    * Where rerun requests are posted with Approve and Reject buttons (a Slack channel id), and the
    * secret that checks the Slack app's word that someone is in the approver group, and who may

@@ -2,10 +2,12 @@
 // than its threshold of windows behind the last closed window (which also catches a deleted
 // or long-paused schedule and a task queue nobody polls), and clears when the job catches up.
 import type { Client } from '@temporalio/client';
+import { Cron } from 'croner';
 import { readWatermark } from '../db/ledger.js';
 import type { Job } from '../schedules/job.js';
 import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { windowAt, windowsFrom, windowStartAt } from '../schedules/windows.js';
+import { describeTick } from '../schedules/define.js';
 import { isoUtc } from '../contract/window-key.js';
 import { alerting } from './alerts.js';
 import type { ActivityDeps } from './deps.js';
@@ -16,6 +18,8 @@ export interface LagReport {
   readonly behind: number;
   readonly threshold: number;
   readonly diagnosis: string[];
+  /** When catch-up should be done and on what basis (lagging jobs only). */
+  readonly catchUp?: string;
 }
 
 export interface WatchResult {
@@ -34,15 +38,139 @@ export function windowsBehind(job: Job, watermark: Date, now: Date, cap = 10_000
   return [...windowsFrom(job.grid, job.timezone, watermark, (w) => w.end <= lastClosedEnd, cap)].length;
 }
 
+/** What holds catch-up back, as far as the watch can tell. */
+export interface CatchUpFacts {
+  readonly noPoller?: boolean;
+  readonly paused?: boolean;
+  readonly taskQueue?: string;
+  /** The median duration of the job's recent done windows, when any are recorded. */
+  readonly medianWindowMs?: number;
+  readonly measured?: number;
+}
+
+/** A duration in words: 850ms, 12s, 1m30s, 2h5m, 3d4h. */
+function roughly(ms: number): string {
+  const s = Math.round(ms / 1000);
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (s < 60) return `${s}s`;
+  const parts = (a: number, ua: string, b: number, ub: string) => `${a}${ua}${b ? `${b}${ub}` : ''}`;
+  if (s < 3600) return parts(Math.floor(s / 60), 'm', s % 60, 's');
+  if (s < 86_400) return parts(Math.floor(s / 3600), 'h', Math.floor((s % 3600) / 60), 'm');
+  return parts(Math.floor(s / 86_400), 'd', Math.floor((s % 86_400) / 3600), 'h');
+}
+
+/** The tick's fire times strictly after `after`, as the Temporal server computes them. */
+function* fires(job: Job, after: Date): Generator<Date> {
+  const tick = job.tick;
+  if (tick.kind === 'cron') {
+    const cron = new Cron(tick.cron, { timezone: tick.timezone, mode: '5-part', paused: true });
+    for (let t = cron.nextRun(after); t; t = cron.nextRun(t)) yield t;
+    return;
+  }
+  for (let n = Math.floor((after.getTime() - tick.offsetMs) / tick.everyMs) + 1; ; n++)
+    yield new Date(n * tick.everyMs + tick.offsetMs);
+}
+
+const MAX_TICKS = 5000;
+const MAX_WINDOWS = 200_000;
+
+/**
+ * When a lagging job should have caught up: each tick (from the next fire on) starts at most
+ * maxCatchUp new windows of those closed, while new windows keep closing on the grid; catch-up is
+ * done once a tick can start every closed window, plus a window's measured duration when known.
+ * Null when it cannot finish: nothing polls, the schedule is paused, or ticks start no more than close.
+ */
+export function catchUpEstimate(
+  job: Job,
+  watermark: Date,
+  now: Date,
+  facts: CatchUpFacts,
+): { at: Date | null; text: string } {
+  const behind = windowsBehind(job, watermark, now);
+  if (facts.noPoller)
+    return {
+      at: null,
+      text: `will not start until a worker polls task queue${facts.taskQueue ? ` "${facts.taskQueue}"` : ''} (${behind} windows behind)`,
+    };
+  if (facts.paused)
+    return { at: null, text: `will not start until the schedule is resumed (${behind} windows behind)` };
+  const gridWords =
+    job.grid.kind === 'fixed' ? `every ${job.grid.label}` : `every ${job.grid.label} (in ${job.timezone})`;
+  const basis = [
+    `${behind} windows behind at ${isoUtc(now)}`,
+    `at most ${job.maxCatchUp} new windows per tick`,
+    `the tick fires ${describeTick(job.tick)}`,
+    `one window closes ${gridWords}`,
+    ...(facts.medianWindowMs !== undefined
+      ? [
+          `recent windows took about ${roughly(facts.medianWindowMs)} (median of the last ${facts.measured ?? 'few'})`,
+        ]
+      : ['no window durations recorded yet (not counted)']),
+  ].join('; ');
+  // A fixed grid under an interval tick: closing and catching up are both steady, so a cap no
+  // larger than what closes between two ticks never catches up.
+  if (
+    job.grid.kind === 'fixed' &&
+    job.tick.kind === 'interval' &&
+    job.maxCatchUp * job.grid.ms <= job.tick.everyMs &&
+    behind > job.maxCatchUp
+  )
+    return { at: null, text: `never catches up at this rate: ${basis}` };
+  // Tick by tick: the windows closed by its fire (counted once, walking the grid) less those started.
+  const grid = windowsFrom(job.grid, job.timezone, watermark, () => true);
+  let next = grid.next().value!;
+  let closed = 0;
+  let started = 0;
+  let ticks = 0;
+  for (const fire of fires(job, now)) {
+    if (++ticks > MAX_TICKS) break;
+    while (next.end.getTime() + job.latenessMs <= fire.getTime() && closed <= MAX_WINDOWS) {
+      closed++;
+      next = grid.next().value!;
+    }
+    if (closed > MAX_WINDOWS) break;
+    if (closed - started <= job.maxCatchUp) {
+      const at = new Date(fire.getTime() + (facts.medianWindowMs ?? 0));
+      return { at, text: `expected done by about ${isoUtc(at)} (UTC); basis: ${basis}` };
+    }
+    started += job.maxCatchUp;
+  }
+  return { at: null, text: `not within ${MAX_TICKS} ticks (it may never catch up at this rate): ${basis}` };
+}
+
+/** The median duration of a job's last done windows, and how many it is taken over. */
+async function recentDurations(
+  deps: ActivityDeps,
+  job: string,
+): Promise<{ medianWindowMs?: number; measured?: number }> {
+  const rows = await deps.db
+    .selectFrom('job_windows')
+    .select('duration_ms')
+    .where('job', '=', job)
+    .where('status', '=', 'done')
+    .where('duration_ms', 'is not', null)
+    .orderBy('window_start', 'desc')
+    .limit(20)
+    .execute();
+  const ms = rows.map((r) => r.duration_ms!).sort((a, b) => a - b);
+  if (ms.length === 0) return {};
+  return { medianWindowMs: ms[Math.floor(ms.length / 2)]!, measured: ms.length };
+}
+
 async function diagnose(
   temporal: { client: Client; taskQueue: string } | undefined,
   job: Job,
-): Promise<string[]> {
-  if (!temporal) return [];
+): Promise<{ notes: string[]; noPoller: boolean; paused: boolean }> {
+  if (!temporal) return { notes: [], noPoller: false, paused: false };
   const notes: string[] = [];
+  let noPoller = false;
+  let paused = false;
   try {
     const d = await temporal.client.schedule.getHandle(scheduleIdOf(job.name)).describe();
-    if (d.state.paused) notes.push(`its schedule is paused${d.state.note ? ` ("${d.state.note}")` : ''}`);
+    if (d.state.paused) {
+      paused = true;
+      notes.push(`its schedule is paused${d.state.note ? ` ("${d.state.note}")` : ''}`);
+    }
   } catch (err) {
     notes.push(`its schedule ${scheduleIdOf(job.name)} cannot be read (${(err as Error).name}: deleted?)`);
   }
@@ -52,11 +180,14 @@ async function diagnose(
       taskQueue: { name: temporal.taskQueue },
       taskQueueType: 1,
     });
-    if ((q.pollers ?? []).length === 0) notes.push(`no worker polls task queue "${temporal.taskQueue}"`);
+    if ((q.pollers ?? []).length === 0) {
+      noPoller = true;
+      notes.push(`no worker polls task queue "${temporal.taskQueue}"`);
+    }
   } catch (err) {
     notes.push(`task queue "${temporal.taskQueue}" cannot be described (${(err as Error).message})`);
   }
-  return notes;
+  return { notes, noPoller, paused };
 }
 
 export function watchActivities(deps: ActivityDeps) {
@@ -71,13 +202,21 @@ export function watchActivities(deps: ActivityDeps) {
         if (!watermark) continue; // never ticked and no declared start: nothing to measure against yet
         const behind = windowsBehind(job, watermark, now);
         if (behind > job.lagThreshold) {
-          const diagnosis = await diagnose(deps.temporal, job);
+          const found = await diagnose(deps.temporal, job);
+          const diagnosis = found.notes;
+          const catchUp = catchUpEstimate(job, watermark, now, {
+            noPoller: found.noPoller,
+            paused: found.paused,
+            ...(deps.temporal ? { taskQueue: deps.temporal.taskQueue } : {}),
+            ...(await recentDurations(deps, job.name)),
+          }).text;
           reports.push({
             job: job.name,
             watermark: isoUtc(watermark),
             behind,
             threshold: job.lagThreshold,
             diagnosis,
+            catchUp,
           });
           const error = `watermark ${isoUtc(watermark)} is ${behind} windows behind (threshold ${job.lagThreshold})${diagnosis.length ? `; ${diagnosis.join('; ')}` : ''}`;
           const raised = await alerts.activities.raiseIncident({
@@ -86,6 +225,9 @@ export function watchActivities(deps: ActivityDeps) {
             kind: 'lag',
             error,
             attempts: 0,
+            notes: [`catch-up: ${catchUp}`],
+            // Without Temporal to ask, the next steps list each possible cause's fix.
+            ...(deps.temporal ? { lag: { noPoller: found.noPoller, paused: found.paused } } : {}),
           });
           deliveries.push(...raised.deliveries);
         } else {

@@ -18,6 +18,9 @@ const NEEDS: Readonly<Record<string, Role>> = {
   'POST /api/tokens/:id/revoke': 'viewer',
 };
 
+// Outside /api, and so outside this table: GET /runbook and /runbook.md (web/routes/runbook.ts) need
+// no sign-in, since the runbook holds no job data.
+
 /** The role a request to route `url` (its pattern, e.g. /api/jobs/:job/trigger) needs. */
 export function roleFor(method: string, url: string | undefined): Role {
   if (method === 'GET' || method === 'HEAD') return 'viewer';

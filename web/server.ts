@@ -40,6 +40,7 @@ import { consoleLogger, type Logger } from '../activities/logger.js';
 import { redactorFromConfig } from '../workers/channels.js';
 import { codecRoutes } from './routes/codec.js';
 import { routeModules } from './routes/index.js';
+import { runbookRoutes } from './routes/runbook.js';
 
 export interface WebOptions {
   port: number;
@@ -321,6 +322,9 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       .type('text/html; charset=utf-8')
       .send(s ? html : html.replace('data-auth="yes"', 'data-auth="no"'));
   });
+
+  // The runbook the alerts link to: no sign-in, it holds no job data (web/routes/runbook.ts).
+  await runbookRoutes(app);
 
   // The scrape token's (TIDEMARK_METRICS_TOKEN) or a logged-in person's: job names and counts are
   // not for strangers, and each reading costs the database and Temporal (shared a few seconds).

@@ -39,6 +39,7 @@ export function buildDeps(
       telegram: config.TIDEMARK_ALERT_TELEGRAM,
     },
     webUi: { url: config.TIDEMARK_WEB_UI_URL, namespace: config.TEMPORAL_NAMESPACE },
+    ...(config.TIDEMARK_WEB_URL ? { pageUrl: config.TIDEMARK_WEB_URL } : {}),
     approvals: {
       ...(config.TIDEMARK_APPROVAL_SLACK_CHANNEL
         ? { slackChannel: config.TIDEMARK_APPROVAL_SLACK_CHANNEL }
