@@ -14,6 +14,7 @@ import type { IContainer } from 'kubernetes-models/v1';
 import { COMMANDS } from '../../cli/main.js';
 import { SERVICES } from '../../cli/services.js';
 import { loadConfig } from '../../config/env.js';
+import { checkSignIn } from '../../web/main.js';
 
 const file = fileURLToPath(new URL('../../deploy/kubernetes/tidemark.yaml', import.meta.url));
 const docs = parseAllDocuments(readFileSync(file, 'utf8')).map((d) => d.toJS() as { kind: string });
@@ -66,6 +67,27 @@ test('each container runs a tidemark command that exists, with the settings of o
   // The ConfigMap's settings pass tidemark's own configuration check.
   const config = named<{ data: Record<string, string> }>('ConfigMap', 'tidemark')!;
   assert.doesNotThrow(() => loadConfig({ ...config.data }));
+});
+
+test('the page has a way in: its settings pass the check `tidemark web` makes at start', () => {
+  const config = named<{ data: Record<string, string> }>('ConfigMap', 'tidemark')!;
+  const web = containersOf(named('Deployment', 'tidemark-web')!)[0]!;
+  const env = { ...config.data, ...Object.fromEntries((web.env ?? []).map((e) => [e.name, e.value!])) };
+  assert.doesNotThrow(() => checkSignIn(loadConfig(env)));
+  // The check can fail: without the provider the page would need the shared token.
+  const without: Record<string, string> = { ...env };
+  delete without.TIDEMARK_OIDC_ISSUER;
+  assert.throws(() => checkSignIn(loadConfig(without)), /TIDEMARK_OIDC_ISSUER/);
+});
+
+test('migrations run before the workers roll and the schedules are synced after, each a Job of its own', () => {
+  const jobs = docs
+    .filter((d) => d.kind === 'Job')
+    .map((d) => containersOf(d as never).map((c) => c.command));
+  assert.deepEqual(jobs, [[['tidemark', 'migrate']], [['tidemark', 'sync']]]);
+  // No Temporal API key with a plain in-cluster address: a key turns TLS on.
+  const config = named<{ data: Record<string, string> }>('ConfigMap', 'tidemark')!;
+  assert.ok(!('TEMPORAL_API_KEY' in config.data));
 });
 
 test("the workers' probes ask the worker's own port and paths; the job workers and the watch poll apart", () => {

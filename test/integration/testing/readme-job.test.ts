@@ -34,6 +34,9 @@ after(async () => {
 test("the README's job, as written, sums a window once and changes nothing when run again", async () => {
   assert.equal(blocks.length, 1, 'the README shows one js block: the job of your own');
   const entry = pathToFileURL(fileURLToPath(new URL('../../../index.ts', import.meta.url))).href;
+  // The README's folder: `npm init -y && npm pkg set type=module`, so the .js file is an ES module.
+  assert.match(readme, /npm init -y && npm pkg set type=module/);
+  writeFileSync(join(folder, 'package.json'), JSON.stringify({ name: 'my-jobs', type: 'module' }));
   const file = join(folder, 'tidemark.config.js');
   writeFileSync(file, blocks[0]!.replace(/from 'tidemark'/, `from ${JSON.stringify(entry)}`));
   const { default: catalog } = (await import(pathToFileURL(file).href)) as { default: Catalog };
