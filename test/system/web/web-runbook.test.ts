@@ -39,3 +39,34 @@ test('/runbook answers without a session: docs/runbook.md as a page, every incid
     await web.stop();
   }
 });
+
+test('the runbook links other docs pages as the page serves them, and only files of docs/ are served', async () => {
+  const web = await startWeb(stack, { token: 'runbook-token-0123456', catalog, env: {} });
+  try {
+    const html = await (await fetch(`${web.url}/runbook`)).text();
+    const links = [...html.matchAll(/href="([^"#]+)(#[^"]*)?"/g)]
+      .map((m) => m[1]!)
+      .filter((h) => !/^https?:/.test(h) && h !== '/app.css');
+    assert.ok(links.length > 0, 'the runbook links another page (restore.md, when verify fails)');
+    for (const href of links) {
+      assert.match(href, /^\/docs\/[a-z0-9/-]+\.md$/, `${href}: a docs page, absolute on the page`);
+      const r = await fetch(`${web.url}${href}`);
+      assert.equal(r.status, 200, href);
+      assert.match(r.headers.get('content-type') ?? '', /^text\/html/, href);
+    }
+    const restore = await (await fetch(`${web.url}/docs/restore.md`)).text();
+    assert.ok(
+      restore.includes('id="when-verify-fails"'),
+      "the verify table's heading is an anchor on the page",
+    );
+    for (const path of [
+      '/docs/../package.json',
+      '/docs/%2e%2e/package.json',
+      '/docs/runbook.txt',
+      '/docs/nope.md',
+    ])
+      assert.equal((await fetch(`${web.url}${path}`)).status, 404, path);
+  } finally {
+    await web.stop();
+  }
+});
