@@ -96,11 +96,26 @@ export interface AlertTarget {
 /** Slack refuses a section whose text is longer than this. */
 const SECTION_MAX = 3000;
 
+/** Telegram refuses a message longer than this (400, not retried): the alert would be lost. */
+const TELEGRAM_MAX = 4096;
+
+/** Any alert within Telegram's limit (a recovery notice's last error may be long too). */
+const fitTelegram = (text: string): string =>
+  text.length <= TELEGRAM_MAX ? text : `${text.slice(0, TELEGRAM_MAX - 1)}…`;
+
+/** Slack mrkdwn cut anywhere, less an escaped character (`&amp;`) or a link (`<url>`) it cut in two. */
+function whole(cut: string): string {
+  const open = cut.lastIndexOf('<');
+  const unclosed = open > cut.lastIndexOf('>') ? cut.slice(0, open) : cut;
+  return unclosed.replace(/&[a-z]*$/, '');
+}
+
 /** An alert about an effect in doubt, with the buttons that decide it (handled by the Slack app). */
 function decisionBlocks(text: string, effectKey: string): unknown[] {
   // Cut at a line's end, so no entity or link is cut in two; the message's text keeps it all.
   const cut = text.lastIndexOf('\n', SECTION_MAX - 2);
-  const fits = text.length <= SECTION_MAX ? text : `${text.slice(0, cut > 0 ? cut : SECTION_MAX - 2)}\n…`;
+  const fits =
+    text.length <= SECTION_MAX ? text : `${whole(text.slice(0, cut > 0 ? cut : SECTION_MAX - 2))}\n…`;
   return [
     { type: 'section', text: { type: 'mrkdwn', text: fits } },
     {
@@ -157,6 +172,7 @@ export function alerting(deps: ActivityDeps) {
     effectKey?: string,
     exclude?: AlertTarget,
     slackBody?: string,
+    telegramBody?: string,
   ): Promise<string[]> {
     const t = targets(incident.job);
     const base = alertKeyPrefix(incident.id, event).slice(0, -1);
@@ -191,7 +207,12 @@ export function alerting(deps: ActivityDeps) {
           ...(effectKey ? { blocks: decisionBlocks(slackText, effectKey) } : {}),
         }),
       ),
-      ...t.telegram.map((c) => effect('telegram', c, { chatId: c, text })),
+      ...t.telegram.map((c) =>
+        effect('telegram', c, {
+          chatId: c,
+          text: fitTelegram(telegramBody ? `${subjectLine}\n${telegramBody}` : text),
+        }),
+      ),
     ];
     // A channel reported down is not asked to carry its own report.
     const effects = exclude
@@ -260,24 +281,35 @@ export function alerting(deps: ActivityDeps) {
       return { incidentId: id, deliveries: unsent.map((a) => a.effect_key) };
     }
     const subjectLine = `[tidemark] ${input.job}: ${TITLES[input.kind]} (${input.subject})`;
+    // The links come from the configuration: a password in TIDEMARK_WEB_URL is redacted like any.
     const page = pageLink(input.kind, input.job, input.subject, deps.pageUrl);
-    const runbook = runbookRef(input.kind, deps.pageUrl);
+    const runbook = redact(runbookRef(input.kind, deps.pageUrl));
     const steps = nextSteps(input.kind, input.subject, input.job, input.lag);
-    const lines: AlertLine[] = [
+    const lines = (errorText: string): AlertLine[] => [
       `job: ${input.job}`,
       `what: ${TITLES[input.kind]}`,
       `subject: ${input.subject}`,
-      `error: ${error}`,
+      `error: ${errorText}`,
       ...(attempts !== null ? [`attempts: ${attempts}`] : []),
       ...(link ? [`run: ${link}`] : []),
       `incident: ${id}`,
       ...(input.notes ?? []).map(redact),
       deps.pageUrl ? { label: 'runbook: ', url: runbook } : `runbook: ${runbook}`,
-      ...(page ? [{ label: 'page: ', url: page }] : []),
+      ...(page ? [{ label: 'page: ', url: redact(page) }] : []),
       'next steps:',
       ...steps.map((s) => `  ${s.command}    # ${s.why}`),
     ];
-    const { plain: body, slack: slackBody } = render(lines);
+    const { plain: body, slack: slackBody } = render(lines(error));
+    // Telegram's limit: the error gives way (the rest is in the incident), the links and steps stay.
+    const over = subjectLine.length + 1 + body.length - TELEGRAM_MAX;
+    let telegramBody = body;
+    if (over > 0) {
+      const more = (n: number) => `… (${n} characters more: npx tidemark incidents --job ${input.job})`;
+      const keep = Math.max(0, error.length - over - more(error.length).length);
+      telegramBody = render(lines(`${error.slice(0, keep)}${more(error.length - keep)}`)).plain;
+      const room = TELEGRAM_MAX - subjectLine.length - 1;
+      if (telegramBody.length > room) telegramBody = `${telegramBody.slice(0, room - 1)}…`;
+    }
     const row = { id, job: input.job } as IncidentRow;
     return {
       incidentId: id,
@@ -290,6 +322,7 @@ export function alerting(deps: ActivityDeps) {
         input.kind === 'effect-unknown' ? input.subject : undefined,
         exclude,
         slackBody,
+        telegramBody,
       ),
     };
   }

@@ -27,8 +27,15 @@ export interface WatchResult {
   readonly deliveries: readonly string[];
 }
 
+/** How far windowsBehind counts. */
+export const BEHIND_CAP = 10_000;
+
+/** A count of windows behind in words: the cap is a floor, not the count. */
+export const behindWords = (n: number): string =>
+  n >= BEHIND_CAP ? `at least ${BEHIND_CAP} windows behind` : `${n} windows behind`;
+
 /** Windows between the watermark and the end of the last closed window (capped). */
-export function windowsBehind(job: Job, watermark: Date, now: Date, cap = 10_000): number {
+export function windowsBehind(job: Job, watermark: Date, now: Date, cap = BEHIND_CAP): number {
   const lastClosedEnd = windowAt(job.grid, job.timezone, new Date(now.getTime() - job.latenessMs)).start;
   // A fixed grid is aligned to the epoch in UTC: arithmetic (every scrape counts every job).
   if (job.grid.kind === 'fixed') {
@@ -42,6 +49,8 @@ export function windowsBehind(job: Job, watermark: Date, now: Date, cap = 10_000
 export interface CatchUpFacts {
   readonly noPoller?: boolean;
   readonly paused?: boolean;
+  /** The job's schedule cannot be read: deleted, or never synced. */
+  readonly scheduleMissing?: boolean;
   readonly taskQueue?: string;
   /** The median duration of the job's recent done windows, when any are recorded. */
   readonly medianWindowMs?: number;
@@ -90,14 +99,19 @@ export function catchUpEstimate(
   if (facts.noPoller)
     return {
       at: null,
-      text: `will not start until a worker polls task queue${facts.taskQueue ? ` "${facts.taskQueue}"` : ''} (${behind} windows behind)`,
+      text: `will not start until a worker polls task queue${facts.taskQueue ? ` "${facts.taskQueue}"` : ''} (${behindWords(behind)})`,
+    };
+  if (facts.scheduleMissing)
+    return {
+      at: null,
+      text: `will not start until the schedule exists again: npx tidemark schedules sync (${behindWords(behind)})`,
     };
   if (facts.paused)
-    return { at: null, text: `will not start until the schedule is resumed (${behind} windows behind)` };
+    return { at: null, text: `will not start until the schedule is resumed (${behindWords(behind)})` };
   const gridWords =
     job.grid.kind === 'fixed' ? `every ${job.grid.label}` : `every ${job.grid.label} (in ${job.timezone})`;
   const basis = [
-    `${behind} windows behind at ${isoUtc(now)}`,
+    `${behindWords(behind)} at ${isoUtc(now)}`,
     `at most ${job.maxCatchUp} new windows per tick`,
     `the tick fires ${describeTick(job.tick)}`,
     `one window closes ${gridWords}`,
@@ -107,21 +121,24 @@ export function catchUpEstimate(
         ]
       : ['no window durations recorded yet (not counted)']),
   ].join('; ');
-  // A fixed grid under an interval tick: closing and catching up are both steady, so a cap no
-  // larger than what closes between two ticks never catches up.
-  if (
-    job.grid.kind === 'fixed' &&
-    job.tick.kind === 'interval' &&
-    job.maxCatchUp * job.grid.ms <= job.tick.everyMs &&
-    behind > job.maxCatchUp
-  )
-    return { at: null, text: `never catches up at this rate: ${basis}` };
+  // A tick plans up to maxCatchUp windows not done yet, running ones included (they are skipped):
+  // a window holds its slot from its tick until it ends, a measured duration later.
+  const takesMs = facts.medianWindowMs ?? 0;
+  // A fixed grid under an interval tick: closing and catching up are both steady. A window holds
+  // its slot for `period` ticks, so a cap that starts no more than closes meanwhile never catches up.
+  if (job.grid.kind === 'fixed' && job.tick.kind === 'interval' && behind > job.maxCatchUp) {
+    const period = Math.max(1, Math.ceil(takesMs / job.tick.everyMs));
+    if (job.maxCatchUp * job.grid.ms <= period * job.tick.everyMs)
+      return { at: null, text: `never catches up at this rate: ${basis}` };
+  }
   // Tick by tick: the windows closed by its fire (counted once, walking the grid) less those started.
   const grid = windowsFrom(job.grid, job.timezone, watermark, () => true);
   let next = grid.next().value!;
   let closed = 0;
   let started = 0;
   let ticks = 0;
+  /** When each started window ends, oldest first. */
+  const ends: number[] = [];
   for (const fire of fires(job, now)) {
     if (++ticks > MAX_TICKS) break;
     while (next.end.getTime() + job.latenessMs <= fire.getTime() && closed <= MAX_WINDOWS) {
@@ -129,11 +146,14 @@ export function catchUpEstimate(
       next = grid.next().value!;
     }
     if (closed > MAX_WINDOWS) break;
-    if (closed - started <= job.maxCatchUp) {
-      const at = new Date(fire.getTime() + (facts.medianWindowMs ?? 0));
+    while (ends.length > 0 && ends[0]! <= fire.getTime()) ends.shift();
+    const free = job.maxCatchUp - ends.length;
+    if (closed - started <= free) {
+      const at = new Date(fire.getTime() + takesMs);
       return { at, text: `expected done by about ${isoUtc(at)} (UTC); basis: ${basis}` };
     }
-    started += job.maxCatchUp;
+    for (let i = 0; i < free; i++) ends.push(fire.getTime() + takesMs);
+    started += Math.max(0, free);
   }
   return { at: null, text: `not within ${MAX_TICKS} ticks (it may never catch up at this rate): ${basis}` };
 }
@@ -160,11 +180,12 @@ async function recentDurations(
 async function diagnose(
   temporal: { client: Client; taskQueue: string } | undefined,
   job: Job,
-): Promise<{ notes: string[]; noPoller: boolean; paused: boolean }> {
-  if (!temporal) return { notes: [], noPoller: false, paused: false };
+): Promise<{ notes: string[]; noPoller: boolean; paused: boolean; scheduleMissing: boolean }> {
+  if (!temporal) return { notes: [], noPoller: false, paused: false, scheduleMissing: false };
   const notes: string[] = [];
   let noPoller = false;
   let paused = false;
+  let scheduleMissing = false;
   try {
     const d = await temporal.client.schedule.getHandle(scheduleIdOf(job.name)).describe();
     if (d.state.paused) {
@@ -172,6 +193,7 @@ async function diagnose(
       notes.push(`its schedule is paused${d.state.note ? ` ("${d.state.note}")` : ''}`);
     }
   } catch (err) {
+    scheduleMissing = true;
     notes.push(`its schedule ${scheduleIdOf(job.name)} cannot be read (${(err as Error).name}: deleted?)`);
   }
   try {
@@ -187,7 +209,7 @@ async function diagnose(
   } catch (err) {
     notes.push(`task queue "${temporal.taskQueue}" cannot be described (${(err as Error).message})`);
   }
-  return { notes, noPoller, paused };
+  return { notes, noPoller, paused, scheduleMissing };
 }
 
 export function watchActivities(deps: ActivityDeps) {
@@ -207,6 +229,7 @@ export function watchActivities(deps: ActivityDeps) {
           const catchUp = catchUpEstimate(job, watermark, now, {
             noPoller: found.noPoller,
             paused: found.paused,
+            scheduleMissing: found.scheduleMissing,
             ...(deps.temporal ? { taskQueue: deps.temporal.taskQueue } : {}),
             ...(await recentDurations(deps, job.name)),
           }).text;
@@ -218,7 +241,7 @@ export function watchActivities(deps: ActivityDeps) {
             diagnosis,
             catchUp,
           });
-          const error = `watermark ${isoUtc(watermark)} is ${behind} windows behind (threshold ${job.lagThreshold})${diagnosis.length ? `; ${diagnosis.join('; ')}` : ''}`;
+          const error = `watermark ${isoUtc(watermark)} is ${behindWords(behind)} (threshold ${job.lagThreshold})${diagnosis.length ? `; ${diagnosis.join('; ')}` : ''}`;
           const raised = await alerts.activities.raiseIncident({
             job: job.name,
             subject: 'lag',
@@ -227,7 +250,15 @@ export function watchActivities(deps: ActivityDeps) {
             attempts: 0,
             notes: [`catch-up: ${catchUp}`],
             // Without Temporal to ask, the next steps list each possible cause's fix.
-            ...(deps.temporal ? { lag: { noPoller: found.noPoller, paused: found.paused } } : {}),
+            ...(deps.temporal
+              ? {
+                  lag: {
+                    noPoller: found.noPoller,
+                    paused: found.paused,
+                    scheduleMissing: found.scheduleMissing,
+                  },
+                }
+              : {}),
           });
           deliveries.push(...raised.deliveries);
         } else {

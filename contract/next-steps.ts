@@ -25,18 +25,39 @@ export interface NextStep {
 export interface LagSituation {
   readonly noPoller?: boolean;
   readonly paused?: boolean;
+  /** The job's schedule cannot be read: deleted, or never synced. */
+  readonly scheduleMissing?: boolean;
 }
 
 /** The runbook file's place inside the package. */
 export const RUNBOOK_FILE = 'docs/runbook.md';
 
+/** Control characters: a line break in a key would print as a line of the alert of its own. */
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** A word with control characters as one argument in bash's $'...' quoting, each one escaped. */
+const ansiQuote = (word: string): string =>
+  `$'${word
+    .replace(/\\/g, '\\\\')
+    .replace(/'/g, "\\'")
+    .replace(/[\u0000-\u001f\u007f]/g, (c) =>
+      c === '\n'
+        ? '\\n'
+        : c === '\t'
+          ? '\\t'
+          : c === '\r'
+            ? '\\r'
+            : `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`,
+    )}'`;
+
 /** A word as one shell argument: bare when it holds nothing a shell reads, else single-quoted. */
 export function shellQuote(word: string): string {
+  if (CONTROL.test(word)) return ansiQuote(word);
   return /^[A-Za-z0-9_./:=@%+-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }
 
 /** A key (window, effect) as one shell argument, always quoted so it reads as a key. */
-const key = (k: string): string => `'${k.replace(/'/g, `'\\''`)}'`;
+const key = (k: string): string => (CONTROL.test(k) ? ansiQuote(k) : `'${k.replace(/'/g, `'\\''`)}'`);
 
 const base = (webUrl: string): string => webUrl.replace(/\/+$/, '');
 
@@ -125,6 +146,10 @@ export function nextSteps(kind: NextStepKind, subject: string, job: string, lag?
         );
       if (!lag || lag.paused)
         steps.push(cli(`resume ${j}`, `${lag ? '' : 'if paused: '}resume the schedule`));
+      if (!lag || lag.scheduleMissing)
+        steps.push(
+          cli('schedules sync', `${lag ? '' : 'if its schedule is gone: '}make the schedules again`),
+        );
       return steps;
     }
     case 'finding':
@@ -150,7 +175,10 @@ export function nextSteps(kind: NextStepKind, subject: string, job: string, lag?
     case 'alert-undelivered':
       return [
         cli(`incidents --job ${j}`, "the job's open incidents: what its alerts said"),
-        cli(`effects list --job ${j} --status failed`, 'the alerts that failed, with their last errors'),
+        cli(
+          `effects list --job ${j} --status pending,begun,unknown,failed`,
+          'the alerts not delivered yet, with their last errors',
+        ),
       ];
     case 'restore-drill-failed':
       return [

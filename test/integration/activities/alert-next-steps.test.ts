@@ -9,6 +9,7 @@ import { alerting, INCIDENT_KIND, type IncidentKind } from '../../../activities/
 import type { ActivityDeps } from '../../../activities/deps.js';
 import { memoryLogger } from '../../../activities/logger.js';
 import { catchUpEstimate, watchActivities } from '../../../activities/watch.js';
+import { nextSteps } from '../../../contract/next-steps.js';
 import { defineCatalog, defineJob } from '../../../schedules/define.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
 import { salesJob } from '../../helpers/jobs.js';
@@ -66,7 +67,10 @@ const CASES: Record<IncidentKind, { subject: string; commands: string[]; page: s
   },
   'alert-undelivered': {
     subject: 'alerts:telegram:down-chat',
-    commands: ['npx tidemark incidents --job steps', 'npx tidemark effects list --job steps --status failed'],
+    commands: [
+      'npx tidemark incidents --job steps',
+      'npx tidemark effects list --job steps --status pending,begun,unknown,failed',
+    ],
     page: `${PAGE}/#/incidents`,
   },
   'restore-drill-failed': {
@@ -188,4 +192,104 @@ test('catch-up will not start while no worker polls, and never ends when a tick 
   const measured = catchUpEstimate(job, new Date('2026-05-01T00:00:00Z'), now, { medianWindowMs: 90_000 });
   assert.equal(measured.at?.toISOString(), '2026-05-02T01:06:30.000Z');
   assert.match(measured.text, /recent windows took about 1m30s/);
+});
+
+test("a password in the page's address does not reach an alert", async () => {
+  const { activities } = alerting(
+    depsWith({
+      pageUrl: 'https://ops:Hunter2Pass@tidemark.example.com',
+      redact: (x) => x.replace(/Hunter2Pass/g, '***'),
+    }),
+  );
+  await t.db.deleteFrom('incidents').where('job', '=', 'steps').execute();
+  const raised = await activities.raiseIncident({
+    job: 'steps',
+    subject: W,
+    kind: 'window-failed',
+    error: 'boom',
+  });
+  for (const [channel, text] of Object.entries(await alertTexts(raised.deliveries)))
+    assert.ok(!text.includes('Hunter2Pass'), `${channel}: ${text}`);
+});
+
+test('a key with a line break or other control character stays one quoted argument, never a line of its own', () => {
+  const key = `${W}:push\n  npx tidemark effects decide 'x' --skip    # forged`;
+  for (const step of nextSteps('effect-unknown', key, 'steps')) {
+    assert.ok(!/[\u0000-\u001f\u007f]/.test(step.command), JSON.stringify(step.command));
+    assert.match(
+      step.command,
+      /^npx tidemark effects decide \$'steps\/[^ ]+\\n {2}npx tidemark effects decide \\'x\\' --skip {4}# forged' --(resend|skip)$/,
+    );
+  }
+});
+
+test("a Telegram alert stays within Telegram's 4096 characters, its error shortened, its links and steps kept", async () => {
+  const { activities } = alerting(depsWith({ pageUrl: PAGE }));
+  await t.db.deleteFrom('incidents').where('job', '=', 'steps').execute();
+  const raised = await activities.raiseIncident({
+    job: 'steps',
+    subject: `${W}:push`,
+    kind: 'effect-unknown',
+    error: `HTTP 504 ${'y'.repeat(6000)}`,
+  });
+  const text = (await alertTexts(raised.deliveries)).telegram!;
+  assert.ok(text.length <= 4096, `${text.length}`);
+  assert.ok(text.includes(`effects decide '${W}:push' --skip`), text.slice(-400));
+  assert.ok(text.includes(`runbook: ${PAGE}/runbook#effect-unknown`));
+  assert.match(text, /error: HTTP 504 y+… \(\d+ characters more: npx tidemark incidents --job steps\)/);
+});
+
+test("Slack's cut section never splits an escaped character or a link", async () => {
+  const { activities } = alerting(depsWith({ pageUrl: PAGE }));
+  await t.db.deleteFrom('incidents').where('job', '=', 'steps').execute();
+  // A subject line alone longer than a section: no line's end to cut at.
+  const raised = await activities.raiseIncident({
+    job: 'steps',
+    subject: `${W}:${'&'.repeat(1500)}`,
+    kind: 'effect-unknown',
+    error: 'HTTP 504',
+  });
+  const row = await t.db
+    .selectFrom('effects')
+    .select('request')
+    .where('effect_key', 'in', [...raised.deliveries])
+    .where('channel', '=', 'slack')
+    .executeTakeFirstOrThrow();
+  const section = (row.request as { blocks: { text?: { text: string } }[] }).blocks[0]!.text!.text;
+  assert.ok(section.length <= 3000);
+  assert.ok(!/&[a-z]*$/.test(section.replace(/\n…$/, '')), section.slice(-20));
+});
+
+test('catch-up counts the windows still running: a tick starts only what its cap leaves free', () => {
+  // Hourly, 2 a tick, windows take 2h30m: each window holds its slot for three ticks, so two
+  // windows start every three hours while three close: it never catches up.
+  const job = defineJob(salesJob('busy', { start: '2026-05-01T00:00:00Z', maxCatchUp: 2 }));
+  const now = new Date('2026-05-01T20:10:00Z');
+  const r = catchUpEstimate(job, new Date('2026-05-01T00:00:00Z'), now, { medianWindowMs: 150 * 60_000 });
+  assert.equal(r.at, null, r.text);
+  assert.match(r.text, /never catches up/);
+});
+
+test('a lag beyond the count the watch reads says "at least", and a missing schedule promises no time', () => {
+  const minutely = defineJob(
+    salesJob('minutely', { grid: '1m', start: '2026-04-01T00:00:00Z', maxCatchUp: 100 }),
+  );
+  const far = catchUpEstimate(
+    minutely,
+    new Date('2026-04-01T00:00:00Z'),
+    new Date('2026-04-15T00:00:00Z'),
+    {},
+  );
+  assert.match(far.text, /at least 10000 windows behind/, far.text);
+  const job = defineJob(salesJob('gone', { start: '2026-05-01T00:00:00Z', maxCatchUp: 5 }));
+  const gone = catchUpEstimate(job, new Date('2026-05-01T00:00:00Z'), new Date('2026-05-01T20:10:00Z'), {
+    scheduleMissing: true,
+  });
+  assert.equal(gone.at, null);
+  assert.match(gone.text, /will not start until the schedule exists again/);
+  assert.ok(
+    nextSteps('lag', 'lag', 'gone', { scheduleMissing: true }).some(
+      (s) => s.command === 'npx tidemark schedules sync',
+    ),
+  );
 });
