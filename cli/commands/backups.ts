@@ -132,8 +132,26 @@ export const backupsCommand: Command = {
       };
     }
     if (sub === 'drill') {
-      const report = await runDrill(db, bj, 'cli');
       const deps = buildDeps(ctx.config, { db, catalog: ctx.catalog });
+      let report: Awaited<ReturnType<typeof runDrill>>;
+      try {
+        report = await runDrill(db, bj, 'cli');
+      } catch (err) {
+        // A drill that cannot run at all (the scratch database down, storage unreadable) failed
+        // too: it alerts like one that ran and found a difference, never only an exit code.
+        const problem = (err as Error).message;
+        await raiseNow(deps, {
+          job: bj.name,
+          subject: DRILL_SUBJECT,
+          kind: INCIDENT_KIND.drillFailed,
+          error: `restore drill could not run: ${problem}`,
+        });
+        return {
+          json: { ok: false, problem },
+          lines: [`drill of ${bj.name}: FAILED: ${problem}`, 'an incident is open for it'],
+          exitCode: EXIT.failed,
+        };
+      }
       if (report.ok)
         await resolveNow(deps, {
           job: bj.name,

@@ -19,6 +19,7 @@ import { localDestination, s3Destination, type Destination } from '../../../../j
 import { createServer, type Socket } from 'node:net';
 import { databaseBackup, type BackupOptions } from '../../../../jobs/backup/index.js';
 import { lastDrill } from '../../../../jobs/backup/drill.js';
+import { freePort } from '../../../helpers/net.js';
 import { previousRelease } from '../../../../db/migrations/releases.js';
 import { type Catalog } from '../../../../schedules/job.js';
 import { defineCatalog } from '../../../../schedules/define.js';
@@ -422,4 +423,24 @@ test("the incident a failed on-demand drill opened is closed by the next passing
   );
   assert.deepEqual((await lastDrill(stack.t.db, 'rv-inc'))?.ok, true);
   assert.deepEqual(await openIncidents('rv-inc'), [], 'the drill passes again: its incident is closed');
+});
+
+test('an on-demand drill whose scratch database cannot be reached fails with an incident, not only an exit code', async () => {
+  const root = join(dir, 'rv-down');
+  // A port nobody listens on: the drill cannot even connect.
+  const down = new URL(source.url);
+  down.port = String(await freePort());
+  down.pathname = '/rv_down_scratch';
+  const catalog = defineCatalog([
+    backupJob('rv-down', localDestination(root), {
+      restoreCheck: { every: 1, scratchDatabaseUrl: down.toString() },
+    }),
+  ]);
+  // The backup is made by the job without a drill of its own (it could not connect either).
+  await backUp(defineCatalog([backupJob('rv-down', localDestination(root))]), 'rv-down', 0);
+  const r = await drill(catalog, 'rv-down');
+  assert.equal(r.code, 1, r.lines.join('\n'));
+  assert.deepEqual(await openIncidents('rv-down'), [
+    { subject: 'restore-drill', kind: 'restore-drill-failed' },
+  ]);
 });
