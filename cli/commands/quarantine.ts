@@ -22,7 +22,9 @@ export const quarantineCommand: Command = {
     if (positionals[0] !== 'export') throw new UsageError('quarantine: the only subcommand is "export"');
     const job = positionals[1];
     if (!job) throw new UsageError('quarantine export: name the job whose records to export');
-    const before = values.before ? parseWhen('--before', values.before as string, 'UTC') : new Date();
+    // A plain date is read in the job's zone, as every command's; a job gone from the catalog: UTC.
+    const zone = ctx.catalog.has(job) ? ctx.catalog.get(job).timezone : 'UTC';
+    const before = values.before ? parseWhen('--before', values.before as string, zone) : new Date();
     const db = await ctx.db();
     if (!ctx.catalog.has(job)) {
       // A job removed from the catalog keeps its records (exported below); a name nothing knows is a typo.

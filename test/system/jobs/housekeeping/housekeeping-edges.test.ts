@@ -143,6 +143,29 @@ test('quarantine export streams the records in pages of QUARANTINE_PAGE: complet
   assert.deepEqual(JSON.parse(printed.join('\n')), []);
 });
 
+test("quarantine export --before reads a plain date in the job's time zone, as every command's dates are", async () => {
+  // sales-hourly of the demo catalog is in Europe/Berlin: 2026-03-01 there began at 2026-02-28T23:00Z.
+  await stack.t.db
+    .insertInto('quarantine')
+    .values([
+      qrow('sales-hourly', 'berlin-feb-28', '2026-02-28T22:30:00Z'),
+      qrow('sales-hourly', 'berlin-mar-01', '2026-02-28T23:30:00Z'),
+    ])
+    .execute();
+  Object.assign(process.env, { DATABASE_URL: stack.t.url, TIDEMARK_CATALOG: 'demo' });
+  const printed: string[] = [];
+  const io = {
+    out: (l: string) => printed.push(l),
+    err: (l: string) => printed.push(l),
+    json: false,
+    tty: false,
+  };
+  const code = await cli(['quarantine', 'export', 'sales-hourly', '--before', '2026-03-01'], io);
+  assert.equal(code, 0, printed.join('\n'));
+  const keys = printed.map((l) => (JSON.parse(l) as { record_key: string }).record_key);
+  assert.deepEqual(keys, ['berlin-feb-28']);
+});
+
 test('an unwritable state directory fails the window naming TIDEMARK_STATE_DIR and the path, before anything is deleted', async () => {
   const db = stack.t.db;
   const run = (at: string) => ({
