@@ -97,11 +97,11 @@ export interface AlertTarget {
 const SECTION_MAX = 3000;
 
 /** Telegram refuses a message longer than this (400, not retried): the alert would be lost. */
-const TELEGRAM_MAX = 4096;
+const MAX_TELEGRAM_TEXT = 4096;
 
 /** Any alert within Telegram's limit (a recovery notice's last error may be long too). */
 const fitTelegram = (text: string): string =>
-  text.length <= TELEGRAM_MAX ? text : `${text.slice(0, TELEGRAM_MAX - 1)}…`;
+  text.length <= MAX_TELEGRAM_TEXT ? text : `${text.slice(0, MAX_TELEGRAM_TEXT - 1)}…`;
 
 /** Slack mrkdwn cut anywhere, less an escaped character (`&amp;`) or a link (`<url>`) it cut in two. */
 function whole(cut: string): string {
@@ -301,13 +301,13 @@ export function alerting(deps: ActivityDeps) {
     ];
     const { plain: body, slack: slackBody } = render(lines(error));
     // Telegram's limit: the error gives way (the rest is in the incident), the links and steps stay.
-    const over = subjectLine.length + 1 + body.length - TELEGRAM_MAX;
+    const over = subjectLine.length + 1 + body.length - MAX_TELEGRAM_TEXT;
     let telegramBody = body;
     if (over > 0) {
       const more = (n: number) => `… (${n} characters more: npx tidemark incidents --job ${input.job})`;
       const keep = Math.max(0, error.length - over - more(error.length).length);
       telegramBody = render(lines(`${error.slice(0, keep)}${more(error.length - keep)}`)).plain;
-      const room = TELEGRAM_MAX - subjectLine.length - 1;
+      const room = MAX_TELEGRAM_TEXT - subjectLine.length - 1;
       if (telegramBody.length > room) telegramBody = `${telegramBody.slice(0, room - 1)}…`;
     }
     const row = { id, job: input.job } as IncidentRow;

@@ -10,6 +10,7 @@ import { listBackups, pickBackup, type BackupRecord } from '../../jobs/backup/li
 import { writePlainDump } from '../../jobs/backup/plain-dump.js';
 import { backupJobOf, DRILL_SUBJECT, type BackupJob } from '../../jobs/backup/registry.js';
 import { restoreBackup } from '../../jobs/backup/restore.js';
+import { RestoreRefusedError } from '../../jobs/backup/target.js';
 import { verifyBackup } from '../../jobs/backup/verify.js';
 import { buildDeps } from '../../workers/deps.js';
 import type { Command } from '../command.js';
@@ -137,8 +138,10 @@ export const backupsCommand: Command = {
       try {
         report = await runDrill(db, bj, 'cli');
       } catch (err) {
-        // A drill that cannot run at all (the scratch database down, storage unreadable) failed
-        // too: it alerts like one that ran and found a difference, never only an exit code.
+        // A scratch database the drill must not touch (the source, the ledger) is the operator's to
+        // fix at this terminal. A drill that cannot run at all (the scratch database down, storage
+        // unreadable) failed: it alerts like one that ran and found a difference, never only an exit code.
+        if (err instanceof RestoreRefusedError) throw err;
         const problem = (err as Error).message;
         await raiseNow(deps, {
           job: bj.name,
