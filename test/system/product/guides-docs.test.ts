@@ -163,9 +163,15 @@ const BR = 'docs/guides/backfills-and-reruns.md';
 const HK = 'docs/guides/housekeeping.md';
 const FX = 'docs/guides/effects.md';
 
+/**
+ * A block is a fixed amount of work (a CLI process a line, seconds of CPU each): on a busy machine it
+ * takes a multiple of that, never waiting on anything but its own commands.
+ */
+const BLOCK_TIMEOUT = 900_000;
+
 test(
   'operating.md: `npx tidemark worker` runs the demo catalog and polls',
-  { timeout: 150_000 },
+  { timeout: 600_000 },
   async () => {
     await keepRunning(
       block(OPS, 'starts a worker', (s) => /^npx tidemark worker\b/m.test(s)),
@@ -182,174 +188,194 @@ test(
   },
 );
 
-test('backfills-and-reruns.md: a dry run, a backfill with its summary, a batched month', async () => {
-  const out = ok(
-    await sh(block(BR, 'backfills', (s) => s.includes('backfill sales-hourly'))),
-    'the backfill block',
-  );
-  assert.match(out, /dry run: 4 to process, 0 already done, 0 not closed yet/);
-  assert.match(
-    out,
-    /^backfill sales-hourly\/backfill-2026-03-01T07:00:00Z-2026-03-01T11:00:00Z: 4 windows/m,
-    'plain times in the job zone (Berlin, UTC+1 in March)',
-  );
-  assert.match(out, /^done: processed 4, already done 0, running elsewhere 0, failed 0$/m);
-  // February in Berlin: 28 days of 24 windows, in batches of 200.
-  assert.match(out, /: 672 windows, batches of 200\b/);
-  assert.match(out, /^done: processed 672, already done 0, running elsewhere 0, failed 0$/m);
-  const done = await db.db
-    .selectFrom('job_windows')
-    .select(({ fn }) => fn.countAll<string>().as('n'))
-    .where('job', '=', 'sales-hourly')
-    .where('status', '=', 'done')
-    .where('window_start', '<', new Date('2026-03-02T00:00:00Z'))
-    .executeTakeFirstOrThrow();
-  assert.equal(Number(done.n), 676, 'every window of both ranges is done');
-});
-
-describe('after the backfills, side by side', { concurrency: true }, () => {
-  test('backfills-and-reruns.md: a rerun previewed (late orders) and requested, pending', async () => {
-    // Late orders in the 10:00 window (09:00 UTC): the rerun would add them to the day's summary.
-    await insertOrders(db.db, ordersBetween('late', '2026-03-01T09:00:00Z', '2026-03-01T10:00:00Z', 3));
-    const rerun = ok(
-      await sh(block(BR, 'reruns', (s) => s.includes('rerun sales-hourly'))),
-      'the rerun block',
+test(
+  'backfills-and-reruns.md: a dry run, a backfill with its summary, a batched month',
+  { timeout: BLOCK_TIMEOUT },
+  async () => {
+    const out = ok(
+      await sh(block(BR, 'backfills', (s) => s.includes('backfill sales-hourly'))),
+      'the backfill block',
     );
+    assert.match(out, /dry run: 4 to process, 0 already done, 0 not closed yet/);
     assert.match(
-      rerun,
-      /^preview of generation 1 \(replaces generation 0\), computed \S+:\n.*daily_sales.*\n[\s\S]*^would send no external effect$/m,
-      "the preview: the day's summary row it would change, and no e-mail",
+      out,
+      /^backfill sales-hourly\/backfill-2026-03-01T07:00:00Z-2026-03-01T11:00:00Z: 4 windows/m,
+      'plain times in the job zone (Berlin, UTC+1 in March)',
     );
-    assert.match(rerun, /^rerun requested: (\S+)$/m);
-    assert.match(rerun, /window sales-hourly\/2026-03-01T09:00:00Z#1 \(generation 1\)/);
-    assert.match(rerun, /pending/, 'reruns lists the request, pending');
-    // The preview committed nothing.
-    const gens = await db.db
+    assert.match(out, /^done: processed 4, already done 0, running elsewhere 0, failed 0$/m);
+    // February in Berlin: 28 days of 24 windows, in batches of 200.
+    assert.match(out, /: 672 windows, batches of 200\b/);
+    assert.match(out, /^done: processed 672, already done 0, running elsewhere 0, failed 0$/m);
+    const done = await db.db
       .selectFrom('job_windows')
-      .select('generation')
+      .select(({ fn }) => fn.countAll<string>().as('n'))
       .where('job', '=', 'sales-hourly')
-      .where('window_start', '=', new Date('2026-03-01T09:00:00Z'))
-      .execute();
-    assert.deepEqual(
-      gens.map((g) => g.generation),
-      [0],
-    );
-  });
+      .where('status', '=', 'done')
+      .where('window_start', '<', new Date('2026-03-02T00:00:00Z'))
+      .executeTakeFirstOrThrow();
+    assert.equal(Number(done.n), 676, 'every window of both ranges is done');
+  },
+);
 
-  test('operating.md: the CLI cheat sheet, against the worker: look, act, backfill again (all done), rerun', async () => {
-    const out = ok(
-      await sh(block(OPS, 'is the cheat sheet', (s) => s.includes('npx tidemark help'))),
-      'the CLI block',
-    );
-    // help, jobs, status, runs, preview
-    assert.match(out, /^\s+quarantine\s/m, 'help lists every command');
-    assert.match(out, /^sales-hourly\s+1h\s/m, 'jobs lists the job');
-    assert.match(out, /^sales-hourly\/2026-0[23]-\S+\s+done\s/m, 'status shows the windows done');
-    assert.match(out, /completed/, 'runs shows the backfills');
-    // trigger, pause, resume
-    assert.match(out, /^tick of sales-hourly fired/m);
-    assert.match(out, /^sales-hourly paused: db upgrade$/m);
-    assert.match(out, /^sales-hourly resumed$/m);
-    // The same ranges again: nothing to do, every window already done.
-    assert.match(out, /dry run: 0 to process, 4 already done, 0 not closed yet/);
-    assert.match(out, /^done: processed 0, already done 4, running elsewhere 0, failed 0$/m);
-    assert.match(out, /^done: processed 0, already done 672, running elsewhere 0, failed 0$/m);
-    assert.match(out, /window sales-hourly\/2026-03-01T10:00:00Z#1 \(generation 1\)/);
-    assert.match(out, /^rerun requested: /m);
-  });
-
-  test('housekeeping.md: quarantine export to a file (before a date), to stdout, as JSON', async () => {
-    // The backfill set aside the morning's orders without an amount; two of them are as old as a
-    // reader's records quarantined in February.
-    const q = await db.db
-      .selectFrom('quarantine')
-      .select(['id', 'record_key'])
-      .where('job', '=', 'sales-hourly')
-      .orderBy('id')
-      .execute();
-    assert.equal(
-      q.length,
-      MORNING.filter((o) => o.amount === null).length,
-      q.map((r) => r.record_key).join(),
-    );
-    const old = q.slice(0, 2).map((r) => r.id);
-    await sql`update ${tm.quarantine} set created_at = '2026-02-15T12:00:00Z' where id = any(${old}::bigint[])`.execute(
-      db.db,
-    );
-    const out = ok(
-      await sh(block(HK, 'exports', (s) => s.includes('quarantine export'))),
-      'the export block',
-    );
-    assert.match(
-      out,
-      /^2 record\(s\) of sales-hourly quarantined before 2026-03-01T00:00:00.000Z written to \/tmp\/sales-hourly.jsonl$/m,
-    );
-    const file = (await readFile(EXPORT_FILE, 'utf8')).trim().split('\n');
-    assert.deepEqual(
-      file.map((l) => String((JSON.parse(l) as { id: string | number }).id)),
-      old.map(String),
-    );
-    assert.equal((await stat(EXPORT_FILE)).mode & 0o777, 0o600, "the file is its owner's only");
-    // stdout: a line per record; --json: one array, a record per line.
-    const lines = out.split('\n').filter((l) => l.startsWith('{'));
-    assert.equal(lines.length, q.length, 'JSON Lines on stdout, every record');
-    const array = out.slice(out.indexOf('\n[') + 1);
-    assert.equal((JSON.parse(array) as unknown[]).length, q.length, 'one JSON array');
-  });
-
-  test('effects.md: the list of effects in doubt, a resend decided, a failed effect retried', async () => {
-    // Each day's window ends failed (an effect left for a person fails the run; the backfill says
-    // which window, and exits 1).
-    const reportDay = async (from: string, to: string, key: string) => {
-      const r = await runToEnd(
-        'npx',
-        ['tidemark', 'backfill', 'sales-daily-report', '--from', from, '--to', to],
-        env,
+describe('after the backfills, side by side', { concurrency: true, timeout: BLOCK_TIMEOUT }, () => {
+  test(
+    'backfills-and-reruns.md: a rerun previewed (late orders) and requested, pending',
+    { timeout: BLOCK_TIMEOUT },
+    async () => {
+      // Late orders in the 10:00 window (09:00 UTC): the rerun would add them to the day's summary.
+      await insertOrders(db.db, ordersBetween('late', '2026-03-01T09:00:00Z', '2026-03-01T10:00:00Z', 3));
+      const rerun = ok(
+        await sh(block(BR, 'reruns', (s) => s.includes('rerun sales-hourly'))),
+        'the rerun block',
       );
-      assert.match(r.out, new RegExp(`failed 1 \\(${key}\\)`), `${r.out}\n${r.err}`);
-    };
-    // The daily report of 2026-03-01 (Berlin): its e-mail stored by the server, whose reply is lost.
-    smtp.plan.push('store-then-drop');
-    await reportDay('2026-03-01', '2026-03-02', 'sales-daily-report/2026-02-28T23:00:00Z');
-    // The next day's: refused for good (550).
-    smtp.plan.push('reject');
-    await reportDay('2026-03-02', '2026-03-03', 'sales-daily-report/2026-03-01T23:00:00Z');
-    const unknown = 'sales-daily-report/2026-02-28T23:00:00Z:report';
-    const failed = 'sales-daily-report/2026-03-01T23:00:00Z:report';
-    const statusOf = async (key: string) =>
-      (await db.db.selectFrom('effects').select('status').where('effect_key', '=', key).executeTakeFirst())
-        ?.status;
-    await eventually(
-      async () =>
-        ((await statusOf(unknown)) === 'unknown' && (await statusOf(failed)) === 'failed') || undefined,
-      60_000,
-      'one report in doubt and one failed',
-    );
-    const reports = () =>
-      smtp.messages.filter((m) => /finance@localhost/.test(m.to ? JSON.stringify(m.to) : '')).length;
-    const sent = reports();
-    const out = ok(
-      await sh(
-        block(FX, 'lists, decides and retries', (s) => s.includes('effects decide')),
-        {
-          EFFECT: unknown,
-          FAILED: failed,
-        },
-      ),
-      'the effects block',
-    );
-    assert.match(
-      out,
-      new RegExp(`^unknown\\s+${unknown}\\s+email\\b`, 'm'),
-      'the list shows the effect in doubt',
-    );
-    assert.doesNotMatch(out, new RegExp(`^\\S+\\s+${failed}`, 'm'), 'and only it');
-    assert.match(out, new RegExp(`^${unknown}: \\S+`, 'm'));
-    assert.match(out, new RegExp(`^${failed}: \\S+`, 'm'));
-    assert.equal(await statusOf(unknown), 'done', out);
-    assert.equal(await statusOf(failed), 'done', out);
-    assert.equal(reports(), sent + 2, 'each report sent once more');
-  });
+      assert.match(
+        rerun,
+        /^preview of generation 1 \(replaces generation 0\), computed \S+:\n.*daily_sales.*\n[\s\S]*^would send no external effect$/m,
+        "the preview: the day's summary row it would change, and no e-mail",
+      );
+      assert.match(rerun, /^rerun requested: (\S+)$/m);
+      assert.match(rerun, /window sales-hourly\/2026-03-01T09:00:00Z#1 \(generation 1\)/);
+      assert.match(rerun, /pending/, 'reruns lists the request, pending');
+      // The preview committed nothing.
+      const gens = await db.db
+        .selectFrom('job_windows')
+        .select('generation')
+        .where('job', '=', 'sales-hourly')
+        .where('window_start', '=', new Date('2026-03-01T09:00:00Z'))
+        .execute();
+      assert.deepEqual(
+        gens.map((g) => g.generation),
+        [0],
+      );
+    },
+  );
+
+  test(
+    'operating.md: the CLI cheat sheet, against the worker: look, act, backfill again (all done), rerun',
+    { timeout: BLOCK_TIMEOUT },
+    async () => {
+      const out = ok(
+        await sh(block(OPS, 'is the cheat sheet', (s) => s.includes('npx tidemark help'))),
+        'the CLI block',
+      );
+      // help, jobs, status, runs, preview
+      assert.match(out, /^\s+quarantine\s/m, 'help lists every command');
+      assert.match(out, /^sales-hourly\s+1h\s/m, 'jobs lists the job');
+      assert.match(out, /^sales-hourly\/2026-0[23]-\S+\s+done\s/m, 'status shows the windows done');
+      assert.match(out, /completed/, 'runs shows the backfills');
+      // trigger, pause, resume
+      assert.match(out, /^tick of sales-hourly fired/m);
+      assert.match(out, /^sales-hourly paused: db upgrade$/m);
+      assert.match(out, /^sales-hourly resumed$/m);
+      // The same ranges again: nothing to do, every window already done.
+      assert.match(out, /dry run: 0 to process, 4 already done, 0 not closed yet/);
+      assert.match(out, /^done: processed 0, already done 4, running elsewhere 0, failed 0$/m);
+      assert.match(out, /^done: processed 0, already done 672, running elsewhere 0, failed 0$/m);
+      assert.match(out, /window sales-hourly\/2026-03-01T10:00:00Z#1 \(generation 1\)/);
+      assert.match(out, /^rerun requested: /m);
+    },
+  );
+
+  test(
+    'housekeeping.md: quarantine export to a file (before a date), to stdout, as JSON',
+    { timeout: BLOCK_TIMEOUT },
+    async () => {
+      // The backfill set aside the morning's orders without an amount; two of them are as old as a
+      // reader's records quarantined in February.
+      const q = await db.db
+        .selectFrom('quarantine')
+        .select(['id', 'record_key'])
+        .where('job', '=', 'sales-hourly')
+        .orderBy('id')
+        .execute();
+      assert.equal(
+        q.length,
+        MORNING.filter((o) => o.amount === null).length,
+        q.map((r) => r.record_key).join(),
+      );
+      const old = q.slice(0, 2).map((r) => r.id);
+      await sql`update ${tm.quarantine} set created_at = '2026-02-15T12:00:00Z' where id = any(${old}::bigint[])`.execute(
+        db.db,
+      );
+      const out = ok(
+        await sh(block(HK, 'exports', (s) => s.includes('quarantine export'))),
+        'the export block',
+      );
+      assert.match(
+        out,
+        /^2 record\(s\) of sales-hourly quarantined before 2026-02-28T23:00:00.000Z written to \/tmp\/sales-hourly.jsonl$/m,
+      );
+      const file = (await readFile(EXPORT_FILE, 'utf8')).trim().split('\n');
+      assert.deepEqual(
+        file.map((l) => String((JSON.parse(l) as { id: string | number }).id)),
+        old.map(String),
+      );
+      assert.equal((await stat(EXPORT_FILE)).mode & 0o777, 0o600, "the file is its owner's only");
+      // stdout: a line per record; --json: one array, a record per line.
+      const lines = out.split('\n').filter((l) => l.startsWith('{'));
+      assert.equal(lines.length, q.length, 'JSON Lines on stdout, every record');
+      const array = out.slice(out.indexOf('\n[') + 1);
+      assert.equal((JSON.parse(array) as unknown[]).length, q.length, 'one JSON array');
+    },
+  );
+
+  test(
+    'effects.md: the list of effects in doubt, a resend decided, a failed effect retried',
+    { timeout: BLOCK_TIMEOUT },
+    async () => {
+      // Each day's window ends failed (an effect left for a person fails the run; the backfill says
+      // which window, and exits 1).
+      const reportDay = async (from: string, to: string, key: string) => {
+        const r = await runToEnd(
+          'npx',
+          ['tidemark', 'backfill', 'sales-daily-report', '--from', from, '--to', to],
+          env,
+        );
+        assert.match(r.out, new RegExp(`failed 1 \\(${key}\\)`), `${r.out}\n${r.err}`);
+      };
+      // The daily report of 2026-03-01 (Berlin): its e-mail stored by the server, whose reply is lost.
+      smtp.plan.push('store-then-drop');
+      await reportDay('2026-03-01', '2026-03-02', 'sales-daily-report/2026-02-28T23:00:00Z');
+      // The next day's: refused for good (550).
+      smtp.plan.push('reject');
+      await reportDay('2026-03-02', '2026-03-03', 'sales-daily-report/2026-03-01T23:00:00Z');
+      const unknown = 'sales-daily-report/2026-02-28T23:00:00Z:report';
+      const failed = 'sales-daily-report/2026-03-01T23:00:00Z:report';
+      const statusOf = async (key: string) =>
+        (await db.db.selectFrom('effects').select('status').where('effect_key', '=', key).executeTakeFirst())
+          ?.status;
+      await eventually(
+        async () =>
+          ((await statusOf(unknown)) === 'unknown' && (await statusOf(failed)) === 'failed') || undefined,
+        60_000,
+        'one report in doubt and one failed',
+      );
+      const reports = () =>
+        smtp.messages.filter((m) => /finance@localhost/.test(m.to ? JSON.stringify(m.to) : '')).length;
+      const sent = reports();
+      const out = ok(
+        await sh(
+          block(FX, 'lists, decides and retries', (s) => s.includes('effects decide')),
+          {
+            EFFECT: unknown,
+            FAILED: failed,
+          },
+        ),
+        'the effects block',
+      );
+      assert.match(
+        out,
+        new RegExp(`^unknown\\s+${unknown}\\s+email\\b`, 'm'),
+        'the list shows the effect in doubt',
+      );
+      assert.doesNotMatch(out, new RegExp(`^\\S+\\s+${failed}`, 'm'), 'and only it');
+      assert.match(out, new RegExp(`^${unknown}: \\S+`, 'm'));
+      assert.match(out, new RegExp(`^${failed}: \\S+`, 'm'));
+      assert.equal(await statusOf(unknown), 'done', out);
+      assert.equal(await statusOf(failed), 'done', out);
+      assert.equal(reports(), sent + 2, 'each report sent once more');
+    },
+  );
 });
 
 test('every block marked as run by this file was run', () => {
