@@ -138,22 +138,27 @@ test('without the page address an alert names the runbook in the package and lin
   assert.doesNotMatch(by.slack!, /<https:\/\/evil/, 'the error stays escaped in Slack');
 });
 
-test("an effect in doubt's Slack buttons stay within Slack's 3000 characters of a section, whatever its error", async () => {
+interface SlackRequest {
+  text: string;
+  blocks: { text?: { text: string } }[];
+}
+
+/** An effect-unknown raised afresh for `steps` with the page's address, and the Slack request it recorded. */
+async function raisedInDoubt(subject: string, error: string): Promise<SlackRequest> {
   const { activities } = alerting(depsWith({ pageUrl: PAGE }));
   await t.db.deleteFrom('incidents').where('job', '=', 'steps').execute();
-  const raised = await activities.raiseIncident({
-    job: 'steps',
-    subject: `${W}:push`,
-    kind: 'effect-unknown',
-    error: `HTTP 504 ${'x'.repeat(5000)}`,
-  });
+  const raised = await activities.raiseIncident({ job: 'steps', subject, kind: 'effect-unknown', error });
   const row = await t.db
     .selectFrom('effects')
     .select('request')
     .where('effect_key', 'in', [...raised.deliveries])
     .where('channel', '=', 'slack')
     .executeTakeFirstOrThrow();
-  const request = row.request as { text: string; blocks: { text?: { text: string } }[] };
+  return row.request as SlackRequest;
+}
+
+test("an effect in doubt's Slack buttons stay within Slack's 3000 characters of a section, whatever its error", async () => {
+  const request = await raisedInDoubt(`${W}:push`, `HTTP 504 ${'x'.repeat(5000)}`);
   assert.ok(request.blocks[0]!.text!.text.length <= 3000, `${request.blocks[0]!.text!.text.length}`);
   assert.ok(request.text.includes(`effects decide '${W}:push' --resend`), 'the text keeps the steps');
 });
@@ -240,22 +245,9 @@ test("a Telegram alert stays within Telegram's 4096 characters, its error shorte
 });
 
 test("Slack's cut section never splits an escaped character or a link", async () => {
-  const { activities } = alerting(depsWith({ pageUrl: PAGE }));
-  await t.db.deleteFrom('incidents').where('job', '=', 'steps').execute();
   // A subject line alone longer than a section: no line's end to cut at.
-  const raised = await activities.raiseIncident({
-    job: 'steps',
-    subject: `${W}:${'&'.repeat(1500)}`,
-    kind: 'effect-unknown',
-    error: 'HTTP 504',
-  });
-  const row = await t.db
-    .selectFrom('effects')
-    .select('request')
-    .where('effect_key', 'in', [...raised.deliveries])
-    .where('channel', '=', 'slack')
-    .executeTakeFirstOrThrow();
-  const section = (row.request as { blocks: { text?: { text: string } }[] }).blocks[0]!.text!.text;
+  const request = await raisedInDoubt(`${W}:${'&'.repeat(1500)}`, 'HTTP 504');
+  const section = request.blocks[0]!.text!.text;
   assert.ok(section.length <= 3000);
   assert.ok(!/&[a-z]*$/.test(section.replace(/\n…$/, '')), section.slice(-20));
 });
