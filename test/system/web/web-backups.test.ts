@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import { constants } from 'node:fs';
-import { mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
+import { type FileHandle, mkdtemp, open, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -414,27 +414,31 @@ test('verifications at once are bounded: past two, a third is refused (429) unti
       return { rec, bytes };
     }),
   );
+  // A writer held on each pipe once its verification has opened it: opened without blocking, it
+  // succeeds only when a reader is there, and held, the reader sees no end of file yet.
+  const writers: FileHandle[] = [];
   try {
     const running = held.map(({ rec }) => api(verifyPath(rec.windowKey), { method: 'POST', body: '{}' }));
-    // Both have opened their pipes (each waits for a writer), so both hold their slot.
-    await eventually(
-      async () => {
-        const r = await api(
-          `/api/jobs/${ENC}/backups/${encodeURIComponent(encrypted.backups[0]!.windowKey)}/verify`,
-          {
-            method: 'POST',
-            body: '{}',
-          },
-        );
-        return r.status === 429 ? r : undefined;
-      },
-      20_000,
-      'a third verification to be refused',
-    ).then(async (r) =>
-      assert.match(((await r.json()) as { error: string }).error, /2 verifications are running/),
+    // Both verifications read their pipes, so both hold their slot: only then is a third asked for
+    // (asked earlier, it could take a slot itself and leave one of the two refused).
+    for (const { rec } of held)
+      writers.push(
+        await eventually(
+          () => open(rec.location, constants.O_WRONLY | constants.O_NONBLOCK).catch(() => undefined),
+          60_000,
+          `a verification reading ${rec.location}`,
+        ),
+      );
+    const refused = await api(
+      `/api/jobs/${ENC}/backups/${encodeURIComponent(encrypted.backups[0]!.windowKey)}/verify`,
+      { method: 'POST', body: '{}' },
     );
-    // The pipes get their bytes: both verifications end, ok.
+    assert.equal(refused.status, 429);
+    assert.match(((await refused.json()) as { error: string }).error, /2 verifications are running/);
+    // The pipes get their bytes (a blocking writer opens at once: the reader is there), then the
+    // held writers close: both verifications end, ok.
     await Promise.all(held.map(({ rec, bytes }) => writeFile(rec.location, bytes)));
+    await Promise.all(writers.splice(0).map((f) => f.close()));
     for (const r of await Promise.all(running)) {
       assert.equal(r.status, 200);
       assert.equal(((await r.json()) as VerifyReport).ok, true);
@@ -448,6 +452,7 @@ test('verifications at once are bounded: past two, a third is refused (429) unti
     );
     assert.equal(third.status, 200, 'a slot is free again');
   } finally {
+    await Promise.all(writers.map((f) => f.close()));
     for (const { rec, bytes } of held) {
       // A reader still waiting on its pipe gets the bytes (a pipe nobody reads refuses at once).
       await open(rec.location, constants.O_WRONLY | constants.O_NONBLOCK).then(
