@@ -3,12 +3,11 @@
 // (done / failed / running / missing), like a partition view's counts.
 import type { Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
-import { readWatermark } from '../db/ledger.js';
 import { ledger } from '../db/ledger-schema.js';
 import type { Database } from '../db/schema.js';
 import { formatDuration } from '../schedules/duration.js';
 import type { Catalog, Job, Tick } from '../schedules/job.js';
-import { jobsOverview } from './overview.js';
+import { jobsOverview, readWatermarks, type ScheduleState } from './overview.js';
 import { windowAt, windowStartAt, windowsInRange } from '../schedules/windows.js';
 import { SA_JOB, SA_KIND } from '../contract/search-attributes.js';
 
@@ -108,44 +107,93 @@ async function countSpanBacklog(db: Kysely<Database>, job: Job): Promise<void> {
   });
 }
 
+/** Window workflows running now, by job: one listing of them all (or of one job's). */
+async function runningWindows(client: Client, jobs: readonly Job[]): Promise<Map<string, number>> {
+  const one = jobs.length === 1 ? ` AND ${SA_JOB.name} = "${jobs[0]!.name}"` : '';
+  const out = new Map<string, number>();
+  for await (const w of client.workflow.list({
+    query: `${SA_KIND.name} = "window" AND ExecutionStatus = "Running"${one}`,
+    pageSize: 1_000,
+  })) {
+    const job = w.typedSearchAttributes.get(SA_JOB);
+    if (job !== undefined) out.set(job, (out.get(job) ?? 0) + 1);
+  }
+  return out;
+}
+
+/** The end of the job's newest closed window at `now`. */
+const lastClosedEndOf = (job: Job, now: Date) =>
+  windowAt(job.grid, job.timezone, new Date(now.getTime() - job.latenessMs)).start;
+
 /**
  * Counts over each window's latest generation (windows folded into spans are done), plus the
- * closed windows nothing has recorded. Reads the counts kept as windows change (job_window_counts,
- * migration 20261201T2000) and a few index probes: the same cost on years of history as on a day.
+ * closed windows nothing has recorded, for every job given. Reads the counts kept as windows change
+ * (job_window_counts, migration 20261201T2000) and a few index probes a job, in five statements
+ * for all of them and one listing of the running windows: the same cost on years of history as on
+ * a day, and a few statements whether there are ten jobs or a thousand.
  */
-export async function jobHealth(
+export async function jobsHealth(
   db: Kysely<Database>,
   client: Client,
-  job: Job,
+  jobs: readonly Job[],
   now: Date,
-): Promise<JobHealth> {
-  await countSpanBacklog(db, job);
-  const counts = await db
-    .selectFrom('job_window_counts')
-    .select(['status', sql<string>`sum(n)`.as('n')])
-    .where('job', '=', job.name)
-    .groupBy('status')
+): Promise<Map<string, JobHealth>> {
+  const names = jobs.map((j) => j.name);
+  if (!names.length) return new Map();
+  const byName = new Map(jobs.map((j) => [j.name, j]));
+  const backlog = await db
+    .selectFrom('job_span_backlog')
+    .select('job')
+    .distinct()
+    .where('job', 'in', names)
     .execute();
-  const by = (s: string) => Number(counts.find((r) => r.status === s)?.n ?? 0);
-  // Windows recorded: rows of any generation or a span's, one each.
-  const recorded = counts.reduce((n, r) => n + Number(r.n), 0);
+  for (const { job } of backlog) await countSpanBacklog(db, byName.get(job)!);
   const t = ledger(db);
-  const firsts = await sql<{ first: Date | null }>`
-    select least((select min(window_start) from ${t.job_windows} where job = ${job.name}),
-                 (select min(span_start) from ${t.job_done_spans} where job = ${job.name})) as first`.execute(
-    db,
-  );
-  const watermark = await readWatermark(db, job.name);
-  // From the job's declared start, else the oldest window anything recorded, else its watermark.
-  const candidates = [job.start, firsts.rows[0]?.first ?? undefined, watermark ?? undefined].filter(
-    (d): d is Date => !!d,
-  );
-  let missing = 0;
-  let missingCapped = false;
-  if (candidates.length) {
-    const from = new Date(Math.min(...candidates.map((d) => d.getTime())));
-    const lastClosedEnd = windowAt(job.grid, job.timezone, new Date(now.getTime() - job.latenessMs)).start;
-    if (from < lastClosedEnd) {
+  const ends = jobs.map((j) => lastClosedEndOf(j, now));
+  const [counts, firsts, open, watermarks, running] = await Promise.all([
+    db
+      .selectFrom('job_window_counts')
+      .select(['job', 'status', sql<string>`sum(n)`.as('n')])
+      .where('job', 'in', names)
+      .groupBy(['job', 'status'])
+      .execute(),
+    sql<{ job: string; first: Date | null }>`
+      select j.job, least((select min(window_start) from ${t.job_windows} where job = j.job),
+                          (select min(span_start) from ${t.job_done_spans} where job = j.job)) as first
+        from unnest(${names}::text[]) as j(job)`.execute(db),
+    // What is recorded from the last closed window's end on (an open window a test or a hand put
+    // there) is not among the closed ones: a short range a job.
+    sql<{ job: string; n: number }>`
+      select j.job, (select count(distinct window_start)::int from ${t.job_windows} w
+                      where w.job = j.job and w.window_start >= j.closed_end) as n
+        from unnest(${names}::text[], ${ends.map((d) => d.toISOString())}::timestamptz[]) as j(job, closed_end)`.execute(
+      db,
+    ),
+    readWatermarks(db, names),
+    runningWindows(client, jobs),
+  ]);
+  const countsOf = new Map<string, Map<string, number>>();
+  for (const r of counts) {
+    const m = countsOf.get(r.job) ?? new Map<string, number>();
+    m.set(r.status, Number(r.n));
+    countsOf.set(r.job, m);
+  }
+  const firstOf = new Map(firsts.rows.map((r) => [r.job, r.first]));
+  const openOf = new Map(open.rows.map((r) => [r.job, r.n]));
+  const out = new Map<string, JobHealth>();
+  jobs.forEach((job, i) => {
+    const mine = countsOf.get(job.name) ?? new Map<string, number>();
+    // Windows recorded: rows of any generation or a span's, one each.
+    const recorded = [...mine.values()].reduce((n, k) => n + k, 0);
+    // From the job's declared start, else the oldest window anything recorded, else its watermark.
+    const candidates = [job.start, firstOf.get(job.name) ?? undefined, watermarks.get(job.name)].filter(
+      (d): d is Date => !!d,
+    );
+    let missing = 0;
+    let missingCapped = false;
+    const lastClosedEnd = ends[i]!;
+    const from = candidates.length ? new Date(Math.min(...candidates.map((d) => d.getTime()))) : undefined;
+    if (from && from < lastClosedEnd) {
       // A fixed grid is aligned to the epoch: arithmetic (the overview is recomputed every second).
       const closed =
         job.grid.kind === 'fixed'
@@ -154,35 +202,48 @@ export async function jobHealth(
             )
           : windowsInRange(job.grid, job.timezone, from, lastClosedEnd, MISSING_CAP + 1).length;
       missingCapped = closed > MISSING_CAP;
-      // Nothing is recorded before `from`; what is recorded from the last closed window's end on
-      // (an open window a test or a hand put there) is not among the closed ones: a short range.
-      const open = await db
-        .selectFrom('job_windows')
-        .select(sql<number>`count(distinct window_start)::int`.as('n'))
-        .where('job', '=', job.name)
-        .where('window_start', '>=', lastClosedEnd)
-        .executeTakeFirstOrThrow();
-      missing = Math.max(0, Math.min(closed, MISSING_CAP) - (recorded - open.n));
+      missing = Math.max(0, Math.min(closed, MISSING_CAP) - (recorded - (openOf.get(job.name) ?? 0)));
     }
-  }
-  const running = await client.workflow
-    .count(`${SA_JOB.name} = "${job.name}" AND ${SA_KIND.name} = "window" AND ExecutionStatus = "Running"`)
-    .then((c) => c.count);
-  return { done: by('done'), failed: by('failed'), running, missing, missingCapped };
+    out.set(job.name, {
+      done: mine.get('done') ?? 0,
+      failed: mine.get('failed') ?? 0,
+      running: running.get(job.name) ?? 0,
+      missing,
+      missingCapped,
+    });
+  });
+  return out;
+}
+
+/** One job's health (see jobsHealth). */
+export async function jobHealth(
+  db: Kysely<Database>,
+  client: Client,
+  job: Job,
+  now: Date,
+): Promise<JobHealth> {
+  return (await jobsHealth(db, client, [job], now)).get(job.name)!;
 }
 
 /** The overview's rows: `jobsOverview` plus the schedule's spec in words and as Temporal has it, and health. */
-export async function overviewRows(db: Kysely<Database>, client: Client, catalog: Catalog, now: Date) {
-  const rows = await jobsOverview(db, client, catalog, now);
-  return Promise.all(
-    rows.map(async (row) => {
-      const job = catalog.get(row.job);
-      return {
-        ...row,
-        tick: scheduleOf(job.tick),
-        health: await jobHealth(db, client, job, now),
-        sparkline: `/api/jobs/${encodeURIComponent(job.name)}/durations.svg`,
-      };
-    }),
-  );
+export async function overviewRows(
+  db: Kysely<Database>,
+  client: Client,
+  catalog: Catalog,
+  now: Date,
+  o: { schedules?: Map<string, ScheduleState | null> } = {},
+) {
+  const [rows, health] = await Promise.all([
+    jobsOverview(db, client, catalog, now, o),
+    jobsHealth(db, client, catalog.jobs, now),
+  ]);
+  return rows.map((row) => {
+    const job = catalog.get(row.job);
+    return {
+      ...row,
+      tick: scheduleOf(job.tick),
+      health: health.get(job.name)!,
+      sparkline: `/api/jobs/${encodeURIComponent(job.name)}/durations.svg`,
+    };
+  });
 }

@@ -3,7 +3,6 @@
 import { ScheduleNotFoundError, type Client } from '@temporalio/client';
 import { sql, type Kysely } from 'kysely';
 import { windowsBehind } from '../activities/watch.js';
-import { readWatermark } from '../db/ledger.js';
 import { ledger } from '../db/ledger-schema.js';
 import { lastDrill } from '../jobs/backup/drill.js';
 import { backupJobOf } from '../jobs/backup/registry.js';
@@ -14,39 +13,126 @@ import { scheduleIdOf } from '../contract/schedule-ids.js';
 import { isoUtc } from '../contract/window-key.js';
 import type { LedgerRow } from './window-ledger.js';
 
-export async function jobsOverview(db: Kysely<Database>, client: Client, catalog: Catalog, now = new Date()) {
+/** A job's Temporal Schedule as the overview shows it; null: the job has no schedule. */
+export interface ScheduleState {
+  paused: boolean;
+  note: string | null;
+  nextFires: Date[];
+}
+
+/** Describes at a time when each job's schedule is described (the CLI's exact reading). */
+const DESCRIBES_AT_ONCE = 16;
+
+async function describeSchedule(client: Client, job: string): Promise<ScheduleState | null> {
+  try {
+    const d = await client.schedule.getHandle(scheduleIdOf(job)).describe();
+    return { paused: d.state.paused, note: d.state.note ?? null, nextFires: d.info.nextActionTimes };
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return null;
+    throw err;
+  }
+}
+
+/** The jobs' schedules, each described: exact, one call a job (a few at a time). */
+export async function describeSchedules(
+  client: Client,
+  jobs: readonly string[],
+): Promise<Map<string, ScheduleState | null>> {
+  const out = new Map<string, ScheduleState | null>();
+  for (let i = 0; i < jobs.length; i += DESCRIBES_AT_ONCE) {
+    const some = jobs.slice(i, i + DESCRIBES_AT_ONCE);
+    const states = await Promise.all(some.map((j) => describeSchedule(client, j)));
+    some.forEach((j, k) => out.set(j, states[k]!));
+  }
+  return out;
+}
+
+/**
+ * The jobs' schedules in one paged listing, from Temporal's visibility store: one call for a
+ * thousand jobs, but a pause made a moment ago may show a second later (describe the schedules a
+ * person just acted on).
+ */
+export async function listSchedules(
+  client: Client,
+  jobs: readonly string[],
+): Promise<Map<string, ScheduleState | null>> {
+  const wanted = new Map(jobs.map((j) => [scheduleIdOf(j), j]));
+  const out = new Map<string, ScheduleState | null>(jobs.map((j) => [j, null]));
+  for await (const s of client.schedule.list({ pageSize: 1_000 })) {
+    const job = wanted.get(s.scheduleId);
+    if (job !== undefined)
+      out.set(job, { paused: s.state.paused, note: s.state.note ?? null, nextFires: s.info.nextActionTimes });
+  }
+  return out;
+}
+
+/** Every job's newest window run, in one statement (an index probe a job). */
+async function lastWindowRuns(db: Kysely<Database>, jobs: readonly string[]) {
+  const t = ledger(db);
+  const rows = await sql<{
+    job: string;
+    window_start: Date | null;
+    outcome: string;
+    duration_ms: number | null;
+    finished_at: Date;
+  }>`
+    select j.job, r.window_start, r.outcome, r.duration_ms, r.finished_at
+      from unnest(${[...jobs]}::text[]) as j(job)
+      join lateral (select window_start, outcome, duration_ms, finished_at from ${t.job_runs}
+                     where job = j.job and kind = 'window' order by id desc limit 1) r on true`.execute(db);
+  return new Map(rows.rows.map((r) => [r.job, r]));
+}
+
+/** Every job's watermark, in one statement. */
+export async function readWatermarks(
+  db: Kysely<Database>,
+  jobs: readonly string[],
+): Promise<Map<string, Date>> {
+  if (!jobs.length) return new Map();
+  const rows = await db
+    .selectFrom('job_watermarks')
+    .select(['job', 'watermark'])
+    .where('job', 'in', [...jobs])
+    .execute();
+  return new Map(rows.map((r) => [r.job, r.watermark]));
+}
+
+/**
+ * Every job's row: schedule state, next fires, watermark, lag, last run. A handful of statements and
+ * one pass over the schedules for the whole catalog, not a few per job.
+ */
+export async function jobsOverview(
+  db: Kysely<Database>,
+  client: Client,
+  catalog: Catalog,
+  now = new Date(),
+  o: { schedules?: Map<string, ScheduleState | null> } = {},
+) {
+  const names = catalog.jobs.map((j) => j.name);
+  const [schedules, watermarks, lastRuns] = await Promise.all([
+    o.schedules ?? describeSchedules(client, names),
+    readWatermarks(db, names),
+    names.length ? lastWindowRuns(db, names) : new Map(),
+  ]);
   const rows = [];
   for (const job of catalog.jobs) {
-    let paused: boolean | null = null;
-    let next: string[] = [];
-    let note: string | null = null;
-    try {
-      const d = await client.schedule.getHandle(scheduleIdOf(job.name)).describe();
-      paused = d.state.paused;
-      note = d.state.note ?? null;
-      next = d.info.nextActionTimes.slice(0, 2).map(isoUtc);
-    } catch (err) {
-      if (!(err instanceof ScheduleNotFoundError)) throw err;
-    }
-    const watermark = await readWatermark(db, job.name);
-    const last = await db
-      .selectFrom('job_runs')
-      .select(['window_start', 'outcome', 'duration_ms', 'finished_at'])
-      .where('job', '=', job.name)
-      .where('kind', '=', 'window')
-      .orderBy('id', 'desc')
-      .limit(1)
-      .executeTakeFirst();
+    const schedule = schedules.get(job.name) ?? null;
+    const watermark = watermarks.get(job.name);
+    const last = lastRuns.get(job.name);
     rows.push({
       job: job.name,
       description: job.description,
       grid: job.grid.label,
       timezone: job.timezone,
       schedule: describeTick(job.tick),
-      scheduled: paused !== null,
-      paused,
-      pauseNote: paused ? note : null,
-      nextFires: next,
+      scheduled: schedule !== null,
+      paused: schedule?.paused ?? null,
+      pauseNote: schedule?.paused ? schedule.note : null,
+      // A listed schedule's next fires are as of its last action: the ones passed since are dropped.
+      nextFires: (schedule?.nextFires ?? [])
+        .filter((t) => t >= now)
+        .slice(0, 2)
+        .map(isoUtc),
       watermark: watermark ? isoUtc(watermark) : null,
       lagWindows: watermark ? windowsBehind(job, watermark, now) : null,
       lastRun: last

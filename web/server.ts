@@ -18,13 +18,12 @@ import type { Kysely } from 'kysely';
 import type { Registry } from 'prom-client';
 import { watchQueueOf, type Config } from '../config/env.js';
 import type { Database } from '../db/schema.js';
-import { overviewRows } from '../operator/job-health.js';
+import { overviewHub } from './overview-stream.js';
 import type { Catalog } from '../schedules/job.js';
 import { parseDuration } from '../schedules/duration.js';
-import { isoUtc } from '../contract/window-key.js';
 import { createMetrics } from '../workers/metrics.js';
 import { bearerIs, metricsText } from '../workers/probes.js';
-import type { WebDeps } from './deps.js';
+import { webDeps } from './deps.js';
 import { payloadCodecOf } from '../codec/index.js';
 import { HttpError } from './errors.js';
 import { trustProxyOf } from './guesses.js';
@@ -92,6 +91,8 @@ const LOGINS_PER_MINUTE = 20;
 
 /** Bodies above this are refused (413). */
 const MAX_BODY = 64 * 1024;
+/** Seconds without a change after which the update stream writes a comment (idle proxies close it). */
+const KEEPALIVE_SECONDS = 15;
 
 /** A JSON object; anything else is a 400 naming what is wrong. Fields are the routes' to check. */
 function parseJsonObject(text: string): Record<string, unknown> {
@@ -162,7 +163,7 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
       taskQueues: [o.config.TIDEMARK_TASK_QUEUE, watchQueueOf(o.config)],
     }).registry,
   };
-  const deps: WebDeps = { db: o.db, client: o.client, catalog: o.catalog, config: o.config, now };
+  const deps = webDeps({ db: o.db, client: o.client, catalog: o.catalog, config: o.config, now });
   const store = sessionStore(o.db, now, ttlMs, !!o.config.TIDEMARK_OIDC_ISSUER);
   const c = o.config;
   const oidc = c.TIDEMARK_OIDC_ISSUER
@@ -533,9 +534,10 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     });
 
     // Each change made through the page, with who made it (web_actions): read on a window's detail.
-    api.addHook('onResponse', async (req, reply) => {
+    // Recorded before the answer is sent: whoever sees the answer finds the change in the audit.
+    api.addHook('onSend', async (req, reply, payload) => {
       const s = req.session;
-      if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400 || !s) return;
+      if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400 || !s) return payload;
       const params = (req.params ?? {}) as Record<string, string | undefined>;
       await recordAction(
         s.actor,
@@ -543,8 +545,9 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
         params.job ?? null,
         req.auditTarget ?? params.key ?? params.windowKey ?? params.id ?? null,
       );
+      return payload;
     });
-    api.get('/api/state', async () => snapshot());
+    api.get('/api/state', async () => deps.overview());
     // Who the page acts as, and how people sign in: the page shows what one may do, no more.
     api.get('/api/me', async (req) => {
       const a = req.session!.actor;
@@ -562,46 +565,15 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     await tokenRoutes(api, tokens);
   });
 
-  async function snapshot() {
-    const jobs = await overviewRows(o.db, o.client, o.catalog, now());
-    const approvals = await o.db
-      .selectFrom('rerun_requests')
-      .selectAll()
-      .where('status', '=', 'pending')
-      .orderBy('requested_at')
-      .execute();
-    return {
-      jobs,
-      approvals: approvals.map((a) => ({
-        request: a.workflow_id,
-        job: a.job,
-        window: isoUtc(a.window_start),
-        generation: a.generation,
-        by: a.requested_by,
-        reason: a.reason,
-      })),
-      webUi: `${o.config.TIDEMARK_WEB_UI_URL}/namespaces/${o.config.TEMPORAL_NAMESPACE}/workflows`,
-    };
-  }
+  // Every open page's stream shares one reading a second, taken while anyone has the page open, and
+  // is sent what changed since its last update. /api/state reads its own.
+  const hub = overviewHub(deps.overview);
 
-  // Every open page's stream shares one snapshot a second: the one being read, or one read less
-  // than a second ago (each costs about five queries and two Temporal calls per job, so three tabs
-  // would otherwise cost three times that every second). /api/state reads its own, fresh.
-  let shared: { at: number; value: Promise<Awaited<ReturnType<typeof snapshot>>> } | null = null;
-  function sharedSnapshot() {
-    const t = performance.now();
-    if (!shared || t - shared.at >= 1_000) {
-      const mine = { at: t, value: snapshot() };
-      shared = mine;
-      // A failed read is not shared for the rest of the second: the next stream tries again.
-      mine.value.catch(() => {
-        if (shared === mine) shared = null;
-      });
-    }
-    return shared.value;
-  }
-
-  /** Server-sent snapshots every second, until the client goes or the session expires or logs out. */
+  /**
+   * The update stream: the whole state first, then (event "changes") the rows that changed, each
+   * within a second; a comment when nothing changed for a while, so that no proxy drops it as idle.
+   * Ends when the client goes, the session expires or logs out, or the reading fails.
+   */
   async function events(req: FastifyRequest, reply: FastifyReply) {
     reply.hijack();
     const res = reply.raw;
@@ -615,14 +587,26 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     let open = true;
     req.raw.on('close', () => (open = false));
     res.on('close', () => (open = false));
+    const leave = hub.join();
     try {
+      let mine = 0;
+      let quiet = 0;
       while (open && (await live(req.session!))) {
-        res.write(`data: ${JSON.stringify(await sharedSnapshot())}\n\n`);
-        await new Promise((r) => setTimeout(r, 1_000));
+        const u = await hub.next(mine, 1_000);
+        if (u) {
+          res.write(`${u.event === 'message' ? '' : `event: ${u.event}\n`}data: ${u.data}\n\n`);
+          mine = u.version;
+          quiet = 0;
+        } else if (++quiet >= KEEPALIVE_SECONDS) {
+          res.write(': nothing changed\n\n');
+          quiet = 0;
+        }
       }
     } catch {
       // The database or Temporal went away mid-stream (or the server is stopping): end the stream;
       // the page's EventSource reconnects and gets a clear answer then.
+    } finally {
+      leave();
     }
     // Ended, not left hanging: the page's EventSource reconnects, is refused, and shows the login.
     res.end();

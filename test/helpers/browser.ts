@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { mkdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import { chromium, type Browser, type Page } from 'playwright-core';
+import { chromium, type Browser, type Locator, type Page } from 'playwright-core';
 
 const require = createRequire(import.meta.url);
 
@@ -89,4 +89,15 @@ export async function screenshot(page: Page, name: string): Promise<string> {
   const path = `test-artifacts/${name}.png`;
   await page.screenshot({ path, fullPage: true });
   return path;
+}
+
+/** The overview's card of `job`: its line in the job list found, its Details opened. */
+export async function jobCard(page: Page, job: string): Promise<Locator> {
+  const line = page.locator(`table.job-list tr[data-job="${job}"]`);
+  await line.waitFor();
+  const details = line.locator('button.jl-open');
+  if ((await details.getAttribute('aria-expanded')) !== 'true') await details.click();
+  const card = page.locator(`article.job[data-job="${job}"]`);
+  await card.waitFor();
+  return card;
 }

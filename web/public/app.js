@@ -1,6 +1,6 @@
 // The page's shell: login, the header's navigation, a hash router that loads one module per view
 // (views/<name>.js exporting render<Name>(root, ctx)), and the update stream (/api/events) that
-// keeps the overview rows current. A view that is missing or broken shows as such, never a blank page.
+// keeps the overview rows current (whole once, then only the rows that changed). A view that is missing or broken shows as such, never a blank page.
 import { h } from './dom.js';
 
 const csrf = document.querySelector('meta[name=csrf]').content;
@@ -69,7 +69,7 @@ const ctx = {
     return state?.webUi ?? '';
   },
   params: {},
-  /** Called with each new snapshot while this view is shown. */
+  /** Called with each new state while this view is shown, and the names of the jobs that changed. */
   onUpdate: (fn) => listeners.add(fn),
   say,
 };
@@ -142,11 +142,20 @@ if (document.body.dataset.auth === 'no') {
   document.getElementById('nav').hidden = false;
   document.getElementById('logout').hidden = false;
   const events = new EventSource('/api/events');
+  // The whole state first (and again after a reconnect), then what changed: the changed jobs' rows
+  // and any other key. Listeners get the state and the names of the jobs whose rows changed.
   events.onmessage = (e) => {
     state = JSON.parse(e.data);
     first();
-    for (const fn of listeners) fn(state);
+    const all = new Set(state.jobs.map((j) => j.job));
+    for (const fn of listeners) fn(state, all);
   };
+  events.addEventListener('changes', (e) => {
+    const { jobs, ...rest } = JSON.parse(e.data);
+    const changed = new Map(jobs.map((j) => [j.job, j]));
+    state = { ...state, ...rest, jobs: state.jobs.map((j) => changed.get(j.job) ?? j) };
+    for (const fn of listeners) fn(state, new Set(changed.keys()));
+  });
   // Refused (the session expired or logged out elsewhere): back to the login form.
   events.onerror = () => {
     if (events.readyState === EventSource.CLOSED) location.reload();

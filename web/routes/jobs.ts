@@ -2,7 +2,6 @@
 // web/server.ts inside the authenticated scope (session and CSRF are checked there).
 import { ScheduleNotFoundError, type ScheduleHandle } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { overviewRows } from '../../operator/job-health.js';
 import { directoryOf } from '../../config/people.js';
 import {
   NotAWindowStart,
@@ -45,6 +44,7 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
     const name = catalog.get(job).name;
     try {
       await act(client.schedule.getHandle(scheduleIdOf(name)));
+      deps.scheduleChanged(name);
     } catch (err) {
       if (!(err instanceof ScheduleNotFoundError)) throw err;
       throw new HttpError(
@@ -54,9 +54,7 @@ export async function jobsRoutes(app: FastifyInstance, deps: WebDeps): Promise<v
     }
   };
 
-  app.get('/api/jobs', async () => ({
-    jobs: await overviewRows(deps.db, client, catalog, deps.now()),
-  }));
+  app.get('/api/jobs', async () => ({ jobs: (await deps.overview()).jobs }));
 
   app.post<JobAction>('/api/jobs/:job/trigger', async (req) => {
     stringFields(req.body);

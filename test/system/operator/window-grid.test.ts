@@ -2,6 +2,7 @@
 // window can be in (done, failed, running, waiting for allowed hours, not closed, missing, a rerun
 // marked), an effect's attempts and provider reply, the rerun history, labels in the job's zone and
 // UTC across DST changes, and the routes' 400/404 answers.
+import { webDeps } from '../../../web/deps.js';
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import Fastify from 'fastify';
@@ -541,13 +542,16 @@ test('the routes: the grid and a detail; 400 naming from/to, 404 naming the job 
     void reply.code(err instanceof HttpError ? err.status : 500).send({ error: (err as Error).message });
   });
   await app.register((a) =>
-    windowsRoutes(a, {
-      db: stack.t.db,
-      client: stack.env.client,
-      catalog,
-      config,
-      now: () => new Date('2026-06-01T03:10:00Z'),
-    }),
+    windowsRoutes(
+      a,
+      webDeps({
+        db: stack.t.db,
+        client: stack.env.client,
+        catalog,
+        config,
+        now: () => new Date('2026-06-01T03:10:00Z'),
+      }),
+    ),
   );
   const get = async (url: string) => {
     const r = await app.inject({ method: 'GET', url });

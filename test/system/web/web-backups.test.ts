@@ -310,7 +310,7 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     // Reached as a person does, once the overview is up (a hash given before the first update
     // arrives would render the view twice, the first table replaced under the test's feet).
     const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
-    await page.locator(`article.job[data-job="${JOB}"]`).waitFor();
+    await page.locator(`table.job-list tr[data-job="${JOB}"]`).waitFor();
     await page.click('#nav a[data-view="backups"]');
     const table = page.locator(`table.bk-table[data-job="${JOB}"]`);
     await table.waitFor();
@@ -350,7 +350,7 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     });
     // Shown again from the listing: the verifications the server recorded.
     await page.click('#nav a[data-view="overview"]');
-    await page.locator(`article.job[data-job="${JOB}"]`).waitFor();
+    await page.locator(`table.job-list tr[data-job="${JOB}"]`).waitFor();
     await page.click('#nav a[data-view="backups"]');
     await table.waitFor();
     assert.match(await first.locator('td.bk-last').innerText(), /^ok .*\(page\)/);
@@ -366,7 +366,7 @@ test('in the browser: the Backups view shows the table, Verify answers inline, t
     await screenshot(page, 'backups');
 
     const dark = await loggedInPage(browser, web.url, TOKEN, { width: 390, colorScheme: 'dark' });
-    await dark.page.locator(`article.job[data-job="${JOB}"]`).waitFor();
+    await dark.page.locator(`table.job-list tr[data-job="${JOB}"]`).waitFor();
     // One job's backups, from the job's own page (a job of another kind has no such link).
     await dark.page.evaluate(`location.hash = ${JSON.stringify('#/jobs/web-bk-sales')}`);
     await dark.page.locator('h1', { hasText: 'web-bk-sales: windows' }).waitFor();

@@ -11,7 +11,7 @@ import { recordRun } from '../../../db/ledger.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { chartsRoutes } from '../../../web/routes/charts.js';
 import { effectsRoutes } from '../../../web/routes/effects.js';
-import type { WebDeps } from '../../../web/deps.js';
+import { type WebDeps, webDeps as buildDeps } from '../../../web/deps.js';
 import {
   chatTexts,
   depsWithChannels,
@@ -59,13 +59,14 @@ const pageEnv = () => ({
   TIDEMARK_APPROVERS: 'alice',
   TIDEMARK_PEOPLE: 'bob=UBOB01',
 });
-const webDeps = (): WebDeps => ({
-  db: stack.t.db,
-  client: stack.env.client,
-  catalog,
-  config: loadConfig({ ...process.env, ...pageEnv() }),
-  now: () => new Date(),
-});
+const webDeps = (): WebDeps =>
+  buildDeps({
+    db: stack.t.db,
+    client: stack.env.client,
+    catalog,
+    config: loadConfig({ ...process.env, ...pageEnv() }),
+    now: () => new Date(),
+  });
 
 /** Runs the window at `start` (one hour) with the SMTP server storing the mail and dropping the reply. */
 async function unknownEffect(start: string): Promise<string> {

@@ -16,7 +16,7 @@ import { freePort } from '../../helpers/net.js';
 import { rerunTools } from '../../helpers/reruns.js';
 import { eventually, realStack, withWorker } from '../../helpers/temporal.js';
 import { startWeb } from '../../helpers/web.js';
-import { checkAccessibility, launchBrowser } from '../../helpers/browser.js';
+import { checkAccessibility, jobCard, launchBrowser } from '../../helpers/browser.js';
 
 const stack = realStack();
 const { rerunJob, processWindow, waitForRequest } = rerunTools(stack);
@@ -714,7 +714,7 @@ describe('the page signed in, in Chromium', () => {
       };
       const vera = await pageAs('u1003');
       await vera.locator('#who').filter({ hasText: 'Vera Viewer (viewer)' }).waitFor();
-      await vera.locator('article.job[data-job="id-browser"]').waitFor();
+      await jobCard(vera, 'id-browser');
       assert.equal(
         await vera.locator('[data-action=trigger]').isVisible(),
         false,
@@ -722,8 +722,10 @@ describe('the page signed in, in Chromium', () => {
       );
       const alice = await pageAs('u1001');
       await alice.locator('#who').filter({ hasText: 'Alice Operator (viewer, operator)' }).waitFor();
-      await alice
-        .locator('article.job[data-job="id-browser"] [data-action=trigger]')
+      await (
+        await jobCard(alice, 'id-browser')
+      )
+        .locator('[data-action=trigger]')
         .waitFor({ state: 'visible' });
       // Her tokens, on the page: made for one of her roles, shown once, revoked.
       await alice.click('#nav a[data-view="tokens"]');

@@ -5,6 +5,7 @@
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { describe, test } from 'node:test';
+import { Client } from '@temporalio/client';
 import { loadConfig } from '../../../config/env.js';
 import { createDb, poolOf } from '../../../db/database.js';
 import { defineCatalog } from '../../../schedules/define.js';
@@ -184,58 +185,171 @@ test("a webhook's secret path echoed by a provider's error or reply never reache
   }
 });
 
-test("open pages share the update stream's snapshot: three tabs connecting together cost the queries of one", async () => {
+/** A page server over `n` jobs whose database statements and Temporal calls are counted. */
+async function countedWeb(n: number, prefix: string) {
   const catalog = defineCatalog(
-    Array.from({ length: 10 }, (_, i) => salesJob(`tabs-${i}`, { start: '2026-06-01T00:00:00Z' })),
+    Array.from({ length: n }, (_, i) => salesJob(`${prefix}-${i}`, { start: '2026-06-01T00:00:00Z' })),
   );
-  // A database handle of its own whose queries are counted: the snapshot's (each request's look at
+  // A database handle of its own whose queries are counted: the overview's (each request's look at
   // its session is its own, and not what is shared).
   const db = createDb(stack.t.url);
-  let queries = 0;
+  const counts = { queries: 0, temporal: 0 };
   const sessionLookup = (q: unknown) =>
     /"web_sessions"/.test(typeof q === 'string' ? q : ((q as { text?: string } | null)?.text ?? ''));
   poolOf(db).on('connect', (c) => {
     const query = c.query.bind(c) as (...a: unknown[]) => unknown;
     (c as unknown as { query: unknown }).query = (...a: unknown[]) => (
-      sessionLookup(a[0]) || queries++,
+      sessionLookup(a[0]) || counts.queries++,
       query(...a)
     );
   });
+  // A client whose every call to the Temporal service is counted.
+  const service = stack.env.client.workflowService;
+  const counted = new Proxy(service, {
+    get(target, key) {
+      const value = Reflect.get(target, key, target) as unknown;
+      if (typeof value !== 'function') return value;
+      return (...a: unknown[]) => (
+        counts.temporal++,
+        (value as (...b: unknown[]) => unknown).apply(target, a)
+      );
+    },
+  });
+  const connection = new Proxy(stack.env.client.connection, {
+    get(target, key) {
+      if (key === 'workflowService') return counted;
+      const value = Reflect.get(target, key, target) as unknown;
+      return typeof value === 'function' ? (value as (...b: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const client = new Client({ connection, namespace: stack.env.namespace ?? 'default' });
   const config = loadConfig({
     ...process.env,
     DATABASE_URL: stack.t.url,
     TEMPORAL_ADDRESS: stack.env.address,
     TEMPORAL_NAMESPACE: stack.env.namespace ?? 'default',
   });
-  const token = 'tabs-token-0123456789';
-  const web = await startWebServer({ port: 0, token, db, client: stack.env.client, catalog, config });
+  const token = `${prefix}-token-0123456789`;
+  const web = await startWebServer({ port: 0, token, db, client, catalog, config });
+  const cookie = sessionCookie(await postLogin(web.url, token));
+  return {
+    web,
+    cookie,
+    counts,
+    /** What one reading of the overview costs. */
+    async reading() {
+      counts.queries = 0;
+      counts.temporal = 0;
+      const r = await fetch(`${web.url}/api/state`, { headers: { cookie } });
+      assert.equal(r.status, 200);
+      assert.equal(((await r.json()) as { jobs: unknown[] }).jobs.length, n);
+      return { ...counts };
+    },
+    async stop() {
+      await web.stop();
+      await db.destroy();
+    },
+  };
+}
+
+test("the overview's reading costs the same statements and Temporal calls for 40 jobs as for 4", async () => {
+  const few = await countedWeb(4, 'flat-few');
+  const many = await countedWeb(40, 'flat-many');
+  try {
+    const small = await few.reading();
+    const large = await many.reading();
+    assert.ok(small.queries > 0 && small.temporal > 0, JSON.stringify(small));
+    assert.deepEqual(large, small, 'a reading of 40 jobs against one of 4');
+  } finally {
+    await few.stop();
+    await many.stop();
+  }
+});
+
+test('open pages share one reading a second, get the whole state once, then only the jobs that changed', async () => {
+  const w = await countedWeb(20, 'tabs');
   const stop = new AbortController();
   try {
-    const cookie = sessionCookie(await postLogin(web.url, token));
-    queries = 0;
-    await (await fetch(`${web.url}/api/state`, { headers: { cookie } })).text();
-    const one = queries;
-    assert.ok(one >= 10, `a snapshot of 10 jobs reads the database (${one} queries)`);
-    queries = 0;
-    // Each tab's first event; the next snapshot is a second away.
-    const firstEvents = await Promise.all(
+    const one = (await w.reading()).queries;
+    w.counts.queries = 0;
+    const opened = performance.now();
+    const tabs = await Promise.all(
       [0, 1, 2].map(async () => {
-        const r = await fetch(`${web.url}/api/events`, { headers: { cookie }, signal: stop.signal });
+        const r = await fetch(`${w.web.url}/api/events`, {
+          headers: { cookie: w.cookie },
+          signal: stop.signal,
+        });
         // The stream is written past fastify's hooks: it carries the page's headers itself.
         assert.ok(r.headers.get('content-security-policy'), 'the update stream has no CSP');
         assert.equal(r.headers.get('x-frame-options'), 'DENY');
         const reader = r.body!.getReader();
         let text = '';
-        while (!text.includes('\n\n')) text += Buffer.from((await reader.read()).value!).toString();
-        return text;
+        // A read left waiting when `next` gave up is the next call's: its chunk is not lost.
+        let reading: ReturnType<typeof reader.read> | null = null;
+        /** The stream's next event, or null when none came within `ms`. */
+        const next = async (ms: number): Promise<string | null> => {
+          const deadline = Date.now() + ms;
+          for (;;) {
+            const end = text.indexOf('\n\n');
+            if (end >= 0) {
+              const event = text.slice(0, end);
+              text = text.slice(end + 2);
+              if (!event.startsWith(':')) return event;
+              continue;
+            }
+            reading ??= reader.read();
+            const chunk = await Promise.race([
+              reading,
+              new Promise<null>((r) => setTimeout(() => r(null), Math.max(0, deadline - Date.now()))),
+            ]);
+            if (chunk === null) return null;
+            reading = null;
+            text += Buffer.from(chunk.value!).toString();
+          }
+        };
+        return { next };
       }),
     );
-    assert.ok(firstEvents.every((e) => e.startsWith('data: {"jobs":')));
-    assert.equal(queries, one, `three tabs' first events cost ${queries} queries; one snapshot costs ${one}`);
+    const firsts = await Promise.all(tabs.map((t) => t.next(60_000)));
+    for (const e of firsts) {
+      assert.match(e!, /^data: \{"jobs":\[/, 'the whole state first');
+      assert.equal((JSON.parse(e!.slice('data: '.length)) as { jobs: unknown[] }).jobs.length, 20);
+    }
+    // Nothing changed: no tab is sent anything for a while (whole seconds of readings).
+    assert.equal(await tabs[0]!.next(2_500), null, 'an update with nothing changed');
+    const readings = w.counts.queries / one;
+    const seconds = (performance.now() - opened) / 1_000;
+    assert.ok(readings <= seconds + 1, `${readings} readings in ${seconds.toFixed(1)} s for three tabs`);
+    // One job's last run changes: each tab is sent that job's row, and no other.
+    await stack.t.db
+      .insertInto('job_runs')
+      .values({
+        job: 'tabs-7',
+        kind: 'window',
+        window_start: new Date('2026-06-01T00:00:00Z'),
+        started_at: new Date(),
+        finished_at: new Date(),
+        duration_ms: 12,
+        outcome: 'processed',
+      })
+      .execute();
+    for (const t of tabs) {
+      const e = await t.next(60_000);
+      assert.ok(e, 'an update once a row changed');
+      const [kind, data] = e.split('\n');
+      assert.equal(kind, 'event: changes');
+      const changed = JSON.parse(data!.slice('data: '.length)) as {
+        jobs: { job: string; lastRun: unknown }[];
+      };
+      assert.deepEqual(
+        changed.jobs.map((j) => j.job),
+        ['tabs-7'],
+      );
+      assert.equal((changed.jobs[0]!.lastRun as { durationMs: number }).durationMs, 12);
+    }
   } finally {
     stop.abort();
-    await web.stop();
-    await db.destroy();
+    await w.stop();
   }
 });
 

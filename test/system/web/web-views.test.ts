@@ -10,7 +10,13 @@ import { summariseWindow } from '../../../jobs/sales-summary.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { syncSchedules } from '../../../workers/schedule-sync.js';
 import { scheduleIdOf } from '../../../contract/schedule-ids.js';
-import { checkAccessibility, launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
+import {
+  checkAccessibility,
+  jobCard,
+  launchBrowser,
+  loggedInPage,
+  screenshot,
+} from '../../helpers/browser.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, windowByHand, withWorker } from '../../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
@@ -69,8 +75,7 @@ test('overview: a card per job with schedule in words and cron, health and actio
     await screenshot(login, 'login');
 
     const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
-    const card = page.locator(`article.job[data-job="${hourly}"]`);
-    await card.waitFor();
+    const card = await jobCard(page, hourly);
     // Missing: closed hours since the job's start that nothing recorded (lateness 5m).
     const closedHours = () =>
       Math.floor((Date.now() - 300_000 - Date.parse('2026-05-20T00:00:00Z')) / 3_600_000);
@@ -82,7 +87,7 @@ test('overview: a card per job with schedule in words and cron, health and actio
     assert.match(text, /3\s+done/, text);
     assert.match(text, /0\s+failed/);
     assert.match(text, /processed\s+in \d+ ms/, 'the last run');
-    const dailyText = await page.locator(`article.job[data-job="${daily}"]`).innerText();
+    const dailyText = await (await jobCard(page, daily)).innerText();
     assert.match(dailyText, /every day at 00:15 \(Europe\/Berlin\)/);
     assert.match(dailyText, /cron 15 0 \* \* \*/);
     // The next fire in Berlin time and in UTC: 00:15 local is 22:15 or 23:15 UTC.
@@ -100,7 +105,7 @@ test('overview: a card per job with schedule in words and cron, health and actio
     const before = (await schedule.describe()).info.recentActions.length;
     await page.locator('.brand').focus();
     let reached = false;
-    for (let i = 0; i < 40 && !reached; i++) {
+    for (let i = 0; i < 80 && !reached; i++) {
       await page.keyboard.press('Tab');
       reached = await page.evaluate(
         `document.activeElement?.dataset.action === 'trigger' && document.activeElement.closest('article').dataset.job === ${JSON.stringify(daily)}`,
@@ -117,14 +122,14 @@ test('overview: a card per job with schedule in words and cron, health and actio
     assert.deepEqual(problems, { refused: [], errors: [] });
 
     const narrow = await loggedInPage(browser, web.url, TOKEN, { width: 390, height: 844 });
-    await narrow.page.locator(`article.job[data-job="${hourly}"]`).waitFor();
+    await jobCard(narrow.page, hourly);
     const overflow = await narrow.page.evaluate('document.documentElement.scrollWidth');
     assert.ok((overflow as number) <= 390, `no sideways scrolling at 390 px (${String(overflow)} px wide)`);
     await checkAccessibility(narrow.page, 'the overview at 390 px');
     await screenshot(narrow.page, 'overview-390px');
 
     const dark = await loggedInPage(browser, web.url, TOKEN, { colorScheme: 'dark' });
-    await dark.page.locator(`article.job[data-job="${hourly}"]`).waitFor();
+    await jobCard(dark.page, hourly);
     const background = await dark.page.evaluate('getComputedStyle(document.body).backgroundColor');
     assert.equal(background, 'rgb(17, 19, 24)', 'the dark palette');
     await checkAccessibility(dark.page, 'the overview in dark mode');
@@ -261,5 +266,109 @@ test('backfills: a dry-run preview (done windows counted as skipped), start, and
     );
   } finally {
     await web.stop();
+  }
+});
+
+test('the job list: search, filters and sorting kept in the link; a card opened stays open; 390 px', async () => {
+  const names = Array.from({ length: 24 }, (_, i) => `list-${i}`);
+  const catalog = defineCatalog(
+    names.map((n, i) =>
+      salesJob(n, {
+        start: '2026-06-01T00:00:00Z',
+        ...(i === 6 ? { grid: '1d', description: 'the shop in Lyon' } : {}),
+      }),
+    ),
+  );
+  const schedule = (job: string, paused: boolean) =>
+    stack.env.client.schedule.create({
+      scheduleId: scheduleIdOf(job),
+      spec: { intervals: [{ every: '1h' }] },
+      action: { type: 'startWorkflow', workflowType: 'nothing', taskQueue: 'list-none', args: [] },
+      state: { paused, ...(paused ? { note: 'db upgrade' } : {}) },
+    });
+  const handles = [await schedule('list-1', true), await schedule('list-2', false)];
+  const { db } = stack.t;
+  await db
+    .insertInto('job_runs')
+    .values({
+      job: 'list-3',
+      kind: 'window',
+      window_start: new Date('2026-06-01T00:00:00Z'),
+      started_at: new Date(),
+      finished_at: new Date(),
+      duration_ms: 5,
+      outcome: 'failed',
+      reason: 'boom',
+    })
+    .execute();
+  await db
+    .insertInto('job_watermarks')
+    .values([
+      { job: 'list-4', watermark: new Date('2026-06-01T00:00:00Z'), updated_at: new Date() },
+      { job: 'list-5', watermark: new Date('2026-09-01T00:00:00Z'), updated_at: new Date() },
+    ])
+    .execute();
+  const web = await startWeb(stack, { token: TOKEN, catalog, env: {} });
+  try {
+    const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
+    const shown = () =>
+      page
+        .locator('table.job-list tr[data-job]:not(.filtered)')
+        .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-job')));
+    await page.locator('table.job-list tr[data-job="list-23"]').waitFor();
+    assert.equal((await shown()).length, 24);
+    await page.locator('.jl-count', { hasText: '24 jobs' }).waitFor();
+
+    assert.match(await page.locator('tr[data-job="list-3"] td.jl-last').innerText(), /^failed \d+ \w+ ago$/);
+    // Search by name or description, as typed.
+    await page.fill('#jl-q', 'list-1');
+    assert.deepEqual(await shown(), ['list-1', ...Array.from({ length: 10 }, (_, i) => `list-1${i}`)]);
+    await page.locator('.jl-count', { hasText: '11 of 24 jobs' }).waitFor();
+    assert.match(page.url(), /#\/\?q=list-1$/, 'the filter is in the link');
+    await page.fill('#jl-q', 'lyon');
+    assert.deepEqual(await shown(), ['list-6']);
+    await page.fill('#jl-q', '');
+
+    // Filters: state, window size, lag, failures; each alone, then back to all.
+    for (const [select, value, jobs] of [
+      ['#jl-state', 'paused', ['list-1']],
+      ['#jl-state', 'active', ['list-2']],
+      ['#jl-grid', '1d', ['list-6']],
+      ['#jl-lag', 'behind', ['list-4', 'list-5']],
+      ['#jl-failures', 'failing', ['list-3']],
+    ] as const) {
+      await page.selectOption(select, value);
+      await page.locator(`table.job-list tr[data-job="${jobs[0]}"]:not(.filtered)`).waitFor();
+      assert.deepEqual(await shown(), [...jobs], `${select} = ${value}`);
+      await page.selectOption(select, '');
+    }
+    // Sorted by lag: the job furthest behind first; the link keeps the order.
+    await page.selectOption('#jl-sort', 'lag');
+    assert.deepEqual((await shown()).slice(0, 2), ['list-4', 'list-5']);
+    assert.match(page.url(), /sort=lag/);
+    const shared = page.url();
+
+    // A card opened stays open across a reload; the others stay lines.
+    await page.locator('tr[data-job="list-1"] button.jl-open').click();
+    const card = page.locator('article.job[data-job="list-1"]');
+    await card.locator('.state', { hasText: 'paused: db upgrade' }).waitFor();
+    await page.reload();
+    await page.locator('article.job[data-job="list-1"]').waitFor();
+    assert.equal(await page.locator('article.job').count(), 1, 'only the card opened');
+    assert.equal(page.url(), shared);
+    assert.deepEqual((await shown()).slice(0, 2), ['list-4', 'list-5'], 'the order from the link');
+    await checkAccessibility(page, 'the job list');
+    await screenshot(page, 'overview-list');
+
+    const narrow = await loggedInPage(browser, web.url, TOKEN, { width: 390, height: 844 });
+    await narrow.page.locator('table.job-list tr[data-job="list-23"]').waitFor();
+    const overflow = (await narrow.page.evaluate('document.documentElement.scrollWidth')) as number;
+    assert.ok(overflow <= 390, `no sideways scrolling at 390 px (${overflow} px wide)`);
+    await checkAccessibility(narrow.page, 'the job list at 390 px');
+    await screenshot(narrow.page, 'overview-list-390px');
+    assert.deepEqual(problems, { refused: [], errors: [] });
+  } finally {
+    await web.stop();
+    for (const h of handles) await h.delete();
   }
 });

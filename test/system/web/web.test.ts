@@ -9,7 +9,7 @@ import { memoryLogger } from '../../../activities/logger.js';
 import { defineCatalog } from '../../../schedules/define.js';
 import { syncSchedules } from '../../../workers/schedule-sync.js';
 import { scheduleIdOf } from '../../../contract/schedule-ids.js';
-import { launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
+import { jobCard, launchBrowser, loggedInPage, screenshot } from '../../helpers/browser.js';
 import { insertOrders, ordersBetween, salesJob } from '../../helpers/jobs.js';
 import { eventually, realStack, uniqueQueue, withWorker } from '../../helpers/temporal.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
@@ -74,8 +74,7 @@ test('the management page: pause, resume, trigger and a backfill from the browse
       async () => {
         // Under the CSP the page's own script and style load; anything it refuses shows here.
         const { page, problems } = await loggedInPage(browser!, web.url, TOKEN);
-        const card = page.locator(`article.job[data-job="${job}"]`);
-        await card.waitFor();
+        const card = await jobCard(page, job);
         const schedule = stack.env.client.schedule.getHandle(scheduleIdOf(job));
 
         await card.locator('button[data-action=pause]').click();
