@@ -298,11 +298,48 @@ function checkMigrations(migrations: unknown): CatalogMigrations {
   return Object.freeze({ ...(migrations as CatalogMigrations) });
 }
 
+/** More jobs than this ticking in the same second have their ticks spread (spreadTicks). */
+export const TICKS_AT_ONCE = 50;
+/** The most a tick is moved by: a minute, and at most a fifth of its interval. */
+const MAX_SPREAD_MS = 60_000;
+
+/** A stable number from a job's name (FNV-1a): the same second in every process. */
+function nameHash(name: string): number {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(name, 'utf8')) h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  return h;
+}
+
+/**
+ * Jobs whose derived ticks would fire in the same second, more than TICKS_AT_ONCE of them (a
+ * thousand five-minute jobs: a thousand tick workflows at once, the Temporal server past a core and
+ * windows done minutes late): each tick moved later by whole seconds, by a hash of the job's name,
+ * over min(a minute, a fifth of the interval). What it costs: a job's windows start up to that much
+ * later; a job's second does not change when others are added or removed. Cron ticks (the person
+ * chose the minute) and smaller groups are left as they are.
+ */
+function spreadTicks(jobs: readonly Job[]): Job[] {
+  const groups = new Map<string, number>();
+  const keyOf = (t: Tick) => (t.kind === 'interval' && t.derived ? `${t.everyMs}/${t.offsetMs}` : null);
+  for (const j of jobs) {
+    const k = keyOf(j.tick);
+    if (k) groups.set(k, (groups.get(k) ?? 0) + 1);
+  }
+  return jobs.map((j) => {
+    const k = keyOf(j.tick);
+    if (!k || groups.get(k)! <= TICKS_AT_ONCE || j.tick.kind !== 'interval') return j;
+    const slots = Math.floor(Math.min(MAX_SPREAD_MS, j.tick.everyMs / 5) / 1000);
+    if (slots < 2) return j;
+    const offsetMs = (j.tick.offsetMs + (nameHash(j.name) % slots) * 1000) % j.tick.everyMs;
+    return Object.freeze({ ...j, tick: Object.freeze({ ...j.tick, offsetMs }) });
+  });
+}
+
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a catalog holds jobs of any author's tables
 export function defineCatalog(specs: readonly (JobSpec<any> | Job)[], options: CatalogOptions = {}): Catalog {
   const migrations = checkMigrations(options.migrations);
-  const jobs = specs.map((s) =>
-    Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec),
+  const jobs = spreadTicks(
+    specs.map((s) => (Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec))),
   );
   const byName = new Map<string, Job>();
   for (const job of jobs) {

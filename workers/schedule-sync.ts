@@ -20,6 +20,9 @@ import { SCHEDULE_PREFIX, SYSTEM_JOB, WATCH_SCHEDULE_ID, scheduleIdOf } from '..
 
 const SPEC_MEMO = 'tidemarkSpec';
 
+/** Schedules created, described or updated at a time by a sync. */
+const SYNCS_AT_ONCE = 16;
+
 export interface SyncPlan {
   /** Schedules that could not be created, updated or deleted, with why. */
   failed: { id: string; job: string; error: string }[];
@@ -138,17 +141,27 @@ export async function syncSchedules(
     throw new Error(
       `schedules sync: no catalog module was named, so the catalog is the demo catalog, and syncing it would delete ${orphans.length} schedule(s) of jobs not in it (${orphans.join(', ')}): name your catalog (--catalog, TIDEMARK_CATALOG or tidemark.config.js in the working directory), or set TIDEMARK_CATALOG=demo to sync the demo on purpose`,
     );
-  for (const [id, desired] of wanted) {
-    try {
-      await syncOne(client, plan, id, desired, opts.apply);
-    } catch (err) {
-      plan.failed.push({
-        id,
-        job: id === WATCH_SCHEDULE_ID ? SYSTEM_JOB : id.slice(SCHEDULE_PREFIX.length),
-        error: (err as Error).message,
-      });
-    }
-  }
+  // A few schedules at a time (a thousand one after another take half a minute); the plan lists
+  // them in the catalog's order all the same.
+  const all = [...wanted];
+  for (let i = 0; i < all.length; i += SYNCS_AT_ONCE)
+    await Promise.all(
+      all.slice(i, i + SYNCS_AT_ONCE).map(async ([id, desired]) => {
+        try {
+          await syncOne(client, plan, id, desired, opts.apply);
+        } catch (err) {
+          plan.failed.push({
+            id,
+            job: id === WATCH_SCHEDULE_ID ? SYSTEM_JOB : id.slice(SCHEDULE_PREFIX.length),
+            error: (err as Error).message,
+          });
+        }
+      }),
+    );
+  const order = new Map(all.map(([id], i) => [id, i]));
+  const byCatalog = (a: string, b: string) => (order.get(a) ?? -1) - (order.get(b) ?? -1);
+  for (const ids of [plan.create, plan.update, plan.unchanged, plan.paused]) ids.sort(byCatalog);
+  plan.failed.sort((a, b) => byCatalog(a.id, b.id));
   for (const id of existing) {
     if (wanted.has(id)) continue;
     plan.delete.push(id);
