@@ -269,6 +269,11 @@ export class UnknownJobError extends Error {
 export interface CatalogOptions {
   /** The catalog's own migrations (its tables), by name: run in name order, each once, after the ledger's. */
   readonly migrations?: CatalogMigrations;
+  /**
+   * Spread the derived ticks of more than TICKS_AT_ONCE jobs that would fire in the same second
+   * (default true); false keeps every tick at its lateness.
+   */
+  readonly spreadTicks?: boolean;
 }
 
 const MIGRATION_NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$/;
@@ -338,9 +343,10 @@ function spreadTicks(jobs: readonly Job[]): Job[] {
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a catalog holds jobs of any author's tables
 export function defineCatalog(specs: readonly (JobSpec<any> | Job)[], options: CatalogOptions = {}): Catalog {
   const migrations = checkMigrations(options.migrations);
-  const jobs = spreadTicks(
-    specs.map((s) => (Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec))),
+  const defined = specs.map((s) =>
+    Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec),
   );
+  const jobs = options.spreadTicks === false ? defined : spreadTicks(defined);
   const byName = new Map<string, Job>();
   for (const job of jobs) {
     if (byName.has(job.name))

@@ -38,6 +38,12 @@ test('a thousand five-minute jobs: spread by name over the minute after the late
   const again = defineCatalog([...names].reverse().map((n) => spec(n)));
   assert.equal(again.get('shop-7').tick.kind, 'interval');
   assert.deepEqual(again.get('shop-7').tick, catalog.get('shop-7').tick);
+  // Asked not to, the catalog keeps every tick at its lateness.
+  const exact = defineCatalog(
+    names.map((n) => spec(n)),
+    { spreadTicks: false },
+  );
+  assert.deepEqual(new Set(offsets(exact.jobs.map((j) => j.tick))), new Set([60_000]));
   assert.match(
     describeTick(catalog.get('shop-7').tick),
     /^every 5m at \+(1m|\d+s) \(UTC\)$/,
