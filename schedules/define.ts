@@ -320,23 +320,34 @@ function nameHash(name: string): number {
  * thousand five-minute jobs: a thousand tick workflows at once, the Temporal server past a core and
  * windows done minutes late): each tick moved later by whole seconds, by a hash of the job's name,
  * over min(a minute, a fifth of the interval). What it costs: a job's windows start up to that much
- * later; a job's second does not change when others are added or removed. Cron ticks (the person
- * chose the minute) and smaller groups are left as they are.
+ * later. A job's second depends on its name only; but the group crossing TICKS_AT_ONCE (jobs added
+ * or removed) moves its ticks once, later or back to the lateness (a window then waits at most one
+ * interval, never lost). Cron ticks (the person chose the minute) and smaller groups are left alone.
  */
-function spreadTicks(jobs: readonly Job[]): Job[] {
+function spreadTicks(jobs: readonly Job[], spread: boolean): Job[] {
+  // Grouped by the tick each would have unmoved: a catalog built again from spread jobs (the
+  // housekeeping job added) spreads them to the same seconds, never twice.
+  const baseOf = (t: Extract<Tick, { kind: 'interval' }>) =>
+    (((t.offsetMs - (t.spreadMs ?? 0)) % t.everyMs) + t.everyMs) % t.everyMs;
+  const keyOf = (t: Tick) => (t.kind === 'interval' && t.derived ? `${t.everyMs}/${baseOf(t)}` : null);
   const groups = new Map<string, number>();
-  const keyOf = (t: Tick) => (t.kind === 'interval' && t.derived ? `${t.everyMs}/${t.offsetMs}` : null);
   for (const j of jobs) {
     const k = keyOf(j.tick);
     if (k) groups.set(k, (groups.get(k) ?? 0) + 1);
   }
   return jobs.map((j) => {
     const k = keyOf(j.tick);
-    if (!k || groups.get(k)! <= TICKS_AT_ONCE || j.tick.kind !== 'interval') return j;
+    if (!k || j.tick.kind !== 'interval') return j;
+    const unmoved = { kind: j.tick.kind, everyMs: j.tick.everyMs, derived: j.tick.derived };
+    const base = baseOf(j.tick);
     const slots = Math.floor(Math.min(MAX_SPREAD_MS, j.tick.everyMs / 5) / 1000);
-    if (slots < 2) return j;
-    const offsetMs = (j.tick.offsetMs + (nameHash(j.name) % slots) * 1000) % j.tick.everyMs;
-    return Object.freeze({ ...j, tick: Object.freeze({ ...j.tick, offsetMs }) });
+    const slot =
+      spread && groups.get(k)! > TICKS_AT_ONCE && slots >= 2 ? (nameHash(j.name) % slots) * 1000 : 0;
+    const tick = slot
+      ? { ...unmoved, offsetMs: (base + slot) % j.tick.everyMs, spreadMs: slot }
+      : { ...unmoved, offsetMs: base };
+    if (tick.offsetMs === j.tick.offsetMs && (j.tick.spreadMs ?? 0) === slot) return j;
+    return Object.freeze({ ...j, tick: Object.freeze(tick) });
   });
 }
 
@@ -346,7 +357,8 @@ export function defineCatalog(specs: readonly (JobSpec<any> | Job)[], options: C
   const defined = specs.map((s) =>
     Object.isFrozen(s) && 'latenessMs' in s ? (s as Job) : defineJob(s as JobSpec),
   );
-  const jobs = options.spreadTicks === false ? defined : spreadTicks(defined);
+  const spread = options.spreadTicks !== false;
+  const jobs = spreadTicks(defined, spread);
   const byName = new Map<string, Job>();
   for (const job of jobs) {
     if (byName.has(job.name))
@@ -357,6 +369,7 @@ export function defineCatalog(specs: readonly (JobSpec<any> | Job)[], options: C
   return Object.freeze({
     jobs: Object.freeze(jobs),
     migrations,
+    spreadTicks: spread,
     has: (name: string) => byName.has(name),
     get(name: string): Job {
       const job = byName.get(name);

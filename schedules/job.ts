@@ -242,6 +242,8 @@ export type Tick =
       readonly everyMs: number;
       readonly offsetMs: number;
       readonly derived: true;
+      /** How much later than the lateness the catalog moved it (spreadTicks); absent: not moved. */
+      readonly spreadMs?: number;
     };
 
 /** A validated job, frozen. */
@@ -292,6 +294,8 @@ export interface Catalog {
   readonly jobs: readonly Job[];
   /** Its own migrations (none unless defineCatalog was given some), run after the ledger's. */
   readonly migrations: CatalogMigrations;
+  /** Whether the ticks of many jobs on one derived tick are spread (defineCatalog's option). */
+  readonly spreadTicks: boolean;
   get(name: string): Job;
   has(name: string): boolean;
 }

@@ -216,5 +216,10 @@ export function housekeepingFromConfig(
 export function withHousekeeping(catalog: Catalog, config: HousekeepingSettings): Catalog {
   if (catalog.has(HOUSEKEEPING_JOB)) return catalog;
   const job = housekeepingFromConfig(config);
-  return job ? defineCatalog([...catalog.jobs, job], { migrations: catalog.migrations }) : catalog;
+  return job
+    ? defineCatalog([...catalog.jobs, job], {
+        migrations: catalog.migrations,
+        spreadTicks: catalog.spreadTicks,
+      })
+    : catalog;
 }

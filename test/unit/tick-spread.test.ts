@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { defineCatalog, describeTick, TICKS_AT_ONCE } from '../../schedules/define.js';
 import type { JobSpec, Tick } from '../../schedules/job.js';
+import { withHousekeeping } from '../../jobs/housekeeping/index.js';
 
 const spec = (name: string, extra: Partial<JobSpec> = {}): JobSpec => ({
   name,
@@ -68,4 +69,43 @@ test('the spread is at most a fifth of the interval; a cron tick and a small gro
     derived: true,
   });
   assert.equal(mixed.get('c-3').tick.kind, 'cron');
+});
+
+test('a catalog built again from its jobs (housekeeping added, as every entry point does) keeps each tick', () => {
+  const settings = { TIDEMARK_STATE_DIR: '/tmp/tick-spread', TIDEMARK_HOUSEKEEPING: 'on' as const };
+  for (const [grid, lateness] of [
+    ['5m', '1m'],
+    ['1m', '10s'],
+  ] as const) {
+    const catalog = defineCatalog(
+      Array.from({ length: 1_000 }, (_, i) => spec(`s-${i}`, { grid, lateness })),
+    );
+    const loaded = withHousekeeping(catalog, settings);
+    assert.ok(loaded.has('tidemark-housekeeping'));
+    const moved = catalog.jobs.filter(
+      (j) => JSON.stringify(loaded.get(j.name).tick) !== JSON.stringify(j.tick),
+    );
+    assert.deepEqual(
+      moved.map((j) => j.name),
+      [],
+      `${grid}: ticks moved again`,
+    );
+    const again = defineCatalog(catalog.jobs);
+    assert.deepEqual(
+      again.jobs.map((j) => j.tick),
+      catalog.jobs.map((j) => j.tick),
+    );
+  }
+  // Asked not to spread, the catalog stays so with housekeeping added.
+  const exact = withHousekeeping(
+    defineCatalog(
+      Array.from({ length: 100 }, (_, i) => spec(`e-${i}`)),
+      { spreadTicks: false },
+    ),
+    settings,
+  );
+  assert.deepEqual(
+    new Set(offsets(exact.jobs.filter((j) => j.name !== 'tidemark-housekeeping').map((j) => j.tick))),
+    new Set([60_000]),
+  );
 });
