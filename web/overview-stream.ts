@@ -23,6 +23,9 @@ interface Version {
 /** What a stream writes next: the whole state, or what changed since the version it has. */
 export type Update = { version: number; event: 'message' | 'changes'; data: string };
 
+/** How long one reading of the overview may take before the streams are ended. */
+export const READING_TIMEOUT_MS = 20_000;
+
 export interface OverviewHub {
   /** The next update after `since` (0: none yet), or null when nothing changed within `waitMs`. */
   next(since: number, waitMs: number): Promise<Update | null>;
@@ -33,7 +36,15 @@ export interface OverviewHub {
 const fullOf = (v: Version) =>
   `{"jobs":[${[...v.rows.values()].join(',')}]${[...v.rest].map(([k, json]) => `,${JSON.stringify(k)}:${json}`).join('')}}`;
 
-export function overviewHub(read: () => Promise<Snapshot>, intervalMs = 1_000): OverviewHub {
+/**
+ * `read` is given `timeoutMs` (a Temporal call or a statement that never answers): past it, the
+ * waiting streams end as on a failure, and the next reading starts on time.
+ */
+export function overviewHub(
+  read: () => Promise<Snapshot>,
+  intervalMs = 1_000,
+  timeoutMs = READING_TIMEOUT_MS,
+): OverviewHub {
   let current: Version | null = null;
   let failure: { n: number; error: unknown } | null = null;
   let viewers = 0;
@@ -65,7 +76,14 @@ export function overviewHub(read: () => Promise<Snapshot>, intervalMs = 1_000): 
       while (viewers > 0) {
         const mine = ++reads;
         try {
-          publish(await read());
+          let timer: NodeJS.Timeout | undefined;
+          const late = new Promise<never>((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error(`reading the overview took more than ${timeoutMs} ms`)),
+              timeoutMs,
+            );
+          });
+          publish(await Promise.race([read(), late]).finally(() => clearTimeout(timer)));
           failure = null;
         } catch (error) {
           failure = { n: mine, error };

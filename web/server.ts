@@ -91,6 +91,8 @@ const LOGINS_PER_MINUTE = 20;
 
 /** Bodies above this are refused (413). */
 const MAX_BODY = 64 * 1024;
+/** How long an action's answer waits for its audit row. */
+const AUDIT_WAIT_MS = 2_000;
 /** Seconds without a change after which the update stream writes a comment (idle proxies close it). */
 const KEEPALIVE_SECONDS = 15;
 
@@ -534,17 +536,22 @@ export async function startWebServer(o: WebOptions): Promise<{ url: string; stop
     });
 
     // Each change made through the page, with who made it (web_actions): read on a window's detail.
-    // Recorded before the answer is sent: whoever sees the answer finds the change in the audit.
+    // Recorded before the answer is sent: whoever sees the answer finds the change in the audit. An
+    // insert held up (a lock, a full pool) does not hold the answer of an action already done past
+    // AUDIT_WAIT_MS (a proxy's time-out would say it failed, and invite doing it again): it lands later.
     api.addHook('onSend', async (req, reply, payload) => {
       const s = req.session;
       if (req.method === 'GET' || req.method === 'HEAD' || reply.statusCode >= 400 || !s) return payload;
       const params = (req.params ?? {}) as Record<string, string | undefined>;
-      await recordAction(
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((r) => (timer = setTimeout(r, AUDIT_WAIT_MS)));
+      const recorded = recordAction(
         s.actor,
         `${req.method} ${req.routeOptions.url ?? req.url.split('?')[0]}`,
         params.job ?? null,
         req.auditTarget ?? params.key ?? params.windowKey ?? params.id ?? null,
       );
+      await Promise.race([recorded, waited]).finally(() => clearTimeout(timer));
       return payload;
     });
     api.get('/api/state', async () => deps.overview());

@@ -119,3 +119,23 @@ test('a job added or gone is sent whole: a viewer never merges rows of another c
     leave();
   }
 });
+
+test('a reading that never answers is given up after its time: viewers end and a new reading starts', async () => {
+  let reads = 0;
+  let hang = true;
+  const read = () => {
+    reads++;
+    return hang ? new Promise<never>(() => undefined) : Promise.resolve({ jobs: rows(2) });
+  };
+  const hub = overviewHub(read, 20, 200);
+  const leave = hub.join();
+  try {
+    await assert.rejects(hub.next(0, 5_000), /reading the overview took more than 200 ms/);
+    hang = false;
+    const after = await hub.next(0, 5_000);
+    assert.equal(after!.event, 'message');
+    assert.ok(reads >= 2, `${reads} readings`);
+  } finally {
+    leave();
+  }
+});

@@ -12,7 +12,9 @@ import { defineCatalog } from '../../../schedules/define.js';
 import { scheduleIdOf } from '../../../contract/schedule-ids.js';
 import { startWebServer } from '../../../web/server.js';
 import { salesJob } from '../../helpers/jobs.js';
-import { realStack, uniqueQueue } from '../../helpers/temporal.js';
+import { eventually, realStack, uniqueQueue } from '../../helpers/temporal.js';
+import { sql } from 'kysely';
+import { schemaOf } from '../../../db/ledger-schema.js';
 import { launchBrowser, loggedInPage } from '../../helpers/browser.js';
 import { postLogin, sessionCookie, startWeb } from '../../helpers/web.js';
 
@@ -350,6 +352,50 @@ test('open pages share one reading a second, get the whole state once, then only
   } finally {
     stop.abort();
     await w.stop();
+  }
+});
+
+test('an action is answered while its audit row waits on a lock; the row lands once the lock goes', async () => {
+  const job = 'audit-wait';
+  const catalog = defineCatalog([salesJob(job, { start: '2026-06-01T00:00:00Z' })]);
+  const token = 'audit-wait-token-0123';
+  const web = await startWeb(stack, { token, catalog, env: {} });
+  const locker = createDb(stack.t.url);
+  let release: () => void = () => undefined;
+  try {
+    const cookie = sessionCookie(await postLogin(web.url, token));
+    const page = await (await fetch(`${web.url}/`, { headers: { cookie } })).text();
+    const csrf = /([a-f0-9]{64})/.exec(page)![1]!;
+    // Another transaction holds web_actions: no row can be added until it ends.
+    const held = new Promise<void>((r) => (release = r));
+    let locked!: () => void;
+    const isLocked = new Promise<void>((r) => (locked = r));
+    const holding = locker.transaction().execute(async (trx) => {
+      await sql`lock table ${sql.id(schemaOf(stack.t.db), 'web_actions')} in access exclusive mode`.execute(
+        trx,
+      );
+      locked();
+      await held;
+    });
+    await isLocked;
+    const answer = await fetch(`${web.url}/api/jobs/${job}/backfill/preview`, {
+      method: 'POST',
+      headers: { cookie, 'x-csrf-token': csrf, 'content-type': 'application/json' },
+      body: JSON.stringify({ from: '2026-06-01T00:00:00Z', to: '2026-06-01T03:00:00Z' }),
+    });
+    assert.equal(answer.status, 200, await answer.clone().text());
+    release();
+    await holding;
+    const row = await eventually(
+      () => stack.t.db.selectFrom('web_actions').select('action').where('job', '=', job).executeTakeFirst(),
+      20_000,
+      'the audit row',
+    );
+    assert.equal(row.action, 'POST /api/jobs/:job/backfill/preview');
+  } finally {
+    release();
+    await locker.destroy();
+    await web.stop();
   }
 });
 

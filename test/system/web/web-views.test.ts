@@ -372,3 +372,55 @@ test('the job list: search, filters and sorting kept in the link; a card opened 
     for (const h of handles) await h.delete();
   }
 });
+
+test('the job list keeps the focus while other jobs change, and draws the jobs of a restarted server', async () => {
+  const names = ['focus-a', 'focus-b', 'focus-c'];
+  const specs = names.map((n) => salesJob(n, { start: '2026-06-01T00:00:00Z' }));
+  const handle = await stack.env.client.schedule.create({
+    scheduleId: scheduleIdOf('focus-a'),
+    spec: { intervals: [{ every: '1h' }] },
+    action: { type: 'startWorkflow', workflowType: 'nothing', taskQueue: 'focus-none', args: [] },
+    state: { paused: false },
+  });
+  let web = await startWeb(stack, { token: TOKEN, catalog: defineCatalog(specs), env: {} });
+  const port = Number(new URL(web.url).port);
+  try {
+    const { page, problems } = await loggedInPage(browser, web.url, TOKEN);
+    const card = await jobCard(page, 'focus-a');
+    await card.locator('button[data-action=pause]').click();
+    const reason = card.locator('input[name=reason]');
+    await reason.pressSequentially('disk f');
+    // Another job's row changes (its last run) while the reason is being typed.
+    await stack.t.db
+      .insertInto('job_runs')
+      .values({
+        job: 'focus-b',
+        kind: 'window',
+        window_start: new Date('2026-06-01T00:00:00Z'),
+        started_at: new Date(),
+        finished_at: new Date(),
+        duration_ms: 3,
+        outcome: 'processed',
+      })
+      .execute();
+    await page.locator('tr[data-job="focus-b"] td.jl-last', { hasText: 'processed' }).waitFor();
+    assert.equal(await page.evaluate('document.activeElement.id'), 'reason-focus-a', 'the focus stayed');
+    await page.keyboard.type('ull');
+    assert.equal(await reason.inputValue(), 'disk full');
+
+    // The server restarts with one job more: the page, reconnected, lists it.
+    await web.stop();
+    web = await startWeb(stack, {
+      token: TOKEN,
+      port,
+      catalog: defineCatalog([...specs, salesJob('focus-d', { start: '2026-06-01T00:00:00Z' })]),
+      env: {},
+    });
+    await page.locator('table.job-list tr[data-job="focus-d"]').waitFor({ timeout: 60_000 });
+    await page.locator('.jl-count', { hasText: '4 jobs' }).waitFor();
+    assert.deepEqual(problems, { refused: [], errors: [] });
+  } finally {
+    await web.stop();
+    await handle.delete();
+  }
+});

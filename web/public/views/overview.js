@@ -414,8 +414,21 @@ export function renderOverview(root, ctx) {
     shown.sort((a, b) => cmp(a, b) || a.job.localeCompare(b.job, 'en', { numeric: true }));
     const visible = new Set(shown.map((j) => j.job));
     for (const [name, r] of rows) for (const el of r.els) el.classList.toggle('filtered', !visible.has(name));
-    // In the chosen order: each job's line, then its card's.
-    body.append(...shown.flatMap((j) => rows.get(j.job).els));
+    // In the chosen order: each job's line, then its card's (the hidden ones after). Moved only when
+    // the order changed, and the focus (a pause reason being typed) put back where it was.
+    const order = [...shown, ...ctx.jobs.filter((j) => !visible.has(j.job))].flatMap(
+      (j) => rows.get(j.job).els,
+    );
+    const now = body.children;
+    if (order.length !== now.length || order.some((el, i) => el !== now[i])) {
+      const focused = body.contains(document.activeElement) ? document.activeElement : null;
+      const selection = focused?.selectionStart ?? null;
+      body.append(...order);
+      if (focused && document.activeElement !== focused) {
+        focused.focus();
+        if (selection !== null) focused.setSelectionRange(selection, focused.selectionEnd);
+      }
+    }
     count.textContent =
       shown.length === ctx.jobs.length
         ? `${ctx.jobs.length} jobs`
@@ -432,14 +445,24 @@ export function renderOverview(root, ctx) {
 
   // Each update redraws the jobs whose rows changed; the list's order and filters follow only when
   // they could have moved a row (a sort or filter on what changed).
+  let replaced = false;
   ctx.onUpdate((s, changed) => {
+    if (replaced) return;
+    // Another catalog (the server restarted with jobs added or gone): the view drawn again.
+    if (s.jobs.length !== rows.size || s.jobs.some((j) => !rows.has(j.job))) {
+      replaced = true;
+      clearInterval(ageing);
+      root.replaceChildren();
+      renderOverview(root, ctx);
+      return;
+    }
     const byName = new Map(s.jobs.map((j) => [j.job, j]));
     for (const name of changed) if (byName.has(name)) rows.get(name)?.update(byName.get(name));
     if (changed.size) apply();
   });
   // "5 min ago" ages without an update: redrawn every half minute while the list is shown.
   const ageing = setInterval(() => {
-    if (!root.isConnected) return clearInterval(ageing);
+    if (!root.isConnected || replaced) return clearInterval(ageing);
     for (const j of ctx.jobs) rows.get(j.job)?.update(j);
   }, 30_000);
 }
