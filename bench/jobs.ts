@@ -3,9 +3,10 @@
 // median over the repetitions, its baseline the same at 10 jobs (the ratio is what the jobs add).
 // `jobs.temporal_cpu_5_viewers_pct@N` is the share of a core the Temporal server spends while five
 // update streams are open, against the same span with none open. Run alone with
-// `npx tsx bench/jobs.ts` (BENCH_QUICK=1: 10 and 100 jobs, printed only).
+// `npx tsx bench/jobs.ts [costs|ticks]` (BENCH_QUICK=1: 10 and 100 jobs, printed only); without
+// BENCH_QUICK the figures are merged into bench/results.json (then `npm run bench -- --render`).
 import { readFileSync, readlinkSync } from 'node:fs';
-import { readdir } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { loadConfig } from '../config/env.js';
 import { defineCatalog } from '../schedules/define.js';
 import { jobsOverview, listSchedules } from '../operator/overview.js';
@@ -13,13 +14,25 @@ import { overviewRows } from '../operator/job-health.js';
 import { createMetrics } from '../workers/metrics.js';
 import { syncSchedules } from '../workers/schedule-sync.js';
 import { startWebServer } from '../web/server.js';
+import { SCHEDULES_LISTED_MS } from '../web/overview-schedules.js';
 import { createTestDb } from '../test/helpers/db.js';
 import { salesJob } from '../test/helpers/jobs.js';
 import { postLogin, sessionCookie } from '../test/helpers/web.js';
+import { launchBrowser, loggedInPage } from '../test/helpers/browser.js';
 import { memoryLogger } from '../activities/logger.js';
 import { createWorker } from '../workers/create-worker.js';
 import { benchServer, figure, log, QUICK, sizeFrom, type Figure } from './figures.js';
 import { benchBundle, percentile } from './latency.js';
+
+/** BENCH_JOBS_SIZES="10,100,1000" (the default; BENCH_QUICK: 10 and 100). */
+function jobSizes(): number[] {
+  const raw = process.env.BENCH_JOBS_SIZES;
+  if (!raw) return QUICK ? [10, 100] : [10, 100, 1_000];
+  const sizes = raw.split(',').map(Number);
+  if (!sizes.every((n) => Number.isSafeInteger(n) && n > 0))
+    throw new Error(`BENCH_JOBS_SIZES="${raw}" must be whole numbers separated by commas`);
+  return sizes;
+}
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -83,6 +96,33 @@ interface AtN {
   cpuIdle: number;
   cpuViewers: number;
   bytesPerMinute: number;
+  firstPaint: number;
+}
+
+/**
+ * Milliseconds from opening the page (signed in already) to the list holding the catalog's last
+ * job, in Chromium, with nobody else watching (the server reads the overview afresh): the median.
+ */
+async function paintTimes(url: string, token: string, last: string, reps: number): Promise<number> {
+  const browser = await launchBrowser();
+  try {
+    const { page } = await loggedInPage(browser, url, token);
+    await page.locator(`tr[data-job="${last}"]`).waitFor({ timeout: 60_000 });
+    const ms: number[] = [];
+    for (let i = 0; i < reps; i++) {
+      await page.goto('about:blank');
+      // The page's stream gone, the server's reader stops at its next turn, and its listing of the
+      // schedules ages out: the next view is read afresh, as by the first person in the morning.
+      await new Promise((r) => setTimeout(r, SCHEDULES_LISTED_MS + 1_000));
+      const t = performance.now();
+      await page.goto(url);
+      await page.locator(`tr[data-job="${last}"]`).waitFor({ timeout: 60_000 });
+      ms.push(performance.now() - t);
+    }
+    return median(ms);
+  } finally {
+    await browser.close();
+  }
 }
 
 async function atN(n: number, reps: number, cpuMs: number): Promise<AtN> {
@@ -146,8 +186,16 @@ async function atN(n: number, reps: number, cpuMs: number): Promise<AtN> {
         [0, 1, 2, 3, 4].map(async () => {
           const r = await fetch(`${web.url}/api/events`, { headers: { cookie }, signal: stop.signal });
           const reader = r.body!.getReader();
-          const first = await reader.read();
-          return { reader, first: first.value?.length ?? 0 };
+          // The whole state first (it may come in several chunks): what follows is the changes.
+          let text = '';
+          while (!text.includes('\n\n')) {
+            const c = await reader.read();
+            if (c.done) break;
+            text += Buffer.from(c.value).toString();
+          }
+          const first = text.indexOf('\n\n') + 2;
+          bytes += Buffer.byteLength(text.slice(first));
+          return { reader, first };
         }),
       );
       // Reading (and counting) what every stream is sent while the server's share is measured.
@@ -162,10 +210,12 @@ async function atN(n: number, reps: number, cpuMs: number): Promise<AtN> {
       const bytesPerMinute = (bytes / 5 / (cpuMs / 1000)) * 60;
       stop.abort();
       await Promise.allSettled(counting);
+      const firstPaint = await paintTimes(web.url, token, catalog.jobs.at(-1)!.name, reps);
       log(
         `jobs@${n}: Temporal ${cpuIdle.toFixed(1)}% of a core idle, ${cpuViewers.toFixed(1)}% with five viewers; ${Math.round(bytesPerMinute)} bytes a minute a viewer after the first ${streams[0]!.first}`,
       );
-      return { sync, overview, cli, metrics, cpuIdle, cpuViewers, bytesPerMinute };
+      log(`jobs@${n}: first paint ${Math.round(firstPaint)} ms (nobody else watching)`);
+      return { sync, overview, cli, metrics, cpuIdle, cpuViewers, bytesPerMinute, firstPaint };
     } finally {
       stop.abort();
       await web.stop();
@@ -177,15 +227,17 @@ async function atN(n: number, reps: number, cpuMs: number): Promise<AtN> {
 }
 
 export async function jobsFigures(): Promise<Figure[]> {
-  const sizes = QUICK ? [10, 100] : [10, 100, 1_000];
+  const sizes = jobSizes();
   const reps = sizeFrom('BENCH_JOBS_REPS', 7, 3);
   const cpuMs = sizeFrom('BENCH_JOBS_CPU_MS', 60_000, 10_000);
   const at = new Map<number, AtN>();
   for (const n of sizes) at.set(n, await atN(n, reps, cpuMs));
-  const base = at.get(10)!;
+  const smallest = sizes[0]!;
+  const base = at.get(smallest)!;
   const out: Figure[] = [];
   for (const [n, r] of at) {
-    const vs = (name: string, value: number) => (n === 10 ? undefined : { name: `jobs.${name}@10`, value });
+    const vs = (name: string, value: number) =>
+      n === smallest ? undefined : { name: `jobs.${name}@${smallest}`, value };
     out.push(
       figure(`jobs.sync_ms@${n}`, r.sync, 'ms', vs('sync_ms', base.sync)),
       figure(`jobs.overview_reading_ms@${n}`, r.overview, 'ms', vs('overview_reading_ms', base.overview)),
@@ -196,6 +248,8 @@ export async function jobsFigures(): Promise<Figure[]> {
         name: `jobs.temporal_cpu_idle_pct@${n}`,
         value: Math.max(r.cpuIdle, 0.1),
       }),
+      figure(`jobs.temporal_cpu_on_viewers_pct@${n}`, Math.max(0, r.cpuViewers - r.cpuIdle), '% of a core'),
+      figure(`jobs.first_paint_ms@${n}`, r.firstPaint, 'ms', vs('first_paint_ms', base.firstPaint)),
       figure(`jobs.stream_bytes_per_minute@${n}`, r.bytesPerMinute, 'bytes'),
     );
   }
@@ -205,6 +259,8 @@ export async function jobsFigures(): Promise<Figure[]> {
 interface TickRun {
   /** Seconds from each window's tick (its end plus the job's tick offset) to its done marker. */
   delays: number[];
+  /** Seconds from each window's close (its end plus the lateness) to its done marker. */
+  afterClose: number[];
   expected: number;
   /** Share of a core the Temporal server used over the run. */
   temporalCpu: number;
@@ -244,10 +300,11 @@ async function tickRun(n: number, cycles: number, spread: boolean): Promise<Tick
   const lastEnd = first + cycles * FIVE;
   try {
     let cpu = 0;
-    const t0 = performance.now();
+    let t0 = 0;
     await worker.runUntil(async () => {
       await syncSchedules(env.client, catalog, { taskQueue, apply: true });
       const cpu0 = cpuSeconds(pid);
+      t0 = performance.now();
       // Every window up to the cycles' end done, or two minutes past its last tick.
       const deadline = lastEnd + 60_000 + 60_000 + 120_000;
       for (;;) {
@@ -281,7 +338,13 @@ async function tickRun(n: number, cycles: number, spread: boolean): Promise<Tick
       const offset = tick.kind === 'interval' ? tick.offsetMs : 0;
       return (new Date(r.finished_at!).getTime() - (r.window_end.getTime() + offset)) / 1000;
     });
-    return { delays, expected, temporalCpu: cpu, rssMb: process.memoryUsage().rss / 1024 / 1024 };
+    // From the window's close (its end plus the lateness): what the spread of the ticks adds too.
+    const afterClose = rows.map(
+      (r) =>
+        (new Date(r.finished_at!).getTime() - (r.window_end.getTime() + catalog.get(r.job).latenessMs)) /
+        1000,
+    );
+    return { delays, afterClose, expected, temporalCpu: cpu, rssMb: process.memoryUsage().rss / 1024 / 1024 };
   } finally {
     await t.drop().catch(() => undefined);
     await env.teardown();
@@ -294,7 +357,7 @@ async function tickRun(n: number, cycles: number, spread: boolean): Promise<Tick
  * them; at the largest N also with every tick at its lateness, the baseline.
  */
 export async function tickFigures(): Promise<Figure[]> {
-  const sizes = QUICK ? [10, 100] : [10, 100, 1_000];
+  const sizes = jobSizes();
   const cycles = sizeFrom('BENCH_TICK_CYCLES', 2, 1);
   const out: Figure[] = [];
   const add = (n: number, label: string, r: TickRun, vs?: TickRun) => {
@@ -319,12 +382,14 @@ export async function tickFigures(): Promise<Figure[]> {
         's',
         vs && { name: name('max_s').replace(label, 'unspread_'), value: Math.max(...vs.delays) },
       ),
+      figure(`jobs.window_after_close_${label}p50_s@${n}`, p(50, r.afterClose), 's'),
+      figure(`jobs.window_after_close_${label}max_s@${n}`, Math.max(...r.afterClose), 's'),
       figure(name('late_over_60s'), r.delays.filter((d) => d > 60).length, 'windows'),
       figure(name('not_done'), r.expected - r.delays.length, 'windows'),
       figure(`jobs.ticks_temporal_cpu_${label}pct@${n}`, r.temporalCpu, '% of a core'),
     );
     log(
-      `ticks@${n}${label ? ` (${label.slice(0, -1)})` : ''}: ${r.delays.length} of ${r.expected} done; after the tick p50 ${p(50, r.delays).toFixed(1)} s, p99 ${p(99, r.delays).toFixed(1)} s, max ${Math.max(...r.delays).toFixed(1)} s; Temporal ${r.temporalCpu.toFixed(0)}% of a core; RSS ${Math.round(r.rssMb)} MiB`,
+      `ticks@${n}${label ? ` (${label.slice(0, -1)})` : ''}: ${r.delays.length} of ${r.expected} done; after the tick p50 ${p(50, r.delays).toFixed(1)} s, p99 ${p(99, r.delays).toFixed(1)} s, max ${Math.max(...r.delays).toFixed(1)} s; after the close p50 ${p(50, r.afterClose).toFixed(1)} s, max ${Math.max(...r.afterClose).toFixed(1)} s; Temporal ${r.temporalCpu.toFixed(0)}% of a core; RSS ${Math.round(r.rssMb)} MiB`,
     );
   };
   for (const n of sizes) {
@@ -345,5 +410,13 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     ...(only === 'costs' ? [] : await tickFigures()),
   ];
   console.log(JSON.stringify(figures, null, 2));
+  if (!QUICK) {
+    // Merged into bench/results.json, replacing the same figures of an earlier run.
+    const file = new URL('../bench/results.json', import.meta.url);
+    const saved = JSON.parse(await readFile(file, 'utf8')) as { results: Figure[] };
+    const names = new Set(figures.map((f) => f.name));
+    saved.results = [...saved.results.filter((f) => !names.has(f.name)), ...figures];
+    await writeFile(file, JSON.stringify(saved, null, 2) + '\n');
+  }
   process.exit(0);
 }
