@@ -231,7 +231,7 @@ export async function overviewRows(
   client: Client,
   catalog: Catalog,
   now: Date,
-  o: { schedules?: Map<string, ScheduleState | null> } = {},
+  o: { schedules?: Map<string, ScheduleState | null> | Promise<Map<string, ScheduleState | null>> } = {},
 ) {
   const [rows, health] = await Promise.all([
     jobsOverview(db, client, catalog, now, o),

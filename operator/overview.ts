@@ -106,7 +106,7 @@ export async function jobsOverview(
   client: Client,
   catalog: Catalog,
   now = new Date(),
-  o: { schedules?: Map<string, ScheduleState | null> } = {},
+  o: { schedules?: Map<string, ScheduleState | null> | Promise<Map<string, ScheduleState | null>> } = {},
 ) {
   const names = catalog.jobs.map((j) => j.name);
   const [schedules, watermarks, lastRuns] = await Promise.all([

@@ -35,9 +35,8 @@ export function webDeps(o: Omit<WebDeps, 'overview' | 'scheduleChanged'>): WebDe
   );
   const overview = async (): Promise<Overview> => {
     const [jobs, approvals] = await Promise.all([
-      schedules
-        .read()
-        .then((states) => overviewRows(o.db, o.client, o.catalog, o.now(), { schedules: states })),
+      // The listing of the schedules and the statements at once.
+      overviewRows(o.db, o.client, o.catalog, o.now(), { schedules: schedules.read() }),
       o.db
         .selectFrom('rerun_requests')
         .selectAll()
