@@ -308,6 +308,17 @@ export const TICKS_AT_ONCE = 50;
 /** The most a tick is moved by: a minute, and at most a fifth of its interval. */
 const MAX_SPREAD_MS = 60_000;
 
+/**
+ * Seconds a group of `n` ticks is spread over: enough for about TICKS_AT_ONCE / 2 a second on
+ * average (the most in one second stays under TICKS_AT_ONCE), as a power of two, so that a group
+ * that doubles moves only half of its jobs (a hash modulo 2k is the same modulo k for half of them).
+ */
+function slotsFor(n: number): number {
+  let slots = 1;
+  while (slots * (TICKS_AT_ONCE / 2) < n) slots *= 2;
+  return slots;
+}
+
 /** A stable number from a job's name (FNV-1a): the same second in every process. */
 function nameHash(name: string): number {
   let h = 0x811c9dc5;
@@ -319,9 +330,10 @@ function nameHash(name: string): number {
  * Jobs whose derived ticks would fire in the same second, more than TICKS_AT_ONCE of them (a
  * thousand five-minute jobs: a thousand tick workflows at once, the Temporal server past a core and
  * windows done minutes late): each tick moved later by whole seconds, by a hash of the job's name,
- * over min(a minute, a fifth of the interval). What it costs: a job's windows start up to that much
- * later. A job's second depends on its name only; but the group crossing TICKS_AT_ONCE (jobs added
- * or removed) moves its ticks once, later or back to the lateness (a window then waits at most one
+ * over as many seconds as slotsFor says (4 for 100 jobs, 64 for 1,000), at most min(a minute, a
+ * fifth of the interval). What it costs: a job's windows start up to that much later. A job's second
+ * depends on its name and its group's size: a group that grows past a power of two (or shrinks back)
+ * moves some of its ticks once, later or earlier (a window then waits at most one
  * interval, never lost). Cron ticks (the person chose the minute) and smaller groups are left alone.
  */
 function spreadTicks(jobs: readonly Job[], spread: boolean): Job[] {
@@ -340,7 +352,10 @@ function spreadTicks(jobs: readonly Job[], spread: boolean): Job[] {
     if (!k || j.tick.kind !== 'interval') return j;
     const unmoved = { kind: j.tick.kind, everyMs: j.tick.everyMs, derived: j.tick.derived };
     const base = baseOf(j.tick);
-    const slots = Math.floor(Math.min(MAX_SPREAD_MS, j.tick.everyMs / 5) / 1000);
+    const slots = Math.min(
+      Math.floor(Math.min(MAX_SPREAD_MS, j.tick.everyMs / 5) / 1000),
+      slotsFor(groups.get(k)!),
+    );
     const slot =
       spread && groups.get(k)! > TICKS_AT_ONCE && slots >= 2 ? (nameHash(j.name) % slots) * 1000 : 0;
     const tick = slot

@@ -56,7 +56,7 @@ export const JOB_FIELDS = {
   tick: {
     type: '{ cron: string; timezone?: string }',
     default:
-      'derived from the grid and lateness (to the second); past 50 jobs on one such tick, each moved by whole seconds over up to a minute (a fifth of the interval), by its name',
+      'derived from the grid and lateness (to the second); past 50 jobs on one such tick, each moved later by whole seconds, by its name, over what it takes to start about 25 a second (at most a minute and a fifth of the interval)',
     description:
       'When the tick fires: a 5-field cron (restricting day-of-month or day-of-week, not both) in `tick.timezone`, else `timezone`.',
   },

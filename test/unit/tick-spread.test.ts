@@ -52,6 +52,18 @@ test('a thousand five-minute jobs: spread by name over the minute after the late
   );
 });
 
+test('a hundred jobs on one tick: spread over a few seconds only, what it takes', () => {
+  for (const n of [51, 100]) {
+    const catalog = defineCatalog(Array.from({ length: n }, (_, i) => spec(`few-${i}`)));
+    const spread = offsets(catalog.jobs.map((j) => j.tick));
+    assert.ok(
+      spread.every((o) => o >= 60_000 && o < 64_000),
+      `${n} jobs: within 4 s after the lateness (${Math.max(...spread)} ms)`,
+    );
+    assert.ok(new Set(spread).size > 1, `${n} jobs: spread at all`);
+  }
+});
+
 test('the spread is at most a fifth of the interval; a cron tick and a small group are left alone', () => {
   const minutely = defineCatalog(
     Array.from({ length: 200 }, (_, i) => spec(`m-${i}`, { grid: '1m', lateness: '10s' })),
