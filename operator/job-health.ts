@@ -137,6 +137,7 @@ export async function jobsHealth(
   client: Client,
   jobs: readonly Job[],
   now: Date,
+  o: { watermarks?: Promise<Map<string, Date>> } = {},
 ): Promise<Map<string, JobHealth>> {
   const names = jobs.map((j) => j.name);
   if (!names.length) return new Map();
@@ -169,7 +170,7 @@ export async function jobsHealth(
         from unnest(${names}::text[], ${ends.map((d) => d.toISOString())}::timestamptz[]) as j(job, closed_end)`.execute(
       db,
     ),
-    readWatermarks(db, names),
+    o.watermarks ?? readWatermarks(db, names),
     runningWindows(client, jobs),
   ]);
   const countsOf = new Map<string, Map<string, number>>();
@@ -233,9 +234,14 @@ export async function overviewRows(
   now: Date,
   o: { schedules?: Map<string, ScheduleState | null> | Promise<Map<string, ScheduleState | null>> } = {},
 ) {
+  // Read once for both halves of the row.
+  const watermarks = readWatermarks(
+    db,
+    catalog.jobs.map((j) => j.name),
+  );
   const [rows, health] = await Promise.all([
-    jobsOverview(db, client, catalog, now, o),
-    jobsHealth(db, client, catalog.jobs, now),
+    jobsOverview(db, client, catalog, now, { ...o, watermarks }),
+    jobsHealth(db, client, catalog.jobs, now, { watermarks }),
   ]);
   return rows.map((row) => {
     const job = catalog.get(row.job);

@@ -106,12 +106,16 @@ export async function jobsOverview(
   client: Client,
   catalog: Catalog,
   now = new Date(),
-  o: { schedules?: Map<string, ScheduleState | null> | Promise<Map<string, ScheduleState | null>> } = {},
+  o: {
+    schedules?: Map<string, ScheduleState | null> | Promise<Map<string, ScheduleState | null>>;
+    /** The jobs' watermarks when the caller reads them already (readWatermarks). */
+    watermarks?: Promise<Map<string, Date>>;
+  } = {},
 ) {
   const names = catalog.jobs.map((j) => j.name);
   const [schedules, watermarks, lastRuns] = await Promise.all([
     o.schedules ?? describeSchedules(client, names),
-    readWatermarks(db, names),
+    o.watermarks ?? readWatermarks(db, names),
     names.length ? lastWindowRuns(db, names) : new Map(),
   ]);
   const rows = [];
