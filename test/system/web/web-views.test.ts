@@ -4,6 +4,7 @@
 // keyboard alone; a backfill previewed (dry run), started and followed to the end.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Browser } from 'playwright-core';
 import { memoryLogger } from '../../../activities/logger.js';
 import { summariseWindow } from '../../../jobs/sales-summary.js';
@@ -361,6 +362,12 @@ test('the job list: search, filters and sorting kept in the link; a card opened 
     await screenshot(page, 'overview-list');
 
     const narrow = await loggedInPage(browser, web.url, TOKEN, { width: 390, height: 844 });
+    // Stylesheets that come late still come before the list is drawn: nothing is ever drawn unstyled.
+    await narrow.page.route('**/*.css', async (r) => {
+      await sleep(1000);
+      await r.continue();
+    });
+    await narrow.page.reload();
     await narrow.page.locator('table.job-list tr[data-job="list-23"]').waitFor();
     const overflow = (await narrow.page.evaluate('document.documentElement.scrollWidth')) as number;
     assert.ok(overflow <= 390, `no sideways scrolling at 390 px (${overflow} px wide)`);

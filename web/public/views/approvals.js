@@ -4,7 +4,6 @@
 // the new preview is shown instead.
 import { h } from '../dom.js';
 import { inZone, utc } from '../time.js';
-import { useStyles } from './styles.js';
 
 /** The window's start in the job's zone and in UTC (once for a UTC job). */
 const when = (iso, zone) => (!zone || zone === 'UTC' ? utc(iso) : `${inZone(iso, zone)} (${utc(iso)})`);
@@ -129,7 +128,6 @@ function previewPanel(a) {
 }
 
 export async function renderApprovals(root, ctx) {
-  useStyles('/views/approvals.css');
   const status = h('p', { class: 'pv-status', role: 'status', 'aria-live': 'polite' });
   const name = h('input', {
     id: 'approver-name',

@@ -5,7 +5,6 @@
 import { h } from '../dom.js';
 import { both } from '../time.js';
 import { showMore } from './more.js';
-import { useStyles } from './styles.js';
 
 /** 1536 -> "1.5 KiB": sizes for people (the exact bytes are in the cell's title). */
 export function humanBytes(n) {
@@ -246,8 +245,6 @@ async function jobSection(ctx, job, withHeading) {
 }
 
 export async function renderBackups(root, ctx) {
-  useStyles('/views/windows.css');
-  useStyles('/views/backups.css');
   const one = ctx.params?.job;
   root.replaceChildren(h('p', { class: 'loading', role: 'status' }, 'Loading backups…'));
   const jobs = one ? [one] : (await ctx.api('/api/backups')).jobs;

@@ -4,7 +4,6 @@
 import { h } from '../dom.js';
 import { both } from '../time.js';
 import { showMore } from './more.js';
-import { useStyles } from './styles.js';
 
 /** An instant in the job's zone and in UTC, as the other views show it. */
 const inZoneAndUtc = (iso, zone) =>
@@ -33,7 +32,6 @@ function lastAttempt(e, zone) {
 }
 
 export async function renderEffects(root, ctx) {
-  useStyles('/views/views.css');
   const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite', tabindex: '-1' });
   const name = h('input', {
     id: 'decider',

@@ -3,7 +3,6 @@
 import { h } from '../dom.js';
 import { both } from '../time.js';
 import { showMore } from './more.js';
-import { useStyles } from './styles.js';
 
 /** An instant in the job's zone and in UTC, as the other views show it. */
 const inZoneAndUtc = (iso, zone) =>
@@ -18,7 +17,6 @@ function windowOf(i) {
 }
 
 export async function renderIncidents(root, ctx) {
-  useStyles('/views/views.css');
   const first = await ctx.apiPage('/api/incidents');
   const cardOf = (i) => {
     const zone = ctx.job(i.job)?.timezone;

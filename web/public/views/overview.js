@@ -5,7 +5,6 @@
 // rows changed are redrawn, in place, so focus stays where it was.
 import { h } from '../dom.js';
 import { ago, both, duration } from '../time.js';
-import { useStyles } from './styles.js';
 
 const when = (iso, zone) => {
   const [local, utc] = both(iso, zone);
@@ -317,7 +316,6 @@ function row(j, ctx, onToggle) {
 }
 
 export function renderOverview(root, ctx) {
-  useStyles('/views/overview.css');
   const f = readFilters();
   const grids = [...new Set(ctx.jobs.map((j) => j.grid))].sort();
   const search = h('input', {

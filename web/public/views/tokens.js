@@ -2,7 +2,6 @@
 // use, revocable at once; and a form to make one for a role one has. The secret is shown once.
 import { h } from '../dom.js';
 import { utc } from '../time.js';
-import { useStyles } from './styles.js';
 
 const EXPIRIES = [
   ['7d', '7 days'],
@@ -12,7 +11,6 @@ const EXPIRIES = [
 ];
 
 export async function renderTokens(root, ctx) {
-  useStyles('/views/views.css');
   const status = h('p', { class: 'view-status', role: 'status', 'aria-live': 'polite', tabindex: '-1' });
   if (ctx.me.mode !== 'oidc') {
     root.replaceChildren(
