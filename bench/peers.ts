@@ -1,6 +1,7 @@
 // Peers measured side by side (issue 10, item 4): graphile-worker and pg-boss run tidemark's hourly
 // sales summary as one job per window, each in its own scratch database (tidemark's tables, the
-// peer's own schema) with the same orders. Two figures:
+// peer's own schema) with the same orders, with the careful handler (a done marker in the window's
+// transaction) or the naive one (peers/summary.ts). Two figures:
 //  - peerThroughput: windows/s from enqueueing every window's job to all of them done, totals
 //    checked against the orders afterwards;
 //  - killTest: a worker in a child process SIGKILLed several times in the middle of the windows,
@@ -18,6 +19,7 @@ import {
   GRAPHILE_DEFAULTS,
   GRAPHILE_JOB,
   graphileEnqueuer,
+  graphileJobStates,
   graphilePending,
   startGraphileWorker,
   unlockDeadGraphileWorkers,
@@ -36,11 +38,12 @@ import {
   PGBOSS_DEFAULTS,
   PGBOSS_JOB,
   pgBossEnqueuer,
+  pgBossJobStates,
   pgBossPending,
   startPgBossWorker,
   type PgBossSettings,
 } from './peers/pg-boss.js';
-import { peerPool } from './peers/summary.js';
+import { peerPool, type Handler } from './peers/summary.js';
 import { tidemarkHarness } from './peers/tidemark.js';
 import type { PeerWorkerConfig } from './peers/worker.js';
 
@@ -59,12 +62,15 @@ export interface ThroughputOptions {
   windows?: number;
   /** Orders per window (default 3). */
   perWindow?: number;
+  /** How each job is handled (default careful: a done marker in the window's transaction). */
+  handler?: Handler;
   graphile?: Partial<GraphileSettings>;
   pgBoss?: Partial<PgBossSettings>;
   log?: (line: string) => void;
 }
 
 export interface PeerThroughput {
+  handler: Handler;
   windows: number;
   seconds: number;
   windowsPerSecond: number;
@@ -84,11 +90,12 @@ export async function peerThroughput(opts: ThroughputOptions = {}): Promise<Reco
   const log = opts.log ?? (() => undefined);
   const graphile = { ...GRAPHILE_DEFAULTS, ...opts.graphile };
   const pgBoss = { ...PGBOSS_DEFAULTS, ...opts.pgBoss };
+  const handler = opts.handler ?? 'careful';
   const result = {} as Record<Peer, PeerThroughput>;
   for (const peer of PEERS) {
-    result[peer] = await throughputOf(peer, layout, peer === 'graphile-worker' ? graphile : pgBoss);
+    result[peer] = await throughputOf(peer, layout, peer === 'graphile-worker' ? graphile : pgBoss, handler);
     log(
-      `${peer}: ${layout.windows} windows in ${result[peer].seconds.toFixed(1)} s, ${result[peer].windowsPerSecond.toFixed(1)}/s`,
+      `${peer}, ${handler} handler: ${layout.windows} windows in ${result[peer].seconds.toFixed(1)} s, ${result[peer].windowsPerSecond.toFixed(1)}/s`,
     );
   }
   return result;
@@ -98,6 +105,7 @@ async function throughputOf(
   peer: Peer,
   layout: OrderLayout,
   settings: GraphileSettings | PgBossSettings,
+  handler: Handler,
 ): Promise<PeerThroughput> {
   const t = await createTestDb();
   const probe = peerPool(t.url, 2);
@@ -110,8 +118,8 @@ async function throughputOf(
       ? await graphileEnqueuer(t.url)
       : await pgBossEnqueuer(t.url, settings as PgBossSettings);
     const worker = graphile
-      ? await startGraphileWorker(t.url, settings as GraphileSettings)
-      : await startPgBossWorker(t.url, settings as PgBossSettings);
+      ? await startGraphileWorker(t.url, settings as GraphileSettings, { handler })
+      : await startPgBossWorker(t.url, settings as PgBossSettings, { handler });
     const pending = () => (graphile ? graphilePending(probe) : pgBossPending(probe));
     let seconds: number;
     try {
@@ -129,7 +137,13 @@ async function throughputOf(
       await enqueuer.release();
     }
     await checkTotals(t.db, graphile ? GRAPHILE_JOB : PGBOSS_JOB, layout);
-    return { windows: layout.windows, seconds, windowsPerSecond: layout.windows / seconds, settings };
+    return {
+      handler,
+      windows: layout.windows,
+      seconds,
+      windowsPerSecond: layout.windows / seconds,
+      settings,
+    };
   } finally {
     await probe.end();
     await t.drop();
@@ -143,6 +157,8 @@ export interface KillOptions {
   kills?: number;
   /** How long each window's transaction stays open after its statement (default 100 ms). */
   holdMs?: number;
+  /** The peers' handler (default careful); tidemark has one. */
+  handler?: Handler;
   perWindow?: number;
   /** After the last restart, how long the system gets to finish (default 60 s). */
   boundMs?: number;
@@ -156,6 +172,7 @@ export interface KillOptions {
 
 export interface KillResult {
   system: KillSystem;
+  handler: Handler;
   windows: number;
   kills: number;
   /** Windows applied when each kill was sent (kills stop once the system has finished). */
@@ -163,6 +180,8 @@ export interface KillResult {
   once: number;
   double_applied: number;
   lost: number;
+  /** What the system holds for the lost windows' work ("failed after 5 attempts": 11). */
+  lost_states: Record<string, number>;
   /** Applications beyond one, over all windows (a window applied three times counts 2). */
   extra_applications: number;
   /** Work the system still had pending at the bound (locked_at_end of it held by a dead worker). */
@@ -197,14 +216,17 @@ export async function killTest(system: KillSystem, opts: KillOptions = {}): Prom
       progress: () => windowsSoFar(t.db, harness!.job),
     });
     const times = await applicationsPerWindow(t.db, harness.job, layout);
+    const lostStarts = windows.filter((_, i) => times[i] === 0).map((w) => w.start);
     return {
       system,
+      handler: opts.handler ?? 'careful',
       windows: layout.windows,
       kills: run.kills,
       progress_at_kills: run.progressAtKills,
       once: times.filter((n) => n === 1).length,
       double_applied: times.filter((n) => n > 1).length,
-      lost: times.filter((n) => n === 0).length,
+      lost: lostStarts.length,
+      lost_states: lostStarts.length ? await harness.lostStates(lostStarts) : {},
       extra_applications: times.reduce((sum, n) => sum + Math.max(0, n - 1), 0),
       unfinished: run.unfinished,
       locked_at_end: run.lockedAtEnd,
@@ -229,7 +251,7 @@ async function peerHarness(
   const config: PeerWorkerConfig = {
     system: peer,
     url: t.url,
-    holdMs,
+    run: { handler: opts.handler ?? 'careful', holdMs },
     graphile: { ...GRAPHILE_DEFAULTS, ...opts.graphile },
     pgBoss: { ...PGBOSS_DEFAULTS, expireInSeconds: 5, maintenanceIntervalSeconds: 1, ...opts.pgBoss },
   };
@@ -256,6 +278,7 @@ async function peerHarness(
         `${peer} worker ${++n} (${randomBytes(2).toString('hex')})`,
       ),
     pending: () => (graphile ? graphilePending(probe) : pgBossPending(probe)),
+    lostStates: (starts) => (graphile ? graphileJobStates(probe, starts) : pgBossJobStates(probe, starts)),
     async afterKill() {
       if (graphile && recoveryMode === 'force-unlock') await unlockDeadGraphileWorkers(probe);
     },

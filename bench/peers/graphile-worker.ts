@@ -16,7 +16,7 @@
 // have crashed (https://worker.graphile.org/docs/admin-functions).
 import { Logger, makeWorkerUtils, run, type Runner } from 'graphile-worker';
 import type pg from 'pg';
-import { applyWindow, peerPool, type WindowPayload } from './summary.js';
+import { applyWindow, peerPool, type Handler, type WindowPayload } from './summary.js';
 import type { Window } from './orders.js';
 
 export const GRAPHILE_JOB = 'graphile-worker';
@@ -43,11 +43,17 @@ export interface RunningPeer {
   stop(): Promise<void>;
 }
 
+/** How a peer's worker runs each job (summary.ts), and for how long it holds its transaction. */
+export interface PeerRun {
+  handler: Handler;
+  holdMs?: number;
+}
+
 /** Starts a worker pool; resolves once it is listening for jobs. */
 export async function startGraphileWorker(
   url: string,
   settings: GraphileSettings,
-  holdMs = 0,
+  how: PeerRun,
   handleSignals = false,
 ): Promise<RunningPeer> {
   const pool: pg.Pool = peerPool(url, settings.concurrency);
@@ -69,7 +75,7 @@ export async function startGraphileWorker(
     taskList: {
       [TASK]: async (payload) => {
         const w = payload as WindowPayload;
-        await applyWindow(pool, GRAPHILE_JOB, w.start, w.end, holdMs);
+        await applyWindow(pool, GRAPHILE_JOB, w.start, w.end, how.holdMs, how.handler);
       },
     },
   });
@@ -81,6 +87,8 @@ export async function startGraphileWorker(
     },
   };
 }
+
+const jobKeyOf = (start: Date) => `sales-summary/${start.toISOString()}`;
 
 /** An enqueuer: one job per window, keyed by the window (re-adding a key replaces its pending job). */
 export async function graphileEnqueuer(url: string): Promise<{
@@ -96,7 +104,7 @@ export async function graphileEnqueuer(url: string): Promise<{
         windows.map((w) => ({
           identifier: TASK,
           payload: { start: w.start.toISOString(), end: w.end.toISOString() } satisfies WindowPayload,
-          jobKey: `sales-summary/${w.start.toISOString()}`,
+          jobKey: jobKeyOf(w.start),
         })),
       );
     },
@@ -114,6 +122,21 @@ export async function graphilePending(db: pg.Pool): Promise<{ pending: number; l
        from graphile_worker.jobs where attempts < max_attempts`,
   );
   return r.rows[0]!;
+}
+
+/** What graphile-worker holds for windows never applied: their jobs' states, counted. */
+export async function graphileJobStates(db: pg.Pool, starts: Date[]): Promise<Record<string, number>> {
+  const r = await db.query<{ state: string; n: number }>(
+    `select case when attempts >= max_attempts then 'failed after ' || attempts || ' attempts'
+                 when locked_by is not null then 'locked by a worker'
+                 else 'waiting, ' || attempts || ' attempts so far' end as state, count(*)::int as n
+       from graphile_worker.jobs where key = any($1::text[]) group by 1 order by 1`,
+    [starts.map((s) => jobKeyOf(s))],
+  );
+  const out: Record<string, number> = Object.fromEntries(r.rows.map((x) => [x.state, x.n]));
+  const seen = r.rows.reduce((sum, x) => sum + x.n, 0);
+  if (seen < starts.length) out['no job left'] = starts.length - seen;
+  return out;
 }
 
 /** After a kill: frees the jobs of the (only, now dead) worker, as an operator who saw it crash would. */

@@ -14,6 +14,8 @@ export interface Harness {
   /** Work the system still considers unfinished, and how much of it a (dead) worker holds. */
   pending(): Promise<{ pending: number; locked: number }>;
   afterKill(): Promise<void>;
+  /** What the system holds for the work of windows never applied, counted by state. */
+  lostStates(starts: Date[]): Promise<Record<string, number>>;
   close(): Promise<void>;
 }
 

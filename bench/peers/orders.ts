@@ -4,6 +4,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../../db/schema.js';
 import { demo } from '../../jobs/demo-schema.js';
+import { CREATE_MARKERS } from './summary.js';
 
 const HOUR = 3_600_000;
 
@@ -27,7 +28,7 @@ export function windowsOf(layout: OrderLayout): Window[] {
   });
 }
 
-/** Loads the layout's orders (amounts vary by window and order; none bad). */
+/** Loads the layout's orders (amounts vary by window and order; none bad), and makes the careful handler's marker table. */
 export async function loadPeerOrders(db: Kysely<Database>, layout: OrderLayout): Promise<void> {
   const { first, windows, perWindow, strideHours } = layout;
   // With no orders every check would pass vacuously.
@@ -38,6 +39,7 @@ export async function loadPeerOrders(db: Kysely<Database>, layout: OrderLayout):
            ((w * 7 + k * 13) % 997) / 10.0 + 1
       from generate_series(0, ${windows - 1}) w, generate_series(0, ${perWindow - 1}) k`.execute(db);
   await sql`analyze ${demo.orders}`.execute(db);
+  await sql.raw(CREATE_MARKERS).execute(db);
 }
 
 /** The layout's range as one interval (orders outside it are not the run's). */

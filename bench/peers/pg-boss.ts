@@ -17,6 +17,7 @@
 import { PgBoss } from 'pg-boss';
 import type pg from 'pg';
 import { applyWindow, peerPool, type WindowPayload } from './summary.js';
+import type { PeerRun } from './graphile-worker.js';
 import type { Window } from './orders.js';
 
 export const PGBOSS_JOB = 'pg-boss';
@@ -62,7 +63,7 @@ function boss(url: string, settings: PgBossSettings, supervise: boolean): PgBoss
 export async function startPgBossWorker(
   url: string,
   settings: PgBossSettings,
-  holdMs = 0,
+  run: PeerRun,
 ): Promise<{ stop(): Promise<void> }> {
   const pool: pg.Pool = peerPool(url, 20);
   const b = boss(url, settings, true);
@@ -73,7 +74,9 @@ export async function startPgBossWorker(
       { batchSize: settings.batchSize, pollingIntervalSeconds: settings.pollingIntervalSeconds },
       async (jobs) => {
         // Any failure fails the whole batch, so that none of it is marked complete unapplied.
-        await Promise.all(jobs.map((j) => applyWindow(pool, PGBOSS_JOB, j.data.start, j.data.end, holdMs)));
+        await Promise.all(
+          jobs.map((j) => applyWindow(pool, PGBOSS_JOB, j.data.start, j.data.end, run.holdMs, run.handler)),
+        );
       },
     );
   }
@@ -109,6 +112,23 @@ export async function pgBossEnqueuer(
     },
     release: () => b.stop({ graceful: false }),
   };
+}
+
+/** What pg-boss holds for windows never applied: their jobs' states, counted ("failed after 5 attempts": 11). */
+export async function pgBossJobStates(db: pg.Pool, starts: Date[]): Promise<Record<string, number>> {
+  const r = await db.query<{ state: string; attempts: number; n: number }>(
+    `select state, retry_count + 1 as attempts, count(*)::int as n from pgboss.job
+      where name = $1 and singleton_key = any($2::text[]) group by 1, 2 order by 1, 2`,
+    [QUEUE, starts.map((s) => s.toISOString())],
+  );
+  const out: Record<string, number> = {};
+  let seen = 0;
+  for (const x of r.rows) {
+    out[`${x.state} after ${x.attempts} ${x.attempts === 1 ? 'attempt' : 'attempts'}`] = x.n;
+    seen += x.n;
+  }
+  if (seen < starts.length) out['no job left'] = starts.length - seen;
+  return out;
 }
 
 /** Jobs not yet in a final state (created, retry, active). */

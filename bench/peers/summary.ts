@@ -1,7 +1,12 @@
 // The hourly sales summary as a user of a job queue would write it: the set-based statement of
 // jobs/sales-summary.ts (a window's orders summed per day into daily_sales, bad orders to
-// quarantine) run as one statement per job, with no done marker. It leaves out tidemark's rerun
-// bookkeeping (sales_window_totals), whose primary key would itself stop a second application.
+// quarantine), in two forms:
+//  - careful: what the queues' own docs lead a careful user to (graphile-worker: "jobs should be
+//    idempotent"; pg-boss: at-least-once delivery): a done-marker row keyed by the window, inserted
+//    first in the window's own transaction, and the summary only when the marker is new; the
+//    marker's primary key makes a second delivery wait for the first and then do nothing;
+//  - naive: the statement alone, autocommitted, no marker.
+// Both leave out tidemark's rerun bookkeeping (sales_window_totals).
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { DEFAULT_SCHEMA } from '../../db/ledger-schema.js';
@@ -35,6 +40,15 @@ const STATEMENT = `
   )
   select coalesce(sum(n), 0)::int as input from agg`;
 
+/** The done markers of the careful handler: one row per job and window. */
+export const MARKERS = `${DEMO_SCHEMA}.peer_windows_done`;
+export const CREATE_MARKERS = `create table if not exists ${MARKERS} (
+  job text not null, window_start timestamptz not null, primary key (job, window_start))`;
+const MARK = `insert into ${MARKERS} (job, window_start) values ($1, $2) on conflict do nothing`;
+
+export type Handler = 'careful' | 'naive';
+export const HANDLERS: readonly Handler[] = ['careful', 'naive'];
+
 /** The application's own pool, as a job handler would use it. */
 export function peerPool(url: string, max = 20): pg.Pool {
   const pool = new pg.Pool({ connectionString: url, max });
@@ -43,8 +57,10 @@ export function peerPool(url: string, max = 20): pg.Pool {
 }
 
 /**
- * Sums one window into daily_sales under `job`. With `holdMs`, the transaction stays open that
- * long after the statement (as the kill test holds tidemark's), so kills land mid-run.
+ * Sums one window into daily_sales under `job`, the `handler` way. With `holdMs`, the transaction
+ * stays open that long after the statement (as the kill test holds tidemark's), so kills land
+ * mid-run. Careful: the marker first, in the same transaction; an old marker (the window is done)
+ * commits nothing else.
  */
 export async function applyWindow(
   pool: pg.Pool,
@@ -52,17 +68,19 @@ export async function applyWindow(
   start: Date | string,
   end: Date | string,
   holdMs = 0,
+  handler: Handler = 'careful',
 ): Promise<void> {
   const params = [job, new Date(start).toISOString(), new Date(end).toISOString()];
-  if (holdMs <= 0) {
+  if (handler === 'naive' && holdMs <= 0) {
     await pool.query(STATEMENT, params);
     return;
   }
   const client = await pool.connect();
   try {
     await client.query('begin');
-    await client.query(STATEMENT, params);
-    await sleep(holdMs);
+    const fresh = handler === 'naive' || (await client.query(MARK, [job, params[1]])).rowCount === 1;
+    if (fresh) await client.query(STATEMENT, params);
+    if (holdMs > 0) await sleep(holdMs);
     await client.query('commit');
   } catch (err) {
     await client.query('rollback').catch(() => undefined);

@@ -103,6 +103,15 @@ export async function tidemarkHarness(url: string, windows: Window[], holdMs: nu
       return { pending: open.filter(Boolean).length, locked: 0 };
     },
     afterKill: async () => undefined,
+    async lostStates(starts) {
+      const out: Record<string, number> = {};
+      for (const s of starts) {
+        const d = await env.client.workflow.getHandle(`${TIDEMARK_JOB}/${isoUtc(s)}`).describe();
+        const state = `workflow ${d.status.name.toLowerCase()}`;
+        out[state] = (out[state] ?? 0) + 1;
+      }
+      return out;
+    },
     async close() {
       await env.teardown();
       await rm(bundlePath, { force: true });

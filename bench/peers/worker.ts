@@ -1,13 +1,14 @@
 // A peer's worker in its own OS process, for the kill test: PEER_WORKER (JSON) says which peer,
-// its database, its settings and how long each job holds its transaction. Says READY once it
+// its database, its settings, its handler (careful or naive) and how long each job holds its
+// transaction. Says READY once it
 // takes jobs; it is stopped by SIGKILL (or SIGTERM at the end).
-import { startGraphileWorker, type GraphileSettings } from './graphile-worker.js';
+import { startGraphileWorker, type GraphileSettings, type PeerRun } from './graphile-worker.js';
 import { startPgBossWorker, type PgBossSettings } from './pg-boss.js';
 
 export interface PeerWorkerConfig {
   system: 'graphile-worker' | 'pg-boss';
   url: string;
-  holdMs: number;
+  run: PeerRun;
   graphile: GraphileSettings;
   pgBoss: PgBossSettings;
 }
@@ -15,8 +16,8 @@ export interface PeerWorkerConfig {
 const config = JSON.parse(process.env.PEER_WORKER ?? '{}') as PeerWorkerConfig;
 const worker =
   config.system === 'graphile-worker'
-    ? await startGraphileWorker(config.url, config.graphile, config.holdMs)
-    : await startPgBossWorker(config.url, config.pgBoss, config.holdMs);
+    ? await startGraphileWorker(config.url, config.graphile, config.run)
+    : await startPgBossWorker(config.url, config.pgBoss, config.run);
 process.on('SIGTERM', () => {
   void worker.stop().then(() => process.exit(0));
 });
