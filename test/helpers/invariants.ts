@@ -122,6 +122,50 @@ export async function checkInvariants(
   for (const [day, ref] of daily)
     if (!seenDays.has(day) && ref.count > 0) lost.push(`daily total ${job} ${day}: missing`);
 
+  // Bad records set aside: each done generation's quarantine holds exactly the bad source rows of
+  // its window (amount missing or negative; each once, as quarantine_record_once makes sure); a
+  // generation not done (failed, or never committed) holds none.
+  const generations = await sql<{ window_start: Date; generation: number; status: string }>`
+    select window_start, generation, status from ${tm.job_windows} where job = ${job}`.execute(db);
+  const statusOf = new Map(
+    generations.rows.map((g) => [`${g.window_start.getTime()}#${g.generation}`, g.status]),
+  );
+  const quarantined = await sql<{ window_start: Date; generation: number; record_key: string }>`
+    select window_start, generation, record_key from ${tm.quarantine}
+     where job = ${job} order by 1, 2, 3`.execute(db);
+  const setAside = new Map<string, Set<string>>();
+  for (const q of quarantined.rows) {
+    const at = `${q.window_start.getTime()}#${q.generation}`;
+    if (!setAside.has(at)) setAside.set(at, new Set());
+    setAside.get(at)!.add(q.record_key);
+  }
+  const keyOf = (start: Date, generation: number) =>
+    `${job}/${start.toISOString().replace('.000Z', 'Z')}${generation ? `#${generation}` : ''}`;
+  for (const w of windows) {
+    const bad = await sql<{ order_key: string }>`
+      select order_key from ${demo.orders}
+       where placed_at >= ${w.start} and placed_at < ${w.end} and (amount is null or amount < 0)
+       order by order_key`.execute(db);
+    for (const g of generations.rows.filter((x) => x.window_start.getTime() === w.start.getTime())) {
+      if (g.status !== 'done') continue;
+      const held = setAside.get(`${w.start.getTime()}#${g.generation}`) ?? new Set<string>();
+      const what = `quarantine ${keyOf(w.start, 0)} generation ${g.generation}`;
+      const missing = bad.rows.map((r) => r.order_key).filter((k) => !held.has(k));
+      if (missing.length) lost.push(`${what}: ${missing.join(', ')} never set aside`);
+      for (const k of held)
+        if (!bad.rows.some((r) => r.order_key === k)) other.push(`${what}: ${k} set aside, not a bad record`);
+    }
+  }
+  for (const [at, held] of setAside) {
+    const status = statusOf.get(at);
+    if (status === 'done') continue;
+    const [ms, generation] = at.split('#').map(Number);
+    const n = held.size;
+    other.push(
+      `quarantine ${keyOf(new Date(ms!), 0)} generation ${generation}: ${n} ${n === 1 ? 'record' : 'records'} set aside by a generation that is not done (${status ?? 'no marker'})`,
+    );
+  }
+
   // The watermark is the end of the contiguous done prefix (or absent / at the start before any).
   let prefixEnd: Date | null = null;
   for (const w of windows) {
@@ -140,11 +184,28 @@ export async function checkInvariants(
   // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
   const effects = await sql<{ effect_key: string; channel: string; status: string; request: unknown }>`
     select effect_key, channel, status, request from ${tm.effects} where job = ${job}`.execute(db);
+  // An e-mail is the effect's delivery by its content: recipients, subject and text, all as asked.
+  const recipients = (m: ParsedMail): string =>
+    [m.to ?? []]
+      .flat()
+      .flatMap((a) => a.value.map((v) => v.address ?? ''))
+      .sort()
+      .join(',');
   const received = (channel: string, request: unknown): number => {
-    const r = request as { subject?: string; text?: string };
-    if (channel === 'email') return sinks.emails.filter((m) => m.subject === r.subject).length;
+    const r = request as { to?: string[]; subject?: string; text?: string };
+    if (channel === 'email')
+      return sinks.emails.filter(
+        (m) =>
+          m.subject === r.subject &&
+          (m.text ?? '').trim() === (r.text ?? '').trim() &&
+          recipients(m) === [...(r.to ?? [])].sort().join(','),
+      ).length;
     return sinks.chat.filter((m) => m.api === channel && m.text === r.text).length;
   };
+  const subjectOnly = (channel: string, request: unknown): number =>
+    channel === 'email'
+      ? sinks.emails.filter((m) => m.subject === (request as { subject?: string }).subject).length
+      : 0;
   const alertsAbout = (subject: string): number =>
     sinks.chat.filter((m) => {
       const first = m.text.split('\n')[0] ?? '';
@@ -166,6 +227,11 @@ export async function checkInvariants(
     const n = received(e.channel, e.request);
     const what = `effect ${e.effect_key} (${e.channel}, ${e.status})`;
     if (n > 1) duplicates.push(`${what}: received ${n} times`);
+    const unlike = subjectOnly(e.channel, e.request) - n;
+    if (unlike > 0)
+      other.push(
+        `${what}: ${unlike} ${unlike === 1 ? 'message' : 'messages'} with its subject but other content`,
+      );
     if (e.status === 'done') {
       if (n === 0) lost.push(`${what}: marked done, never received`);
     } else if (e.status === 'unknown' || e.status === 'failed') {

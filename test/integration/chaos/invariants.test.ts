@@ -1,9 +1,12 @@
 // The independent checker (test/helpers/invariants.ts) against hand-made ledger states: a done
-// window whose effect was never recorded must count as a lost effect, not pass silently.
+// window whose effect was never recorded must count as a lost effect, not pass silently; an e-mail
+// counts as the effect's delivery by its content, not its subject; the quarantine holds each done
+// generation's bad records exactly once, and nothing of a generation not done.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { ParsedMail } from 'mailparser';
 import { recordEffects } from '../../../db/effects.js';
+import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
 import { checkInvariants, violations } from '../../helpers/invariants.js';
 
@@ -58,7 +61,25 @@ test('a done window whose report effect was never recorded is a lost effect', as
     .set({ status: 'done' })
     .where('effect_key', '=', `${key}:report`)
     .execute();
-  const emails = [{ subject: `report ${key}` } as ParsedMail];
+  const mail = (text: string) =>
+    ({
+      subject: `report ${key}`,
+      text: `${text}\n`,
+      to: { value: [{ address: 'ops@example.test', name: '' }], html: '', text: '' },
+    }) as ParsedMail;
+  // The subject alone is no delivery: a message with other content is not this effect's.
+  const other = await checkInvariants(
+    t.db,
+    JOB,
+    windows,
+    { emails: [mail('orders: 7')], chat: [] },
+    { effectsPerWindow: ['report'] },
+  );
+  assert.deepEqual(other.lost, [`effect ${key}:report (email, done): marked done, never received`]);
+  assert.deepEqual(other.other, [
+    `effect ${key}:report (email, done): 1 message with its subject but other content`,
+  ]);
+  const emails = [mail('orders: 0')];
   const ok = await checkInvariants(
     t.db,
     JOB,
@@ -67,4 +88,60 @@ test('a done window whose report effect was never recorded is a lost effect', as
     { effectsPerWindow: ['report'] },
   );
   assert.deepEqual(violations(ok), []);
+});
+
+test("the quarantine holds each done generation's bad records, and none of a generation not done", async () => {
+  const job = 'inv-quarantine';
+  const wkey = `${job}/2015-01-01T00:00:00Z`;
+  await t.db
+    .insertInto('job_windows')
+    .values(
+      [0, 1].map((generation) => ({
+        job,
+        window_start: start,
+        window_end: end,
+        window_key: generation ? `${wkey}#1` : wkey,
+        generation,
+        status: generation ? ('failed' as const) : ('done' as const),
+        trigger: 'manual',
+        workflow_id: null,
+        started_at: start,
+      })),
+    )
+    .execute();
+  await t.db.insertInto('job_watermarks').values({ job, watermark: end, updated_at: end }).execute();
+  // Two bad orders in the window (no amount, a negative one).
+  await t.db
+    .withSchema(DEMO_SCHEMA)
+    .insertInto('orders')
+    .values([
+      { order_key: 'q-none', placed_at: new Date(start.getTime() + 120_000), amount: null },
+      { order_key: 'q-neg', placed_at: new Date(start.getTime() + 180_000), amount: -2 },
+    ])
+    .execute();
+  const quarantine = (generation: number, record_key: string) =>
+    t.db
+      .insertInto('quarantine')
+      .values({ job, window_start: start, generation, record_key, reason: 'bad', payload: '{}' })
+      .execute();
+  const check = () => checkInvariants(t.db, job, windows, { emails: [], chat: [] });
+  const lostOne = await check();
+  assert.deepEqual(lostOne.lost, [`quarantine ${wkey} generation 0: q-neg, q-none never set aside`]);
+  await quarantine(0, 'q-none');
+  await quarantine(0, 'q-neg');
+  await quarantine(0, 'q-other');
+  assert.deepEqual((await check()).other, [
+    `quarantine ${wkey} generation 0: q-other set aside, not a bad record`,
+  ]);
+  await t.db.deleteFrom('quarantine').where('record_key', '=', 'q-other').execute();
+  assert.deepEqual(
+    violations(await check()).filter((v) => v.startsWith('quarantine')),
+    [],
+  );
+  // Generation 1 failed: whatever it set aside was rolled back with it.
+  await quarantine(1, 'q-none');
+  const leftOver = await check();
+  assert.deepEqual(leftOver.other, [
+    `quarantine ${wkey} generation 1: 1 record set aside by a generation that is not done (failed)`,
+  ]);
 });
