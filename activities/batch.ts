@@ -13,6 +13,7 @@ import { noMetrics } from './metrics.js';
 import { jobOrFail } from './plan.js';
 import { windowActivities } from './window.js';
 import { activityContext } from './context.js';
+import { CRASH_POINT, reached } from './crash-points.js';
 
 /** How often the batch tells Temporal it is alive (the SDK sends at most one per throttle interval). */
 const BEAT_MS = 1_000;
@@ -169,8 +170,11 @@ export function batchActivities(deps: ActivityDeps) {
             const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
             outcome = { key: w.key, outcome: 'failed', error };
           }
+          // Heartbeated by the timer: a beat encodes every outcome so far and crosses into the SDK's
+          // core (a batch's beats grew with the square of its windows), and a later attempt reads
+          // the run records anyway.
           outcomes.push(outcome);
-          beat();
+          if (outcome.outcome === 'processed') await reached(deps, CRASH_POINT.inBatch, w.key);
         }
       } finally {
         clearInterval(timer);

@@ -26,6 +26,11 @@ export const CRASH_POINT = Object.freeze({
    * generation's contribution with its own; nothing is committed yet.
    */
   inGenerationSwap: 'inGenerationSwap',
+  /**
+   * In a batched backfill's batch activity: a window's transaction committed (and its outcome was
+   * heartbeated), before the batch's next window.
+   */
+  inBatch: 'inBatch',
 } as const);
 
 export type CrashPoint = (typeof CRASH_POINT)[keyof typeof CRASH_POINT];

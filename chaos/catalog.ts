@@ -1,5 +1,6 @@
 // The fault suite's jobs, shared by its driver and its workers. Each lane is a sales summary on
-// hourly windows in a year of its own (the summary reads every order in its window, so lanes
+// hourly windows in a year of its own; odd lanes run their windows as local activities (an attempt
+// timeout the local path takes), even ones as activity tasks (the summary reads every order in its window, so lanes
 // never see each other's orders), ticked by the driver with an explicit "now". The live job is
 // minutely on the real clock, fired by a real Temporal Schedule: the workload clock skew acts on.
 // Every window sends a report e-mail (an external effect); alerts go to a Telegram chat.
@@ -13,6 +14,11 @@ export const laneJob = (lane: number): string => `chaos-l${lane}`;
 /** Lane `lane`'s first window: 1 January of its own year. */
 export const laneStart = (lane: number): Date => new Date(Date.UTC(2010 + lane, 0, 1));
 export const ALERT_CHAT = 'ops-chat';
+/** Lanes whose windows run as local activities (workflows/policy.ts runsLocally: attempts of 10 s or more). */
+export const localLane = (lane: number): boolean => lane % 2 === 1;
+export type WindowPath = 'local' | 'task';
+export const pathOf = (lane: number): WindowPath => (localLane(lane) ? 'local' : 'task');
+const LOCAL_ATTEMPT = '12s';
 
 /** How long a window holds its transaction open (0-300 ms, fixed per key), so faults meet it there. */
 export function holdMs(key: string): number {
@@ -58,6 +64,7 @@ export function chaosCatalog(opts: { lanes: number; liveStart: Date }): Catalog 
     start: laneStart(lane).toISOString(),
     // A tick may plan a whole round at once (a catch-up); never fewer than a round holds.
     maxCatchUp: 24,
+    ...(localLane(lane) ? { attemptTimeout: LOCAL_ATTEMPT } : {}),
   }));
   return defineCatalog([
     ...lanes,

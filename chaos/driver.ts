@@ -1,13 +1,13 @@
 // The fault suite's driver. Lanes run rounds side by side; each round gives its lane's job new
-// windows (or a rerun) through a workload (a tick, a backfill, a rerun, a storm of duplicate
-// starts), injects one fault of its planned kind while that work is in flight, waits until the
+// windows (or a rerun) through a workload (a tick, a backfill a window a page, a batched backfill,
+// a rerun, a storm of duplicate starts), injects one fault of its planned kind while that work is in flight, waits until the
 // work is settled (the recovery time), and runs the independent checker over every window of
 // the job so far. New violations are charged to the round's fault kind.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { CRASH_POINT } from '../activities/crash-points.js';
 import { desiredSchedule } from '../workers/schedule-sync.js';
-import { LIVE_JOB, chaosCatalog, laneJob } from './catalog.js';
+import { LIVE_JOB, chaosCatalog, laneJob, pathOf } from './catalog.js';
 import { FAULT_KINDS, between, planKinds, rng, type FaultKind } from './faults.js';
 import { crashPointOf, Injectors } from './injectors.js';
 import { Observer } from './observe.js';
@@ -179,9 +179,15 @@ class Run {
       }
     };
     const point = crashPointOf(kind);
-    const count = kind === 'temporal-restart' ? 4 : kind === 'pg-terminate' || kind === 'pg-restart' ? 3 : 2;
+    const count =
+      kind === 'temporal-restart' || point === CRASH_POINT.inBatch
+        ? 4
+        : kind === 'pg-terminate' || kind === 'pg-restart'
+          ? 3
+          : 2;
     let work: Promise<unknown>;
     let armed: string | undefined;
+    let batched = false;
 
     if (point === CRASH_POINT.inGenerationSwap) {
       // A rerun of a done window: its next generation replaces the previous contribution.
@@ -201,6 +207,11 @@ class Run {
       const first = windows[0]!.start;
       const last = windows.at(-1)!.end;
       const byBackfill = point === CRASH_POINT.backfillPage || (kind === 'temporal-restart' && r() < 0.5);
+      // A batched backfill (the round's windows in one batch activity): every crash in a batch, and
+      // a share of the server faults, so that they meet a batch in flight too.
+      batched =
+        point === CRASH_POINT.inBatch ||
+        ((kind === 'pg-terminate' || kind === 'pg-restart' || kind === 'temporal-restart') && r() < 0.3);
       if (kind === 'duplicates') {
         // The same windows from a tick, a backfill and two manual starts at once (the engine refuses
         // the second of those, as it does a tick's or backfill's copy), and two more runs of each
@@ -211,7 +222,7 @@ class Run {
           .flatMap((k) => [`${k}~copy-1`, `${k}~copy-2`]);
         work = Promise.all([
           this.work.tick(job, last),
-          this.work.backfill(job, first, last, 1),
+          this.work.backfill(job, first, last, { pageSize: 1 }),
           ...windows.flatMap((w) => [
             this.work.runWindow(job, w, 0, 'manual'),
             this.work.runWindow(job, w, 0, 'manual'),
@@ -225,9 +236,11 @@ class Run {
         if (kind === 'clock-skew') await this.injectors.skewClock(r, note);
         armed = await this.injectors.armFor(point, job);
         // A backfill a window a page (it continues as new between pages); two for a restart's.
-        work = byBackfill
-          ? this.work.backfill(job, first, last, kind === 'temporal-restart' ? 2 : 1)
-          : this.work.tick(job, last);
+        work = batched
+          ? this.work.backfill(job, first, last, { batch: count })
+          : byBackfill
+            ? this.work.backfill(job, first, last, { pageSize: kind === 'temporal-restart' ? 2 : 1 })
+            : this.work.tick(job, last);
       }
     }
     const fault = this.injectors.strike(kind, armed, { job, keys, random: r }, note);
@@ -250,6 +263,8 @@ class Run {
     }
     for (const text of retried) this.tally.violation(kind, text, 'other');
     await this.tally.charge(kind, injectedAt, idle, recoveredAt);
+    this.tally.onPath(pathOf(lane.lane), lane.lane, injectedAt.length);
+    if (batched) this.tally.batchedRounds++;
     if (!ok)
       this.tally.violation(
         kind,

@@ -24,6 +24,7 @@ const WEIGHT: Record<FaultKind, number> = {
   'crash:inAlertDelivery': 4,
   'crash:backfillPage': 5,
   'crash:inGenerationSwap': 5,
+  'crash:inBatch': 5,
   'temporal-restart': 5,
   'pg-terminate': 10,
   'pg-restart': 5,

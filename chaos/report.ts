@@ -56,6 +56,10 @@ export interface ChaosResults {
   rounds: number;
   windows_checked: number;
   live_windows: number;
+  /** Rounds and faults by the path the lane's windows run on: local activities or activity tasks. */
+  paths?: Record<'local' | 'task', { lanes: number[]; rounds: number; injected: number }>;
+  /** Rounds whose work was a batched backfill. */
+  batched_rounds?: number;
   live_windows_waited_for_skew: number;
   worker_lives: number;
   faults_injected: number;
@@ -90,6 +94,25 @@ export const clean = (r: ChaosResults): boolean =>
   r.harness_errors.length === 0;
 
 const seconds = (ms: number | null): string => (ms === null ? '–' : (ms / 1000).toFixed(1));
+
+/** Rounds and faults by window path, and the batched backfills (runs before these figures had none). */
+function pathLines(r: ChaosResults): string[] {
+  if (!r.paths) return [];
+  const row = (name: string, p: { lanes: number[]; rounds: number; injected: number }) =>
+    `| ${name} | ${p.lanes.join(', ')} | ${p.rounds} | ${p.injected} |`;
+  return [
+    '## Per window path',
+    '',
+    '| windows run as | lanes | rounds | faults injected |',
+    '|---|---|---|---|',
+    row('local activities', r.paths.local),
+    row('activity tasks', r.paths.task),
+    '',
+    `${r.batched_rounds ?? 0} rounds ran their windows as a batched backfill (every \`crash:inBatch\` round, and about a third`,
+    'of the rounds that restart Temporal or PostgreSQL or terminate its backends).',
+    '',
+  ];
+}
 
 /** Per worker life with samples at least a minute apart: first and last RSS and descriptors. */
 function resourceLines(r: ChaosResults): string[] {
@@ -132,6 +155,7 @@ export function renderReliability(r: ChaosResults, command: string): string {
     `${r.stalled_rounds} rounds took over 5 minutes to settle (slow, not lost: work not settled in 15 minutes counts as lost). ` +
       `${r.windows_checked} windows checked (${r.live_windows} of them the live minutely job's), ${r.worker_lives} worker processes started in all.`,
     '',
+    ...pathLines(r),
     '## Per fault kind',
     '',
     '| fault kind | injected | of them met no open work | rounds | duplicates | lost | unknown, alerted | unknown, unalerted | alerts resent in doubt | recovery p50 (s) | recovery p99 (s) |',
@@ -155,7 +179,9 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '  accepted it, before its done marker) is sent again: a duplicate alert is better than a lost one.',
     '  Telegram offers no idempotency key that would let the second send be refused.',
     '- **recovery**: from the fault until every window of the round is done and every effect settled',
-    '  (attempt timeouts are 5 s, effect leases 3 s; a partition counts its own length).',
+    '  (attempt timeouts are 5 s on the activity-task lanes and 12 s on the local ones, effect leases 3 s; a',
+    '  partition counts its own length). A local attempt lost with its worker is run again after the',
+    "  workflow task's timeout (10 s).",
     '- The checker (`test/helpers/invariants.ts`) shares no code with the ledger or the effect guard: it',
     '  reads the tables with its own SQL and the recording sinks (a real SMTP server and an HTTP server',
     "  speaking Telegram's Bot API) and compares with a reference computed from the source orders.",
@@ -167,8 +193,10 @@ export function renderReliability(r: ChaosResults, command: string): string {
     '  SMTP server and the chat server listen. A worker that dies is started again on its host.',
     '- Lanes (each an hourly sales summary in a year of its own, with a report e-mail per window) run',
     "  rounds side by side: new windows through a tick's catch-up, a backfill (a page a window, so it",
-    '  continues as new between pages), a rerun of a done window, or a storm of duplicate starts; one',
-    '  fault of the planned kind is injected while that work is in flight.',
+    "  continues as new between pages), a batched backfill (the round's windows in one batch activity),",
+    '  a rerun of a done window, or a storm of duplicate starts; one fault of the planned kind is',
+    '  injected while that work is in flight. Odd lanes run their windows as local activities (the path',
+    '  windows of attempts from 10 s to 10 min take), even lanes as activity tasks.',
     '- A minutely job on the real clock, fired by a real Temporal Schedule, runs through the whole run',
     `  (clock skew acts on it: ${r.live_windows_waited_for_skew} of its window attempts waited for a window a skewed clock saw as still open).`,
     '',

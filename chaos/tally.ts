@@ -5,7 +5,7 @@
 import { sql } from 'kysely';
 import { ledger } from '../db/ledger-schema.js';
 import { checkInvariants, type CheckResult } from '../test/helpers/invariants.js';
-import { LIVE_JOB } from './catalog.js';
+import { LIVE_JOB, type WindowPath } from './catalog.js';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
 import { emptyFigures, percentile, type ChaosResults, type KindFigures } from './report.js';
 import type { Stack } from './stack.js';
@@ -21,6 +21,19 @@ export class Tally {
   injected = 0;
   stalls = 0;
   rounds = 0;
+  batchedRounds = 0;
+  private readonly paths: NonNullable<ChaosResults['paths']> = {
+    local: { lanes: [], rounds: 0, injected: 0 },
+    task: { lanes: [], rounds: 0, injected: 0 },
+  };
+
+  /** A fault round on a lane whose windows run on `path`. */
+  onPath(path: WindowPath, lane: number, injected: number): void {
+    const p = this.paths[path];
+    if (!p.lanes.includes(lane)) p.lanes = [...p.lanes, lane].sort((a, b) => a - b);
+    p.rounds++;
+    p.injected += injected;
+  }
   readonly harnessErrors: string[] = [];
   readonly samples: ChaosResults['resources'] = [];
 
@@ -142,6 +155,8 @@ export class Tally {
       rounds: this.rounds,
       windows_checked: run.windowsChecked,
       live_windows: run.liveWindows,
+      paths: this.paths,
+      batched_rounds: this.batchedRounds,
       live_windows_waited_for_skew: waits,
       worker_lives: this.stack.workers.lives.length,
       faults_injected: this.injected,

@@ -68,9 +68,10 @@ export class Workload {
     return this.start('tick', `${job}/tick-${this.nextId()}`, [{ job, now: iso(now) }]);
   }
 
-  backfill(job: string, from: Date, to: Date, pageSize: number) {
+  /** A backfill a page of `pageSize` windows at a time, or with `batch`, its windows in batches. */
+  backfill(job: string, from: Date, to: Date, o: { pageSize: number } | { batch: number }) {
     return this.start('backfill', `${job}/backfill-${this.nextId()}`, [
-      { job, from: iso(from), to: iso(to), concurrency: 1, pageSize },
+      { job, from: iso(from), to: iso(to), concurrency: 1, ...o },
     ]);
   }
 

@@ -117,6 +117,18 @@ CREATE FUNCTION tidemark.tidemark_count_windows() RETURNS trigger
     declare
       delta record;
     begin
+      -- An update that leaves every row's key and status as they were changes no count. (Nested:
+      -- the condition is planned as a whole, and only an update has old_rows.)
+      if tg_op = 'UPDATE' then
+        if not exists (
+             select 1 from new_rows n
+              where not exists (
+                select 1 from old_rows o
+                 where o.job = n.job and o.window_start = n.window_start
+                   and o.generation = n.generation and o.status = n.status)) then
+          return null;
+        end if;
+      end if;
       if current_setting('tidemark.span_fold', true) = 'on' then
         return null;
       end if;

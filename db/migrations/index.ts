@@ -26,6 +26,7 @@ import * as backupChecks from './20261202T1600_backup_checks.js';
 import * as functionsSearchPath from './20261204T0900_ledger_functions_search_path.js';
 import * as effectRetry from './20261204T1400_effect_retry.js';
 import * as people from './20261205T0900_people.js';
+import * as countsSkipUnchanged from './20261205T1200_counts_skip_unchanged.js';
 import * as withoutDemo from './without-demo.js';
 
 /** Every migration file as it shipped, in order: what a database of an earlier release ran. */
@@ -56,6 +57,7 @@ export const shipped: Readonly<Record<string, Migration>> = Object.freeze({
   '20261204T0900_ledger_functions_search_path': functionsSearchPath,
   '20261204T1400_effect_retry': effectRetry,
   '20261205T0900_people': people,
+  '20261205T1200_counts_skip_unchanged': countsSkipUnchanged,
 });
 
 /**

@@ -28,8 +28,16 @@ const cases: {
   point: CrashPoint;
   day: string;
   crashes: { point: CrashPoint; nth: number }[];
-  by?: 'backfill' | 'rerun';
+  by?: 'backfill' | 'batch' | 'rerun';
 }[] = [
+  // A batched backfill (both windows in one batch activity): the worker dies after the batch
+  // committed its first window; the batch, retried on the survivor, resumes with the second.
+  {
+    point: CRASH_POINT.inBatch,
+    day: '2026-09-09',
+    crashes: [{ point: CRASH_POINT.inBatch, nth: 1 }],
+    by: 'batch',
+  },
   // The second page is planned by the run the backfill continued as new into (a page a window).
   // It runs first: the planning activity lost with the dead worker is retried after its timeout.
   {
@@ -179,11 +187,15 @@ describe('crash points', { concurrency: 4 }, () => {
                   },
                 ],
               })
-            : c.by === 'backfill'
+            : c.by === 'backfill' || c.by === 'batch'
               ? await stack.env.client.workflow.start('backfill', {
                   taskQueue,
                   workflowId: `${job}/backfill`,
-                  args: [{ job, from: iso(first), to: tickAt, concurrency: 1, pageSize: 1 }],
+                  args: [
+                    c.by === 'batch'
+                      ? { job, from: iso(first), to: tickAt, concurrency: 1, batch: WINDOWS }
+                      : { job, from: iso(first), to: tickAt, concurrency: 1, pageSize: 1 },
+                  ],
                 })
               : await tick();
         for (const [i, crash] of c.crashes.entries())
@@ -201,7 +213,7 @@ describe('crash points', { concurrency: 4 }, () => {
             .executeTakeFirst();
           assert.equal(swapped?.status, 'done', `${rerunKey} is done`);
         }
-        if (c.by === 'backfill') {
+        if (c.by === 'backfill' || c.by === 'batch') {
           // Followed through its continue-as-new: the run that took over finished the range.
           const r = (await runner.result()) as BackfillResult;
           assert.equal(r.processed + r.alreadyDone, WINDOWS, JSON.stringify(r));
