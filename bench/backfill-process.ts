@@ -1,0 +1,43 @@
+// The backfill section (bench/backfill.ts) in a process of its own, started with the worker's Node
+// flags (workers/memory.ts) as the image runs a worker: `worker.rss_mb` is then that worker's
+// memory, not the high-water mark of the sections measured before it in the benchmark's process.
+// Prints its result as one `RESULT <json>` line; bench/run.ts starts it (backfillInWorkerProcess).
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { WORKER_NODE_OPTIONS } from '../workers/memory.js';
+import type { BackfillRates } from './backfill.js';
+
+const self = fileURLToPath(import.meta.url);
+
+/** Runs the backfill section in a child process with the worker's flags; its log lines pass through. */
+export async function backfillInWorkerProcess(): Promise<BackfillRates> {
+  const child = spawn(process.execPath, ['--import', 'tsx', self], {
+    env: {
+      ...process.env,
+      NODE_OPTIONS: WORKER_NODE_OPTIONS,
+      MALLOC_ARENA_MAX: '2',
+      BENCH_BACKFILL_CHILD: '1',
+    },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let pending = '';
+  let result: string | undefined;
+  child.stdout.setEncoding('utf8');
+  child.stdout.on('data', (chunk: string) => {
+    const lines = (pending + chunk).split('\n');
+    pending = lines.pop()!;
+    for (const line of lines)
+      if (line.startsWith('RESULT ')) result = line;
+      else console.log(line);
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  const line = result ?? (pending.startsWith('RESULT ') ? pending : undefined);
+  if (code !== 0 || !line) throw new Error(`the backfill section's process ended with ${code} and no result`);
+  return JSON.parse(line.slice('RESULT '.length)) as BackfillRates;
+}
+
+if (process.env.BENCH_BACKFILL_CHILD === '1') {
+  const { backfillFigures } = await import('./backfill.js');
+  const r = await backfillFigures();
+  process.stdout.write(`RESULT ${JSON.stringify(r)}\n`, () => process.exit(0));
+}
