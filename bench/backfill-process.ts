@@ -1,22 +1,37 @@
 // The backfill section (bench/backfill.ts) in a process of its own, started with the worker's Node
-// flags (workers/memory.ts) as the image runs a worker: `worker.rss_mb` is then that worker's
-// memory, not the high-water mark of the sections measured before it in the benchmark's process.
+// flags (workers/memory.ts) and given its workflow bundle built ahead (here, in the parent), as
+// the image runs a worker of the package: `worker.rss_mb` is then that worker's memory, not the
+// high-water mark of the sections measured before it in the benchmark's process.
 // Prints its result as one `RESULT <json>` line; bench/run.ts starts it (backfillInWorkerProcess).
 import { spawn } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { WORKER_NODE_OPTIONS } from '../workers/memory.js';
-import type { BackfillRates } from './backfill.js';
+import { benchBundle, type BackfillRates } from './backfill.js';
 
 const self = fileURLToPath(import.meta.url);
 
 /** Runs the backfill section in a child process with the worker's flags; its log lines pass through. */
 export async function backfillInWorkerProcess(): Promise<BackfillRates> {
+  const bundlePath = join(tmpdir(), `tidemark-bench-workflows-${process.pid}.js`);
+  writeFileSync(bundlePath, (await benchBundle()).code);
+  try {
+    return await inChild(bundlePath);
+  } finally {
+    rmSync(bundlePath, { force: true });
+  }
+}
+
+async function inChild(bundlePath: string): Promise<BackfillRates> {
   const child = spawn(process.execPath, ['--import', 'tsx', self], {
     env: {
       ...process.env,
       NODE_OPTIONS: WORKER_NODE_OPTIONS,
       MALLOC_ARENA_MAX: '2',
       BENCH_BACKFILL_CHILD: '1',
+      BENCH_WORKFLOW_BUNDLE: bundlePath,
     },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

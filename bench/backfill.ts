@@ -27,6 +27,13 @@ export interface BackfillRates {
   windows: number;
 }
 
+/** The real workflows and the bench's own (bench/workflows.ts) in one bundle. */
+export const benchBundle = () =>
+  bundleWorkflowCode({
+    workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
+  });
+
 export async function backfillFigures(): Promise<BackfillRates> {
   const windows = sizeFrom('BENCH_BACKFILL', 8_760, 240);
   const concurrency = sizeFrom('BENCH_CONCURRENCY', 32, 32);
@@ -37,10 +44,9 @@ export async function backfillFigures(): Promise<BackfillRates> {
   const env = await benchServer();
   try {
     await loadPeerOrders(t.db, throughputLayout(windows));
-    const bundle = await bundleWorkflowCode({
-      workflowsPath: fileURLToPath(new URL('./workflows.ts', import.meta.url)),
-      logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
-    });
+    // Built ahead (bench/backfill-process.ts), as the package's workers load theirs, or here.
+    const prebuilt = process.env.BENCH_WORKFLOW_BUNDLE;
+    const bundle = prebuilt ? { codePath: prebuilt } : await benchBundle();
     const catalog = defineCatalog(
       ['bf', 'bf-batched'].map((name) => ({
         name,

@@ -1,5 +1,7 @@
 // Builds a worker for the tidemark task queue from its dependencies. Any number of these,
 // on any number of hosts, may poll one task queue: they all register the same code.
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { DataConverter, Duration } from '@temporalio/common';
 import {
@@ -21,18 +23,35 @@ export const workflowsPath = fileURLToPath(new URL(`../workflows/index.${ext}`, 
 /**
  * Bundles the workflow code once; reuse the bundle for every worker of a process or test file.
  * `encryptFailures` (default: payload keys are configured in the environment) bundles the failure
- * converter that moves failure messages and stack traces into the encrypted payloads.
+ * converter that moves failure messages and stack traces into the encrypted payloads;
+ * `interceptors` (default: tracing's, when it is on) the workflow interceptor modules.
  */
 export function bundleWorkflows(
-  opts: { encryptFailures?: boolean } = {},
+  opts: { encryptFailures?: boolean; interceptors?: string[] } = {},
 ): Promise<WorkflowBundleWithSourceMap> {
   const encryptFailures = opts.encryptFailures ?? payloadKeysFrom(process.env) !== undefined;
   return bundleWorkflowCode({
     workflowsPath,
-    workflowInterceptorModules: workflowInterceptorModules(),
+    workflowInterceptorModules: opts.interceptors ?? workflowInterceptorModules(),
     ...(encryptFailures ? { failureConverterPath: workflowFailureConverterPath } : {}),
     logger: { trace() {}, debug() {}, info() {}, warn() {}, error: console.error, log() {} },
   });
+}
+
+/**
+ * The bundles `npm run build` makes (workers/build-bundles.ts), with and without the encrypting
+ * failure converter, both without tracing: a worker of the installed package loads one instead of
+ * bundling at start, which would load webpack's work into its memory for good (~115 MiB).
+ */
+export const PREBUILT_DIR = fileURLToPath(new URL('../workflow-bundles/', import.meta.url));
+export const prebuiltName = (encryptFailures: boolean): string =>
+  `${encryptFailures ? 'encrypted' : 'plain'}.js`;
+
+/** The prebuilt bundle for this worker, if there is one: not in the source tree, nor with tracing on. */
+function prebuiltBundle(encryptFailures: boolean): { codePath: string } | undefined {
+  if (ext !== 'js' || workflowInterceptorModules().length > 0) return undefined;
+  const codePath = join(PREBUILT_DIR, prebuiltName(encryptFailures));
+  return existsSync(codePath) ? { codePath } : undefined;
 }
 
 export interface WorkerOptions {
@@ -69,11 +88,14 @@ export async function runWorkers(workers: readonly Worker[]): Promise<void> {
 }
 
 export async function createWorker(opts: WorkerOptions): Promise<Worker> {
-  // With encrypted failures, workflow code is bundled here (the SDK's own bundling would take the
-  // client side's CommonJS failure converter, which webpack does not read).
+  // The bundle built with the package, if it fits; otherwise with encrypted failures, workflow code
+  // is bundled here (the SDK's own bundling would take the client side's CommonJS failure
+  // converter, which webpack does not read).
+  const encryptFailures = !!opts.dataConverter?.failureConverterPath;
   const bundle =
     opts.bundle ??
-    (opts.dataConverter?.failureConverterPath ? await bundleWorkflows({ encryptFailures: true }) : undefined);
+    prebuiltBundle(encryptFailures) ??
+    (encryptFailures ? await bundleWorkflows({ encryptFailures: true }) : undefined);
   return await Worker.create({
     connection: opts.connection,
     namespace: opts.namespace,

@@ -62,6 +62,9 @@ test(
     // The package carries its lock as npm-shrinkwrap.json: a user (and the Docker image) gets the
     // versions the tests ran with, not whatever the ranges resolve to that day.
     assert.ok(files.includes('npm-shrinkwrap.json'), 'the tarball holds npm-shrinkwrap.json');
+    // The workflow bundles built with the package: its workers load one instead of running webpack.
+    for (const bundle of ['plain.js', 'encrypted.js'])
+      assert.ok(files.includes(`dist/workflow-bundles/${bundle}`), `the tarball holds the ${bundle} bundle`);
     for (const asset of ['index.html', 'app.js', 'app.css', 'dom.js'])
       assert.ok(files.includes(`dist/web/public/${asset}`), `the tarball holds the page's ${asset}`);
     const lock = JSON.parse(readFileSync(join(repo, 'package-lock.json'), 'utf8')) as {
