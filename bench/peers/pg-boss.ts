@@ -117,14 +117,18 @@ export async function pgBossEnqueuer(
 /** What pg-boss holds for windows never applied: their jobs' states, counted ("failed after 5 attempts": 11). */
 export async function pgBossJobStates(db: pg.Pool, starts: Date[]): Promise<Record<string, number>> {
   const r = await db.query<{ state: string; attempts: number; n: number }>(
-    `select state, retry_count + 1 as attempts, count(*)::int as n from pgboss.job
+    `select state, retry_count + (started_on is not null)::int as attempts, count(*)::int as n from pgboss.job
       where name = $1 and singleton_key = any($2::text[]) group by 1, 2 order by 1, 2`,
     [QUEUE, starts.map((s) => s.toISOString())],
   );
   const out: Record<string, number> = {};
   let seen = 0;
   for (const x of r.rows) {
-    out[`${x.state} after ${x.attempts} ${x.attempts === 1 ? 'attempt' : 'attempts'}`] = x.n;
+    out[
+      x.attempts
+        ? `${x.state} after ${x.attempts} ${x.attempts === 1 ? 'attempt' : 'attempts'}`
+        : `${x.state}, never started`
+    ] = x.n;
     seen += x.n;
   }
   if (seen < starts.length) out['no job left'] = starts.length - seen;
