@@ -16,7 +16,8 @@ export const laneStart = (lane: number): Date => new Date(Date.UTC(2010 + lane, 
 export const ALERT_CHAT = 'ops-chat';
 /** Lanes whose windows run as local activities (workflows/policy.ts runsLocally: attempts of 10 s or more). */
 export const localLane = (lane: number): boolean => lane % 2 === 1;
-export type WindowPath = 'local' | 'task';
+/** How a round's windows ran: local activities, activity tasks, or in a batch activity (a batched backfill). */
+export type WindowPath = 'local' | 'task' | 'batch';
 export const pathOf = (lane: number): WindowPath => (localLane(lane) ? 'local' : 'task');
 const LOCAL_ATTEMPT = '12s';
 

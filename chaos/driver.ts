@@ -263,8 +263,7 @@ class Run {
     }
     for (const text of retried) this.tally.violation(kind, text, 'other');
     await this.tally.charge(kind, injectedAt, idle, recoveredAt);
-    this.tally.onPath(pathOf(lane.lane), lane.lane, injectedAt.length);
-    if (batched) this.tally.batchedRounds++;
+    this.tally.onPath(batched ? 'batch' : pathOf(lane.lane), lane.lane, injectedAt.length);
     if (!ok)
       this.tally.violation(
         kind,

@@ -56,10 +56,11 @@ export interface ChaosResults {
   rounds: number;
   windows_checked: number;
   live_windows: number;
-  /** Rounds and faults by the path the lane's windows run on: local activities or activity tasks. */
-  paths?: Record<'local' | 'task', { lanes: number[]; rounds: number; injected: number }>;
-  /** Rounds whose work was a batched backfill. */
-  batched_rounds?: number;
+  /**
+   * Rounds and faults by the path their windows ran on: local activities, activity tasks, or a
+   * batch activity (a batched backfill's rounds, on any lane).
+   */
+  paths?: Record<'local' | 'task' | 'batch', { lanes: number[]; rounds: number; injected: number }>;
   live_windows_waited_for_skew: number;
   worker_lives: number;
   faults_injected: number;
@@ -107,9 +108,12 @@ function pathLines(r: ChaosResults): string[] {
     '|---|---|---|---|',
     row('local activities', r.paths.local),
     row('activity tasks', r.paths.task),
+    row('a batch activity', r.paths.batch),
     '',
-    `${r.batched_rounds ?? 0} rounds ran their windows as a batched backfill (every \`crash:inBatch\` round, and about a third`,
-    'of the rounds that restart Temporal or PostgreSQL or terminate its backends).',
+    'Odd lanes run their windows as local activities, even lanes as activity tasks; a round whose work was a',
+    'batched backfill (every `crash:inBatch` round, and about a third of those that restart Temporal or PostgreSQL',
+    'or terminate its backends) ran its windows in a batch activity, whichever the lane (their follow-up, the',
+    "report e-mails, in the windows' own runs).",
     '',
   ];
 }

@@ -21,13 +21,13 @@ export class Tally {
   injected = 0;
   stalls = 0;
   rounds = 0;
-  batchedRounds = 0;
   private readonly paths: NonNullable<ChaosResults['paths']> = {
     local: { lanes: [], rounds: 0, injected: 0 },
     task: { lanes: [], rounds: 0, injected: 0 },
+    batch: { lanes: [], rounds: 0, injected: 0 },
   };
 
-  /** A fault round on a lane whose windows run on `path`. */
+  /** A fault round of `lane` whose windows ran on `path`. */
   onPath(path: WindowPath, lane: number, injected: number): void {
     const p = this.paths[path];
     if (!p.lanes.includes(lane)) p.lanes = [...p.lanes, lane].sort((a, b) => a - b);
@@ -156,7 +156,6 @@ export class Tally {
       windows_checked: run.windowsChecked,
       live_windows: run.liveWindows,
       paths: this.paths,
-      batched_rounds: this.batchedRounds,
       live_windows_waited_for_skew: waits,
       worker_lives: this.stack.workers.lives.length,
       faults_injected: this.injected,

@@ -122,9 +122,10 @@ export async function checkInvariants(
   for (const [day, ref] of daily)
     if (!seenDays.has(day) && ref.count > 0) lost.push(`daily total ${job} ${day}: missing`);
 
-  // Bad records set aside: each done generation's quarantine holds exactly the bad source rows of
-  // its window (amount missing or negative; each once, as quarantine_record_once makes sure); a
-  // generation not done (failed, or never committed) holds none.
+  // Bad records set aside: the newest done generation's quarantine holds exactly the bad source rows
+  // of its window (amount missing or negative; each once, as quarantine_record_once makes sure; an
+  // older done generation set aside what was bad when it ran); a generation not done (failed, or
+  // never committed) holds none.
   const generations = await sql<{ window_start: Date; generation: number; status: string }>`
     select window_start, generation, status from ${tm.job_windows} where job = ${job}`.execute(db);
   const statusOf = new Map(
@@ -146,8 +147,10 @@ export async function checkInvariants(
       select order_key from ${demo.orders}
        where placed_at >= ${w.start} and placed_at < ${w.end} and (amount is null or amount < 0)
        order by order_key`.execute(db);
-    for (const g of generations.rows.filter((x) => x.window_start.getTime() === w.start.getTime())) {
-      if (g.status !== 'done') continue;
+    const done = generations.rows.filter(
+      (x) => x.window_start.getTime() === w.start.getTime() && x.status === 'done',
+    );
+    for (const g of done.filter((x) => x.generation === Math.max(...done.map((d) => d.generation)))) {
       const held = setAside.get(`${w.start.getTime()}#${g.generation}`) ?? new Set<string>();
       const what = `quarantine ${keyOf(w.start, 0)} generation ${g.generation}`;
       const missing = bad.rows.map((r) => r.order_key).filter((k) => !held.has(k));
@@ -184,21 +187,24 @@ export async function checkInvariants(
   // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
   const effects = await sql<{ effect_key: string; channel: string; status: string; request: unknown }>`
     select effect_key, channel, status, request from ${tm.effects} where job = ${job}`.execute(db);
-  // An e-mail is the effect's delivery by its content: recipients, subject and text, all as asked.
+  // An e-mail is the effect's delivery by its content: recipients, subject and text, all as asked
+  // (addresses without their display names and case, lines however the mail ended them).
+  const address = (a: string) => (/<([^>]*)>\s*$/.exec(a)?.[1] ?? a).trim().toLowerCase();
   const recipients = (m: ParsedMail): string =>
     [m.to ?? []]
       .flat()
-      .flatMap((a) => a.value.map((v) => v.address ?? ''))
+      .flatMap((a) => a.value.map((v) => address(v.address ?? '')))
       .sort()
       .join(',');
+  const body = (text: string | undefined) => (text ?? '').replace(/\r\n/g, '\n').trim();
   const received = (channel: string, request: unknown): number => {
     const r = request as { to?: string[]; subject?: string; text?: string };
     if (channel === 'email')
       return sinks.emails.filter(
         (m) =>
           m.subject === r.subject &&
-          (m.text ?? '').trim() === (r.text ?? '').trim() &&
-          recipients(m) === [...(r.to ?? [])].sort().join(','),
+          body(m.text) === body(r.text) &&
+          recipients(m) === (r.to ?? []).map(address).sort().join(','),
       ).length;
     return sinks.chat.filter((m) => m.api === channel && m.text === r.text).length;
   };

@@ -79,6 +79,41 @@ test('a done window whose report effect was never recorded is a lost effect', as
   assert.deepEqual(other.other, [
     `effect ${key}:report (email, done): 1 message with its subject but other content`,
   ]);
+  // Delivered as asked, however the mail carried it: CRLF line ends, a display name, the domain's case.
+  await t.db
+    .updateTable('effects')
+    .set({
+      request: JSON.stringify({
+        to: ['Ops Team <ops@Example.TEST>'],
+        subject: `report ${key}`,
+        text: 'orders: 0\r\nall good',
+      }),
+    })
+    .where('effect_key', '=', `${key}:report`)
+    .execute();
+  const carried = {
+    ...mail('orders: 0\nall good'),
+    to: { value: [{ address: 'ops@example.test', name: 'Ops Team' }], html: '', text: '' },
+  } as ParsedMail;
+  assert.deepEqual(
+    violations(
+      await checkInvariants(
+        t.db,
+        JOB,
+        windows,
+        { emails: [carried], chat: [] },
+        { effectsPerWindow: ['report'] },
+      ),
+    ),
+    [],
+  );
+  await t.db
+    .updateTable('effects')
+    .set({
+      request: JSON.stringify({ to: ['ops@example.test'], subject: `report ${key}`, text: 'orders: 0' }),
+    })
+    .where('effect_key', '=', `${key}:report`)
+    .execute();
   const emails = [mail('orders: 0')];
   const ok = await checkInvariants(
     t.db,
@@ -138,6 +173,30 @@ test("the quarantine holds each done generation's bad records, and none of a gen
     violations(await check()).filter((v) => v.startsWith('quarantine')),
     [],
   );
+  // An older done generation set aside what was bad when it ran: a bad order that came later is
+  // the newer generation's to set aside, not a loss of the older one's.
+  await t.db
+    .withSchema(DEMO_SCHEMA)
+    .insertInto('orders')
+    .values({ order_key: 'q-late', placed_at: new Date(start.getTime() + 240_000), amount: null })
+    .execute();
+  await t.db.updateTable('job_windows').set({ status: 'done' }).where('job', '=', job).execute();
+  await quarantine(1, 'q-none');
+  await quarantine(1, 'q-neg');
+  assert.deepEqual((await check()).lost, [`quarantine ${wkey} generation 1: q-late never set aside`]);
+  await quarantine(1, 'q-late');
+  assert.deepEqual(
+    violations(await check()).filter((v) => v.startsWith('quarantine')),
+    [],
+  );
+  await t.db.deleteFrom('quarantine').where('job', '=', job).where('generation', '=', 1).execute();
+  await t.db.withSchema(DEMO_SCHEMA).deleteFrom('orders').where('order_key', '=', 'q-late').execute();
+  await t.db
+    .updateTable('job_windows')
+    .set({ status: 'failed' })
+    .where('job', '=', job)
+    .where('generation', '=', 1)
+    .execute();
   // Generation 1 failed: whatever it set aside was rolled back with it.
   await quarantine(1, 'q-none');
   const leftOver = await check();
