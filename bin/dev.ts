@@ -26,7 +26,7 @@ import { createLog, logOptionsFromConfig } from '../workers/log.js';
 import { installRuntime } from '../workers/runtime.js';
 import { ensureSearchAttributes } from '../workers/search-attributes.js';
 import { syncSchedulesWithAlerts } from '../workers/sync-schedules.js';
-import { bundleWorkflows, createWorkers, runWorkers } from '../workers/create-worker.js';
+import { createWorkers, runWorkers, workflowBundle } from '../workers/create-worker.js';
 import { shutdownTracing } from '../workers/tracing.js';
 import { startSlackApp } from '../slack/app.js';
 import { directoryOf } from '../config/people.js';
@@ -176,7 +176,7 @@ export async function runDev(opts: { backfill?: string } = {}): Promise<void> {
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueues: pollQueues(config),
       deps,
-      bundle: await bundleWorkflows(),
+      bundle: (await workflowBundle()).bundle,
       dataConverter: temporalDataConverter(),
     });
     live.workers = workers;

@@ -8,7 +8,7 @@ import {
   bundleWorkflowCode,
   Worker,
   type NativeConnection,
-  type WorkflowBundle,
+  type WorkflowBundleOption,
   type WorkflowBundleWithSourceMap,
 } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities/index.js';
@@ -54,12 +54,26 @@ function prebuiltBundle(encryptFailures: boolean): { codePath: string } | undefi
   return existsSync(codePath) ? { codePath } : undefined;
 }
 
+/**
+ * The workflow code for a process's workers (one bundle for all of them): the package's prebuilt
+ * bundle when it fits, or bundled now; `from` says which, for the worker's start line.
+ */
+export async function workflowBundle(): Promise<{ bundle: WorkflowBundleOption; from: string }> {
+  const encryptFailures = payloadKeysFrom(process.env) !== undefined;
+  const prebuilt = prebuiltBundle(encryptFailures);
+  if (prebuilt) return { bundle: prebuilt, from: `${prebuilt.codePath} (built with the package)` };
+  return {
+    bundle: await bundleWorkflows({ encryptFailures }),
+    from: `bundled at start${workflowInterceptorModules().length ? ' (tracing is on)' : ''}`,
+  };
+}
+
 export interface WorkerOptions {
   connection: NativeConnection;
   namespace: string;
   taskQueue: string;
   deps: ActivityDeps;
-  bundle?: WorkflowBundle;
+  bundle?: WorkflowBundleOption;
   maxConcurrentActivities?: number;
   /** How long in-flight activities may finish after a shutdown request. */
   shutdownGraceTime?: string;

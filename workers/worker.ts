@@ -15,7 +15,7 @@ import { freeLoopbackAddress, readiness, startProbeServer, type ProbeServer } fr
 import { createLog, logOptionsFromConfig, type Log } from './log.js';
 import { installRuntime } from './runtime.js';
 import { ensureSearchAttributes } from './search-attributes.js';
-import { bundleWorkflows, createWorkers, runWorkers } from './create-worker.js';
+import { createWorkers, runWorkers, workflowBundle } from './create-worker.js';
 import { shutdownTracing } from './tracing.js';
 
 let log: Log | undefined;
@@ -68,17 +68,18 @@ export async function runWorker(): Promise<void> {
     });
     deps.logger.info(`metrics on ${probes.url}/metrics; health on ${probes.url}/healthz and /readyz`);
     const taskQueues = pollQueues(config);
+    const code = await workflowBundle();
     const workers = (running.workers = await createWorkers({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueues,
       deps,
-      bundle: await bundleWorkflows(),
+      bundle: code.bundle,
       dataConverter: temporalDataConverter(),
     }));
     const polled = taskQueues.map((q) => `"${q}"${q === watchQueueOf(config) ? ' (the lag watch)' : ''}`);
     deps.logger.info(
-      `worker polling task queue ${polled.join(' and ')} on Temporal ${temporalLine}; database ${redactUrl(config.DATABASE_URL)}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
+      `worker polling task queue ${polled.join(' and ')} on Temporal ${temporalLine}; database ${redactUrl(config.DATABASE_URL)}; workflow code ${code.from}; jobs: ${catalog.jobs.map((j) => j.name).join(', ')}`,
       {
         taskQueues: taskQueues.join(','),
         address: config.temporal.address,

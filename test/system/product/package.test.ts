@@ -147,6 +147,31 @@ export const check = () => runWindowOnce({ databaseUrl: 'postgres://x', catalog,
     const plan = JSON.parse(synced.stdout) as { create: string[] };
     assert.ok(plan.create.includes('tidemark:my-ticks'), synced.stdout);
 
+    // Untraced, a worker loads the workflow bundle built with the package (no webpack at its start).
+    const plain = spawn(process.execPath, [bin, 'worker'], {
+      cwd: project,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let plainOutput = '';
+    plain.stdout.on('data', (d) => (plainOutput += d));
+    plain.stderr.on('data', (d) => (plainOutput += d));
+    const plainExited = new Promise<number | null>((r) => plain.once('exit', (code) => r(code)));
+    try {
+      await eventually(
+        async () => (/polling task queue/.test(plainOutput) ? true : undefined),
+        120_000,
+        `the untraced worker:\n${plainOutput}`,
+      );
+      assert.match(
+        plainOutput,
+        /workflow code \S*\/dist\/workflow-bundles\/plain\.js \(built with the package\)/,
+      );
+    } finally {
+      plain.kill('SIGTERM');
+      await plainExited;
+    }
+
     // Traced, so that its bundle takes in the package's workflow tracing module too (spans to stdout).
     const worker = spawn(process.execPath, [bin, 'worker'], {
       cwd: project,
@@ -167,6 +192,7 @@ export const check = () => runWindowOnce({ databaseUrl: 'postgres://x', catalog,
       `the worker:\n${output}`,
     );
     assert.match(output, /jobs: my-ticks\b/);
+    assert.match(output, /workflow code bundled at start \(tracing is on\)/);
 
     const hour = 3_600_000;
     const to = new Date(Math.floor(Date.now() / hour) * hour - hour);
