@@ -35,6 +35,21 @@ export async function seconds(fn: () => Promise<unknown>): Promise<number> {
 
 export const log = (line: string): void => console.log(`[bench] ${line}`);
 
+/**
+ * The sections that run on their own (bench/jobs.ts, bench/ledger-size.ts, bench/restore.ts) and
+ * merge their figures into bench/results.json; `npm run bench` measures none of them.
+ */
+export const SEPARATE_SECTIONS: readonly string[] = ['jobs.', 'size.', 'restore.'];
+
+/**
+ * A full run's figures, and the separately run sections' figures of the file before it (the full
+ * run does not measure them, so they are kept, not dropped).
+ */
+export function withSeparateSections(run: readonly Figure[], saved: readonly Figure[]): Figure[] {
+  const separate = (f: Figure) => SEPARATE_SECTIONS.some((p) => f.name.startsWith(p));
+  return [...run.filter((f) => !separate(f)), ...saved.filter(separate)];
+}
+
 /** BENCH_QUICK=1: every section at a size that takes seconds, to check the benchmark runs. */
 export const QUICK = process.env.BENCH_QUICK === '1';
 

@@ -6,7 +6,7 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { backfillInWorkerProcess } from './backfill-process.js';
 import { killFigures, peerFigures } from './compare.js';
-import { QUICK, type Figure } from './figures.js';
+import { QUICK, withSeparateSections, type Figure } from './figures.js';
 import { ingestFigures, ledgerFigures, summaryFigures } from './ingest.js';
 import { latencyFigures } from './latency.js';
 import { markdown } from './report.js';
@@ -37,12 +37,23 @@ results.push(...backfill.figures, ...(await peerFigures(backfill)));
 const kills = await killFigures();
 results.push(...kills.figures, ...(await latencyFigures()), ...(await scaleFigures()));
 const took = Math.round((Date.now() - started) / 1000);
-const out = { date: new Date().toISOString(), quick: QUICK, seconds: took, results, kill_tests: kills.notes };
+const file = new URL('../bench/results.json', import.meta.url);
+const saved = await readFile(file, 'utf8')
+  .then((t) => (JSON.parse(t) as { results: Figure[] }).results)
+  .catch(() => [] as Figure[]);
+const all = withSeparateSections(results, saved);
+const out = {
+  date: new Date().toISOString(),
+  quick: QUICK,
+  seconds: took,
+  results: all,
+  kill_tests: kills.notes,
+};
 if (QUICK) {
   console.log(JSON.stringify(out, null, 2));
 } else {
-  await writeFile(new URL('../bench/results.json', import.meta.url), JSON.stringify(out, null, 2) + '\n');
-  await writeFile(new URL('../BENCHMARKS.md', import.meta.url), markdown(results, took, kills.notes));
-  console.log(markdown(results, took, kills.notes));
+  await writeFile(file, JSON.stringify(out, null, 2) + '\n');
+  await writeFile(new URL('../BENCHMARKS.md', import.meta.url), markdown(all, took, kills.notes));
+  console.log(markdown(all, took, kills.notes));
 }
 process.exit(0);
