@@ -234,11 +234,12 @@ test('a failed backfill shows its cause; a backfill over open windows says when 
     assert.ok([at(top - hour), at(top)].includes(first!), first);
     assert.equal(firstFrom, at(new Date(first!).getTime() + hour + 300_000));
     assert.deepEqual([last, lastFrom], [at(top + 2 * hour), at(top + 3 * hour + 300_000)]);
-    const processed = Number(
-      /^done: processed (\d+), already done 0, running elsewhere 0, failed 0$/m.exec(partly.out)?.[1],
-    );
-    // A window may close between the CLI's look and the workflow's: never fewer than it said.
-    assert.ok(processed >= 6 - Number(open), partly.out);
+    const [, processed, alreadyDone] =
+      /^done: processed (\d+), already done (\d+), running elsewhere 0, failed 0$/m.exec(partly.out) ?? [];
+    // A window may close between the CLI's look and the workflow's: never fewer than it said. Just
+    // after the hour's +5m, the first test's sales-hourly schedule (synced, resumed) may have done one.
+    assert.ok(Number(processed) + Number(alreadyDone) >= 6 - Number(open), partly.out);
+    assert.ok(Number(processed) >= 6 - Number(open) - 1, partly.out);
   });
 });
 
