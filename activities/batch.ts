@@ -1,22 +1,46 @@
-// The batch activity of a batched backfill: consecutive windows one after another, each exactly
-// as the window activity processes one (its own transaction, done marker and run record), so the
-// ledger's claim still decides every window. Progress is heartbeated with each window's outcome;
-// a later attempt (the worker died) resumes after the last window it heard of, and windows done
-// since then answer `already-done` from the ledger. Anything with follow-up work (effects or
-// alerts to drive, a failure to retry and alert) is left to the window's own workflow.
+// The batch activity of a batched backfill: consecutive windows, committed in groups (windowGroups:
+// a group's claims in one statement, each window's handler, the group's finishes in one statement
+// carrying the COMMIT), each window getting what its own transaction would give it (its done
+// marker, run record, counts and effects), so the ledger's claim still decides every window. A
+// group that fails rolls back whole, and its windows run one transaction each (the window
+// activity's own path), so a failure stays the failing window's. Progress is heartbeated with each
+// window's outcome; a later attempt (the worker died) resumes after the last window it heard of,
+// and windows done since then answer `already-done` from the ledger.
+// Anything with follow-up work (effects or alerts to drive, a failure to retry and alert) is left
+// to the window's own workflow.
 import type { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
-import type { BatchInput, BatchOutcome, BatchResult, WindowResult } from '../contract/workflows.js';
+import { runsOfEarlierAttempts } from '../db/ledger.js';
+import type {
+  BatchInput,
+  BatchOutcome,
+  BatchResult,
+  WindowInput,
+  WindowResult,
+} from '../contract/workflows.js';
 import type { ActivityDeps } from './deps.js';
-import { noMetrics } from './metrics.js';
 import { jobOrFail } from './plan.js';
 import { windowActivities } from './window.js';
+import { windowGroups } from './window-group.js';
 import { activityContext } from './context.js';
 import { CRASH_POINT, reached } from './crash-points.js';
 
 /** How often the batch tells Temporal it is alive (the SDK sends at most one per throttle interval). */
 const BEAT_MS = 1_000;
+
+/** The first group's windows; the next groups are sized from the time a window took. */
+const GROUP_FIRST = 4;
+const GROUP_MAX = 32;
+/** A group holds its windows' rows (and their handlers' locks) this long at most, about. */
+const GROUP_TARGET_MS = 250;
+
+/** The next group's size: what fits the target at the last group's pace, well within an attempt. */
+export function nextGroupSize(size: number, msPerWindow: number, attemptMs: number): number {
+  const target = Math.min(GROUP_TARGET_MS, attemptMs / 8);
+  const fits = Math.floor(target / Math.max(msPerWindow, 0.01));
+  // Grows at most twofold a group: one fast group says little of the next.
+  return Math.max(1, Math.min(GROUP_MAX, 2 * size, fits));
+}
 
 /** The outcomes heartbeated by an earlier attempt of this batch, if they fit it. */
 function resumed(ctx: Context | undefined, input: BatchInput): BatchOutcome[] {
@@ -49,6 +73,7 @@ async function within<T>(work: Promise<T>, ms: number): Promise<T | typeof TIMED
 
 export function batchActivities(deps: ActivityDeps) {
   const { processWindow } = windowActivities(deps);
+  const { processGroup } = windowGroups(deps);
 
   return {
     async processWindowBatch(input: BatchInput): Promise<BatchResult> {
@@ -70,10 +95,11 @@ export function batchActivities(deps: ActivityDeps) {
       // Heartbeats are throttled (one per ~12 s reaches the server), so a later attempt (the worker
       // was lost) reads what the earlier ones did from the run records: windows they committed are
       // this batch's (processed, not already done); windows that failed in the batch go to their
-      // own runs, not run again here; and the first window they did not finish is the one the
-      // worker was lost in (windows run one after another): a window that kills its worker would
-      // kill every worker the batch is retried on. It goes to its own run, whose attempts the
-      // job's retry policy bounds, and its lost attempt is recorded.
+      // own runs, not run again here. The worker was lost in the group that began at the first
+      // window they did not finish (groups commit one after another), and any window of that group
+      // may have killed it: a window that kills its worker would kill every worker the batch is
+      // retried on. None is blamed; each window the group may have held (up to GROUP_MAX) goes to
+      // its own run, whose attempts the job's retry policy bounds.
       const info = ctx?.info;
       const earlier =
         info && info.attempt > 1 && info.workflowExecution
@@ -88,93 +114,155 @@ export function batchActivities(deps: ActivityDeps) {
               },
             )
           : null;
-      const lostIn = earlier
-        ? input.windows.slice(outcomes.length).find((w) => !earlier.has(Date.parse(w.start)))?.key
-        : undefined;
       const ranBefore = (w: BatchInput['windows'][number], outcome: string) =>
         earlier?.get(Date.parse(w.start))?.has(outcome) ?? false;
-      // A run record only: the window's row is left to its own run (an upsert on it would wait for
-      // any transaction still holding it, such as the lost attempt's, on a worker not yet dead).
-      const recordLost = async (w: BatchInput['windows'][number], reason: string): Promise<void> => {
-        const at = deps.now();
-        await recordRun(deps.db, {
-          kind: 'window',
-          job: input.job,
-          windowStart: new Date(w.start),
-          generation: w.generation,
-          workflowId: info?.workflowExecution?.workflowId ?? null,
-          attempt: (info?.attempt ?? 2) - 1,
-          startedAt: at,
-          finishedAt: at,
-          outcome: 'failed',
-          reason,
-        }).catch(() => undefined);
-        const attempt = (info?.attempt ?? 2) - 1;
-        deps.logger.error(`FAILED job=${input.job} window=${w.key} attempt=${attempt}: ${reason}`, {
-          job: input.job,
-          window: w.key,
-          generation: w.generation,
-          outcome: 'failed',
-          attempt,
-          reason,
-        });
-        (deps.metrics ?? noMetrics).window({ job: input.job, outcome: 'failed', reason: 'worker-lost' });
-      };
+      const lostGroup = new Set<string>();
+      const lostFrom = earlier
+        ? input.windows.findIndex((w, i) => i >= outcomes.length && !earlier.has(Date.parse(w.start)))
+        : -1;
+      if (lostFrom >= 0) {
+        for (const w of input.windows.slice(lostFrom, lostFrom + GROUP_MAX))
+          if (!earlier!.has(Date.parse(w.start))) lostGroup.add(w.key);
+        deps.logger.warn(
+          `BATCH job=${input.job}: attempt ${info!.attempt - 1} of this batch ended (its worker lost) in a group of windows from ${input.windows[lostFrom]!.key}; the ${lostGroup.size} window(s) it may have held go to their own runs`,
+          {
+            job: input.job,
+            window: input.windows[lostFrom]!.key,
+            attempt: info!.attempt - 1,
+            reason: 'worker-lost',
+          },
+        );
+      }
       const beat = () => ctx?.heartbeat({ outcomes });
+      const inputOf = (w: BatchInput['windows'][number]): WindowInput => ({
+        ...w,
+        trigger: input.trigger,
+        policy: input.policy,
+        ...(input.asOf ? { asOf: input.asOf } : {}),
+      });
+      const attemptMs = input.policy.startToCloseTimeoutMs;
+
+      /** Window `i` in a transaction of its own; false: the batch stops here (it outlived its attempt). */
+      const runOne = async (i: number): Promise<boolean> => {
+        const w = input.windows[i]!;
+        let outcome: BatchOutcome;
+        if (lostGroup.has(w.key)) {
+          outcomes.push({
+            key: w.key,
+            outcome: 'failed',
+            error: `attempt ${info!.attempt - 1} of this batch ended (its worker lost) in a group of windows from ${input.windows[lostFrom]!.key}, this one among them: it goes to its own run`,
+          });
+          return true;
+        }
+        if (ranBefore(w, 'failed') && !ranBefore(w, 'processed')) {
+          outcomes.push({
+            key: w.key,
+            outcome: 'failed',
+            error: `window ${w.key} failed in an earlier attempt of this batch`,
+          });
+          beat();
+          return true;
+        }
+        try {
+          const r = await within(processWindow(inputOf(w)), attemptMs);
+          if (r === TIMED_OUT) {
+            // Its transaction may still be running: stop here, the rest go back to the backfill.
+            outcomes.push({
+              key: w.key,
+              outcome: 'failed',
+              error: `window ${w.key} took longer than its attempt timeout (${attemptMs} ms) in a batch`,
+            });
+            for (const rest of input.windows.slice(i + 1))
+              outcomes.push({ key: rest.key, outcome: 'not-run' });
+            return false;
+          }
+          outcome = {
+            key: w.key,
+            outcome: r.outcome === 'already-done' && ranBefore(w, 'processed') ? 'processed' : r.outcome,
+            ...(hasFollowUp(r) ? { followUp: true } : {}),
+          };
+        } catch (err) {
+          // Recorded as a failed attempt by the window activity; its own workflow retries and alerts it.
+          // (Redacted there; cut short here, as the outcomes travel in every heartbeat.)
+          const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
+          outcome = { key: w.key, outcome: 'failed', error };
+        }
+        // Heartbeated by the timer: a beat encodes every outcome so far and crosses into the SDK's
+        // core (a batch's beats grew with the square of its windows), and a later attempt reads
+        // the run records anyway.
+        outcomes.push(outcome);
+        if (outcome.outcome === 'processed') await reached(deps, CRASH_POINT.inBatch, w.key);
+        return true;
+      };
+
+      /**
+       * Windows `i`.. in one transaction (windowGroups): how many it answered for; 0 when the group
+       * failed, rolled back whole (its windows then run one by one); -1: the batch stops here.
+       */
+      const runGroup = async (i: number, size: number): Promise<number> => {
+        const group = input.windows.slice(i, i + size);
+        let results: Map<string, WindowResult> | typeof TIMED_OUT;
+        try {
+          results = await within(processGroup(group.map(inputOf)), attemptMs);
+        } catch {
+          return 0;
+        }
+        if (results === TIMED_OUT) {
+          // It may still commit: each of its windows goes to its own run, which finds it done or runs it.
+          for (const w of group)
+            outcomes.push({
+              key: w.key,
+              outcome: 'failed',
+              error: `the group of ${group.length} windows from ${group[0]!.key} took longer than the attempt timeout (${attemptMs} ms) in a batch`,
+            });
+          for (const rest of input.windows.slice(i + size))
+            outcomes.push({ key: rest.key, outcome: 'not-run' });
+          return -1;
+        }
+        for (const [k, w] of group.entries()) {
+          const r = results.get(w.key);
+          // Found done by the claim: its own path answers it (what is left to drive, its skip record).
+          if (!r) {
+            if (!(await runOne(i + k))) return -1;
+            continue;
+          }
+          outcomes.push({ key: w.key, outcome: 'processed', ...(hasFollowUp(r) ? { followUp: true } : {}) });
+          await reached(deps, CRASH_POINT.inBatch, w.key);
+        }
+        return group.length;
+      };
+
       beat();
       const timer = setInterval(beat, BEAT_MS);
       try {
-        for (let i = outcomes.length; i < input.windows.length; i++) {
+        let size = GROUP_FIRST;
+        // A window an earlier attempt of this batch touched runs alone: its records answer for it.
+        const fresh = (w: BatchInput['windows'][number]) =>
+          !lostGroup.has(w.key) && !earlier?.has(Date.parse(w.start));
+        for (let i = outcomes.length; i < input.windows.length;) {
           if (ctx?.cancellationSignal.aborted) throw new CancelledFailure('the batch was cancelled');
-          const w = input.windows[i]!;
-          let outcome: BatchOutcome;
-          if (w.key === lostIn || (ranBefore(w, 'failed') && !ranBefore(w, 'processed'))) {
-            const error =
-              w.key === lostIn
-                ? `attempt ${info!.attempt - 1} of this batch ended (its worker lost) before window ${w.key} was done`
-                : `window ${w.key} failed in an earlier attempt of this batch`;
-            if (w.key === lostIn) await recordLost(w, error);
-            outcomes.push({ key: w.key, outcome: 'failed', error });
-            beat();
+          let plain = 0;
+          while (plain < size && i + plain < input.windows.length && fresh(input.windows[i + plain]!))
+            plain++;
+          if (plain > 1) {
+            const began = performance.now();
+            const answered = await runGroup(i, plain);
+            if (answered < 0) break;
+            if (answered > 0) {
+              i += answered;
+              size = nextGroupSize(plain, (performance.now() - began) / answered, attemptMs);
+              continue;
+            }
+            // The group rolled back: its windows one by one, then groups again from the first size.
+            for (const end = i + plain; i < end; i++) {
+              if (ctx?.cancellationSignal.aborted) throw new CancelledFailure('the batch was cancelled');
+              if (!(await runOne(i))) return { outcomes };
+            }
+            size = GROUP_FIRST;
             continue;
           }
-          try {
-            const r = await within(
-              processWindow({
-                ...w,
-                trigger: input.trigger,
-                policy: input.policy,
-                ...(input.asOf ? { asOf: input.asOf } : {}),
-              }),
-              input.policy.startToCloseTimeoutMs,
-            );
-            if (r === TIMED_OUT) {
-              // Its transaction may still be running: stop here, the rest go back to the backfill.
-              outcomes.push({
-                key: w.key,
-                outcome: 'failed',
-                error: `window ${w.key} took longer than its attempt timeout (${input.policy.startToCloseTimeoutMs} ms) in a batch`,
-              });
-              for (const rest of input.windows.slice(i + 1))
-                outcomes.push({ key: rest.key, outcome: 'not-run' });
-              break;
-            }
-            outcome = {
-              key: w.key,
-              outcome: r.outcome === 'already-done' && ranBefore(w, 'processed') ? 'processed' : r.outcome,
-              ...(hasFollowUp(r) ? { followUp: true } : {}),
-            };
-          } catch (err) {
-            // Recorded as a failed attempt by the window activity; its own workflow retries and alerts it.
-            // (Redacted there; cut short here, as the outcomes travel in every heartbeat.)
-            const error = (err instanceof Error ? err.message : String(err)).slice(0, MAX_ERROR);
-            outcome = { key: w.key, outcome: 'failed', error };
-          }
-          // Heartbeated by the timer: a beat encodes every outcome so far and crosses into the SDK's
-          // core (a batch's beats grew with the square of its windows), and a later attempt reads
-          // the run records anyway.
-          outcomes.push(outcome);
-          if (outcome.outcome === 'processed') await reached(deps, CRASH_POINT.inBatch, w.key);
+          if (!(await runOne(i))) break;
+          i++;
         }
       } finally {
         clearInterval(timer);

@@ -1,11 +1,18 @@
 // The window's transaction: the claim with its attempt's bounds, then the job's handler, its
 // counts and effects checked, all on one connection of the window's own.
 import type { Transaction } from 'kysely';
+import type pg from 'pg';
 import { FAILURE } from '../contract/failures.js';
 import type { WindowInput } from '../contract/workflows.js';
 import { sealedTransaction, withConnection } from '../db/connection.js';
 import { copyRows } from '../db/copy.js';
-import { claimWindow, quarantineRecords, type TransactionBound, type WindowRef } from '../db/ledger.js';
+import {
+  claimWindow,
+  claimWindows,
+  quarantineRecords,
+  type TransactionBound,
+  type WindowRef,
+} from '../db/ledger.js';
 import type { Database } from '../db/schema.js';
 import type { WindowContext, WindowCounts } from '../schedules/job.js';
 import { activityContext } from './context.js';
@@ -75,53 +82,108 @@ export async function inWindowTransaction<T>(
   log: (line: string) => void,
   body: (trx: Transaction<Database>, attempts: number, runHandler: () => Promise<WindowCounts>) => Promise<T>,
 ): Promise<T | null> {
-  const job = deps.catalog.get(w.job);
   let windowOpen = true;
   return await withConnection(deps.db, (conn, client) =>
     conn.transaction().execute(async (trx) => {
       const attempts = await claimWindow(trx, w, meta, boundByAttempt(input.policy.startToCloseTimeoutMs));
       if (attempts === undefined) return null;
-      return await body(trx, attempts, async () => {
-        const counts = await sealedTransaction(client, () =>
-          job.handler({
-            ...handlerTransaction(trx, w),
-            job,
-            window: { start: w.start, end: w.end },
-            key: w.key,
-            generation: w.generation,
-            attempt,
-            log,
-            // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
-            // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
-            // on its own, or inside whichever transaction the pooled client serves next.
-            copyRows: async (table, columns, rows) => {
-              if (!windowOpen || client.getTransactionStatus() === 'I') {
-                throw new Error(
-                  `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
-                );
-              }
-              return await copyRows(client, table, columns, rows);
-            },
-          }),
-        );
-        if (counts.applied + counts.quarantined !== counts.input) {
-          throw badInput(
-            FAILURE.countMismatch,
-            `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
-          );
-        }
-        // External effects are recorded with the window (an outbox) and performed after the commit.
-        checkWindowEffects(job.name, w.key, counts.effects ?? [], input.policy.retry);
-        return counts;
-      });
+      return await body(
+        trx,
+        attempts,
+        handlerRunner(deps, { trx, client }, w, input.policy, attempt, log, () => windowOpen),
+      );
     }),
   )
-    .catch((err: unknown) => {
-      // The preview's way out: kysely rolled the transaction back, and the connection was closed
-      // rather than pooled again (whatever the handler left on its session, an advisory lock or
-      // a prepared statement, goes with it).
-      if (err instanceof RolledBack) return err.value as T;
-      throw err;
-    })
+    .catch(rolledBackValue<T>)
     .finally(() => (windowOpen = false));
+}
+
+/**
+ * A group of one job's windows in one transaction, on a connection of its own: the claims of all of
+ * them first (one statement, carrying BEGIN and the attempt's bounds), then `body`, which runs
+ * each claimed window's handler through `runHandler` and ends with the group's finish (carrying
+ * the COMMIT). A failure anywhere rolls the whole group back.
+ */
+export async function inGroupTransaction<T>(
+  deps: ActivityDeps,
+  ws: readonly WindowRef[],
+  policy: WindowInput['policy'],
+  meta: { trigger: string; workflowId: string | null; at: Date },
+  attempt: number,
+  log: (line: string) => void,
+  body: (
+    trx: Transaction<Database>,
+    claimed: ReadonlyMap<string, number>,
+    runHandler: (w: WindowRef) => Promise<WindowCounts>,
+  ) => Promise<T>,
+): Promise<T> {
+  let groupOpen = true;
+  return await withConnection(deps.db, (conn, client) =>
+    conn.transaction().execute(async (trx) => {
+      const claimed = await claimWindows(trx, ws, meta, boundByAttempt(policy.startToCloseTimeoutMs));
+      return await body(trx, claimed, (w) =>
+        handlerRunner(deps, { trx, client }, w, policy, attempt, log, () => groupOpen)(),
+      );
+    }),
+  ).finally(() => (groupOpen = false));
+}
+
+/**
+ * Runs the job's handler for window `w` inside the transaction held on `client`, and checks what it
+ * returns: its counts add up, its effects are well formed.
+ */
+function handlerRunner(
+  deps: ActivityDeps,
+  held: { trx: Transaction<Database>; client: pg.PoolClient },
+  w: WindowRef,
+  policy: WindowInput['policy'],
+  attempt: number,
+  log: (line: string) => void,
+  isOpen: () => boolean,
+): () => Promise<WindowCounts> {
+  const { trx, client } = held;
+  const job = deps.catalog.get(w.job);
+  return async () => {
+    const counts = await sealedTransaction(client, () =>
+      job.handler({
+        ...handlerTransaction(trx, w),
+        job,
+        window: { start: w.start, end: w.end },
+        key: w.key,
+        generation: w.generation,
+        attempt,
+        log,
+        // COPY goes to the client, past kysely's guards: outside the window's transaction (ended
+        // by a handler's own COMMIT or ROLLBACK, or ctx kept past the handler) it would commit
+        // on its own, or inside whichever transaction the pooled client serves next.
+        copyRows: async (table, columns, rows) => {
+          if (!isOpen() || client.getTransactionStatus() === 'I') {
+            throw new Error(
+              `copyRows into ${table} outside window ${w.key}'s transaction: nothing was copied`,
+            );
+          }
+          return await copyRows(client, table, columns, rows);
+        },
+      }),
+    );
+    if (counts.applied + counts.quarantined !== counts.input) {
+      throw badInput(
+        FAILURE.countMismatch,
+        `job "${job.name}" window ${w.key}: applied ${counts.applied} + quarantined ${counts.quarantined} != input ${counts.input}; nothing was committed`,
+      );
+    }
+    // External effects are recorded with the window (an outbox) and performed after the commit.
+    checkWindowEffects(job.name, w.key, counts.effects ?? [], policy.retry);
+    return counts;
+  };
+}
+
+/**
+ * The preview's way out: kysely rolled the transaction back, and the connection was closed rather
+ * than pooled again (whatever the handler left on its session, an advisory lock or a prepared
+ * statement, goes with it).
+ */
+function rolledBackValue<T>(err: unknown): T {
+  if (err instanceof RolledBack) return err.value as T;
+  throw err;
 }

@@ -7,10 +7,9 @@ import { previewLines } from '../contract/preview-text.js';
 import { windowAttributes } from '../contract/span-attributes.js';
 import { isoUtc, windowKey } from '../contract/window-key.js';
 import type { WindowInput, WindowResult } from '../contract/workflows.js';
-import { listEffects, openEffectsOfWindow, recordEffects } from '../db/effects.js';
-import { effectRetryOf } from './effect-input.js';
+import { listEffects, openEffectsOfWindow } from '../db/effects.js';
 import { failAttempt, finishWindow, isDone, recordRun, startLocalAttempt } from '../db/ledger.js';
-import { recordWindowNotices, undeliveredNoticesOfWindow } from '../db/notices.js';
+import { undeliveredNoticesOfWindow } from '../db/notices.js';
 import { alerting, type AlertDeliveries } from './alerts.js';
 import { attemptInfo, heartbeater } from './context.js';
 import { CRASH_POINT, reached } from './crash-points.js';
@@ -22,6 +21,7 @@ import { activitySpan } from './tracing.js';
 import { resolveWindow } from './window-input.js';
 import { changeOf, previewActivity, replaced } from './window-preview.js';
 import { inWindowTransaction } from './window-transaction.js';
+import { windowCommit } from './window-commit.js';
 
 /** The fields every outcome line carries besides its text. */
 function outcomeFields(w: { job: string; key: string; generation: number }, outcome: string) {
@@ -35,6 +35,7 @@ export function windowActivities(deps: ActivityDeps) {
   const { db, logger } = deps;
   const redact = deps.redact ?? ((t: string) => t);
   const alerts = alerting(deps);
+  const commit = windowCommit(deps);
 
   const activities = {
     previewWindow: previewActivity(deps),
@@ -189,49 +190,10 @@ export function windowActivities(deps: ActivityDeps) {
               w.generation > 0 ? CRASH_POINT.inGenerationSwap : CRASH_POINT.inHandler,
               w.key,
             );
-            await recordEffects(
-              trx,
-              (counts.effects ?? []).map((e) => ({
-                key: `${w.key}:${e.name}`,
-                job: w.job,
-                windowKey: w.key,
-                name: e.name,
-                channel: e.channel,
-                policy: e.policy ?? 'ask',
-                request: e.request,
-                providerKey: `${w.key}:${e.name}`,
-                retry: e.retry ? effectRetryOf(input.policy.retry, e.retry) : null,
-              })),
-            );
-            // Earlier attempts failed: if that opened an incident, it closes with this commit.
-            const recovery =
-              attempts > 1
-                ? await alerts.resolve(trx, {
-                    job: w.job,
-                    subject: w.key,
-                    note: `window processed on attempt ${attempts}`,
-                  })
-                : null;
-            // Findings alert although the window committed. Their incidents and the recovery notice
-            // are recorded with the commit, so a retry that finds the window done still sends them.
-            const alerted = [...(recovery?.deliveries ?? [])];
-            for (const r of counts.recovered ?? []) {
-              const closed = await alerts.resolve(trx, { job: w.job, subject: r.subject, note: r.note });
-              alerted.push(...(closed?.deliveries ?? []));
-            }
-            for (const f of counts.findings ?? []) {
-              const raised = await alerts.raise(trx, {
-                job: w.job,
-                subject: `${w.key}:${f.subject}`,
-                kind: 'finding',
-                error: f.message,
-                attempts,
-                ...(workflowId ? { workflowId } : {}),
-                ...(runId ? { runId } : {}),
-              });
-              alerted.push(...raised.deliveries);
-            }
-            await recordWindowNotices(trx, w.key, alerted);
+            const committed = await commit.record(trx, w, counts, attempts, input.policy, {
+              workflowId,
+              runId,
+            });
             // Counts, run record and watermark commit with the effect: one commit per window,
             // carried by this last statement.
             const watermark = await finishWindow(trx, w, {
@@ -241,44 +203,12 @@ export function windowActivities(deps: ActivityDeps) {
               workflowId,
               attempt,
             });
-            return {
-              counts,
-              watermark,
-              alerted,
-              effects: (counts.effects ?? []).map((e) => `${w.key}:${e.name}`),
-              effectRetry: Object.fromEntries(
-                (counts.effects ?? [])
-                  .filter((e) => e.retry)
-                  .map((e) => [`${w.key}:${e.name}`, effectRetryOf(input.policy.retry, e.retry!)]),
-              ),
-              findings: counts.findings ?? [],
-            };
+            return { ...committed, counts, watermark };
           },
         );
         if (!committed) return await skipDone();
         await reached(deps, CRASH_POINT.afterCommit, w.key);
-        const { counts, watermark, alerted, effects, effectRetry, findings } = committed;
-        logger.info(
-          `PROCESSED job=${w.job} window=${w.key} input=${counts.input} applied=${counts.applied} quarantined=${counts.quarantined}`,
-          {
-            ...outcomeFields(w, 'processed'),
-            attempt,
-            input: counts.input,
-            applied: counts.applied,
-            quarantined: counts.quarantined,
-          },
-        );
-        metrics.window({ job: w.job, outcome: 'processed', seconds: seconds() });
-        return {
-          key: w.key,
-          outcome: 'processed',
-          counts: { input: counts.input, applied: counts.applied, quarantined: counts.quarantined },
-          watermark: watermark ? isoUtc(watermark) : null,
-          effects,
-          ...(Object.keys(effectRetry).length > 0 ? { effectRetry } : {}),
-          alerts: alerted,
-          findings: findings.map((f) => ({ subject: `${w.key}:${f.subject}`, message: redact(f.message) })),
-        };
+        return commit.processed(w, committed, attempt, seconds());
       } catch (err) {
         const reason = redactError(err, redact);
         const finalAttempt = err instanceof ApplicationFailure && err.nonRetryable;

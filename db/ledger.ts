@@ -260,6 +260,100 @@ export async function finishWindow(
   return result.rows[0]?.watermark ?? undefined;
 }
 
+/** `values` as an array literal of `type` (for statements that carry BEGIN or COMMIT). */
+const arrayOf = (values: readonly (string | number | Date | null)[], type: string): string =>
+  `array[${values.map(literal).join(',')}]::${type}[]`;
+
+/**
+ * Claims a group of one job's windows in one statement (tidemark_claim_windows, migration
+ * 20261205T1500): for each, what claimWindow does for one, in the group's order. It is the group
+ * transaction's first statement and carries its BEGIN. Returns the attempt count of each window
+ * claimed, by key; a window done already is not in it.
+ */
+export async function claimWindows(
+  trx: Transaction<Database>,
+  ws: readonly WindowRef[],
+  a: { trigger: string; workflowId: string | null; at: Date },
+  bound?: TransactionBound,
+): Promise<Map<string, number>> {
+  const job = ws[0]!.job;
+  if (ws.some((w) => w.job !== job)) throw new Error('a group of windows is of one job');
+  const lock = bound ? literal(Math.ceil(bound.lockTimeoutMs)) : 'null';
+  const idle = bound ? literal(Math.ceil(bound.idleTimeoutMs)) : 'null';
+  const schema = schemaOf(trx);
+  const rows = await sql<{
+    claimed_start: Date;
+    claimed_generation: number;
+    claimed_attempts: number;
+  }>`${sql.raw(`begin;
+    select * from ${schema}.tidemark_claim_windows(${literal(job)}, ${arrayOf(
+      ws.map((w) => w.start),
+      'timestamptz',
+    )}, ${arrayOf(
+      ws.map((w) => w.generation),
+      'integer',
+    )}, ${arrayOf(
+      ws.map((w) => w.end),
+      'timestamptz',
+    )}, ${arrayOf(
+      ws.map((w) => w.key),
+      'text',
+    )}, ${literal(a.trigger)}, ${literal(a.workflowId)}::text, ${literal(a.at)}::timestamptz, ${lock}::text, ${idle}::text)`)}`.execute(
+    trx,
+  );
+  const keyOf = new Map(ws.map((w) => [`${w.start.getTime()}#${w.generation}`, w.key]));
+  return new Map(
+    rows.rows.map((r) => [
+      keyOf.get(`${new Date(r.claimed_start).getTime()}#${r.claimed_generation}`)!,
+      r.claimed_attempts,
+    ]),
+  );
+}
+
+/**
+ * Ends a group's claimed windows in one statement carrying the COMMIT (tidemark_finish_windows,
+ * migration 20261205T1500): for each, what finishWindow does for one, with the job's watermark
+ * row locked once. Returns the watermark.
+ */
+export async function finishWindows(
+  trx: Transaction<Database>,
+  finished: readonly { readonly w: WindowRef; readonly f: WindowFinish }[],
+  run: { workflowId: string | null; attempt: number },
+): Promise<Date | undefined> {
+  const job = finished[0]!.w.job;
+  const counts = finished.map(({ f }) => f.counts);
+  const schema = schemaOf(trx);
+  const details = finished.map(({ f }) => {
+    const { input, applied, quarantined } = f.counts;
+    return JSON.stringify({ input, applied, quarantined, ...f.counts.details });
+  });
+  const result = await sql<{ watermark: Date | null }>`${sql.raw(`
+    select ${schema}.tidemark_finish_windows(${literal(job)}, ${arrayOf(
+      finished.map(({ w }) => w.start),
+      'timestamptz',
+    )}, ${arrayOf(
+      finished.map(({ w }) => w.generation),
+      'integer',
+    )}, ${arrayOf(
+      counts.map((c) => c.input),
+      'integer',
+    )}, ${arrayOf(
+      counts.map((c) => c.applied),
+      'integer',
+    )}, ${arrayOf(
+      counts.map((c) => c.quarantined),
+      'integer',
+    )}, ${arrayOf(
+      finished.map(({ f }) => f.startedAt),
+      'timestamptz',
+    )}, ${arrayOf(
+      finished.map(({ f }) => f.finishedAt),
+      'timestamptz',
+    )}, ${literal(run.workflowId)}::text, ${literal(run.attempt)}::integer, ${arrayOf(details, 'jsonb')}) as watermark;
+    commit`)}`.execute(trx);
+  return result.rows[0]?.watermark ?? undefined;
+}
+
 /**
  * Records a failed attempt (after its transaction rolled back), unless another attempt finished the
  * window, or its generation-0 marker was folded into a span (done: a failed row there would show it

@@ -27,6 +27,7 @@ import * as functionsSearchPath from './20261204T0900_ledger_functions_search_pa
 import * as effectRetry from './20261204T1400_effect_retry.js';
 import * as people from './20261205T0900_people.js';
 import * as countsSkipUnchanged from './20261205T1200_counts_skip_unchanged.js';
+import * as groupFunctions from './20261205T1500_ledger_group_functions.js';
 import * as withoutDemo from './without-demo.js';
 
 /** Every migration file as it shipped, in order: what a database of an earlier release ran. */
@@ -58,6 +59,7 @@ export const shipped: Readonly<Record<string, Migration>> = Object.freeze({
   '20261204T1400_effect_retry': effectRetry,
   '20261205T0900_people': people,
   '20261205T1200_counts_skip_unchanged': countsSkipUnchanged,
+  '20261205T1500_ledger_group_functions': groupFunctions,
 });
 
 /**
