@@ -1,6 +1,9 @@
 // An independent invariant checker for fault tests. It reads the database with its own SQL and
 // the recording sinks (SMTP, chat) and shares no code with the ledger or the effect guard, so a
 // bug there cannot hide itself here. It reports violations; it never repairs anything.
+import { createHash } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { sql, type Kysely } from 'kysely';
 import type { ParsedMail } from 'mailparser';
 import type { Database } from '../../db/schema.js';
@@ -184,7 +187,32 @@ export async function checkInvariants(
   if (!watermark && prefixEnd && checkWatermark)
     other.push(`watermark ${job}: missing, done prefix ends ${prefixEnd.toISOString()}`);
 
-  // Every external effect received exactly once, or in doubt / failed and alerted exactly once.
+  const out = { duplicates, lost, unalertedUnknowns, other };
+  const effects = await effectsAndIncidents(db, job, sinks, openSubjects, out);
+  const recorded = new Set(effects);
+  for (const w of windows) {
+    const key = `${job}/${w.start.toISOString().replace('.000Z', 'Z')}`;
+    if (statusAt.get(w.start.getTime()) !== 'done') continue;
+    for (const name of opts.effectsPerWindow ?? [])
+      if (!recorded.has(`${key}:${name}`))
+        lost.push(`effect ${key}:${name}: window done, effect never recorded`);
+  }
+  return out;
+}
+
+/**
+ * Every external effect of the job (its alerts too) received exactly once, or in doubt / failed
+ * and alerted exactly once; every incident alerted once, and its recovery once when closed. Adds
+ * to `out`; returns the job's recorded effect keys.
+ */
+async function effectsAndIncidents(
+  db: Kysely<Database>,
+  job: string,
+  sinks: Sinks,
+  openSubjects: ReadonlySet<string>,
+  out: CheckResult,
+): Promise<string[]> {
+  const { duplicates, lost, unalertedUnknowns, other } = out;
   const effects = await sql<{ effect_key: string; channel: string; status: string; request: unknown }>`
     select effect_key, channel, status, request from ${tm.effects} where job = ${job}`.execute(db);
   // An e-mail is the effect's delivery by its content: recipients, subject and text, all as asked
@@ -221,14 +249,6 @@ export async function checkInvariants(
         !first.includes(': recovered (')
       );
     }).length;
-  const recorded = new Set(effects.rows.map((e) => e.effect_key));
-  for (const w of windows) {
-    const key = `${job}/${w.start.toISOString().replace('.000Z', 'Z')}`;
-    if (statusAt.get(w.start.getTime()) !== 'done') continue;
-    for (const name of opts.effectsPerWindow ?? [])
-      if (!recorded.has(`${key}:${name}`))
-        lost.push(`effect ${key}:${name}: window done, effect never recorded`);
-  }
   for (const e of effects.rows) {
     const n = received(e.channel, e.request);
     const what = `effect ${e.effect_key} (${e.channel}, ${e.status})`;
@@ -277,5 +297,158 @@ export async function checkInvariants(
       else if (cleared > 1) duplicates.push(`alert about ${what}: recovery sent ${cleared} times`);
     }
   }
-  return { duplicates, lost, unalertedUnknowns, other };
+  return effects.rows.map((e) => e.effect_key);
+}
+
+/** A backup job's layout as the checker needs it (chaos/catalog.ts's backup jobs). */
+export interface BackupLayout {
+  /** The local destination's directory: objects at `<dir>/<prefix><name>`, staged under `.staging/`. */
+  dir: string;
+  /** The job's object prefix (`<job>/` unless the job says otherwise). */
+  prefix: string;
+  /** Every `every`-th window of the job's grid, from its first, is drilled. */
+  drillEvery: number;
+  /** The scratch database its drills restore into: gone once no drill runs. */
+  scratchDatabase: string;
+  /** The row counts every backup must record (its source does not change). */
+  tableCounts: Record<string, number>;
+}
+
+async function sha256File(path: string): Promise<{ hex: string; bytes: number }> {
+  const data = await readFile(path);
+  return { hex: createHash('sha256').update(data).digest('hex'), bytes: data.length };
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  try {
+    return (await readdir(dir, { withFileTypes: true })).filter((e) => e.isFile()).map((e) => e.name);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw err;
+  }
+}
+
+/**
+ * Checks a backup job whose closed windows are `windows` (oldest first, contiguous, from the
+ * job's start), every one of them drilled: each window done once (one backups row, its object
+ * published once with the recorded size and checksum, or removed by retention with its row marked
+ * deleted) or failed under an open incident; each done window's drill recorded once and passed; no
+ * object without a live row, nothing left staged, the scratch database dropped; every incident
+ * alerted once. Run once the job's work has settled (a drill in flight holds its scratch database).
+ */
+export async function checkBackupInvariants(
+  db: Kysely<Database>,
+  job: string,
+  windows: readonly { start: Date; end: Date }[],
+  sinks: Sinks,
+  layout: BackupLayout,
+): Promise<CheckResult> {
+  const out: CheckResult = { duplicates: [], lost: [], unalertedUnknowns: [], other: [] };
+  const { duplicates, lost, other } = out;
+  const keyOf = (start: Date) => `${job}/${start.toISOString().replace('.000Z', 'Z')}`;
+
+  const statuses = await sql<{ window_start: Date; status: string }>`
+    select window_start, status from ${tm.job_windows} where job = ${job} and generation = 0`.execute(db);
+  const statusAt = new Map(statuses.rows.map((r) => [r.window_start.getTime(), r.status]));
+  const open = await sql<{ subject: string }>`
+    select subject from ${tm.incidents} where job = ${job} and closed_at is null`.execute(db);
+  const openSubjects = new Set(open.rows.map((r) => r.subject));
+  const backups = await sql<{
+    window_key: string;
+    object_key: string;
+    bytes: string;
+    sha256: string;
+    table_counts: unknown;
+    restore_checked: boolean;
+    deleted: boolean;
+    n: number;
+  }>`
+    select window_key, object_key, bytes::text as bytes, sha256, table_counts, restore_checked,
+           deleted_at is not null as deleted, count(*) over (partition by window_key)::int as n
+      from ${tm.backups} where job = ${job}`.execute(db);
+  const backupOf = new Map(backups.rows.map((b) => [b.window_key, b]));
+  const drills = await sql<{ window_key: string; ok: boolean; detail: string }>`
+    select window_key, ok, detail from ${tm.backup_checks}
+     where job = ${job} and kind = 'drill' and trigger = 'schedule'`.execute(db);
+
+  windows.forEach((w, index) => {
+    const key = keyOf(w.start);
+    const status = statusAt.get(w.start.getTime());
+    const b = backupOf.get(key);
+    const drilled = drills.rows.filter((d) => d.window_key === key);
+    if (status !== 'done') {
+      // Failed (its drill or its dump), or never run: alerted under an open incident, nothing kept.
+      if (!openSubjects.has(key)) lost.push(`window ${key}: ${status ?? 'no marker'} and no open incident`);
+      if (b)
+        other.push(`backup ${key}: a backups row for a window that is not done (${status ?? 'no marker'})`);
+      if (drilled.length) other.push(`drill ${key}: recorded for a window that is not done`);
+      return;
+    }
+    if (!b) {
+      lost.push(`backup ${key}: window done, no backups row`);
+      return;
+    }
+    if (b.n > 1) duplicates.push(`backup ${key}: ${b.n} backups rows`);
+    const counts = (
+      typeof b.table_counts === 'string' ? JSON.parse(b.table_counts) : b.table_counts
+    ) as Record<string, number>;
+    for (const [table, n] of Object.entries(layout.tableCounts))
+      if (counts?.[table] !== n)
+        other.push(`backup ${key}: ${table} recorded ${counts?.[table] ?? 'no'} rows, the source holds ${n}`);
+    if (index % layout.drillEvery !== 0) return;
+    // The drill ran with the window: recorded passed once (a failed one fails the window), never nothing.
+    if (drilled.length === 0) lost.push(`drill ${key}: window done, its drill never recorded`);
+    else if (drilled.length > 1) duplicates.push(`drill ${key}: recorded ${drilled.length} times`);
+    for (const d of drilled.filter((x) => !x.ok))
+      other.push(`drill ${key}: recorded failed (${d.detail}) for a window that is done`);
+    if (!b.restore_checked) other.push(`backup ${key}: window drilled, restore_checked false`);
+  });
+
+  // The destination holds exactly the live backups, each as recorded; nothing staged after the work.
+  const root = join(layout.dir, layout.prefix);
+  const files = new Set(await filesUnder(root));
+  const named = new Map(backups.rows.map((b) => [b.object_key, b]));
+  for (const b of backups.rows) {
+    const name = b.object_key.slice(layout.prefix.length);
+    const what = `backup object ${b.object_key} (${b.window_key})`;
+    if (b.deleted) {
+      if (files.has(name)) other.push(`${what}: removed by retention, still in the destination`);
+      continue;
+    }
+    if (!files.has(name)) {
+      lost.push(`${what}: live, missing from the destination`);
+      continue;
+    }
+    const got = await sha256File(join(root, name));
+    if (got.hex !== b.sha256 || String(got.bytes) !== b.bytes)
+      other.push(
+        `${what}: ${got.bytes} bytes sha256 ${got.hex}, recorded ${b.bytes} bytes sha256 ${b.sha256}`,
+      );
+  }
+  for (const name of files)
+    if (!named.has(`${layout.prefix}${name}`))
+      duplicates.push(`backup object ${layout.prefix}${name}: in the destination, no backups row names it`);
+  for (const name of await filesUnder(join(layout.dir, '.staging', layout.prefix)))
+    other.push(`backup object ${layout.prefix}${name}: left staged`);
+
+  const scratch = await sql<{ n: number }>`
+    select count(*)::int as n from pg_database where datname = ${layout.scratchDatabase}`.execute(db);
+  if (scratch.rows[0]!.n > 0)
+    other.push(`scratch database ${layout.scratchDatabase}: left behind once the drills settled`);
+
+  // The watermark is the end of the contiguous done prefix (or absent / at the start before any).
+  let prefixEnd: Date | null = null;
+  for (const w of windows) {
+    if (statusAt.get(w.start.getTime()) !== 'done') break;
+    prefixEnd = w.end;
+  }
+  const wm = await sql<{ watermark: Date }>`
+    select watermark from ${tm.job_watermarks} where job = ${job}`.execute(db);
+  const watermark = wm.rows[0]?.watermark ?? null;
+  const expected = prefixEnd ?? windows[0]?.start ?? null;
+  if (watermark && expected && watermark.getTime() !== expected.getTime())
+    other.push(`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`);
+
+  await effectsAndIncidents(db, job, sinks, openSubjects, out);
+  return out;
 }

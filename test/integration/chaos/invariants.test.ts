@@ -1,14 +1,20 @@
 // The independent checker (test/helpers/invariants.ts) against hand-made ledger states: a done
 // window whose effect was never recorded must count as a lost effect, not pass silently; an e-mail
 // counts as the effect's delivery by its content, not its subject; the quarantine holds each done
-// generation's bad records exactly once, and nothing of a generation not done.
+// generation's bad records exactly once, and nothing of a generation not done; a backup window is
+// kept once, as recorded, its drill recorded once, its scratch database dropped.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { after, before, test } from 'node:test';
+import { sql } from 'kysely';
 import type { ParsedMail } from 'mailparser';
 import { recordEffects } from '../../../db/effects.js';
 import { DEMO_SCHEMA } from '../../../jobs/demo-schema.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
-import { checkInvariants, violations } from '../../helpers/invariants.js';
+import { checkBackupInvariants, checkInvariants, violations } from '../../helpers/invariants.js';
 
 const JOB = 'inv-check';
 const start = new Date('2015-01-01T00:00:00Z');
@@ -203,4 +209,130 @@ test("the quarantine holds each done generation's bad records, and none of a gen
   assert.deepEqual(leftOver.other, [
     `quarantine ${wkey} generation 1: 1 record set aside by a generation that is not done (failed)`,
   ]);
+});
+
+test('a backup window: one row, its object as recorded, its drill recorded once, no scratch left', async () => {
+  const job = 'inv-backup';
+  const w0 = { start, end };
+  const w1 = { start: end, end: new Date(end.getTime() + 3_600_000) };
+  const key0 = `${job}/2015-01-01T00:00:00Z`;
+  const key1 = `${job}/2015-01-01T01:00:00Z`;
+  const dir = await mkdtemp(join(tmpdir(), 'inv-backup-'));
+  const scratch = `inv_scratch_${process.pid}`;
+  const layout = {
+    dir,
+    prefix: `${job}/`,
+    drillEvery: 1,
+    scratchDatabase: scratch,
+    tableCounts: { 'public.items': 300 },
+  };
+  const noSinks = { emails: [], chat: [] };
+  const check = (ws = [w0]) => checkBackupInvariants(t.db, job, ws, noSinks, layout);
+  try {
+    await t.db
+      .insertInto('job_windows')
+      .values({
+        job,
+        window_start: start,
+        window_end: end,
+        window_key: key0,
+        status: 'done',
+        trigger: 'scheduled',
+        workflow_id: null,
+        started_at: start,
+      })
+      .execute();
+    await t.db.insertInto('job_watermarks').values({ job, watermark: end, updated_at: end }).execute();
+    // Done, and nothing of it recorded: the backup is lost.
+    assert.deepEqual((await check()).lost, [`backup ${key0}: window done, no backups row`]);
+
+    const body = Buffer.from('a dump');
+    const object = `${job}/20150101T000000Z.dump`;
+    await mkdir(join(dir, job), { recursive: true });
+    await writeFile(join(dir, object), body);
+    await t.db
+      .insertInto('backups')
+      .values({
+        job,
+        window_key: key0,
+        window_start: start,
+        destination: `directory ${dir}`,
+        object_key: object,
+        bytes: body.length,
+        sha256: createHash('sha256').update(body).digest('hex'),
+        encrypted: false,
+        key_id: null,
+        dumped_at: start,
+        table_counts: JSON.stringify({ 'public.items': 300 }),
+        restore_checked: true,
+      })
+      .execute();
+    // Its drill never recorded: neither passed nor failed is not an outcome.
+    assert.deepEqual((await check()).lost, [`drill ${key0}: window done, its drill never recorded`]);
+    const drill = () =>
+      t.db
+        .insertInto('backup_checks')
+        .values({
+          job,
+          window_key: key0,
+          kind: 'drill',
+          trigger: 'schedule',
+          ok: true,
+          detail: 'restored',
+          duration_ms: 5,
+        })
+        .execute();
+    await drill();
+    assert.deepEqual(violations(await check()), []);
+    await drill();
+    assert.deepEqual((await check()).duplicates, [`drill ${key0}: recorded 2 times`]);
+    await t.db.deleteFrom('backup_checks').where('job', '=', job).execute();
+    await drill();
+
+    // An object no row names (a second copy), one left staged, one not as recorded.
+    await writeFile(join(dir, `${job}/20150101T000000Z.dump.copy`), body);
+    await mkdir(join(dir, '.staging', job), { recursive: true });
+    await writeFile(join(dir, '.staging', `${job}/20150101T010000Z.dump`), body);
+    const extra = await check();
+    assert.deepEqual(extra.duplicates, [
+      `backup object ${job}/20150101T000000Z.dump.copy: in the destination, no backups row names it`,
+    ]);
+    assert.deepEqual(extra.other, [`backup object ${job}/20150101T010000Z.dump: left staged`]);
+    await rm(join(dir, `${job}/20150101T000000Z.dump.copy`));
+    await rm(join(dir, '.staging'), { recursive: true });
+    await writeFile(join(dir, object), 'another dump');
+    assert.match((await check()).other.join('\n'), /12 bytes sha256 \w+, recorded 6 bytes/);
+    await rm(join(dir, object));
+    assert.deepEqual((await check()).lost, [
+      `backup object ${object} (${key0}): live, missing from the destination`,
+    ]);
+    await writeFile(join(dir, object), body);
+    assert.deepEqual(violations(await check()), []);
+
+    // A scratch database the drill left behind.
+    await sql`create database ${sql.id(scratch)}`.execute(t.db);
+    assert.deepEqual((await check()).other, [
+      `scratch database ${scratch}: left behind once the drills settled`,
+    ]);
+    await sql`drop database ${sql.id(scratch)}`.execute(t.db);
+
+    // The next window failed (its drill, say) with no incident open: lost, never silently nothing.
+    await t.db
+      .insertInto('job_windows')
+      .values({
+        job,
+        window_start: w1.start,
+        window_end: w1.end,
+        window_key: key1,
+        status: 'failed',
+        trigger: 'scheduled',
+        workflow_id: null,
+        started_at: w1.start,
+      })
+      .execute();
+    assert.deepEqual((await check([w0, w1])).lost, [`window ${key1}: failed and no open incident`]);
+  } finally {
+    await sql`drop database if exists ${sql.id(scratch)}`.execute(t.db);
+    await rm(dir, { recursive: true, force: true });
+  }
 });
