@@ -2,12 +2,25 @@
 // windows (or a rerun) through a workload (a tick, a backfill a window a page, a batched backfill,
 // a rerun, a storm of duplicate starts), injects one fault of its planned kind while that work is in flight, waits until the
 // work is settled (the recovery time), and runs the independent checker over every window of
-// the job so far. New violations are charged to the round's fault kind.
+// the job so far. New violations are charged to the round's fault kind. A drill round does the
+// same with a window of the lane's backup job: its dump, and its restore drill into a scratch
+// database, with the fault aimed at the drill.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { CRASH_POINT } from '../activities/crash-points.js';
 import { desiredSchedule } from '../workers/schedule-sync.js';
-import { LIVE_JOB, chaosCatalog, laneJob, pathOf } from './catalog.js';
+import {
+  BACKUP_ROWS,
+  BACKUP_TABLE,
+  LIVE_JOB,
+  backupDir,
+  chaosCatalog,
+  drillJob,
+  drillStart,
+  laneJob,
+  pathOf,
+  scratchDatabase,
+} from './catalog.js';
 import { FAULT_KINDS, between, planKinds, rng, type FaultKind } from './faults.js';
 import { crashPointOf, Injectors } from './injectors.js';
 import { Observer } from './observe.js';
@@ -42,6 +55,28 @@ const AIMED_AT_WORK: ReadonlySet<FaultKind> = new Set([
   'partition',
 ]);
 const STEADY_HOST = 'h1';
+/**
+ * The kinds a drill round can take: the crash points a window passes through, and the server
+ * faults. A lane's first round of these kinds, and every third after it, is a drill round.
+ */
+const DRILL_KINDS: ReadonlySet<FaultKind> = new Set([
+  'crash:beforeClaim',
+  'crash:inHandler',
+  'crash:afterCommit',
+  'temporal-restart',
+  'pg-terminate',
+  'pg-restart',
+]);
+const DRILL_SHARE = 3;
+
+/** Lane `lane`'s backup windows so far: one an hour from its backup job's start. */
+export function drillWindows(l: { lane: number; drills: number }): Win[] {
+  const t0 = drillStart(l.lane).getTime();
+  return Array.from({ length: l.drills }, (_, i) => ({
+    start: new Date(t0 + i * HOUR),
+    end: new Date(t0 + (i + 1) * HOUR),
+  }));
+}
 
 export async function runChaos(opts: ChaosOptions): Promise<ChaosResults> {
   const started = Date.now();
@@ -75,6 +110,9 @@ class Run {
     lane: number;
     windows: number;
     generations: Map<number, number>;
+    /** The lane's backup windows so far, and its rounds of a drill kind so far. */
+    drills: number;
+    drillTurns: number;
     random: () => number;
   }[];
 
@@ -84,17 +122,29 @@ class Run {
     private readonly liveStart: Date,
     private readonly started: number,
   ) {
-    this.catalog = chaosCatalog({ lanes: opts.lanes, liveStart });
+    this.catalog = chaosCatalog({
+      lanes: opts.lanes,
+      liveStart,
+      backups: { cluster: stack.pg.url(), runDir: stack.dir },
+    });
     this.lanes = Array.from({ length: opts.lanes }, (_, lane) => ({
       job: laneJob(lane),
       lane,
       windows: 0,
       generations: new Map(),
+      drills: 0,
+      drillTurns: 0,
       // Each lane its own generator: its choices do not depend on how the lanes interleave.
       random: rng((opts.seed + (lane + 1) * 7919) >>> 0),
     }));
     const nextId = () => ++this.ids;
-    this.tally = new Tally(stack, opts.log);
+    this.tally = new Tally(stack, opts.log, (lane) => ({
+      dir: backupDir(stack.dir),
+      prefix: `${drillJob(lane)}/`,
+      drillEvery: 1,
+      scratchDatabase: scratchDatabase(lane),
+      tableCounts: { [BACKUP_TABLE]: BACKUP_ROWS },
+    }));
     this.observer = new Observer(stack);
     this.injectors = new Injectors(
       stack,
@@ -126,8 +176,14 @@ class Run {
     await this.client.schedule.create(desiredSchedule(live, TASK_QUEUE));
     const feeding = this.feedLiveOrders();
     const sampling = this.observer.sample(this.tally.samples, () => this.stopSampling);
-    // Each lane starts with two windows processed without a fault, so a rerun has one to take.
-    await Promise.all(this.lanes.map((l) => this.round(l, null)));
+    // Each lane starts with two windows processed without a fault, so a rerun has one to take,
+    // and a backup window drilled without one.
+    await Promise.all(
+      this.lanes.map(async (l) => {
+        await this.round(l, null);
+        await this.drillRound(l, null);
+      }),
+    );
     // Lane i takes the plan's kinds i, i + lanes, i + 2 lanes, ...: a seed gives each lane the same
     // sequence of kinds and choices; only how far each lane gets depends on the machine.
     const plan = planKinds(this.opts.soakMs ? 1000 : this.opts.faults, rng(this.opts.seed ^ 0x5eed));
@@ -137,7 +193,10 @@ class Run {
         for (let n = lane.lane; n < FAULT_KINDS.length || !this.done(); n += this.lanes.length) {
           const kind = plan[n % plan.length]!;
           try {
-            await this.round(lane, kind);
+            // A share of the kinds a drill can meet go to the lane's backup job instead.
+            if (DRILL_KINDS.has(kind) && lane.drillTurns++ % DRILL_SHARE === 0)
+              await this.drillRound(lane, kind);
+            else await this.round(lane, kind);
           } catch (err) {
             // The harness itself failed (not the system under test): said, counted, published.
             this.tally.harnessErrors.push(`${kind} on ${lane.job}: ${(err as Error).stack ?? String(err)}`);
@@ -153,12 +212,15 @@ class Run {
     this.stopSampling = true;
     await sampling;
     // The final word: every lane and the live job, checked once more after everything settled.
-    for (const l of this.lanes) await this.tally.check(l.job, laneWindows(l), 'final');
+    for (const l of this.lanes) {
+      await this.tally.check(l.job, laneWindows(l), 'final');
+      await this.tally.checkBackups(l.lane, drillWindows(l), 'final');
+    }
     return this.tally.results({
       seed: this.opts.seed,
       started: this.started,
       lanes: this.opts.lanes,
-      windowsChecked: this.lanes.reduce((n, l) => n + l.windows, 0) + this.liveWindows,
+      windowsChecked: this.lanes.reduce((n, l) => n + l.windows + l.drills, 0) + this.liveWindows,
       liveWindows: this.liveWindows,
     });
   }
@@ -245,16 +307,7 @@ class Run {
     }
     const fault = this.injectors.strike(kind, armed, { job, keys, random: r }, note);
     await Promise.all([work, fault]);
-    // Settled, however slowly: a busy machine makes recovery slow, not work lost. Only work that
-    // has not settled after SETTLE_MS counts as lost; a round past STALL_MS is said and counted.
-    const stall = setTimeout(() => {
-      this.tally.stalls++;
-      this.opts.log(
-        `STALL (${kind ?? 'no fault'}) ${job}: ${keys.join(', ')} not settled after ${STALL_MS / 1000} s`,
-      );
-    }, STALL_MS);
-    const ok = await this.observer.settled(job, keys, SETTLE_MS).finally(() => clearTimeout(stall));
-    const recoveredAt = Date.now();
+    const { ok, recoveredAt } = await this.settle(kind, job, keys);
     const retried = kind === 'duplicates' ? await this.presentedAgain(job, keys) : [];
     this.tally.rounds++;
     if (!kind) {
@@ -264,13 +317,83 @@ class Run {
     for (const text of retried) this.tally.violation(kind, text, 'other');
     await this.tally.charge(kind, injectedAt, idle, recoveredAt);
     this.tally.onPath(batched ? 'batch' : pathOf(lane.lane), lane.lane, injectedAt.length);
+    this.unsettled(ok, kind, job, keys);
+    await this.tally.check(job, laneWindows(lane), kind);
+    this.progress();
+  }
+
+  /**
+   * A drill round: the next window of the lane's backup job (a dump of the source, read back,
+   * listed, restored into the lane's scratch database, counted and dropped, then published and
+   * recorded) through a tick, with a fault of `kind` aimed at its drill (none when null): a crash
+   * point armed for the backup's window, the worker holding the drill killed while it restores
+   * (half the `crash:inHandler` rounds), or a server fault once the drill holds its scratch database.
+   */
+  private async drillRound(lane: (typeof this.lanes)[number], kind: FaultKind | null): Promise<void> {
+    const r = lane.random;
+    const job = drillJob(lane.lane);
+    const scratch = scratchDatabase(lane.lane);
+    const from = lane.drills;
+    lane.drills += 1;
+    const windows = drillWindows(lane).slice(from);
+    const keys = windows.map((w) => `${job}/${iso(w.start)}`);
+    const injectedAt: number[] = [];
+    const idle: Promise<boolean>[] = [];
+    const note = () => {
+      injectedAt.push(Date.now());
+      if (kind && AIMED_AT_WORK.has(kind)) idle.push(this.observer.idle(job, keys));
+    };
+    const point = crashPointOf(kind);
+    const midDrill = point === CRASH_POINT.inHandler && r() < 0.5;
+    const armed = midDrill ? undefined : await this.injectors.armFor(point, job);
+    const work = this.work.tick(job, windows.at(-1)!.end);
+    const fault = midDrill
+      ? this.injectors.killInDrill(scratch, keys, note)
+      : this.injectors.strike(kind, armed, { job, keys, random: r, drill: scratch }, note);
+    await Promise.all([work, fault]);
+    const { ok, recoveredAt } = await this.settle(kind, job, keys);
+    this.tally.rounds++;
+    if (!kind) {
+      await this.tally.checkBackups(lane.lane, drillWindows(lane), 'warm-up');
+      return;
+    }
+    await this.tally.charge(kind, injectedAt, idle, recoveredAt);
+    this.tally.onPath('drill', lane.lane, injectedAt.length);
+    this.unsettled(ok, kind, job, keys);
+    await this.tally.checkBackups(lane.lane, drillWindows(lane), kind);
+    this.progress();
+  }
+
+  /**
+   * Waits until the round's work settled, however slowly: a busy machine makes recovery slow, not
+   * work lost. Only work that has not settled after SETTLE_MS counts as lost; a round past
+   * STALL_MS is said and counted.
+   */
+  private async settle(
+    kind: FaultKind | null,
+    job: string,
+    keys: readonly string[],
+  ): Promise<{ ok: boolean; recoveredAt: number }> {
+    const stall = setTimeout(() => {
+      this.tally.stalls++;
+      this.opts.log(
+        `STALL (${kind ?? 'no fault'}) ${job}: ${keys.join(', ')} not settled after ${STALL_MS / 1000} s`,
+      );
+    }, STALL_MS);
+    const ok = await this.observer.settled(job, keys, SETTLE_MS).finally(() => clearTimeout(stall));
+    return { ok, recoveredAt: Date.now() };
+  }
+
+  private unsettled(ok: boolean, kind: FaultKind, job: string, keys: readonly string[]): void {
     if (!ok)
       this.tally.violation(
         kind,
         `round ${this.tally.rounds} (${kind}) of ${job}: ${keys.join(', ')} not settled within 300 s`,
         'lost_windows',
       );
-    await this.tally.check(job, laneWindows(lane), kind);
+  }
+
+  private progress(): void {
     if (this.tally.rounds % 25 === 0)
       this.opts.log(
         `round ${this.tally.rounds}: ${this.tally.injected} faults injected, ${this.tally.violations.length} violations`,

@@ -1,7 +1,7 @@
 // The faults the suite injects: a crash point armed for a worker to die at, the Temporal server
 // killed and started again, PostgreSQL's backends terminated or the server restarted, a host cut
-// off from the network (or its worker frozen), a host's clock moved. Faults that stop a whole
-// server run one at a time; so do partitions.
+// off from the network (or its worker frozen), a host's clock moved, a worker killed while it
+// restores a backup's drill. Faults that stop a whole server run one at a time; so do partitions.
 import { readdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -62,15 +62,17 @@ export class Injectors {
    * The fault of `kind` aimed at the round's work, started as the work starts: a crash point
    * armed (`armed`) waited for until a worker dies at it, a backfill's second page, the Temporal
    * server killed, PostgreSQL backends terminated or the server restarted, a host cut off. Each
-   * injection calls `note`. Resolved at once for a kind injected before the work (or none).
+   * injection calls `note`. Resolved at once for a kind injected before the work (or none). In a
+   * drill round (`drill` names its scratch database) a server fault waits for the drill to hold
+   * its scratch database (or for the window to be done, when the drill was quicker).
    */
   strike(
     kind: FaultKind | null,
     armed: string | undefined,
-    round: { job: string; keys: readonly string[]; random: () => number },
+    round: { job: string; keys: readonly string[]; random: () => number; drill?: string },
     note: () => void,
   ): Promise<void> {
-    const { job, keys, random: r } = round;
+    const { job, keys, random: r, drill } = round;
     const point = crashPointOf(kind);
     if (point === CRASH_POINT.backfillPage) {
       // The second page: planned by the run the backfill continued as new into.
@@ -92,10 +94,12 @@ export class Injectors {
       });
     } else if (kind === 'temporal-restart') {
       return this.serverFaults.run(async () => {
-        // In the middle of the catch-up: once its first window is done.
-        await until('first window', CLAIM_MS, async () =>
-          (await this.observer.statusOf(keys[0]!)) === 'done' ? true : undefined,
-        );
+        // In the middle of the catch-up: once its first window is done; a drill once it restores.
+        if (drill) await this.drilling(drill, keys);
+        else
+          await until('first window', CLAIM_MS, async () =>
+            (await this.observer.statusOf(keys[0]!)) === 'done' ? true : undefined,
+          );
         await this.stack.temporal.kill();
         note();
         await sleep(between(r, 500, 3000));
@@ -104,6 +108,7 @@ export class Injectors {
     } else if (kind === 'pg-terminate' || kind === 'pg-restart') {
       const mode = r() < 0.5 ? 'immediate' : 'fast';
       return this.serverFaults.run(async () => {
+        if (drill) await this.drilling(drill, keys);
         const busy = await until('a worker in a transaction', 30_000, async () =>
           (await this.observer.backendsInTransaction()).length > 0 ? true : undefined,
         );
@@ -143,6 +148,28 @@ export class Injectors {
       });
     }
     return Promise.resolve();
+  }
+
+  /**
+   * The worker restoring a drill into `scratch` killed (SIGKILL) while it holds the scratch
+   * database: its restore is cut off, the database left behind for the next attempt to drop.
+   * Nothing when the round's window was done first, or the steady host holds it.
+   */
+  async killInDrill(scratch: string, keys: readonly string[], note: () => void): Promise<void> {
+    const host = await this.drilling(scratch, keys);
+    if (!host || host === this.opts.steadyHost) return;
+    this.stack.workers.signal(host, 'SIGKILL');
+    note();
+    this.opts.log(`crash: ${host} killed while its drill restores into ${scratch}`);
+  }
+
+  /** The host whose drill holds `scratch`, once one does; null when the round's window is done first. */
+  private async drilling(scratch: string, keys: readonly string[]): Promise<string | null | undefined> {
+    return await until('a drill restoring', CLAIM_MS, async () => {
+      const host = await this.observer.drillHolder(scratch);
+      if (host) return host;
+      return (await this.observer.statusOf(keys[0]!)) === 'done' ? null : undefined;
+    });
   }
 
   private async arm(point: CrashPoint, job: string | undefined): Promise<string> {

@@ -103,6 +103,20 @@ export class Observer {
     }
   }
 
+  /**
+   * The host whose drill holds the scratch database `scratch` (the advisory lock a drill takes on
+   * its admin session, jobs/backup/target.ts `exclusively`, from before it drops and creates the
+   * database until it dropped it again), or undefined.
+   */
+  async drillHolder(scratch: string): Promise<string | undefined> {
+    const rows = await sql<{ application_name: string }>`
+      select a.application_name from pg_locks l join pg_stat_activity a on a.pid = l.pid
+       where l.locktype = 'advisory' and l.granted
+         and l.objid = (hashtext(${`tidemark restore into ${scratch}`})::bigint & 4294967295)::oid
+         and a.application_name like 'tidemark-chaos-%'`.execute(this.stack.db);
+    return rows.rows[0]?.application_name.replace('tidemark-chaos-', '');
+  }
+
   async backendsInTransaction(): Promise<string[]> {
     const rows = await sql<{ application_name: string }>`
       select application_name from pg_stat_activity

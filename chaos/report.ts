@@ -57,10 +57,11 @@ export interface ChaosResults {
   windows_checked: number;
   live_windows: number;
   /**
-   * Rounds and faults by the path their windows ran on: local activities, activity tasks, or a
-   * batch activity (a batched backfill's rounds, on any lane).
+   * Rounds and faults by the path their windows ran on: local activities, activity tasks, a
+   * batch activity (a batched backfill's rounds, on any lane), or a backup window with its restore
+   * drill (drill rounds, on any lane; runs before these had none).
    */
-  paths?: Record<'local' | 'task' | 'batch', { lanes: number[]; rounds: number; injected: number }>;
+  paths?: Record<'local' | 'task' | 'batch', PathFigures> & { drill?: PathFigures };
   live_windows_waited_for_skew: number;
   worker_lives: number;
   faults_injected: number;
@@ -84,6 +85,12 @@ export interface ChaosResults {
   resources: { at: number; host: string; pid: number; rssKb: number; fds: number }[];
 }
 
+export interface PathFigures {
+  lanes: number[];
+  rounds: number;
+  injected: number;
+}
+
 /** Headline: the four figures the guarantee is about are zero. */
 export const clean = (r: ChaosResults): boolean =>
   r.duplicate_effects === 0 &&
@@ -99,7 +106,7 @@ const seconds = (ms: number | null): string => (ms === null ? '–' : (ms / 1000
 /** Rounds and faults by window path, and the batched backfills (runs before these figures had none). */
 function pathLines(r: ChaosResults): string[] {
   if (!r.paths) return [];
-  const row = (name: string, p: { lanes: number[]; rounds: number; injected: number }) =>
+  const row = (name: string, p: PathFigures) =>
     `| ${name} | ${p.lanes.join(', ')} | ${p.rounds} | ${p.injected} |`;
   return [
     '## Per window path',
@@ -109,11 +116,25 @@ function pathLines(r: ChaosResults): string[] {
     row('local activities', r.paths.local),
     row('activity tasks', r.paths.task),
     row('a batch activity', r.paths.batch),
+    ...(r.paths.drill ? [row('drill', r.paths.drill)] : []),
     '',
     'Odd lanes run their windows as local activities, even lanes as activity tasks; a round whose work was a',
     'batched backfill (every `crash:inBatch` round, and about a third of those that restart Temporal or PostgreSQL',
     'or terminate its backends) ran its windows in a batch activity, whichever the lane (their follow-up, the',
     "report e-mails, in the windows' own runs).",
+    ...(r.paths.drill
+      ? [
+          "A drill round (a lane's first round of `crash:beforeClaim`, `crash:inHandler`, `crash:afterCommit`,",
+          '`temporal-restart`, `pg-terminate` or `pg-restart`, and every third after it) ran a window of the',
+          "lane's backup job instead (a local activity): a dump of a source database on the private cluster,",
+          "read back, listed, restored into the lane's scratch database, counted and dropped, then published",
+          'to a local directory and recorded. Its fault is aimed at the drill: half the `crash:inHandler` ones',
+          'kill the worker while it holds the scratch database, the server faults wait until a drill holds it.',
+          'The checker then wants one backups row per window, its object once as recorded, the drill recorded',
+          'passed once (or the window failed under an alerted incident), no object staged or unnamed, and the',
+          'scratch database dropped.',
+        ]
+      : []),
     '',
   ];
 }

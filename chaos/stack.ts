@@ -10,6 +10,7 @@ import type { Client } from '@temporalio/client';
 import { resolveTemporal } from '../config/temporal.js';
 import { connectTemporalClient } from '../workers/temporal-connection.js';
 import type { Kysely } from 'kysely';
+import pg from 'pg';
 import { createDb, ensureDatabase, migrateAll } from '../db/database.js';
 import type { Database } from '../db/schema.js';
 import { startChat, type TestChat } from '../test/helpers/chat.js';
@@ -17,6 +18,7 @@ import { startSmtp, type TestSmtp } from '../test/helpers/smtp.js';
 import { bundleWorkflows } from '../workers/create-worker.js';
 import { forward } from './forward.js';
 import { createHosts, type Hosts } from './hosts.js';
+import { BACKUP_ROWS, BACKUP_SOURCE, BACKUP_TABLE, backupDir } from './catalog.js';
 import { startPgCluster, type PgCluster } from './pg-cluster.js';
 import { HostWorkers } from './supervisor.js';
 import { startTemporalProcess, type TemporalProcess } from './temporal-process.js';
@@ -34,6 +36,21 @@ function findLibfaketime(): string | undefined {
     // no /usr/lib: not Debian
   }
   return undefined;
+}
+
+/** The backup jobs' source: one table of BACKUP_ROWS rows, never written again during the run. */
+async function createBackupSource(url: string): Promise<void> {
+  await ensureDatabase(url);
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(`create table ${BACKUP_TABLE} (id int primary key, label text not null)`);
+    await c.query(`insert into ${BACKUP_TABLE} select n, 'item ' || n from generate_series(1, $1::int) n`, [
+      BACKUP_ROWS,
+    ]);
+  } finally {
+    await c.end();
+  }
 }
 
 export interface Stack {
@@ -114,6 +131,8 @@ export async function startStack(opts: {
     const db = createDb(url, { max: 10 });
     cleanups.push(() => db.destroy());
     await migrateAll(db, demoMigrations);
+    await createBackupSource(pg.url(BACKUP_SOURCE));
+    await mkdir(backupDir(dir));
     const bundlePath = join(dir, 'workflows.js');
     await writeFile(bundlePath, bundle.code);
     await mkdir(join(dir, 'armed'));

@@ -79,8 +79,11 @@ export class HostWorkers {
     }
   }
 
-  /** Freezes (SIGSTOP) or thaws (SIGCONT) the host's worker: a partition where namespaces are unavailable. */
-  signal(host: string, signal: 'SIGSTOP' | 'SIGCONT'): void {
+  /**
+   * Freezes (SIGSTOP) or thaws (SIGCONT) the host's worker: a partition where namespaces are
+   * unavailable; or kills it (SIGKILL), to be started again like one that died at a crash point.
+   */
+  signal(host: string, signal: 'SIGSTOP' | 'SIGCONT' | 'SIGKILL'): void {
     this.current.get(host)?.child.kill(signal);
   }
 

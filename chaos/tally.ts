@@ -4,10 +4,15 @@
 // results made of them.
 import { sql } from 'kysely';
 import { ledger } from '../db/ledger-schema.js';
-import { checkInvariants, type CheckResult } from '../test/helpers/invariants.js';
-import { LIVE_JOB, type WindowPath } from './catalog.js';
+import {
+  checkBackupInvariants,
+  checkInvariants,
+  type BackupLayout,
+  type CheckResult,
+} from '../test/helpers/invariants.js';
+import { LIVE_JOB, drillJob, type WindowPath } from './catalog.js';
 import { FAULT_KINDS, type FaultKind } from './faults.js';
-import { emptyFigures, percentile, type ChaosResults, type KindFigures } from './report.js';
+import { emptyFigures, percentile, type ChaosResults, type KindFigures, type PathFigures } from './report.js';
 import type { Stack } from './stack.js';
 import { persist } from './waits.js';
 import type { Win } from './workload.js';
@@ -21,10 +26,11 @@ export class Tally {
   injected = 0;
   stalls = 0;
   rounds = 0;
-  private readonly paths: NonNullable<ChaosResults['paths']> = {
+  private readonly paths: Record<WindowPath, PathFigures> = {
     local: { lanes: [], rounds: 0, injected: 0 },
     task: { lanes: [], rounds: 0, injected: 0 },
     batch: { lanes: [], rounds: 0, injected: 0 },
+    drill: { lanes: [], rounds: 0, injected: 0 },
   };
 
   /** A fault round of `lane` whose windows ran on `path`. */
@@ -40,6 +46,8 @@ export class Tally {
   constructor(
     private readonly stack: Stack,
     private readonly log: (line: string) => void,
+    /** Lane `lane`'s backup job: where its objects are, its scratch database, its source's counts. */
+    private readonly backupLayout: (lane: number) => BackupLayout,
   ) {}
 
   violation(kind: FaultKind | 'final' | 'warm-up', text: string, figure: keyof KindFigures): void {
@@ -68,6 +76,29 @@ export class Tally {
         { effectsPerWindow: ['report'] },
       ),
     );
+    this.charged(result, kind);
+    if (kind !== 'final' && kind !== 'warm-up') await this.inDoubt(job, kind);
+  }
+
+  /** Lane `lane`'s backup job over its windows so far: each done once, drilled, nothing left behind. */
+  async checkBackups(
+    lane: number,
+    windows: readonly Win[],
+    kind: FaultKind | 'final' | 'warm-up',
+  ): Promise<void> {
+    const result = await persist('check backups', () =>
+      checkBackupInvariants(
+        this.stack.db,
+        drillJob(lane),
+        windows,
+        { emails: this.stack.smtp.messages, chat: this.stack.chat.messages },
+        this.backupLayout(lane),
+      ),
+    );
+    this.charged(result, kind);
+  }
+
+  private charged(result: CheckResult, kind: FaultKind | 'final' | 'warm-up'): void {
     for (const text of result.duplicates)
       this.violation(
         kind,
@@ -86,20 +117,22 @@ export class Tally {
       );
     for (const text of result.unalertedUnknowns) this.violation(kind, text, 'unalerted_unknowns');
     for (const text of result.other) this.violation(kind, text, 'other');
-    if (kind !== 'final' && kind !== 'warm-up') {
-      // Like the check, through another lane's server restart.
-      const inDoubt = await persist('count the effects in doubt', () =>
-        sql<{ n: number }>`
-          select count(*)::int as n from ${ledger(this.stack.db).effects}
-           where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(
-          this.stack.db,
-        ),
-      );
-      const fig = this.figures.get(kind)!;
-      const before = this.inDoubtSeen.get(job) ?? 0;
-      fig.unknown_alerted += Math.max(0, inDoubt.rows[0]!.n - before);
-      this.inDoubtSeen.set(job, inDoubt.rows[0]!.n);
-    }
+  }
+
+  /** The job's effects in doubt that the round added. */
+  private async inDoubt(job: string, kind: FaultKind): Promise<void> {
+    // Like the check, through another lane's server restart.
+    const inDoubt = await persist('count the effects in doubt', () =>
+      sql<{ n: number }>`
+        select count(*)::int as n from ${ledger(this.stack.db).effects}
+         where job = ${job} and status in ('unknown', 'failed') and effect_key not like 'alert:%'`.execute(
+        this.stack.db,
+      ),
+    );
+    const fig = this.figures.get(kind)!;
+    const before = this.inDoubtSeen.get(job) ?? 0;
+    fig.unknown_alerted += Math.max(0, inDoubt.rows[0]!.n - before);
+    this.inDoubtSeen.set(job, inDoubt.rows[0]!.n);
   }
 
   /** A fault round's figures: its injections, those that met no work open, each one's recovery. */

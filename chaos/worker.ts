@@ -80,7 +80,12 @@ const worker = await createWorker({
   bundle: { code: await readFile(config.bundlePath, 'utf8') },
   deps: {
     db,
-    catalog: chaosCatalog({ lanes: config.lanes, liveStart: new Date(config.liveStart) }),
+    catalog: chaosCatalog({
+      lanes: config.lanes,
+      liveStart: new Date(config.liveStart),
+      // Its backups' connections carry its host's application name, as its ledger's do.
+      backups: { cluster: process.env.DATABASE_URL!, runDir: config.controlDir },
+    }),
     logger: consoleLogger(`[${config.host}] `),
     now: config.nowOffsetMs ? () => new Date(Date.now() + config.nowOffsetMs) : () => new Date(),
     channels: {

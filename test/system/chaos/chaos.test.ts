@@ -1,6 +1,6 @@
 // The fault suite's short run (`npm run chaos` at 20 faults): every fault kind at least once on
 // three simulated hosts against the real servers, windows on both paths (local activities and
-// activity tasks) and in batches, checked by the independent checker.
+// activity tasks), in batches and in backup drills, checked by the independent checker.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runChaos } from '../../../chaos/driver.js';
@@ -52,6 +52,8 @@ test(
     // Faults met windows on both paths (lane 1 runs them as local activities), and a batch.
     assert.ok(r.paths!.local.injected > 0 && r.paths!.task.injected > 0, `faults on both paths\n${summary}`);
     assert.ok(r.paths!.batch.injected > 0, `a batched backfill met a fault\n${summary}`);
+    // And a backup window's restore drill (a drill round: the first of its kinds on each lane).
+    assert.ok((r.paths!.drill?.injected ?? 0) > 0, `a backup drill met a fault\n${summary}`);
     // A round the harness could not finish was never checked: it must not pass as clean.
     assert.deepEqual(r.harness_errors, [], `rounds not verified\n${summary}`);
   },
