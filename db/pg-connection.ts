@@ -112,12 +112,18 @@ export function pgClientConfig(
   return { ...extra, connectionString: target.url, [TARGET]: target };
 }
 
-/** A client for a URL (connect() as usual). */
+/**
+ * A client for a URL (connect() as usual). A connection that dies (its backend terminated, the
+ * server restarted) fails the statement in flight and every later one; the client's 'error' event
+ * that follows is heard here, as an 'error' event with no listener would end the process.
+ */
 export function pgClient(
   url: string,
   extra: Omit<pg.ClientConfig, 'connectionString' | 'ssl'> = {},
 ): pg.Client {
-  return new TidemarkPgClient(pgClientConfig(url, extra));
+  const client = new TidemarkPgClient(pgClientConfig(url, extra));
+  client.on('error', () => undefined);
+  return client;
 }
 
 /** A pool for a URL whose clients connect with the resolved TLS settings. */

@@ -234,9 +234,12 @@ export function databaseBackup(opts: BackupOptions): JobSpec {
     admin.pathname = '/postgres';
     const drop = async () => {
       const c = pgClient(admin.toString());
-      await c.connect();
-      await c.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
-      await c.end();
+      try {
+        await c.connect();
+        await c.query(`drop database if exists ${pg.escapeIdentifier(name)} with (force)`);
+      } finally {
+        await c.end().catch(() => undefined);
+      }
     };
     // One drill (or restore) at a time into the scratch database: an on-demand drill restoring
     // into it must not have it dropped under it, nor drop this one's.

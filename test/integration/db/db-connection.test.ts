@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import { createDb } from '../../../db/database.js';
+import { pgClient } from '../../../db/pg-connection.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
 import { eventually } from '../../helpers/temporal.js';
 
@@ -42,5 +43,32 @@ test('a connection terminated between two statements of a transaction fails it; 
     assert.equal(rows[0]!.one, 1);
   } finally {
     await db.destroy();
+  }
+});
+
+test("a single client's backend terminated mid-statement fails the statement, not the process", async () => {
+  const c = pgClient(t.url);
+  await c.connect();
+  try {
+    const { rows } = await c.query<{ pid: number }>('select pg_backend_pid() as pid');
+    const sleeping = c.query('select pg_sleep(5)');
+    await eventually(
+      async () => {
+        const { rows: active } = await sql<{ n: number }>`
+          select count(*)::int as n from pg_stat_activity
+           where pid = ${rows[0]!.pid} and query like 'select pg_sleep%'`.execute(t.db);
+        return active[0]!.n === 1 ? true : undefined;
+      },
+      10_000,
+      'the statement to run',
+    );
+    await sql`select pg_terminate_backend(${rows[0]!.pid})`.execute(t.db);
+    await assert.rejects(sleeping, /terminat|Connection/i);
+    // The client's 'error' event comes after the rejection: without a listener it would end the
+    // process (an uncaught exception here fails this file).
+    await new Promise((r) => setTimeout(r, 300));
+    await assert.rejects(c.query('select 1'), /not queryable|terminat|Connection/i);
+  } finally {
+    await c.end().catch(() => undefined);
   }
 });
