@@ -10,7 +10,9 @@
 // to the window's own workflow.
 import type { Context } from '@temporalio/activity';
 import { CancelledFailure } from '@temporalio/common';
-import { runsOfEarlierAttempts } from '../db/ledger.js';
+import { recordRun, runsOfEarlierAttempts } from '../db/ledger.js';
+import { redactError } from './errors.js';
+import { noMetrics } from './metrics.js';
 import type {
   BatchInput,
   BatchOutcome,
@@ -116,22 +118,52 @@ export function batchActivities(deps: ActivityDeps) {
           : null;
       const ranBefore = (w: BatchInput['windows'][number], outcome: string) =>
         earlier?.get(Date.parse(w.start))?.has(outcome) ?? false;
-      const lostGroup = new Set<string>();
+      const lostGroup = new Map<string, string>();
       const lostFrom = earlier
         ? input.windows.findIndex((w, i) => i >= outcomes.length && !earlier.has(Date.parse(w.start)))
         : -1;
       if (lostFrom >= 0) {
+        const lostAttempt = info!.attempt - 1;
+        const from = input.windows[lostFrom]!.key;
         for (const w of input.windows.slice(lostFrom, lostFrom + GROUP_MAX))
-          if (!earlier!.has(Date.parse(w.start))) lostGroup.add(w.key);
+          if (!earlier!.has(Date.parse(w.start)))
+            lostGroup.set(
+              w.key,
+              `attempt ${lostAttempt} of this batch ended (its worker lost) in a group of windows from ${from}, which may have held this one: it goes to its own run`,
+            );
         deps.logger.warn(
-          `BATCH job=${input.job}: attempt ${info!.attempt - 1} of this batch ended (its worker lost) in a group of windows from ${input.windows[lostFrom]!.key}; the ${lostGroup.size} window(s) it may have held go to their own runs`,
-          {
-            job: input.job,
-            window: input.windows[lostFrom]!.key,
-            attempt: info!.attempt - 1,
-            reason: 'worker-lost',
-          },
+          `BATCH job=${input.job}: attempt ${lostAttempt} of this batch ended (its worker lost) in a group of windows from ${from}; the ${lostGroup.size} window(s) it may have held go to their own runs`,
+          { job: input.job, window: from, attempt: lostAttempt, reason: 'worker-lost' },
         );
+        // On record, so that a later attempt of the batch (this one lost too) hands them over
+        // again instead of taking them for the group it was lost in. A run record only: the
+        // window's row is left to its own run (an upsert on it would wait for any transaction still
+        // holding it, such as the lost attempt's, on a worker not yet dead).
+        for (const [key, reason] of lostGroup) {
+          const w = input.windows.find((x) => x.key === key)!;
+          const at = deps.now();
+          await recordRun(deps.db, {
+            kind: 'window',
+            job: input.job,
+            windowStart: new Date(w.start),
+            generation: w.generation,
+            workflowId: info?.workflowExecution?.workflowId ?? null,
+            attempt: lostAttempt,
+            startedAt: at,
+            finishedAt: at,
+            outcome: 'failed',
+            reason,
+          }).catch(() => undefined);
+          deps.logger.error(`FAILED job=${input.job} window=${key} attempt=${lostAttempt}: ${reason}`, {
+            job: input.job,
+            window: key,
+            generation: w.generation,
+            outcome: 'failed',
+            attempt: lostAttempt,
+            reason,
+          });
+          (deps.metrics ?? noMetrics).window({ job: input.job, outcome: 'failed', reason: 'worker-lost' });
+        }
       }
       const beat = () => ctx?.heartbeat({ outcomes });
       const inputOf = (w: BatchInput['windows'][number]): WindowInput => ({
@@ -146,12 +178,9 @@ export function batchActivities(deps: ActivityDeps) {
       const runOne = async (i: number): Promise<boolean> => {
         const w = input.windows[i]!;
         let outcome: BatchOutcome;
-        if (lostGroup.has(w.key)) {
-          outcomes.push({
-            key: w.key,
-            outcome: 'failed',
-            error: `attempt ${info!.attempt - 1} of this batch ended (its worker lost) in a group of windows from ${input.windows[lostFrom]!.key}, this one among them: it goes to its own run`,
-          });
+        const lost = lostGroup.get(w.key);
+        if (lost) {
+          outcomes.push({ key: w.key, outcome: 'failed', error: lost });
           return true;
         }
         if (ranBefore(w, 'failed') && !ranBefore(w, 'processed')) {
@@ -203,8 +232,14 @@ export function batchActivities(deps: ActivityDeps) {
         const group = input.windows.slice(i, i + size);
         let results: Map<string, WindowResult> | typeof TIMED_OUT;
         try {
-          results = await within(processGroup(group.map(inputOf)), attemptMs);
-        } catch {
+          results = await within(processGroup(group.map(inputOf)), attemptMs * group.length);
+        } catch (err) {
+          // Its windows now run one by one, and the failing one's own run records and alerts it.
+          const reason = redactError(err, deps.redact ?? ((t: string) => t)).slice(0, MAX_ERROR);
+          deps.logger.warn(
+            `BATCH job=${input.job}: the group of ${group.length} windows from ${group[0]!.key} rolled back (${reason}); its windows run one by one`,
+            { job: input.job, window: group[0]!.key, reason },
+          );
           return 0;
         }
         if (results === TIMED_OUT) {
@@ -213,7 +248,7 @@ export function batchActivities(deps: ActivityDeps) {
             outcomes.push({
               key: w.key,
               outcome: 'failed',
-              error: `the group of ${group.length} windows from ${group[0]!.key} took longer than the attempt timeout (${attemptMs} ms) in a batch`,
+              error: `the group of ${group.length} windows from ${group[0]!.key} took longer than their attempt timeouts (${group.length} x ${attemptMs} ms) in a batch`,
             });
           for (const rest of input.windows.slice(i + size))
             outcomes.push({ key: rest.key, outcome: 'not-run' });

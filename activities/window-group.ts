@@ -21,7 +21,7 @@ export function windowGroups(deps: ActivityDeps) {
 
   /**
    * Runs `inputs` (consecutive windows of one job, with one policy and trigger, none an approved
-   * rerun) in one transaction. Returns the result of each window it processed, by key; a window the
+   * rerun) in one transaction. Returns the result of each window it processed, by the key its input gave; a window the
    * claim found done is not in it (its own path answers it). Throws when anything fails, and then
    * nothing of the group was committed.
    */
@@ -44,13 +44,14 @@ export function windowGroups(deps: ActivityDeps) {
       async (trx, claimed, runHandler) => {
         const done: {
           w: WindowRef;
+          input: WindowInput;
           counts: WindowCounts;
           parts: Awaited<ReturnType<typeof commit.record>>;
           startedAt: Date;
           finishedAt: Date;
           seconds: number;
         }[] = [];
-        for (const w of ws) {
+        for (const [i, w] of ws.entries()) {
           const attempts = claimed.get(w.key);
           if (attempts === undefined) continue;
           const startedAt = deps.now();
@@ -60,6 +61,7 @@ export function windowGroups(deps: ActivityDeps) {
           const parts = await commit.record(trx, w, counts, attempts, first.policy, { workflowId, runId });
           done.push({
             w,
+            input: inputs[i]!,
             counts,
             parts,
             startedAt,
@@ -84,7 +86,7 @@ export function windowGroups(deps: ActivityDeps) {
     for (const d of done) {
       await reached(deps, CRASH_POINT.afterCommit, d.w.key);
       results.set(
-        d.w.key,
+        d.input.key,
         commit.processed(d.w, { ...d.parts, counts: d.counts, watermark }, attempt, d.seconds),
       );
     }

@@ -7,12 +7,16 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
 import type pg from 'pg';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { CRASH_POINT } from '../../../activities/crash-points.js';
+import { memoryLogger } from '../../../activities/logger.js';
 import { poolOf } from '../../../db/database.js';
 import { readWatermark, watermarkOf } from '../../../db/ledger.js';
 import { isoUtc } from '../../../contract/window-key.js';
-import type { BatchInput, WindowSpec } from '../../../contract/workflows.js';
+import type { BatchInput, BatchResult, WindowSpec } from '../../../contract/workflows.js';
 import type { JobSpec } from '../../../schedules/job.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { eventually } from '../../helpers/temporal.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../../helpers/windows.js';
 
 const HOUR = 3_600_000;
@@ -300,4 +304,139 @@ test('a window inside a done span in a group answers already-done and runs no ha
     ['processed', 'processed', 'already-done', 'already-done', 'processed', 'processed'],
   );
   assert.equal(await sumsOf(job), 4);
+});
+
+test('groups of slow windows are bounded by their windows’ attempts, not one: every window is processed', async () => {
+  const job = 'grp-slow';
+  const slow = windowPolicy(3, 1_000);
+  const acts = directActivities(t.db, [
+    hourlyJob(job, T0, async (ctx) => {
+      await new Promise((r) => setTimeout(r, 400));
+      return await summing()(ctx);
+    }),
+  ]);
+  await watermarkOf(t.db, job, new Date(T0));
+  const input = { ...batchOf(job, 8), policy: slow };
+  const result = await acts.processWindowBatch(input);
+  assert.deepEqual(
+    result.outcomes.map((o) => o.outcome),
+    Array.from({ length: 8 }, () => 'processed'),
+  );
+  assert.equal(isoUtc((await readWatermark(t.db, job))!), isoUtc(new Date(T0 + 8 * HOUR)));
+});
+
+test('a group that rolls back says why once; its windows then run one by one', async () => {
+  const job = 'grp-why';
+  let failures = 0;
+  const flaky = `${job}/${isoUtc(new Date(T0 + 2 * HOUR))}`;
+  const logger = memoryLogger();
+  const acts = directActivities(
+    t.db,
+    [
+      hourlyJob(
+        job,
+        T0,
+        summing((key) => key === flaky && failures++ === 0),
+      ),
+    ],
+    { logger },
+  );
+  await watermarkOf(t.db, job, new Date(T0));
+  const result = await acts.processWindowBatch(batchOf(job, 4));
+  assert.deepEqual(
+    result.outcomes.map((o) => o.outcome),
+    ['processed', 'processed', 'processed', 'processed'],
+  );
+  const said = logger.lines.filter((l) => l.includes('rolled back'));
+  assert.equal(said.length, 1, logger.lines.join('\n'));
+  assert.match(
+    said[0]!,
+    new RegExp(`group of 4 windows from ${job}/\\S+ rolled back \\(the source is down for ${flaky}\\)`),
+  );
+});
+
+test('a batch whose workers die in groups twice: the third attempt runs no window the lost groups held', async () => {
+  const job = 'grp-lost';
+  const n = 100;
+  const input = batchOf(job, n);
+  const since = Date.now() - 60_000;
+  await watermarkOf(t.db, job, new Date(T0));
+  const indexOf = (key: string) => (Date.parse(key.slice(job.length + 1)) - T0) / HOUR;
+  const lost: (() => void)[] = [];
+  const ended: Promise<unknown>[] = [];
+
+  /** Attempt `n` of the batch; it hangs in the handler of window `dieIn`, its connection then cut. */
+  async function attempt(n: number, dieIn: number | null) {
+    let dead = false;
+    // Hangs as a dead worker would; released (failing) once the test is done, the attempt cancelled.
+    const hung = new Promise<void>((_, reject) =>
+      lost.push(() => {
+        env.cancel();
+        reject(new Error('the worker is gone'));
+      }),
+    );
+    hung.catch(() => undefined);
+    const ran: number[] = [];
+    const acts = directActivities(t.db, [hourlyJob(job, T0, summing())], {
+      hooks: {
+        crashPoint: async (point: string, key: string) => {
+          if (dead) return await hung;
+          if (point !== CRASH_POINT.inHandler) return;
+          ran.push(indexOf(key));
+          if (indexOf(key) === dieIn) {
+            dead = true;
+            return await hung;
+          }
+        },
+      },
+    });
+    const env: MockActivityEnvironment = new MockActivityEnvironment({
+      attempt: n,
+      heartbeatDetails: { outcomes: [] },
+      workflowExecution: { workflowId: `${job}/backfill`, runId: 'run-1' },
+      scheduledTimestampMs: since,
+    });
+    const run = env.run(acts.processWindowBatch, input);
+    if (dieIn === null) return { ran, result: await run };
+    ended.push(run.catch(() => undefined));
+    await eventually(async () => (dead ? true : undefined), 30_000, `attempt ${n} to reach window ${dieIn}`);
+    // The worker is gone: its transaction's connection with it.
+    await eventually(
+      async () => {
+        const cut = await sql<{ pid: number }>`
+          select pg_terminate_backend(pid) as pid from pg_stat_activity
+           where datname = current_database() and state like 'idle in transaction%'
+             and pid <> pg_backend_pid()`.execute(t.db);
+        return cut.rows.length > 0 ? true : undefined;
+      },
+      10_000,
+      'the lost attempt’s transaction',
+    );
+    return { ran, result: null };
+  }
+
+  try {
+    await attempt(1, 10);
+    const second = await attempt(2, 70);
+    assert.ok(!second.ran.includes(10), 'the second attempt ran no window of the first lost group');
+    const third = await attempt(3, null);
+    assert.ok(!third.ran.includes(10) && !third.ran.includes(70), JSON.stringify(third.ran));
+    const outcomes = (third.result as BatchResult).outcomes;
+    assert.equal(outcomes.length, n);
+    for (const i of [10, 70]) assert.equal(outcomes[i]!.outcome, 'failed', `window ${i}`);
+    // Every window is processed once by the batch, or handed to its own run (none of them both).
+    const runs = await runsOf(job);
+    const processed = runs.filter((r) => r.outcome === 'processed').map((r) => isoUtc(r.window_start!));
+    assert.equal(new Set(processed).size, processed.length, 'none processed twice');
+    for (const [i, o] of outcomes.entries())
+      assert.equal(
+        processed.includes(input.windows[i]!.start),
+        o.outcome === 'processed',
+        `window ${i}: ${o.outcome}`,
+      );
+    assert.equal(await sumsOf(job), processed.length);
+  } finally {
+    for (const release of lost) release();
+    await Promise.all(ended);
+  }
 });

@@ -235,10 +235,16 @@ test('batched backfill: a worker SIGKILLed in the middle of a batch; the batch r
       'the rest of the first batch, at a later attempt',
     );
     assert.ok(processed.slice(10).every((r) => r.attempt === 1));
+    // Each handed over is on record as failed in the lost attempt, so that a later attempt hands
+    // it over again: the windows of the lost group only.
     assert.deepEqual(
-      [...runs.values()].flat().filter((r) => r.outcome === 'failed'),
-      [],
-      'no window blamed',
+      starts.flatMap((s, i) =>
+        runs
+          .get(s)!
+          .filter((r) => r.outcome === 'failed')
+          .map((r) => [i, r.workflow_id, r.attempt]),
+      ),
+      own.map((i) => [i, workflowId, 1]),
     );
     assert.match(
       workers[1]!.output(),
@@ -566,15 +572,25 @@ describe("a batch's worker SIGKILLed: the processed count, and the window that k
         'the batch to hand the window over, or the second worker to die',
       );
       assert.equal(first_, 'own run', second.output());
-      // The batch blamed none of the group's windows and committed none of them: each went to its
-      // own run (any of them may have killed the worker), and says so once.
+      // The batch committed none of the group's windows: each went to its own run (any of them
+      // may have killed the worker), is on record as lost with its group, and the batch says so.
       const byBatch = await stack.t.db
         .selectFrom('job_runs')
-        .select(['window_start', 'outcome'])
+        .select(['window_start', 'outcome', 'reason'])
         .where('job', '=', job)
         .where('workflow_id', '=', `${job}/backfill`)
+        .orderBy('window_start')
         .execute();
-      assert.deepEqual(byBatch, []);
+      assert.deepEqual(
+        byBatch.map((r) => [iso(r.window_start!.getTime()), r.outcome]),
+        starts.map((s) => [s, 'failed']),
+      );
+      assert.ok(
+        byBatch.every((r) =>
+          /worker lost\) in a group of windows from .* which may have held this one/.test(r.reason ?? ''),
+        ),
+        JSON.stringify(byBatch),
+      );
       await eventually(
         async () =>
           new RegExp(
