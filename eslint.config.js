@@ -71,7 +71,7 @@ const layers = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', '.venv/**', '.tidemark/**', 'dist/**'] },
+  { ignores: ['node_modules/**', '.venv/**', '.tidemark/**', 'dist/**', '.bench-build/**'] },
   ...tseslint.configs.recommended,
   {
     plugins: { tidemark: { rules: { layers } } },

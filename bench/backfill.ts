@@ -14,7 +14,9 @@ import { MAX_CACHED_WORKFLOWS } from '../workers/memory.js';
 import { installRuntime } from '../workers/runtime.js';
 import type { BackfillResult } from '../contract/workflows.js';
 import { benchServer, cpuOf, figure, log, seconds, sizeFrom, type Figure } from './figures.js';
-import { checkTotals, loadPeerOrders, throughputLayout } from './peers.js';
+// Not ./peers.js: it loads the peers' harnesses (graphile-worker, pg-boss, OpenTelemetry through
+// workers/create-worker.ts) that a worker does not, ~12 MiB of this process's resident memory.
+import { checkTotals, loadPeerOrders, throughputLayout } from './peers/orders.js';
 
 const HOUR = 3_600_000;
 const T0 = Date.parse('2025-01-01T00:00:00Z');

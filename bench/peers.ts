@@ -31,6 +31,7 @@ import {
   windowsSoFar,
   checkTotals,
   loadPeerOrders,
+  throughputLayout,
   windowsOf,
   type OrderLayout,
 } from './peers/orders.js';
@@ -47,7 +48,7 @@ import { peerPool, type Handler } from './peers/summary.js';
 import { tidemarkHarness } from './peers/tidemark.js';
 import type { PeerWorkerConfig } from './peers/worker.js';
 
-export { checkTotals, loadPeerOrders, type OrderLayout } from './peers/orders.js';
+export { checkTotals, loadPeerOrders, throughputLayout, type OrderLayout } from './peers/orders.js';
 
 export const PEERS = ['graphile-worker', 'pg-boss'] as const;
 export type Peer = (typeof PEERS)[number];
@@ -76,14 +77,6 @@ export interface PeerThroughput {
   windowsPerSecond: number;
   settings: GraphileSettings | PgBossSettings;
 }
-
-/** The orders the throughput run loads into every system's database (bench/run.ts may load the same for tidemark). */
-export const throughputLayout = (windows = 8_760, perWindow = 3): OrderLayout => ({
-  first: T0,
-  windows,
-  perWindow,
-  strideHours: 1,
-});
 
 export async function peerThroughput(opts: ThroughputOptions = {}): Promise<Record<Peer, PeerThroughput>> {
   const layout = throughputLayout(opts.windows, opts.perWindow);

@@ -196,10 +196,9 @@ function bounds(byName: ReadonlyMap<string, Figure>): string[] {
   if (rss && rss.value > 250 && start !== undefined) {
     lines.push(
       `- **the worker's memory**: ${fmt(rss.value)} MiB after both backfills, of which ${fmt(start)} MiB before any window ` +
-        "(the floor: Node.js, tsx and the modules it compiled, the SDK's core, its workflow thread holding the bundle built " +
+        "(the floor: Node.js and the modules it loaded, the SDK's core, its workflow thread holding the bundle built " +
         `ahead); the backfills add ${fmt(rss.value - start)} MiB, and the main thread's heap ends at ` +
-        `${fmt(v('worker.heap_used_mb') ?? 0)} MiB used of ${fmt(v('worker.heap_total_mb') ?? 0)}. The package's worker runs ` +
-        'compiled JavaScript, without tsx; this benchmark runs the sources through tsx.',
+        `${fmt(v('worker.heap_used_mb') ?? 0)} MiB used of ${fmt(v('worker.heap_total_mb') ?? 0)}.`,
     );
   }
   const careful = ['graphile_worker', 'pg_boss']
@@ -280,7 +279,8 @@ export function markdown(
     '  per-window backfill in seconds. Every backfill runs over the same orders as the peers (3 a window).',
     '- `worker.*`: the backfills run in a process of their own, started with the flags the image gives a worker',
     '  (workers/memory.ts: `--max-old-space-size=256 --max-semi-space-size=1`, `MALLOC_ARENA_MAX=2`); that process is',
-    '  the worker (workflows and activities run in it, with the Temporal SDK under tsx). `rss_start_mb` is its resident',
+    '  the worker (workflows and activities run in it), running compiled JavaScript as the package does',
+    '  (tsconfig.bench.json; under tsx, BENCH_WORKER_TSX=1, it holds ~25 MiB more). `rss_start_mb` is its resident',
     '  memory once the worker is created (modules loaded, the workflow bundle built, connections open), before any',
     '  window; `rss_mb` after both 8,760-window backfills, against it. `heap_used_mb` and `heap_total_mb` are the main',
     "  thread's V8 heap at the end (the SDK's workflow thread has a heap of its own, inside the RSS).",

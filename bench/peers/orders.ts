@@ -8,6 +8,17 @@ import { CREATE_MARKERS } from './summary.js';
 
 const HOUR = 3_600_000;
 
+/**
+ * The orders the throughput run loads into every system's database (bench/backfill.ts loads the
+ * same for tidemark), from bench/run.ts's first window.
+ */
+export const throughputLayout = (windows = 8_760, perWindow = 3): OrderLayout => ({
+  first: new Date('2025-01-01T00:00:00Z'),
+  windows,
+  perWindow,
+  strideHours: 1,
+});
+
 /** `windows` hourly windows from `first`, each `strideHours` after the previous one, `perWindow` orders each. */
 export interface OrderLayout {
   first: Date;
