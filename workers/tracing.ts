@@ -2,27 +2,32 @@
 // it: then no tracer provider or exporter exists and nothing is intercepted. On, every process
 // (worker, CLI, Slack app, dev stack) traces its client calls, and a worker its workflows and
 // activities, with @temporalio/interceptors-opentelemetry; spans go out over OTLP/HTTP (protobuf or JSON).
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { diag, DiagConsoleLogger, DiagLogLevel } from '@opentelemetry/api';
-import { OTLPTraceExporter as OTLPJsonExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as OTLPProtobufExporter } from '@opentelemetry/exporter-trace-otlp-proto';
-import { envDetectorSync, Resource } from '@opentelemetry/resources';
-import { node } from '@opentelemetry/sdk-node';
-import {
-  BatchSpanProcessor,
-  ConsoleSpanExporter,
-  type SpanExporter,
-  type SpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
-import {
-  makeWorkflowExporter,
-  OpenTelemetryActivityInboundInterceptor,
-  OpenTelemetryActivityOutboundInterceptor,
-  OpenTelemetryWorkflowClientInterceptor,
-  type OpenTelemetrySinks,
-} from '@temporalio/interceptors-opentelemetry';
+import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
+import type * as OtlpProto from '@opentelemetry/exporter-trace-otlp-proto';
+import type * as Resources from '@opentelemetry/resources';
+import type * as SdkNode from '@opentelemetry/sdk-node';
+import type * as SdkTraceBase from '@opentelemetry/sdk-trace-base';
+import type { SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type * as TemporalOtel from '@temporalio/interceptors-opentelemetry';
+import type { OpenTelemetrySinks } from '@temporalio/interceptors-opentelemetry';
 import type { ClientInterceptors } from '@temporalio/client';
 import type { InjectedSinks, WorkerInterceptors } from '@temporalio/worker';
+
+// The OpenTelemetry SDK, its exporters and the SDK's interceptors are loaded when tracing is on,
+// not with this module: a worker without tracing (the default) would hold them in memory for
+// nothing (~5 MiB resident). They are CommonJS, so required here as `import` would give them.
+const load = createRequire(import.meta.url);
+const otel = {
+  httpExporter: () => load('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp,
+  protoExporter: () => load('@opentelemetry/exporter-trace-otlp-proto') as typeof OtlpProto,
+  resources: () => load('@opentelemetry/resources') as typeof Resources,
+  sdkNode: () => load('@opentelemetry/sdk-node') as typeof SdkNode,
+  traceBase: () => load('@opentelemetry/sdk-trace-base') as typeof SdkTraceBase,
+  temporal: () => load('@temporalio/interceptors-opentelemetry') as typeof TemporalOtel,
+};
 
 /** The workflow interceptors module that a traced worker's bundle includes. */
 export const workflowTracingModule = fileURLToPath(
@@ -72,14 +77,16 @@ export function tracingSettings(env: NodeJS.ProcessEnv): TracingSettings | null 
 
 /** The span exporter the settings name; the OTLP ones read endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*. */
 export function spanExporter(settings: TracingSettings): SpanExporter {
-  if (settings.exporter === EXPORTERS.console) return new ConsoleSpanExporter();
-  return settings.protocol === 'http/json' ? new OTLPJsonExporter() : new OTLPProtobufExporter();
+  if (settings.exporter === EXPORTERS.console) return new (otel.traceBase().ConsoleSpanExporter)();
+  return settings.protocol === 'http/json'
+    ? new (otel.httpExporter().OTLPTraceExporter)()
+    : new (otel.protoExporter().OTLPTraceExporter)();
 }
 
 interface Tracing {
-  readonly provider: node.NodeTracerProvider;
+  readonly provider: SdkNode.node.NodeTracerProvider;
   readonly processor: SpanProcessor;
-  readonly resource: Resource;
+  readonly resource: Resources.Resource;
 }
 
 // One per process, built on first use from the process's environment.
@@ -93,13 +100,14 @@ function build(settings: TracingSettings, env: NodeJS.ProcessEnv): Tracing {
     DiagLogLevel[level as keyof typeof DiagLogLevel] ?? DiagLogLevel.WARN,
   );
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the default name.
+  const { envDetectorSync, Resource } = otel.resources();
   const resource = Resource.default()
     .merge(new Resource({ 'service.name': 'tidemark-worker' }))
     .merge(envDetectorSync.detect());
   // The exporter reads its endpoint, headers and timeout from OTEL_EXPORTER_OTLP_*, the batch
   // processor its delays and sizes from OTEL_BSP_*.
-  const processor = new BatchSpanProcessor(spanExporter(settings));
-  const provider = new node.NodeTracerProvider({ resource, spanProcessors: [processor] });
+  const processor = new (otel.traceBase().BatchSpanProcessor)(spanExporter(settings));
+  const provider = new (otel.sdkNode().node.NodeTracerProvider)({ resource, spanProcessors: [processor] });
   // Global: the interceptors' tracers, the context of async calls, and W3C trace propagation.
   provider.register();
   return { provider, processor, resource };
@@ -116,7 +124,7 @@ export function tracing(env: NodeJS.ProcessEnv = process.env): Tracing | null {
 
 /** Interceptors for a Client: its workflow starts, signals and queries carry the trace. */
 export function clientInterceptors(): ClientInterceptors {
-  return tracing() ? { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } : {};
+  return tracing() ? { workflow: [new (otel.temporal().OpenTelemetryWorkflowClientInterceptor)()] } : {};
 }
 
 /**
@@ -130,6 +138,12 @@ export function workerTracing(opts: { bundlesItself: boolean }): {
 } {
   const t = tracing();
   if (!t) return {};
+  const {
+    makeWorkflowExporter,
+    OpenTelemetryActivityInboundInterceptor,
+    OpenTelemetryActivityOutboundInterceptor,
+    OpenTelemetryWorkflowClientInterceptor,
+  } = otel.temporal();
   return {
     interceptors: {
       ...(opts.bundlesItself ? { workflowModules: [workflowTracingModule] } : {}),

@@ -2,9 +2,14 @@
 // attachments, and a deterministic Message-ID from the effect key. SMTP cannot say whether a
 // message whose reply was lost was stored, so such a send is `unknown`, never retried blindly.
 import { createHash } from 'node:crypto';
-import nodemailer from 'nodemailer';
+import { createRequire } from 'node:module';
+import type Nodemailer from 'nodemailer';
 import type { EmailRequest } from '../../contract/effects.js';
 import { EffectError, type Provider } from './provider.js';
+
+// nodemailer is loaded when an e-mail provider is made (SMTP configured), not with the activities
+// every worker imports. CommonJS, so required here as `import` would give it.
+const load = createRequire(import.meta.url);
 
 export interface SmtpSettings {
   host: string;
@@ -46,6 +51,7 @@ export function classifySmtpError(err: unknown): EffectError {
 }
 
 export function emailProvider(settings: SmtpSettings): Provider<EmailRequest> {
+  const nodemailer = load('nodemailer') as typeof Nodemailer;
   /** SMTP takes timeouts, not a signal: within a deadline, each phase gets a third of the time left. */
   const transportWithin = (leftMs: number) =>
     nodemailer.createTransport({

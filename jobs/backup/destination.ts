@@ -6,19 +6,14 @@ import { mkdir, open, readdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import {
-  AbortMultipartUploadCommand,
-  CompleteMultipartUploadCommand,
-  CopyObjectCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  S3Client,
-  UploadPartCopyCommand,
-} from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import { createRequire } from 'node:module';
+import type * as S3 from '@aws-sdk/client-s3';
+import type * as S3Storage from '@aws-sdk/lib-storage';
+
+// The S3 client is loaded when an S3 destination is made, not with this module: the demo catalog's
+// backup job imports it in every worker, most of which never write to S3 (~4 MiB resident). Both
+// packages are CommonJS, so required here as `import` would give them.
+const load = createRequire(import.meta.url);
 
 export interface Destination {
   readonly describe: string;
@@ -90,6 +85,19 @@ const MiB = 1024 * 1024;
 const MAX_PARTS = 10_000;
 
 export function s3Destination(s: S3Settings): Destination {
+  const {
+    AbortMultipartUploadCommand,
+    CompleteMultipartUploadCommand,
+    CopyObjectCommand,
+    CreateMultipartUploadCommand,
+    DeleteObjectCommand,
+    GetObjectCommand,
+    HeadObjectCommand,
+    ListObjectsV2Command,
+    S3Client,
+    UploadPartCopyCommand,
+  } = load('@aws-sdk/client-s3') as typeof S3;
+  const { Upload } = load('@aws-sdk/lib-storage') as typeof S3Storage;
   const client = new S3Client({
     region: s.region ?? 'us-east-1',
     ...(s.endpoint ? { endpoint: s.endpoint } : {}),

@@ -1,6 +1,5 @@
 // Cache cleanup: Redis keys matching a pattern that nobody has touched for longer than an age
 // (OBJECT IDLETIME), found with SCAN so a large keyspace is never blocked.
-import { Redis } from 'ioredis';
 
 export interface RedisCleanup {
   url: string;
@@ -9,6 +8,9 @@ export interface RedisCleanup {
 }
 
 export async function cleanRedis(task: RedisCleanup): Promise<{ scanned: number; removed: string[] }> {
+  // Loaded here, not with the module: every worker of the demo catalog imports this job, few run it
+  // (ioredis held ~5 MiB of a worker's resident memory).
+  const { Redis } = await import('ioredis');
   const redis = new Redis(task.url, { lazyConnect: true, maxRetriesPerRequest: 2 });
   await redis.connect();
   try {
