@@ -37,6 +37,7 @@ test('every docs/reference page is what the generator writes from the code', asy
 const SKIP_DIRS = new Set([
   'node_modules',
   'dist',
+  '.bench-build',
   'test',
   'bench',
   'chaos',

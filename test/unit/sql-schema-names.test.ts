@@ -19,6 +19,8 @@ const SKIPPED = new Set([
   'node_modules',
   'test',
   'dist',
+  // The benchmark's compiled copy of the sources (bench/backfill-process.ts).
+  '.bench-build',
   '.git',
   '.node',
   '.venv',
