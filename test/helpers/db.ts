@@ -3,7 +3,7 @@ import './no-user-temporal-config.js';
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import pg from 'pg';
-import { createDb, ensureDatabase, migrateAll } from '../../db/database.js';
+import { createDb, ensureDatabase, migrateAll, poolOf } from '../../db/database.js';
 import { DEFAULT_SCHEMA, ledger } from '../../db/ledger-schema.js';
 import type { Database } from '../../db/schema.js';
 import { demoMigrations } from '../../jobs/demo-migrations/index.js';
@@ -50,4 +50,33 @@ export async function createTestDb(opts: { migrated?: boolean } = {}): Promise<T
       await admin.end();
     },
   };
+}
+
+/**
+ * Every statement sent on `db`'s pool while `fn` runs, by its first three words: what a path costs
+ * in round trips. Clients are wrapped as the pool hands them out.
+ */
+export async function statementsSent<T>(
+  db: Kysely<Database>,
+  fn: () => Promise<T>,
+): Promise<{ result: T; sent: string[] }> {
+  const sent: string[] = [];
+  const pool = poolOf(db);
+  const counting = (client: pg.PoolClient) => {
+    const query = client.query;
+    if ((query as { counted?: boolean }).counted) return;
+    const wrapped = function (this: pg.PoolClient, ...args: unknown[]) {
+      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string })?.text;
+      sent.push(String(text).trim().split(/\s+/).slice(0, 3).join(' '));
+      return (query as (...a: unknown[]) => unknown).apply(this, args);
+    } as typeof client.query;
+    (wrapped as { counted?: boolean }).counted = true;
+    client.query = wrapped;
+  };
+  pool.on('acquire', counting);
+  try {
+    return { result: await fn(), sent };
+  } finally {
+    pool.off('acquire', counting);
+  }
 }

@@ -6,16 +6,14 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { sql } from 'kysely';
-import type pg from 'pg';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { CRASH_POINT } from '../../../activities/crash-points.js';
 import { memoryLogger } from '../../../activities/logger.js';
-import { poolOf } from '../../../db/database.js';
 import { readWatermark, watermarkOf } from '../../../db/ledger.js';
 import { isoUtc } from '../../../contract/window-key.js';
 import type { BatchInput, BatchResult, WindowSpec } from '../../../contract/workflows.js';
 import type { JobSpec } from '../../../schedules/job.js';
-import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { createTestDb, statementsSent, type TestDb } from '../../helpers/db.js';
 import { eventually } from '../../helpers/temporal.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../../helpers/windows.js';
 
@@ -52,29 +50,6 @@ const summing =
     return { input: 1, applied: 1, quarantined: 0 };
   };
 
-/** Every statement sent on the pool while `fn` runs, by its first words. */
-async function statementsOf<T>(fn: () => Promise<T>): Promise<{ result: T; sent: string[] }> {
-  const sent: string[] = [];
-  const pool = poolOf(t.db);
-  const counting = (client: pg.PoolClient) => {
-    const query = client.query;
-    if ((query as { counted?: boolean }).counted) return;
-    const wrapped = function (this: pg.PoolClient, ...args: unknown[]) {
-      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string })?.text;
-      sent.push(String(text).trim().split(/\s+/).slice(0, 3).join(' '));
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof client.query;
-    (wrapped as { counted?: boolean }).counted = true;
-    client.query = wrapped;
-  };
-  pool.on('acquire', counting);
-  try {
-    return { result: await fn(), sent };
-  } finally {
-    pool.off('acquire', counting);
-  }
-}
-
 async function runsOf(job: string) {
   return await t.db
     .selectFrom('job_runs')
@@ -97,7 +72,7 @@ test("a batch's windows commit in groups: about one round trip a window besides 
   const n = 40;
   const acts = directActivities(t.db, [hourlyJob(job, T0, summing())]);
   await watermarkOf(t.db, job, new Date(T0));
-  const { result, sent } = await statementsOf(() => acts.processWindowBatch(batchOf(job, n)));
+  const { result, sent } = await statementsSent(t.db, () => acts.processWindowBatch(batchOf(job, n)));
   assert.deepEqual(
     result.outcomes.map((o) => o.outcome),
     Array.from({ length: n }, () => 'processed'),

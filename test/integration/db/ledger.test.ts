@@ -6,15 +6,14 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
-import type pg from 'pg';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { withConnection } from '../../../db/connection.js';
-import { poolOf, createDb } from '../../../db/database.js';
+import { createDb } from '../../../db/database.js';
 import { readWatermark, watermarkOf, claimWindow, finishWindow } from '../../../db/ledger.js';
 import type { JobSpec } from '../../../schedules/job.js';
 import { isoUtc } from '../../../contract/window-key.js';
 import type { WindowInput, WindowResult } from '../../../contract/workflows.js';
-import { createTestDb, SCHEMA, tm, type TestDb } from '../../helpers/db.js';
+import { createTestDb, SCHEMA, statementsSent, tm, type TestDb } from '../../helpers/db.js';
 import { directActivities, hourlyJob, hourlyWindow, windowPolicy } from '../../helpers/windows.js';
 
 const HOUR = 3_600_000;
@@ -42,26 +41,8 @@ test("a processed window costs two round trips besides its handler's: the claim 
     }),
   ]);
   await watermarkOf(t.db, job, new Date(T0));
-  const sent: string[] = [];
-  const pool = poolOf(t.db);
-  const counting = (client: pg.PoolClient) => {
-    const query = client.query;
-    if ((query as { counted?: boolean }).counted) return;
-    const wrapped = function (this: pg.PoolClient, ...args: unknown[]) {
-      const text = typeof args[0] === 'string' ? args[0] : (args[0] as { text?: string })?.text;
-      sent.push(String(text).trim().split(/\s+/).slice(0, 3).join(' '));
-      return (query as (...a: unknown[]) => unknown).apply(this, args);
-    } as typeof client.query;
-    (wrapped as { counted?: boolean }).counted = true;
-    client.query = wrapped;
-  };
-  pool.on('acquire', counting);
-  try {
-    const r = await acts.processWindow(windowOf(job, 1));
-    assert.equal(r.outcome, 'processed');
-  } finally {
-    pool.off('acquire', counting);
-  }
+  const { result: r, sent } = await statementsSent(t.db, () => acts.processWindow(windowOf(job, 1)));
+  assert.equal(r.outcome, 'processed');
   const handler = sent.filter((s) => s === 'select 1');
   assert.equal(handler.length, 1, sent.join(' | '));
   assert.equal(sent.length - handler.length, 2, `the ledger sent: ${sent.join(' | ')}`);
