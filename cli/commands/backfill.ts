@@ -16,6 +16,7 @@ import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../../operator/dates.js';
 import { noWorkerNote } from '../pollers.js';
+import { askEvery } from '../progress.js';
 
 /** Every window of the range is still open: nothing to do until the first one closes. */
 export class WindowsNotClosed extends Error {
@@ -148,23 +149,17 @@ export const backfillCommand: Command = {
     const idle = await noWorkerNote(client, ctx.config.TIDEMARK_TASK_QUEUE, 'the backfill');
     if (idle) ctx.io.err(`tidemark backfill: ${idle}`);
     let last = '';
-    // One progress query at a time: with no worker polling, a query waits until one comes.
-    let asking = false;
-    const timer = setInterval(() => {
-      if (asking) return;
-      asking = true;
-      handle.query<BackfillProgress>('progress').then(
-        (p) => {
-          asking = false;
-          const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, closed)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
-          if (line === last) return;
-          last = line;
-          if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
-          else say(line);
-        },
-        () => (asking = false),
-      );
-    }, 1_000);
+    const progress = askEvery(
+      1_000,
+      (signal) => client.withAbortSignal(signal, () => handle.query<BackfillProgress>('progress')),
+      (p) => {
+        const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, closed)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
+        if (line === last) return;
+        last = line;
+        if (ctx.io.tty && !ctx.io.json) process.stdout.write(`\r${line}`);
+        else say(line);
+      },
+    );
     try {
       const r = (await handle.result()) as BackfillResult;
       if (ctx.io.tty && !ctx.io.json && last) process.stdout.write('\n');
@@ -177,7 +172,7 @@ export const backfillCommand: Command = {
         ...(r.failed.length ? { exitCode: 1 } : {}),
       };
     } finally {
-      clearInterval(timer);
+      await progress.stop();
     }
   },
 };
