@@ -318,9 +318,9 @@ test('a worker polls; window-failed, caused: the window fails, is triggered agai
   await rm(join(dir, 'orders-db-down'));
   await sh(retry!, { JOB, WINDOW });
   await until('the incident to close', async () => (await openKinds(JOB)).length === 0);
-  await until('every window done', async () => {
+  await until('the three windows done (four if the hour turned meanwhile)', async () => {
     const r = await cli(['status', JOB]);
-    return (r.out.match(/ done /g) ?? []).length === 3;
+    return (r.out.match(/ done /g) ?? []).length >= 3;
   });
   await sh(check!, { JOB, WINDOW });
 });
