@@ -122,6 +122,8 @@ export async function jobsOverview(
   for (const job of catalog.jobs) {
     const schedule = schedules.get(job.name) ?? null;
     const watermark = watermarks.get(job.name);
+    // A job that never ticked lags from its declared start, as the watch and /metrics count it.
+    const from = watermark ?? job.start;
     const last = lastRuns.get(job.name);
     rows.push({
       job: job.name,
@@ -138,7 +140,7 @@ export async function jobsOverview(
         .slice(0, 2)
         .map(isoUtc),
       watermark: watermark ? isoUtc(watermark) : null,
-      lagWindows: watermark ? windowsBehind(job, watermark, now) : null,
+      lagWindows: from ? windowsBehind(job, from, now) : null,
       lastRun: last
         ? {
             window: last.window_start ? isoUtc(last.window_start) : null,
