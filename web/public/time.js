@@ -40,10 +40,11 @@ export function both(iso, zone) {
   return zone === 'UTC' || zone === 'Etc/UTC' ? [utc(iso), ''] : [inZone(iso, zone), utc(iso)];
 }
 
-/** "3 min ago", "in 2 h": the distance from now, coarse. */
+/** "3 min ago", "in 2 h": the distance from now, coarse; "just now" within a second. */
 export function ago(iso, now = Date.now()) {
   const s = Math.round((new Date(iso).getTime() - now) / 1000);
   const a = Math.abs(s);
+  if (a === 0) return 'just now';
   const text =
     a < 60
       ? `${a} s`
