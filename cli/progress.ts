@@ -12,27 +12,31 @@ export function askEvery<T>(
   ask: (signal: AbortSignal) => Promise<T>,
   onAnswer: (answer: T) => void,
 ): Asking {
-  const aborts = new AbortController();
-  let asking = false;
+  let stopped = false;
+  // Each question has a signal of its own: the client adds an abort listener to the signal for
+  // every call made under it and never removes it, so one signal for the whole command would
+  // hold on to every call of a backfill that runs for hours.
+  let current: AbortController | undefined;
   let last: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
-    if (asking || aborts.signal.aborted) return;
-    asking = true;
+    if (current || stopped) return;
+    const question = (current = new AbortController());
     last = (async () => {
       try {
-        const answer = await ask(aborts.signal);
-        if (!aborts.signal.aborted) onAnswer(answer);
+        const answer = await ask(question.signal);
+        if (!stopped) onAnswer(answer);
       } catch {
         // A question that fails (no worker yet, a server blip) is asked again at the next beat.
       } finally {
-        asking = false;
+        current = undefined;
       }
     })();
   }, everyMs);
   return {
     async stop() {
+      stopped = true;
       clearInterval(timer);
-      aborts.abort();
+      current?.abort();
       await last;
     },
   };

@@ -2,6 +2,7 @@
 // flight once it stops (the command then closes its connection, and a call still running on it
 // could be retried on a closed channel after the command returned).
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { askEvery } from '../../cli/progress.js';
@@ -71,4 +72,22 @@ test('a question that fails is asked again at the next beat', async () => {
   await poll.stop();
   assert.deepEqual(answers[0], 'ok');
   assert.ok(asked >= 2);
+});
+
+test('each question has a signal of its own, so what a settled one left on its signal goes with it', async () => {
+  // The Temporal client adds an abort listener to the signal for every call and never removes it.
+  let asked = 0;
+  let most = 0;
+  const poll = askEvery(
+    1,
+    async (s) => {
+      s.addEventListener('abort', () => {});
+      most = Math.max(most, getEventListeners(s, 'abort').length);
+      return ++asked;
+    },
+    () => {},
+  );
+  while (asked < 5) await sleep(2);
+  await poll.stop();
+  assert.equal(most, 1, 'no signal collects a listener per question');
 });
