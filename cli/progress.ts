@@ -1,6 +1,7 @@
 // The progress a long command shows while it waits for a workflow: asked every beat, one question
 // at a time (with no worker polling, a query waits until one comes), and none left in flight when
 // the command returns and closes its connection.
+import type { Client } from '@temporalio/client';
 
 export interface Asking {
   /** Stops asking: aborts the question in flight and resolves once it has settled. */
@@ -40,4 +41,20 @@ export function askEvery<T>(
       await last;
     },
   };
+}
+
+/**
+ * One call on a Temporal client, cancelled by `signal` and given up after `withinMs` whatever
+ * happens. The client's gRPC retry interceptor cancels only the attempt in flight when it is
+ * aborted: once a first attempt has failed (a server restart: UNAVAILABLE), the retries it
+ * schedules ignore the abort, and a stop would wait for all of them (10 attempts, about 20 s;
+ * a query with no worker waits 30 s per attempt). The deadline holds for every attempt.
+ */
+export function boundedCall<T>(
+  client: Pick<Client, 'withDeadline' | 'withAbortSignal'>,
+  signal: AbortSignal,
+  withinMs: number,
+  call: () => Promise<T>,
+): Promise<T> {
+  return client.withDeadline(Date.now() + withinMs, () => client.withAbortSignal(signal, call));
 }

@@ -16,7 +16,7 @@ import type { Command } from '../command.js';
 import { positiveInt, table, UsageError } from '../context.js';
 import { parseWhen } from '../../operator/dates.js';
 import { noWorkerNote } from '../pollers.js';
-import { askEvery } from '../progress.js';
+import { askEvery, boundedCall } from '../progress.js';
 
 /** Every window of the range is still open: nothing to do until the first one closes. */
 export class WindowsNotClosed extends Error {
@@ -151,7 +151,8 @@ export const backfillCommand: Command = {
     let last = '';
     const progress = askEvery(
       1_000,
-      (signal) => client.withAbortSignal(signal, () => handle.query<BackfillProgress>('progress')),
+      // A question that has waited 5 s (no worker polling) is asked again at a later beat.
+      (signal) => boundedCall(client, signal, 5_000, () => handle.query<BackfillProgress>('progress')),
       (p) => {
         const line = `${bar(p.processed + p.alreadyDone + p.running + p.failed.length, closed)} processed ${p.processed}, already done ${p.alreadyDone}, failed ${p.failed.length}`;
         if (line === last) return;
