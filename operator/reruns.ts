@@ -1,7 +1,12 @@
 // Rerun requests and decisions, for every operator interface (CLI now; Slack and the page use
 // the same functions): start a request, decide it through the workflow's Update, and keep a
 // refused decision in the audit too (the workflow only sees accepted ones).
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import {
+  isGrpcDeadlineError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type Client,
+} from '@temporalio/client';
 import type { Kysely } from 'kysely';
 import type { Config } from '../config/env.js';
 import { directoryOf, requesterProblem } from '../config/people.js';
@@ -270,16 +275,15 @@ export async function pendingApprovals(client: Client, db: Kysely<Database>): Pr
     .execute();
   const listed = await Promise.all(
     rows.map(async (r) => {
-      let timer: NodeJS.Timeout | undefined;
-      const state = await Promise.race([
-        client.workflow
-          .getHandle(r.workflow_id)
-          .query<RerunState>('state')
-          .catch((err: Error) => err.message),
-        new Promise<string>((resolve) => {
-          timer = setTimeout(() => resolve('no worker answered (is one running?)'), STATE_QUERY_MS);
-        }),
-      ]).finally(() => clearTimeout(timer));
+      // A deadline, not a race with a timer: the call ends with it (its retries too), so none is
+      // left running after the list is returned, nor on the connection when the process stops.
+      const state = await client
+        .withDeadline(Date.now() + STATE_QUERY_MS, () =>
+          client.workflow.getHandle(r.workflow_id).query<RerunState>('state'),
+        )
+        .catch((err: unknown) =>
+          isGrpcDeadlineError(err) ? 'no worker answered (is one running?)' : (err as Error).message,
+        );
       const known = typeof state === 'string' ? null : state;
       return {
         request: r.workflow_id,
