@@ -50,7 +50,6 @@ test('overview: a card per job with schedule in words and cron, health and actio
       start: '2026-05-20T00:00:00+02:00',
     }),
   ]);
-  await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
   await insertOrders(stack.t.db, ordersBetween(hourly, '2026-05-20T00:00:00Z', '2026-05-20T03:00:00Z', 30));
   const web = await startWeb(stack, { token: TOKEN, catalog, env: { TIDEMARK_TASK_QUEUE: taskQueue } });
   try {
@@ -69,6 +68,9 @@ test('overview: a card per job with schedule in words and cron, health and actio
           );
       },
     );
+    // Synced once the worker is gone: a tick its schedule fires (at +5m each hour) finds no worker,
+    // and the card shows the three windows done by hand, not those a tick caught up meanwhile.
+    await syncSchedules(stack.env.client, catalog, { taskQueue, apply: true });
     const login = await (await browser.newContext()).newPage();
     await login.goto(web.url);
     await login.locator('input[name=token]').waitFor();
