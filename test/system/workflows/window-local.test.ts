@@ -207,7 +207,9 @@ test('a worker killed in the middle of a local attempt: another worker runs it a
     TEST_JOB: JSON.stringify({ name: job, grid: '1h', start, holdMs: 0, ...(crashAt ? { crashAt } : {}) }),
   });
   const doomed = await spawnWorker('doomed', env({ point: CRASH_POINT.inHandler, nth: 1 }));
-  const attemptTimeoutMs = 60_000;
+  // Long enough that the survivor's start (tens of seconds on a loaded machine, counted below)
+  // stays well inside half of it: only an attempt's timeout takes longer than that.
+  const attemptTimeoutMs = 120_000;
   const run = stack.env.client.workflow.execute('window', {
     taskQueue,
     workflowId: key,
