@@ -204,6 +204,10 @@ before(async () => {
   scratch.pathname = `${scratch.pathname}_scratch`;
   // Yearly ticks: no tick fires by itself while the test runs; the test and the page fire them.
   const never = `tick: { cron: '0 0 1 1 *' }`;
+  // The entries of sales-hourly and orders-webhook wait until the job has no open incident: with
+  // the default threshold, 4 windows behind (the hour turned after hourNow) when the watch fires
+  // (every 5 minutes), a lag incident would open that only the watch's next fire closes.
+  const noLag = 'lagThreshold: 24';
   await writeFile(
     join(dir, 'tidemark.config.ts'),
     `import { databaseBackup } from ${moduleUrl('jobs/backup/index.ts')};
@@ -214,7 +218,7 @@ const none = { input: 0, applied: 0, quarantined: 0 };
 const retry = { maximumAttempts: 2, initialInterval: '100ms', maximumInterval: '200ms' };
 export default defineCatalog([
   {
-    name: 'sales-hourly', grid: '1h', start: ${JSON.stringify(iso(hourNow - 3 * HOUR))}, ${never}, retry,
+    name: 'sales-hourly', grid: '1h', start: ${JSON.stringify(iso(hourNow - 3 * HOUR))}, ${never}, ${noLag}, retry,
     handler: async () => {
       const { existsSync } = await import('node:fs');
       if (existsSync(${JSON.stringify(join(dir, 'orders-db-down'))}))
@@ -223,7 +227,7 @@ export default defineCatalog([
     },
   },
   {
-    name: 'orders-webhook', grid: '1h', start: ${JSON.stringify(iso(hourNow - 3 * HOUR))}, ${never}, retry,
+    name: 'orders-webhook', grid: '1h', start: ${JSON.stringify(iso(hourNow - 3 * HOUR))}, ${never}, ${noLag}, retry,
     handler: async (ctx) => ({
       ...none,
       effects: [{ name: 'notify', channel: 'http', request: {
