@@ -214,11 +214,16 @@ export const check = () => runWindowOnce({ databaseUrl: 'postgres://x', catalog,
       lastRun: { window: string; outcome: string } | null;
     }[];
     assert.deepEqual(
-      jobs.map((j) => [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome]),
+      // Housekeeping's own schedule (daily at 03:17 UTC) may have run it meanwhile: its last run is not compared.
+      jobs.map((j) =>
+        j.job === 'tidemark-housekeeping'
+          ? [j.job, j.scheduled]
+          : [j.job, j.scheduled, j.lastRun?.window, j.lastRun?.outcome],
+      ),
       [
         ['my-ticks', true, from.toISOString().replace('.000Z', 'Z'), 'processed'],
         // The built-in housekeeping job joins every catalog (docs/guides/housekeeping.md).
-        ['tidemark-housekeeping', true, undefined, undefined],
+        ['tidemark-housekeeping', true],
       ],
     );
 
