@@ -6,8 +6,8 @@ import { getEventListeners } from 'node:events';
 import { test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as grpc from '@grpc/grpc-js';
-import { Client, Connection } from '@temporalio/client';
 import { askEvery, boundedCall } from '../../cli/progress.js';
+import { queryFrontend } from '../helpers/query-frontend.js';
 
 test('progress is asked one question at a time, and each answer is passed on', async () => {
   let asked = 0;
@@ -97,26 +97,10 @@ test('each question has a signal of its own, so what a settled one left on its s
 test('an aborted question ends by its deadline even while the client is retrying its call', async (t) => {
   // A server UNAVAILABLE for the first attempt (a restart) that never answers the retry: the
   // client's retry interceptor cancels only the attempt in flight on an abort, not its retries.
-  const server = new grpc.Server();
   let attempts = 0;
-  server.register(
-    '/temporal.api.workflowservice.v1.WorkflowService/QueryWorkflow',
-    (_call: unknown, callback: grpc.sendUnaryData<Buffer>) => {
-      if (++attempts === 1) callback({ code: grpc.status.UNAVAILABLE, details: 'restarting' });
-    },
-    (b: Buffer) => b,
-    (b: Buffer) => b,
-    'unary',
-  );
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
-    ),
-  );
-  t.after(() => server.forceShutdown());
-  const connection = Connection.lazy({ address: `127.0.0.1:${port}` });
-  t.after(() => connection.close());
-  const client = new Client({ connection });
+  const client = await queryFrontend(t, (_call, reply) => {
+    if (++attempts === 1) reply({ code: grpc.status.UNAVAILABLE, details: 'restarting' });
+  });
   const aborts = new AbortController();
   const question = boundedCall(client, aborts.signal, 1_500, () =>
     client.workflow.getHandle('wf').query('progress'),

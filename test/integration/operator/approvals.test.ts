@@ -4,10 +4,9 @@
 // connection would end the web process with an uncaught error.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import * as grpc from '@grpc/grpc-js';
-import { Client, Connection } from '@temporalio/client';
 import { pendingApprovals } from '../../../operator/reruns.js';
 import { createTestDb, type TestDb } from '../../helpers/db.js';
+import { queryFrontend } from '../../helpers/query-frontend.js';
 
 let t: TestDb;
 before(async () => {
@@ -19,26 +18,11 @@ test('a pending request no worker answers for is listed without a preview, and i
   // A Temporal frontend that takes queries and never answers them, as with no worker polling.
   const open = new Set<number>();
   let calls = 0;
-  const server = new grpc.Server();
-  server.register(
-    '/temporal.api.workflowservice.v1.WorkflowService/QueryWorkflow',
-    (call: grpc.ServerUnaryCall<Buffer, Buffer>) => {
-      const id = ++calls;
-      open.add(id);
-      call.on('cancelled', () => open.delete(id));
-    },
-    (b: Buffer) => b,
-    (b: Buffer) => b,
-    'unary',
-  );
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
-      err ? reject(err) : resolve(p),
-    ),
-  );
-  c.after(() => server.forceShutdown());
-  const connection = Connection.lazy({ address: `127.0.0.1:${port}` });
-  c.after(() => connection.close());
+  const client = await queryFrontend(c, (call) => {
+    const id = ++calls;
+    open.add(id);
+    call.on('cancelled', () => open.delete(id));
+  });
   await t.db
     .insertInto('rerun_requests')
     .values({
@@ -52,7 +36,7 @@ test('a pending request no worker answers for is listed without a preview, and i
     })
     .execute();
 
-  const listed = await pendingApprovals(new Client({ connection }), t.db);
+  const listed = await pendingApprovals(client, t.db);
   assert.deepEqual(
     listed.map((a) => [a.request, a.preview, a.previewNote]),
     [['rerun:sales/2026-03-02T10:00:00Z:1', null, 'no worker answered (is one running?)']],
