@@ -40,6 +40,33 @@ export const violations = (r: CheckResult): string[] => [
 const cents = (v: unknown): number => Math.round(Number(v) * 100);
 
 /**
+ * The watermark is the end of the contiguous done prefix (or absent / at the start before any).
+ * `required`: a done prefix without a watermark is a finding too (false where no tick ever ran).
+ */
+async function watermarkFindings(
+  db: Kysely<Database>,
+  job: string,
+  windows: readonly { start: Date; end: Date }[],
+  statusAt: ReadonlyMap<number, string>,
+  required: boolean,
+): Promise<string[]> {
+  let prefixEnd: Date | null = null;
+  for (const w of windows) {
+    if (statusAt.get(w.start.getTime()) !== 'done') break;
+    prefixEnd = w.end;
+  }
+  const wm = await sql<{ watermark: Date }>`
+    select watermark from ${tm.job_watermarks} where job = ${job}`.execute(db);
+  const watermark = wm.rows[0]?.watermark ?? null;
+  const expected = prefixEnd ?? windows[0]?.start ?? null;
+  if (watermark && expected && watermark.getTime() !== expected.getTime())
+    return [`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`];
+  if (!watermark && prefixEnd && required)
+    return [`watermark ${job}: missing, done prefix ends ${prefixEnd.toISOString()}`];
+  return [];
+}
+
+/**
  * Checks one job whose closed windows are `windows` (oldest first, contiguous, from the job's
  * start), over the sales-summary tables and orders in those windows.
  */
@@ -172,20 +199,7 @@ export async function checkInvariants(
     );
   }
 
-  // The watermark is the end of the contiguous done prefix (or absent / at the start before any).
-  let prefixEnd: Date | null = null;
-  for (const w of windows) {
-    if (statusAt.get(w.start.getTime()) !== 'done') break;
-    prefixEnd = w.end;
-  }
-  const wm = await sql<{ watermark: Date }>`
-    select watermark from ${tm.job_watermarks} where job = ${job}`.execute(db);
-  const watermark = wm.rows[0]?.watermark ?? null;
-  const expected = prefixEnd ?? windows[0]?.start ?? null;
-  if (watermark && expected && watermark.getTime() !== expected.getTime())
-    other.push(`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`);
-  if (!watermark && prefixEnd && checkWatermark)
-    other.push(`watermark ${job}: missing, done prefix ends ${prefixEnd.toISOString()}`);
+  other.push(...(await watermarkFindings(db, job, windows, statusAt, checkWatermark)));
 
   const out = { duplicates, lost, unalertedUnknowns, other };
   const effects = await effectsAndIncidents(db, job, sinks, openSubjects, out);
@@ -436,18 +450,7 @@ export async function checkBackupInvariants(
   if (scratch.rows[0]!.n > 0)
     other.push(`scratch database ${layout.scratchDatabase}: left behind once the drills settled`);
 
-  // The watermark is the end of the contiguous done prefix (or absent / at the start before any).
-  let prefixEnd: Date | null = null;
-  for (const w of windows) {
-    if (statusAt.get(w.start.getTime()) !== 'done') break;
-    prefixEnd = w.end;
-  }
-  const wm = await sql<{ watermark: Date }>`
-    select watermark from ${tm.job_watermarks} where job = ${job}`.execute(db);
-  const watermark = wm.rows[0]?.watermark ?? null;
-  const expected = prefixEnd ?? windows[0]?.start ?? null;
-  if (watermark && expected && watermark.getTime() !== expected.getTime())
-    other.push(`watermark ${job}: ${watermark.toISOString()}, done prefix ends ${expected.toISOString()}`);
+  other.push(...(await watermarkFindings(db, job, windows, statusAt, false)));
 
   await effectsAndIncidents(db, job, sinks, openSubjects, out);
   return out;

@@ -336,3 +336,29 @@ test('a backup window: one row, its object as recorded, its drill recorded once,
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('a watermark off the end of the done prefix is found, and a missing one where a tick ran', async () => {
+  const job = 'watermarked';
+  const noSinks = { emails: [], chat: [] };
+  await t.db
+    .insertInto('job_windows')
+    .values({
+      job,
+      window_start: start,
+      window_end: end,
+      window_key: `${job}/2015-01-01T00:00:00Z`,
+      status: 'done',
+      trigger: 'manual',
+      workflow_id: null,
+      started_at: start,
+    })
+    .execute();
+  assert.deepEqual((await checkInvariants(t.db, job, windows, noSinks)).other, [
+    `watermark ${job}: missing, done prefix ends ${end.toISOString()}`,
+  ]);
+  assert.deepEqual((await checkInvariants(t.db, job, windows, noSinks, { watermark: false })).other, []);
+  await t.db.insertInto('job_watermarks').values({ job, watermark: start, updated_at: start }).execute();
+  assert.deepEqual((await checkInvariants(t.db, job, windows, noSinks)).other, [
+    `watermark ${job}: ${start.toISOString()}, done prefix ends ${end.toISOString()}`,
+  ]);
+});
